@@ -1,0 +1,284 @@
+// Package topology is the single definition of localeflow's AWS resources:
+// table names and key schemas, the sparse indexes, queues with their DLQs
+// and redrive policy, the event bus, the rules that route each input
+// detail-type to its queue, and the schedules.
+//
+// Both the CDK stack (infra/) and the local-stack bootstrap
+// (cmd/localeflow-bootstrap) read this package, so the resources created on
+// AWS, on LocalStack and on the Docker-free local stack cannot drift apart.
+// It is pure data: no AWS SDK, no CDK imports.
+package topology
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// DefaultPrefix names the resources when no prefix is configured.
+const DefaultPrefix = "localeflow"
+
+// EventSource is the EventBridge `source` of every localeflow event.
+const EventSource = "localeflow"
+
+// Input and output detail-types on the bus (DESIGN.md "Events on the bus").
+const (
+	DetailChangeDispatched = "localeflow.change.dispatched"
+	DetailPlanAccepted     = "localeflow.plan.accepted"
+	DetailJobCompleted     = "localeflow.job.completed"
+
+	DetailChangeTerminal    = "localeflow.change.terminal"
+	DetailReleaseApproved   = "localeflow.release.approved"
+	DetailDeliveryReady     = "localeflow.delivery.ready"
+	DetailDeliveryDelivered = "localeflow.delivery.delivered"
+	DetailHealthBlocked     = "localeflow.health.blocked"
+)
+
+// Attribute names shared by the stores and the index definitions.
+const (
+	// Monitor table.
+	AttrEventID = "event_id"
+	// Release table (one item collection per event).
+	AttrPK = "pk"
+	AttrSK = "sk"
+	// Sparse wake index: present only on items that can wake (due or leased).
+	AttrWakeShard = "wake_shard"
+	AttrWakeMS    = "wake_ms"
+	// Sparse attention index: present only on items an operator must look at
+	// (failed, remote failure); health reads it instead of scanning.
+	AttrAttentionShard = "attention_shard"
+	AttrAttentionMS    = "attention_ms"
+	// Records that expire carry a TTL attribute in epoch seconds.
+	AttrExpiresAt = "expires_at"
+)
+
+// Index names.
+const (
+	IndexWake      = "wake"
+	IndexAttention = "attention"
+)
+
+// WakeShards is the number of partitions of the sparse indexes. Items are
+// spread over shards by a hash of their id so that due discovery never
+// concentrates on one hot partition; a sweep queries every shard.
+const WakeShards = 8
+
+// KeyType is a DynamoDB scalar attribute type.
+type KeyType string
+
+// Attribute types.
+const (
+	KeyString KeyType = "S"
+	KeyNumber KeyType = "N"
+)
+
+// Key is one key attribute.
+type Key struct {
+	Name string
+	Type KeyType
+}
+
+// Index is a global secondary index.
+type Index struct {
+	Name string
+	// Partition and Sort keys; items lacking either attribute are absent
+	// from the index (that is what makes it sparse).
+	Partition Key
+	Sort      Key
+	// KeysOnly projects only the table and index keys: discovery reads keys
+	// and then does a conditional write against the base table.
+	KeysOnly bool
+}
+
+// Table is a DynamoDB table.
+type Table struct {
+	// Logical is the stable CDK logical id suffix and the env var stem.
+	Logical string
+	Name    string
+	// Partition and optional Sort key of the base table.
+	Partition Key
+	Sort      *Key
+	Indexes   []Index
+	// TTLAttribute is empty when the table keeps its records forever.
+	TTLAttribute string
+}
+
+// Queue is an SQS queue with its dead-letter queue.
+type Queue struct {
+	Logical string
+	Name    string
+	DLQName string
+	// MaxReceiveCount before a message is moved to the DLQ.
+	MaxReceiveCount int
+	// ConsumerTimeoutSeconds is the timeout of the Lambda that consumes the
+	// queue; VisibilityTimeoutSeconds is 6x that (the AWS recommendation for
+	// event source mappings).
+	ConsumerTimeoutSeconds   int
+	VisibilityTimeoutSeconds int
+	// RetentionSeconds for messages in the queue; DLQs keep 14 days.
+	RetentionSeconds    int
+	DLQRetentionSeconds int
+	// BatchSize of the event source mapping that drains this queue.
+	BatchSize int
+}
+
+// Rule routes input detail-types from the bus to a queue.
+type Rule struct {
+	Logical     string
+	Name        string
+	DetailTypes []string
+	// TargetQueue is the Logical name of the target queue.
+	TargetQueue string
+}
+
+// Schedule fires a function on a fixed rate.
+type Schedule struct {
+	Logical string
+	Name    string
+	// RateMinutes between invocations.
+	RateMinutes int
+	// Function is the name of the function directory under functions/.
+	Function string
+}
+
+// Function is one Lambda function.
+type Function struct {
+	Logical        string
+	Name           string
+	Dir            string // functions/<Dir>
+	MemoryMB       int
+	TimeoutSeconds int
+	// Queue is the Logical name of the queue it consumes, if any.
+	Queue string
+}
+
+// Topology is every resource of one deployment.
+type Topology struct {
+	Prefix    string
+	Monitor   Table
+	Release   Table
+	PollQueue Queue
+	RelQueue  Queue
+	BusName   string
+	Rules     []Rule
+	Schedules []Schedule
+	Functions []Function
+}
+
+var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+
+// ValidatePrefix reports whether prefix can name every resource (the
+// strictest limits are SQS names, 80 chars, and lowercase for readability).
+func ValidatePrefix(prefix string) error {
+	if !prefixPattern.MatchString(prefix) {
+		return fmt.Errorf("topology: prefix %q must match %s", prefix, prefixPattern)
+	}
+	return nil
+}
+
+// Default timeouts of the consuming functions (seconds).
+const (
+	PollerTimeoutSeconds      = 120
+	CoordinatorTimeoutSeconds = 120
+	HealthTimeoutSeconds      = 30
+)
+
+// New returns the topology for prefix. It panics on an invalid prefix; call
+// ValidatePrefix first for input that comes from outside.
+func New(prefix string) Topology {
+	if err := ValidatePrefix(prefix); err != nil {
+		panic(err)
+	}
+	wake := Index{
+		Name:      IndexWake,
+		Partition: Key{AttrWakeShard, KeyNumber},
+		Sort:      Key{AttrWakeMS, KeyNumber},
+		KeysOnly:  true,
+	}
+	attention := Index{
+		Name:      IndexAttention,
+		Partition: Key{AttrAttentionShard, KeyNumber},
+		Sort:      Key{AttrAttentionMS, KeyNumber},
+		KeysOnly:  true,
+	}
+	queue := func(logical, stem string, consumerTimeout int) Queue {
+		return Queue{
+			Logical:                  logical,
+			Name:                     prefix + "-" + stem,
+			DLQName:                  prefix + "-" + stem + "-dlq",
+			MaxReceiveCount:          5,
+			ConsumerTimeoutSeconds:   consumerTimeout,
+			VisibilityTimeoutSeconds: 6 * consumerTimeout,
+			RetentionSeconds:         4 * 24 * 3600,
+			DLQRetentionSeconds:      14 * 24 * 3600,
+			BatchSize:                10,
+		}
+	}
+	return Topology{
+		Prefix: prefix,
+		Monitor: Table{
+			Logical:   "MonitorTable",
+			Name:      prefix + "-monitor",
+			Partition: Key{AttrEventID, KeyString},
+			Indexes:   []Index{wake, attention},
+		},
+		Release: Table{
+			Logical:      "ReleaseTable",
+			Name:         prefix + "-release",
+			Partition:    Key{AttrPK, KeyString},
+			Sort:         &Key{AttrSK, KeyString},
+			Indexes:      []Index{wake, attention},
+			TTLAttribute: AttrExpiresAt,
+		},
+		PollQueue: queue("PollQueue", "poll", PollerTimeoutSeconds),
+		RelQueue:  queue("ReleaseQueue", "release", CoordinatorTimeoutSeconds),
+		BusName:   prefix + "-bus",
+		Rules: []Rule{
+			{
+				Logical:     "ChangeDispatchedRule",
+				Name:        prefix + "-change-dispatched",
+				DetailTypes: []string{DetailChangeDispatched},
+				TargetQueue: "PollQueue",
+			},
+			{
+				Logical:     "ReleaseInputRule",
+				Name:        prefix + "-release-input",
+				DetailTypes: []string{DetailPlanAccepted, DetailJobCompleted},
+				TargetQueue: "ReleaseQueue",
+			},
+		},
+		Schedules: []Schedule{
+			{Logical: "SweepSchedule", Name: prefix + "-sweep", RateMinutes: 1, Function: "poller"},
+			{Logical: "ReleaseSweepSchedule", Name: prefix + "-release-sweep", RateMinutes: 5, Function: "coordinator"},
+			{Logical: "HealthSchedule", Name: prefix + "-health", RateMinutes: 5, Function: "health"},
+		},
+		Functions: []Function{
+			{Logical: "PollerFunction", Name: prefix + "-poller", Dir: "poller", MemoryMB: 256, TimeoutSeconds: PollerTimeoutSeconds, Queue: "PollQueue"},
+			{Logical: "CoordinatorFunction", Name: prefix + "-coordinator", Dir: "coordinator", MemoryMB: 256, TimeoutSeconds: CoordinatorTimeoutSeconds, Queue: "ReleaseQueue"},
+			{Logical: "HealthFunction", Name: prefix + "-health", Dir: "health", MemoryMB: 256, TimeoutSeconds: HealthTimeoutSeconds},
+		},
+	}
+}
+
+// Queues lists both queues.
+func (t Topology) Queues() []Queue { return []Queue{t.PollQueue, t.RelQueue} }
+
+// Tables lists both tables.
+func (t Topology) Tables() []Table { return []Table{t.Monitor, t.Release} }
+
+// QueueByLogical finds a queue by its Logical name.
+func (t Topology) QueueByLogical(logical string) (Queue, bool) {
+	for _, q := range t.Queues() {
+		if q.Logical == logical {
+			return q, true
+		}
+	}
+	return Queue{}, false
+}
+
+// EventPattern is the EventBridge pattern of a rule, as JSON-ready data.
+func (r Rule) EventPattern() map[string]any {
+	return map[string]any{
+		"source":      []string{EventSource},
+		"detail-type": r.DetailTypes,
+	}
+}
