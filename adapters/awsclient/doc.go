@@ -1,0 +1,9 @@
+// Package awsclient builds the AWS SDK clients every localeflow binary uses.
+//
+// Endpoints come only from the standard SDK variables (AWS_ENDPOINT_URL and
+// the per-service AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS,
+// AWS_ENDPOINT_URL_EVENTBRIDGE, …), so the same binary runs against AWS,
+// LocalStack and the Docker-free local stack without code changes. When an
+// endpoint override is in force for DynamoDB the client stops validating the
+// CRC32 response checksum, which emulators do not send.
+package awsclient
