@@ -1,0 +1,223 @@
+package delayqueue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// Schema is the envelope schema.
+const Schema = "localeflow.delayed.v1"
+
+// MaxDelay is the SQS DelaySeconds cap.
+const MaxDelay = 900 * time.Second
+
+// MaxBodyBytes bounds an envelope; real ones are ~150 bytes.
+const MaxBodyBytes = 4096
+
+// Error codes.
+const (
+	CodeEnvelopeInvalid = "delayqueue.envelope_invalid"
+	CodeSendFailed      = "delayqueue.send_failed"
+)
+
+var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
+
+// Envelope is one delayed message.
+type Envelope struct {
+	Schema      string `json:"schema"`
+	Kind        string `json:"kind"`
+	EventID     string `json:"event_id"`
+	Ref         string `json:"ref,omitempty"`
+	NotBeforeMS int64  `json:"not_before_ms"`
+}
+
+// NewEnvelope builds a validated envelope due at `at`.
+func NewEnvelope(kind, eventID, ref string, at time.Time) (Envelope, error) {
+	e := Envelope{Schema: Schema, Kind: kind, EventID: eventID, Ref: ref, NotBeforeMS: core.Millis(at)}
+	if err := e.validate(); err != nil {
+		return Envelope{}, err
+	}
+	return e, nil
+}
+
+func (e Envelope) validate() error {
+	if e.Schema != Schema || !kindPattern.MatchString(e.Kind) || !core.ValidToken(e.EventID) ||
+		(e.Ref != "" && !core.ValidToken(e.Ref)) || !core.ValidMillis(e.NotBeforeMS) {
+		return core.Fail(CodeEnvelopeInvalid)
+	}
+	return nil
+}
+
+// NotBefore is the earliest time the consumer may act.
+func (e Envelope) NotBefore() time.Time { return core.FromMillis(e.NotBeforeMS) }
+
+// Marshal encodes a valid envelope.
+func (e Envelope) Marshal() ([]byte, error) {
+	if err := e.validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(e)
+}
+
+// Parse reads an envelope strictly: one JSON object of at most MaxBodyBytes
+// with exactly the envelope keys ("ref" optional), no duplicates, the right
+// types and valid values, nothing after it. Anything else is
+// delayqueue.envelope_invalid (not retryable: it can never succeed).
+func Parse(body []byte) (Envelope, error) {
+	if len(body) > MaxBodyBytes {
+		return Envelope{}, core.Fail(CodeEnvelopeInvalid)
+	}
+	fields, err := objectFields(body)
+	if err != nil {
+		return Envelope{}, core.Fail(CodeEnvelopeInvalid)
+	}
+	required := []string{"schema", "kind", "event_id", "not_before_ms"}
+	want := len(required)
+	if _, ok := fields["ref"]; ok {
+		want++
+	}
+	if len(fields) != want {
+		return Envelope{}, core.Fail(CodeEnvelopeInvalid)
+	}
+	var e Envelope
+	ok := jsonString(fields["schema"], &e.Schema) &&
+		jsonString(fields["kind"], &e.Kind) &&
+		jsonString(fields["event_id"], &e.EventID) &&
+		jsonInt(fields["not_before_ms"], &e.NotBeforeMS)
+	if raw, has := fields["ref"]; has {
+		ok = ok && jsonString(raw, &e.Ref) && e.Ref != ""
+	}
+	if !ok {
+		return Envelope{}, core.Fail(CodeEnvelopeInvalid)
+	}
+	if err := e.validate(); err != nil {
+		return Envelope{}, err
+	}
+	return e, nil
+}
+
+// objectFields decodes one JSON object into its raw fields, refusing
+// duplicate keys and trailing data.
+func objectFields(body []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, errors.New("not an object")
+	}
+	fields := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("bad key")
+		}
+		if _, dup := fields[key]; dup {
+			return nil, errors.New("duplicate key")
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		fields[key] = raw
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, errors.New("unterminated object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data")
+	}
+	return fields, nil
+}
+
+func jsonString(raw json.RawMessage, out *string) bool {
+	return len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, out) == nil
+}
+
+func jsonInt(raw json.RawMessage, out *int64) bool {
+	if len(raw) == 0 || bytes.ContainsAny(raw, ".eE+\"") {
+		return false
+	}
+	return json.Unmarshal(raw, out) == nil
+}
+
+// Delay is the DelaySeconds for a message due at `at`: ceil(at − now) in
+// whole seconds, capped at 900, 0 when due.
+func Delay(at, now time.Time) int32 {
+	d := at.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	if d >= MaxDelay {
+		return int32(MaxDelay / time.Second)
+	}
+	return int32((d + time.Second - 1) / time.Second)
+}
+
+// Due reports whether the envelope may be acted on at now, and otherwise
+// how long remains.
+func Due(e Envelope, now time.Time) (remaining time.Duration, due bool) {
+	remaining = e.NotBefore().Sub(now)
+	if remaining <= 0 {
+		return 0, true
+	}
+	return remaining, false
+}
+
+// SQSAPI is the one SQS method the queue calls, with the SDK's exact
+// signature.
+type SQSAPI interface {
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+var _ SQSAPI = (*sqs.Client)(nil)
+
+// Queue sends envelopes to one SQS queue.
+type Queue struct {
+	client SQSAPI
+	url    string
+}
+
+// New returns a Queue for queueURL.
+func New(client SQSAPI, queueURL string) *Queue { return &Queue{client: client, url: queueURL} }
+
+// Send schedules kind for eventID at `at`.
+func (q *Queue) Send(ctx context.Context, kind, eventID string, at, now time.Time) error {
+	e, err := NewEnvelope(kind, eventID, "", at)
+	if err != nil {
+		return err
+	}
+	return q.Resend(ctx, e, now)
+}
+
+// Resend sends e with DelaySeconds = Delay(e.NotBefore(), now): scheduling
+// a new envelope, or chaining an early one by its remaining delay.
+func (q *Queue) Resend(ctx context.Context, e Envelope, now time.Time) error {
+	body, err := e.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = q.client.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:     aws.String(q.url),
+		MessageBody:  aws.String(string(body)),
+		DelaySeconds: Delay(e.NotBefore(), now),
+	})
+	if err != nil {
+		return core.Wrap(CodeSendFailed, true, fmt.Errorf("send %s for %s: %w", e.Kind, e.EventID, err))
+	}
+	return nil
+}

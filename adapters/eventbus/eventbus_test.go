@@ -1,0 +1,107 @@
+package eventbus_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+
+	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/topology"
+)
+
+type fakeBus struct {
+	inputs []*eventbridge.PutEventsInput
+	out    *eventbridge.PutEventsOutput
+	err    error
+}
+
+func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	f.inputs = append(f.inputs, in)
+	if f.err != nil {
+		return nil, f.err
+	}
+	if f.out != nil {
+		return f.out, nil
+	}
+	return &eventbridge.PutEventsOutput{Entries: []types.PutEventsResultEntry{{EventId: aws.String("1")}}}, nil
+}
+
+func TestPublish(t *testing.T) {
+	status := "published"
+	sha := "ab" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
+	detail := eventbus.ChangeTerminal{EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", State: "terminal", RemoteStatus: &status, LifecycleSHA256: &sha}
+	tests := []struct {
+		name      string
+		bus       fakeBus
+		code      string
+		retryable bool
+	}{
+		{"ok", fakeBus{}, "", false},
+		{"api error", fakeBus{err: errors.New("boom")}, eventbus.CodePublishFailed, true},
+		{"failed entry", fakeBus{out: &eventbridge.PutEventsOutput{FailedEntryCount: 1,
+			Entries: []types.PutEventsResultEntry{{ErrorCode: aws.String("InternalFailure")}}}}, eventbus.CodeEntryFailed, true},
+		{"entry error without count", fakeBus{out: &eventbridge.PutEventsOutput{
+			Entries: []types.PutEventsResultEntry{{ErrorCode: aws.String("ThrottlingException")}}}}, eventbus.CodeEntryFailed, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bus := tt.bus
+			err := eventbus.New(&bus, "lf-bus").Publish(context.Background(), topology.DetailChangeTerminal, detail)
+			if core.CodeOf(err) != tt.code || core.IsRetryable(err) != tt.retryable {
+				t.Fatalf("err %v, want code %q retryable %v", err, tt.code, tt.retryable)
+			}
+			if len(bus.inputs) != 1 || len(bus.inputs[0].Entries) != 1 {
+				t.Fatalf("want one PutEvents with one entry, got %+v", bus.inputs)
+			}
+			e := bus.inputs[0].Entries[0]
+			if *e.EventBusName != "lf-bus" || *e.Source != "localeflow" || *e.DetailType != topology.DetailChangeTerminal {
+				t.Fatalf("entry %+v", e)
+			}
+			var got map[string]any
+			if err := json.Unmarshal([]byte(*e.Detail), &got); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]any{"event_id": "evt-1", "site_id": "site-1", "plan_id": "plan-1", "state": "terminal",
+				"remote_status": "published", "error_code": nil, "lifecycle_sha256": sha}
+			if len(got) != len(want) {
+				t.Fatalf("detail keys %v, want %v", got, want)
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Fatalf("detail[%s] = %v, want %v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestPublishRejectsBadDetail(t *testing.T) {
+	tests := []struct {
+		name       string
+		detailType string
+		detail     any
+	}{
+		{"not an object", topology.DetailChangeTerminal, []int{1}},
+		{"unencodable", topology.DetailChangeTerminal, map[string]any{"f": func() {}}},
+		{"bad detail type", "has space", map[string]int{}},
+		{"too large", topology.DetailChangeTerminal, map[string]string{"x": string(make([]byte, eventbus.MaxDetailBytes))}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var bus fakeBus
+			err := eventbus.New(&bus, "b").Publish(context.Background(), tt.detailType, tt.detail)
+			if core.CodeOf(err) != eventbus.CodeDetailInvalid || core.IsRetryable(err) {
+				t.Fatalf("err %v", err)
+			}
+			if len(bus.inputs) != 0 {
+				t.Fatal("invalid detail was sent")
+			}
+		})
+	}
+}
