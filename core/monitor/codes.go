@@ -1,0 +1,60 @@
+package monitor
+
+// Error codes. They are the reference's codes and part of the contract.
+const (
+	// Configuration.
+	CodeDelayInvalid       = "lifecycle_monitor.delay_invalid"
+	CodeLeaseInvalid       = "lifecycle_monitor.lease_invalid"
+	CodeMaxFailuresInvalid = "lifecycle_monitor.max_failures_invalid"
+	CodeWorkerInvalid      = "lifecycle_monitor.worker_invalid"
+	CodeTimeInvalid        = "lifecycle_monitor.time_invalid"
+	CodeClientInvalid      = "lifecycle_monitor.client_invalid"
+	CodeLeaseTooShort      = "lifecycle_monitor.lease_too_short"
+
+	// Registration.
+	CodeChangeInvalid        = "lifecycle_monitor.change_invalid"
+	CodeDispatchInvalid      = "lifecycle_monitor.dispatch_invalid"
+	CodeBindingInvalid       = "lifecycle_monitor.binding_invalid"
+	CodeIdempotencyCollision = "lifecycle_monitor.idempotency_collision"
+	CodeEventInvalid         = "lifecycle_monitor.event_invalid"
+	CodeEventMissing         = "lifecycle_monitor.event_missing"
+
+	// Leases and polls.
+	CodeClaimInvalid    = "lifecycle_monitor.claim_invalid"
+	CodeClaimMissing    = "lifecycle_monitor.claim_missing"
+	CodeClaimLost       = "lifecycle_monitor.claim_lost"
+	CodeLeaseExpired    = "lifecycle_monitor.lease_expired"
+	CodeClockRegressed  = "lifecycle_monitor.clock_regressed"
+	CodeCompletionLost  = "lifecycle_monitor.completion_lost"
+	CodeFailureLost     = "lifecycle_monitor.failure_lost"
+	CodeResponseInvalid = "lifecycle_monitor.response_invalid"
+	CodeClientFailure   = "lifecycle_monitor.client_failure"
+	// CodeErrorInvalid refuses a Retry/Fail whose error code is not a
+	// stable code (the reference delegated this check to its dispatcher).
+	CodeErrorInvalid = "lifecycle_monitor.error_code_invalid"
+
+	// Stored data.
+	CodeStateInvalid = "lifecycle_monitor.state_invalid"
+	// CodeSchemaAltered: a record written by another schema version, or a
+	// table whose keys or indexes differ from the topology.
+	CodeSchemaAltered = "lifecycle_monitor.schema_altered"
+	// CodeDatabaseIntegrity: the store answered something impossible (an
+	// index entry without its item after a consistent read, a page that
+	// does not decode).
+	CodeDatabaseIntegrity = "lifecycle_monitor.database_integrity"
+	// CodeTransactionNested is the reference's SQLite guard; a DynamoDB
+	// store has no transactions to nest, so it is never returned. Kept so
+	// the code space stays the reference's.
+	CodeTransactionNested = "lifecycle_monitor.transaction_nested"
+
+	// CodeStoreUnavailable wraps a store failure (network, throttling):
+	// retryable, the state did not change.
+	CodeStoreUnavailable = "lifecycle_monitor.store_unavailable"
+
+	// ReclaimErrorCode is last_error_code of a lease that expired before
+	// its holder finished (the reference stores it without a prefix).
+	ReclaimErrorCode = "lease_expired"
+)
+
+// SchemaVersion is the version of the stored record layout.
+const SchemaVersion = 1

@@ -1,0 +1,112 @@
+package monitor
+
+import (
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// Defaults and limits of the reference.
+const (
+	DefaultPollInterval           = 30 * time.Second
+	DefaultBaseDelay              = 5 * time.Second
+	DefaultMaxDelay               = 300 * time.Second
+	DefaultLease                  = 600 * time.Second
+	DefaultMaxConsecutiveFailures = 5
+	DefaultWorkerID               = "worker"
+
+	MaxDelay       = 86_400 * time.Second
+	MaxLease       = 86_400 * time.Second
+	MaxFailures    = 20
+	minDuration    = time.Millisecond
+	maxRetryShifts = 40
+)
+
+// Config tunes a Service. Zero fields take the defaults (WithDefaults).
+type Config struct {
+	// WorkerID names the lease owner (a token of at most 128 characters).
+	WorkerID string
+	// PollInterval is the wait after a non-terminal answer.
+	PollInterval time.Duration
+	// BaseDelay and MaxDelay bound the retry backoff.
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+	// Lease is how long a claim is held; it must outlast the CMS client's
+	// timeout.
+	Lease time.Duration
+	// MaxConsecutiveFailures is bound into each registration (1..20).
+	MaxConsecutiveFailures int
+}
+
+// DefaultConfig is the reference's configuration.
+func DefaultConfig() Config { return Config{}.WithDefaults() }
+
+// WithDefaults fills zero fields with the reference's defaults.
+func (c Config) WithDefaults() Config {
+	if c.WorkerID == "" {
+		c.WorkerID = DefaultWorkerID
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.BaseDelay == 0 {
+		c.BaseDelay = DefaultBaseDelay
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = DefaultMaxDelay
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.MaxConsecutiveFailures == 0 {
+		c.MaxConsecutiveFailures = DefaultMaxConsecutiveFailures
+	}
+	return c
+}
+
+// Validate checks every limit of the reference: delays in (0, 86,400 s]
+// with base ≤ max, lease in (0, 86,400 s], failures in 1..20, a worker
+// id token. Durations are whole milliseconds (storage is integer ms).
+func (c Config) Validate() error {
+	for _, d := range []time.Duration{c.PollInterval, c.BaseDelay, c.MaxDelay} {
+		if !validDuration(d, MaxDelay) {
+			return core.Fail(CodeDelayInvalid)
+		}
+	}
+	if c.BaseDelay > c.MaxDelay {
+		return core.Fail(CodeDelayInvalid)
+	}
+	if !validDuration(c.Lease, MaxLease) {
+		return core.Fail(CodeLeaseInvalid)
+	}
+	if c.MaxConsecutiveFailures < 1 || c.MaxConsecutiveFailures > MaxFailures {
+		return core.Fail(CodeMaxFailuresInvalid)
+	}
+	if !core.ValidTokenN(c.WorkerID, core.MaxWorkerIDLength) {
+		return core.Fail(CodeWorkerInvalid)
+	}
+	return nil
+}
+
+func validDuration(d, maximum time.Duration) bool {
+	return d >= minDuration && d <= maximum && d%time.Millisecond == 0
+}
+
+// RetryDelay is min(max, base·2^(failures-1)); failures below 1 count as 1.
+// It is pure: the schedule depends only on the failure count.
+func RetryDelay(base, maximum time.Duration, failures int) time.Duration {
+	shift := max(0, failures-1)
+	if shift > maxRetryShifts {
+		return maximum
+	}
+	d := base << shift
+	if d <= 0 || d > maximum || d>>shift != base {
+		return maximum
+	}
+	return d
+}
+
+// RetryDelay applies the package RetryDelay with c's bounds.
+func (c Config) RetryDelay(failures int) time.Duration {
+	return RetryDelay(c.BaseDelay, c.MaxDelay, failures)
+}

@@ -1,0 +1,31 @@
+// Package monitor is the lifecycle monitor's domain: it registers changes a
+// CMS accepted for localization, hands out leased polls of the CMS lifecycle
+// API, records each verified answer, and retries failures with bounded
+// exponential backoff until the change reaches a terminal CMS status.
+//
+// It ports the behaviour of the reference lifecycle_monitor.py (states,
+// transitions, defaults, limits, validation and error codes) to the AWS
+// shape of DESIGN.md: time is integer milliseconds in storage, every state
+// change is one conditional write fenced on a random lease token, and due
+// items are discovered through a sparse index, never a scan.
+//
+// The package holds no AWS code. Stores implement the Store port: the
+// DynamoDB store in adapters/monitordb and the in-memory store in
+// core/monitor/memstore; monitortest.RunStoreSuite checks both against the
+// same conformance suite.
+//
+// Every record read from a store is validated (Validate). A record that is
+// impossible or tampered with is marked failed with
+// lifecycle_monitor.state_invalid; nothing ever panics on stored data.
+//
+// The binding hash (binding_sha256) is the SHA-256 of the RFC 8785 form of
+// the binding object
+//
+//	{"schema": "localeflow.lifecycle-monitor-binding.v1", "event_id", "site_id",
+//	 "plan_id", "website_version", "source_sequence", "job_count",
+//	 "change_sha256", "max_consecutive_failures"}
+//
+// The keys are the reference's; the schema string is localeflow's own
+// (the reference used a name of its former product), so hashes from the
+// reference's SQLite rows are not comparable with ours by design.
+package monitor

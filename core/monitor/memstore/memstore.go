@@ -1,0 +1,164 @@
+package memstore
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
+)
+
+// Store is an in-memory monitor.Store. The zero value is not usable; call
+// New.
+type Store struct {
+	mu      sync.Mutex
+	records map[string]monitor.Record
+}
+
+var _ monitor.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store { return &Store{records: map[string]monitor.Record{}} }
+
+func clone(r monitor.Record) monitor.Record {
+	r.Lifecycle = append([]byte(nil), r.Lifecycle...)
+	if len(r.Lifecycle) == 0 {
+		r.Lifecycle = nil
+	}
+	return r
+}
+
+// Create implements monitor.Store.
+func (s *Store) Create(_ context.Context, rec monitor.Record) (monitor.Record, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.records[rec.EventID]; ok {
+		return clone(cur), false, nil
+	}
+	s.records[rec.EventID] = clone(rec)
+	return clone(rec), true, nil
+}
+
+// Get implements monitor.Store.
+func (s *Store) Get(_ context.Context, eventID string) (monitor.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[eventID]
+	if !ok {
+		return monitor.Record{}, core.Fail(monitor.CodeEventMissing)
+	}
+	return clone(cur), nil
+}
+
+// Due implements monitor.Store.
+func (s *Store) Due(_ context.Context, nowMS int64, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type due struct {
+		id   string
+		wake int64
+	}
+	var all []due
+	for id, r := range s.records {
+		if wake, ok := r.WakeMS(); ok && wake <= nowMS {
+			all = append(all, due{id, wake})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].wake != all[j].wake {
+			return all[i].wake < all[j].wake
+		}
+		return all[i].id < all[j].id
+	})
+	ids := make([]string, 0, min(limit, len(all)))
+	for _, d := range all {
+		if len(ids) == limit {
+			break
+		}
+		ids = append(ids, d.id)
+	}
+	return ids, nil
+}
+
+// Claim implements monitor.Store.
+func (s *Store) Claim(_ context.Context, eventID string, lease monitor.Lease) (monitor.Record, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[eventID]
+	if !ok {
+		return monitor.Record{}, false, core.Fail(monitor.CodeEventMissing)
+	}
+	if !monitor.Claimable(cur, lease.NowMS) {
+		return clone(cur), false, nil
+	}
+	next := monitor.ApplyClaim(cur, lease)
+	s.records[eventID] = next
+	return clone(next), true, nil
+}
+
+// Transition implements monitor.Store.
+func (s *Store) Transition(_ context.Context, f monitor.Fence, u monitor.Update) (monitor.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[f.EventID]
+	if err := monitor.CheckFence(cur, ok, f); err != nil {
+		return monitor.Record{}, err
+	}
+	next := monitor.ApplyUpdate(cur, u)
+	s.records[f.EventID] = next
+	return clone(next), nil
+}
+
+// MarkInvalid implements monitor.Store.
+func (s *Store) MarkInvalid(_ context.Context, eventID string, nowMS int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[eventID]
+	if !ok {
+		return nil
+	}
+	cur.State = monitor.StateFailed
+	cur.LastErrorCode = monitor.CodeStateInvalid
+	cur.LeaseOwner, cur.LeaseToken, cur.LeaseExpiresMS = "", "", 0
+	cur.UpdatedMS = nowMS
+	s.records[eventID] = cur
+	return nil
+}
+
+// Census implements monitor.Store.
+func (s *Store) Census(_ context.Context) ([]monitor.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []monitor.Record
+	for _, r := range s.records {
+		if _, wakes := r.WakeMS(); wakes || r.NeedsAttention() {
+			out = append(out, clone(r))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].EventID < out[j].EventID })
+	return out, nil
+}
+
+// Tamper rewrites a stored record in place, bypassing every condition, so
+// tests can plant impossible or corrupted records (the map key stays
+// eventID, as a DynamoDB item keeps its key). It reports whether the
+// record existed.
+func (s *Store) Tamper(eventID string, edit func(*monitor.Record)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[eventID]
+	if !ok {
+		return false
+	}
+	edit(&cur)
+	s.records[eventID] = cur
+	return true
+}
+
+// Len is the number of records.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.records)
+}

@@ -1,0 +1,139 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
+)
+
+// LifecycleReader reads one verified lifecycle answer from the CMS. The
+// CMS client implements it: it signs a fresh request per call, verifies the
+// response and returns it parsed with lifecycle.Parse, or a *core.Error
+// whose Code is stable (cms.http_503, cms.timeout,
+// lifecycle_monitor.response_invalid…) and whose Retryable says whether to
+// try again. Timeout is the client's own request timeout; the lease must
+// outlast it.
+type LifecycleReader interface {
+	ReadLifecycle(ctx context.Context, target lifecycle.Target) (lifecycle.Response, error)
+	Timeout() time.Duration
+}
+
+func (s *Service) checkReader(r LifecycleReader) error {
+	if r == nil {
+		return core.Fail(CodeClientInvalid)
+	}
+	t := r.Timeout()
+	if t <= 0 {
+		return core.Fail(CodeClientInvalid)
+	}
+	if s.cfg.Lease <= t {
+		return core.Fail(CodeLeaseTooShort)
+	}
+	return nil
+}
+
+// PollOnce claims eventID if it is due, reads its lifecycle and records the
+// outcome (the reference's run_once for one record). When the record is
+// not claimable it returns its current state with Polled false: NextPoll
+// says when it is due (watching, retry_wait, pending), leased means another
+// worker holds it, terminal and failed need nothing. An expired lease found
+// here is reclaimed first.
+//
+// Error mapping: a *core.Error from the reader retries when Retryable and
+// fails otherwise (lifecycle_monitor.response_invalid is never retried); an
+// error without a valid code fails with lifecycle_monitor.client_failure;
+// when the caller's context ended during the read, the poll is retried
+// with lifecycle_monitor.client_failure (the deadline was ours, not the
+// CMS's).
+func (s *Service) PollOnce(ctx context.Context, eventID string, reader LifecycleReader) (Outcome, error) {
+	if err := s.checkReader(reader); err != nil {
+		return Outcome{}, err
+	}
+	c, st, ok, err := s.claim(ctx, eventID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !ok {
+		return outcomeOf(st, false), nil
+	}
+	return s.poll(ctx, c, reader)
+}
+
+// RunOnce claims the first claimable due record and polls it; ok=false
+// when nothing was claimable.
+func (s *Service) RunOnce(ctx context.Context, reader LifecycleReader) (Outcome, bool, error) {
+	if err := s.checkReader(reader); err != nil {
+		return Outcome{}, false, err
+	}
+	const batch = 25
+	ids, err := s.Due(ctx, batch)
+	if err != nil {
+		return Outcome{}, false, err
+	}
+	for _, id := range ids {
+		c, _, ok, err := s.claim(ctx, id)
+		if err != nil {
+			if core.HasCode(err, CodeStoreUnavailable) {
+				return Outcome{}, false, err
+			}
+			continue
+		}
+		if ok {
+			out, err := s.poll(ctx, c, reader)
+			return out, err == nil, err
+		}
+	}
+	return Outcome{}, false, nil
+}
+
+// Poll reads the lifecycle for a held claim and records the outcome.
+func (s *Service) Poll(ctx context.Context, c Claim, reader LifecycleReader) (Outcome, error) {
+	if err := s.checkReader(reader); err != nil {
+		return Outcome{}, err
+	}
+	if err := c.validate(); err != nil {
+		return Outcome{}, err
+	}
+	return s.poll(ctx, c, reader)
+}
+
+func (s *Service) poll(ctx context.Context, c Claim, reader LifecycleReader) (Outcome, error) {
+	resp, readErr := reader.ReadLifecycle(ctx, c.Target())
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	var st Status
+	var err error
+	if readErr == nil {
+		st, err = s.Complete(wctx, c, resp)
+		if core.HasCode(err, CodeResponseInvalid) {
+			st, err = s.Fail(wctx, c, CodeResponseInvalid)
+		}
+	} else {
+		st, err = s.finishReadError(wctx, ctx, c, readErr)
+	}
+	if err != nil {
+		return Outcome{}, err
+	}
+	return outcomeOf(st, true), nil
+}
+
+func (s *Service) finishReadError(wctx, ctx context.Context, c Claim, readErr error) (Status, error) {
+	var ce *core.Error
+	switch {
+	case errors.As(readErr, &ce) && core.ValidErrorCode(ce.Code):
+		s.log.WarnContext(ctx, "monitor read failed", "event_id", c.EventID, "code", ce.Code, "retryable", ce.Retryable)
+		if ce.Retryable {
+			return s.Retry(wctx, c, ce.Code)
+		}
+		return s.Fail(wctx, c, ce.Code)
+	case ctx.Err() != nil:
+		s.log.WarnContext(ctx, "monitor read cut short", "event_id", c.EventID, "code", CodeClientFailure)
+		return s.Retry(wctx, c, CodeClientFailure)
+	default:
+		s.log.WarnContext(ctx, "monitor read failed", "event_id", c.EventID, "code", CodeClientFailure)
+		return s.Fail(wctx, c, CodeClientFailure)
+	}
+}

@@ -1,0 +1,253 @@
+package monitor
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
+)
+
+// BindingSchema is the schema string of the binding object (see doc.go).
+const BindingSchema = "localeflow.lifecycle-monitor-binding.v1"
+
+// Record is the stored form of one registered change. It is content-free:
+// identities, counts, codes, hashes and the canonical lifecycle snapshot.
+// Times are integer milliseconds since the epoch; an absent optional value
+// is the zero value ("" or 0, Lifecycle nil).
+type Record struct {
+	EventID                string
+	SiteID                 string
+	PlanID                 string
+	WebsiteVersion         string
+	SourceSequence         int64
+	JobCount               int
+	ChangeSHA256           string
+	BindingSHA256          string
+	State                  State
+	PollAttempts           int
+	ConsecutiveFailures    int
+	MaxConsecutiveFailures int
+	NextPollMS             int64
+	LeaseOwner             string
+	LeaseToken             string
+	LeaseExpiresMS         int64
+	LastErrorCode          string
+	RemoteStatus           string
+	LifecycleSHA256        string
+	// Lifecycle is the canonical JSON of the last verified CMS answer.
+	Lifecycle []byte
+	CreatedMS int64
+	UpdatedMS int64
+	// SchemaVersion of the stored layout; stores set SchemaVersion.
+	SchemaVersion int
+	// Corrupt is set by a store when the stored item could not be decoded
+	// into a Record or its derived attributes (index keys) disagree with
+	// it. A corrupt record never validates.
+	Corrupt bool
+}
+
+// Target is the identity a lifecycle answer must match.
+func (r Record) Target() lifecycle.Target {
+	return lifecycle.Target{
+		EventID: r.EventID, SiteID: r.SiteID, PlanID: r.PlanID,
+		WebsiteVersion: r.WebsiteVersion, SourceSequence: r.SourceSequence, JobCount: r.JobCount,
+	}
+}
+
+// WakeMS is when a record that can wake becomes interesting: next_poll_ms
+// for claimable states, lease_expires_ms for leased ones, 0 otherwise.
+func (r Record) WakeMS() (int64, bool) {
+	switch {
+	case r.State.Claimable():
+		return r.NextPollMS, true
+	case r.State == StateLeased:
+		return r.LeaseExpiresMS, true
+	}
+	return 0, false
+}
+
+// NeedsAttention reports whether an operator must look at the record:
+// it failed, or the CMS reported a terminal failure.
+func (r Record) NeedsAttention() bool {
+	return r.State == StateFailed || (r.State == StateTerminal && lifecycle.IsRemoteFailure(r.RemoteStatus))
+}
+
+// Binding is the binding hash of a registration (see doc.go).
+func Binding(eventID, siteID, planID, websiteVersion string, sourceSequence int64, jobCount int, changeSHA256 string, maxFailures int) (string, error) {
+	h, err := core.HashCanonical(struct {
+		Schema                 string `json:"schema"`
+		EventID                string `json:"event_id"`
+		SiteID                 string `json:"site_id"`
+		PlanID                 string `json:"plan_id"`
+		WebsiteVersion         string `json:"website_version"`
+		SourceSequence         int64  `json:"source_sequence"`
+		JobCount               int    `json:"job_count"`
+		ChangeSHA256           string `json:"change_sha256"`
+		MaxConsecutiveFailures int    `json:"max_consecutive_failures"`
+	}{BindingSchema, eventID, siteID, planID, websiteVersion, sourceSequence, jobCount, changeSHA256, maxFailures})
+	if err != nil {
+		return "", core.Wrap(CodeBindingInvalid, false, err)
+	}
+	return h, nil
+}
+
+// Claim is a held lease on one record: what the holder needs to poll the
+// CMS and to finish the poll. Its token fences every finishing write.
+type Claim struct {
+	EventID                string
+	SiteID                 string
+	PlanID                 string
+	WebsiteVersion         string
+	SourceSequence         int64
+	JobCount               int
+	ChangeSHA256           string
+	Attempt                int
+	ConsecutiveFailures    int
+	MaxConsecutiveFailures int
+	LeaseOwner             string
+	LeaseToken             string
+	LeaseExpires           time.Time
+}
+
+// Target is the identity the CMS answer must match.
+func (c Claim) Target() lifecycle.Target {
+	return lifecycle.Target{
+		EventID: c.EventID, SiteID: c.SiteID, PlanID: c.PlanID,
+		WebsiteVersion: c.WebsiteVersion, SourceSequence: c.SourceSequence, JobCount: c.JobCount,
+	}
+}
+
+func (c Claim) validate() error {
+	ok := core.ValidToken(c.EventID) && core.ValidToken(c.SiteID) && core.ValidToken(c.PlanID) &&
+		core.ValidToken(c.WebsiteVersion) && core.ValidTokenN(c.LeaseOwner, core.MaxWorkerIDLength) &&
+		core.ValidToken(c.LeaseToken) && c.SourceSequence > 0 && c.JobCount > 0 &&
+		core.ValidSHA256(c.ChangeSHA256) && c.Attempt > 0 &&
+		c.MaxConsecutiveFailures >= 1 && c.MaxConsecutiveFailures <= MaxFailures &&
+		c.ConsecutiveFailures >= 0 && c.ConsecutiveFailures <= c.MaxConsecutiveFailures &&
+		core.ValidMillis(core.Millis(c.LeaseExpires))
+	if !ok {
+		return core.Fail(CodeClaimInvalid)
+	}
+	return nil
+}
+
+func claimOf(r Record) Claim {
+	return Claim{
+		EventID: r.EventID, SiteID: r.SiteID, PlanID: r.PlanID, WebsiteVersion: r.WebsiteVersion,
+		SourceSequence: r.SourceSequence, JobCount: r.JobCount, ChangeSHA256: r.ChangeSHA256,
+		Attempt: r.PollAttempts, ConsecutiveFailures: r.ConsecutiveFailures,
+		MaxConsecutiveFailures: r.MaxConsecutiveFailures, LeaseOwner: r.LeaseOwner,
+		LeaseToken: r.LeaseToken, LeaseExpires: core.FromMillis(r.LeaseExpiresMS),
+	}
+}
+
+// Status is the validated view of one record.
+type Status struct {
+	EventID                string
+	SiteID                 string
+	PlanID                 string
+	WebsiteVersion         string
+	SourceSequence         int64
+	JobCount               int
+	ChangeSHA256           string
+	BindingSHA256          string
+	State                  State
+	PollAttempts           int
+	ConsecutiveFailures    int
+	MaxConsecutiveFailures int
+	NextPoll               time.Time
+	// LeaseExpires is zero unless State is leased.
+	LeaseExpires    time.Time
+	LeaseExpired    bool
+	LastErrorCode   string
+	RemoteStatus    string
+	LifecycleSHA256 string
+	RequiredLocales []string
+	ApprovedLocales []string
+	BlockedLocales  []lifecycle.BlockedLocale
+	QueueCounts     map[string]int64
+	Delivery        json.RawMessage
+	Tombstone       json.RawMessage
+	Created         time.Time
+	Updated         time.Time
+}
+
+func statusOf(r Record, snap *lifecycle.Response, now int64) Status {
+	s := Status{
+		EventID: r.EventID, SiteID: r.SiteID, PlanID: r.PlanID, WebsiteVersion: r.WebsiteVersion,
+		SourceSequence: r.SourceSequence, JobCount: r.JobCount, ChangeSHA256: r.ChangeSHA256,
+		BindingSHA256: r.BindingSHA256, State: r.State, PollAttempts: r.PollAttempts,
+		ConsecutiveFailures: r.ConsecutiveFailures, MaxConsecutiveFailures: r.MaxConsecutiveFailures,
+		NextPoll: core.FromMillis(r.NextPollMS), LastErrorCode: r.LastErrorCode,
+		RemoteStatus: r.RemoteStatus, LifecycleSHA256: r.LifecycleSHA256,
+		RequiredLocales: []string{}, ApprovedLocales: []string{},
+		BlockedLocales: []lifecycle.BlockedLocale{}, QueueCounts: map[string]int64{},
+		Created: core.FromMillis(r.CreatedMS), Updated: core.FromMillis(r.UpdatedMS),
+	}
+	if r.State == StateLeased {
+		s.LeaseExpires = core.FromMillis(r.LeaseExpiresMS)
+		s.LeaseExpired = r.LeaseExpiresMS <= now
+	}
+	if snap != nil {
+		s.RequiredLocales = snap.RequiredLocales
+		s.ApprovedLocales = snap.ApprovedLocales
+		s.BlockedLocales = snap.BlockedLocales
+		s.QueueCounts = snap.QueueCounts
+		s.Delivery = snap.Delivery
+		s.Tombstone = snap.Tombstone
+	}
+	return s
+}
+
+// Outcome is the result of one poll attempt (or of a reclaim or a
+// not-claimable visit). The poller schedules the next message from State
+// and NextPoll: watching and retry_wait need a message at NextPoll;
+// terminal and failed need none; leased means another worker holds it.
+type Outcome struct {
+	EventID             string
+	State               State
+	RemoteStatus        string
+	Attempt             int
+	ConsecutiveFailures int
+	NextPoll            time.Time
+	ErrorCode           string
+	// Polled is true when this call held a lease and finished a poll.
+	Polled bool
+	// LeaseExpires is set when State is leased (held by someone else).
+	LeaseExpires time.Time
+}
+
+func outcomeOf(s Status, polled bool) Outcome {
+	return Outcome{
+		EventID: s.EventID, State: s.State, RemoteStatus: s.RemoteStatus, Attempt: s.PollAttempts,
+		ConsecutiveFailures: s.ConsecutiveFailures, NextPoll: s.NextPoll, ErrorCode: s.LastErrorCode,
+		Polled: polled, LeaseExpires: s.LeaseExpires,
+	}
+}
+
+// Health statuses.
+const (
+	HealthOK      = "ok"
+	HealthBlocked = "blocked"
+)
+
+// Health is the monitor's health by the reference rule: blocked when any
+// lease expired, any record failed or any change ended in a remote
+// failure.
+//
+// Its cost is proportional to the open records (those that can wake) and
+// the records needing attention, never to finished ones: Counts[terminal]
+// therefore counts only terminal records that need attention (remote
+// failures); successful terminal records are not visited.
+type Health struct {
+	Status         string
+	Counts         map[State]int
+	Due            int
+	ExpiredLeases  int
+	Failed         int
+	RemoteFailures int
+	// Invalid counts records that failed validation during this check (they
+	// were marked failed and are included in Failed).
+	Invalid int
+}

@@ -1,0 +1,395 @@
+package monitor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
+)
+
+// finishTimeout bounds a finishing write that runs after the caller's
+// context ended (a poll cut short by the Lambda deadline still records its
+// outcome rather than leaving the lease to expire).
+const finishTimeout = 10 * time.Second
+
+// Service is the lifecycle monitor: it validates everything that enters,
+// drives the state machine through single conditional writes on a Store,
+// and validates every record it reads back.
+type Service struct {
+	store Store
+	clock core.Clock
+	log   *slog.Logger
+	cfg   Config
+}
+
+// NewService returns a Service; zero Config fields take the defaults. A nil
+// logger discards logs.
+func NewService(store Store, clock core.Clock, log *slog.Logger, cfg Config) (*Service, error) {
+	if store == nil || clock == nil {
+		return nil, errors.New("monitor: NewService needs a store and a clock")
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("monitor: config: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: store, clock: clock, log: log, cfg: cfg}, nil
+}
+
+// Config is the validated configuration in use.
+func (s *Service) Config() Config { return s.cfg }
+
+func (s *Service) now() (int64, error) {
+	ms := core.Millis(s.clock.Now())
+	if !core.ValidMillis(ms) {
+		return 0, core.Fail(CodeTimeInvalid)
+	}
+	return ms, nil
+}
+
+// Register binds monitoring to one successful dispatch. It is idempotent on
+// event_id: registering the same change again returns the stored status;
+// a different identity under the same event_id is
+// lifecycle_monitor.idempotency_collision. A dispatch that was superseded
+// or cancelled is terminal at once.
+func (s *Service) Register(ctx context.Context, d Dispatched) (Status, error) {
+	now, err := s.now()
+	if err != nil {
+		return Status{}, err
+	}
+	reg, err := d.validate()
+	if err != nil {
+		return Status{}, err
+	}
+	maxFailures := s.cfg.MaxConsecutiveFailures
+	binding, err := Binding(reg.eventID, reg.siteID, reg.planID, reg.websiteVersion, reg.sourceSequence, reg.jobCount, reg.changeSHA256, maxFailures)
+	if err != nil {
+		return Status{}, err
+	}
+	rec := Record{
+		EventID: reg.eventID, SiteID: reg.siteID, PlanID: reg.planID, WebsiteVersion: reg.websiteVersion,
+		SourceSequence: reg.sourceSequence, JobCount: reg.jobCount, ChangeSHA256: reg.changeSHA256,
+		BindingSHA256: binding, State: StatePending, MaxConsecutiveFailures: maxFailures,
+		NextPollMS: now, CreatedMS: now, UpdatedMS: now, SchemaVersion: SchemaVersion,
+	}
+	if reg.remoteStatus == "superseded" || reg.remoteStatus == "cancelled" {
+		rec.State = StateTerminal
+		rec.RemoteStatus = reg.remoteStatus
+	}
+	stored, created, err := s.store.Create(ctx, rec)
+	if err != nil {
+		return Status{}, fmt.Errorf("register %s: %w", rec.EventID, err)
+	}
+	if !created && !sameIdentity(stored, rec) {
+		s.log.WarnContext(ctx, "monitor register collision", "event_id", rec.EventID, "code", CodeIdempotencyCollision)
+		return Status{}, core.Fail(CodeIdempotencyCollision)
+	}
+	if created {
+		s.log.InfoContext(ctx, "monitor registered", "event_id", rec.EventID, "state", string(rec.State), "job_count", rec.JobCount)
+	}
+	return s.status(ctx, stored, now)
+}
+
+func sameIdentity(a, b Record) bool {
+	return a.SiteID == b.SiteID && a.PlanID == b.PlanID && a.WebsiteVersion == b.WebsiteVersion &&
+		a.SourceSequence == b.SourceSequence && a.JobCount == b.JobCount && a.ChangeSHA256 == b.ChangeSHA256 &&
+		a.BindingSHA256 == b.BindingSHA256 && a.MaxConsecutiveFailures == b.MaxConsecutiveFailures
+}
+
+// Status returns the validated status of one change.
+func (s *Service) Status(ctx context.Context, eventID string) (Status, error) {
+	if !core.ValidToken(eventID) {
+		return Status{}, core.Fail(CodeEventInvalid)
+	}
+	now, err := s.now()
+	if err != nil {
+		return Status{}, err
+	}
+	rec, err := s.store.Get(ctx, eventID)
+	if err != nil {
+		return Status{}, fmt.Errorf("status %s: %w", eventID, err)
+	}
+	return s.status(ctx, rec, now)
+}
+
+// status validates rec and builds its Status; an invalid record is marked
+// failed.
+func (s *Service) status(ctx context.Context, rec Record, now int64) (Status, error) {
+	snap, err := s.validated(ctx, rec, now)
+	if err != nil {
+		return Status{}, err
+	}
+	return statusOf(rec, snap, now), nil
+}
+
+// validated runs Validate and marks a record that fails it as failed.
+func (s *Service) validated(ctx context.Context, rec Record, now int64) (*lifecycle.Response, error) {
+	snap, err := Validate(rec)
+	if err == nil {
+		return snap, nil
+	}
+	s.log.ErrorContext(ctx, "monitor record invalid", "event_id", safeID(rec.EventID), "code", core.CodeOf(err))
+	if core.HasCode(err, CodeStateInvalid) && core.ValidToken(rec.EventID) &&
+		!(rec.State == StateFailed && rec.LastErrorCode == CodeStateInvalid) {
+		if merr := s.store.MarkInvalid(context.WithoutCancel(ctx), rec.EventID, now); merr != nil {
+			return nil, errors.Join(err, fmt.Errorf("mark %s invalid: %w", rec.EventID, merr))
+		}
+	}
+	return nil, err
+}
+
+// safeID keeps logs content-free even when a tampered record's id is not a
+// token.
+func safeID(id string) string {
+	if core.ValidToken(id) {
+		return id
+	}
+	return "(invalid)"
+}
+
+// Due lists up to limit event ids that may be claimable now (or hold an
+// expired lease); the poller polls each with PollOnce.
+func (s *Service) Due(ctx context.Context, limit int) ([]string, error) {
+	now, err := s.now()
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	ids, err := s.store.Due(ctx, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("due: %w", err)
+	}
+	return ids, nil
+}
+
+// Claim leases eventID for this worker when it is due. ok=false means it
+// was not claimable (not due, held by a live lease, terminal, failed); an
+// expired lease found on the way is reclaimed as a failure first.
+func (s *Service) Claim(ctx context.Context, eventID string) (Claim, bool, error) {
+	c, _, ok, err := s.claim(ctx, eventID)
+	return c, ok, err
+}
+
+// ClaimDue claims up to limit due records. Records that cannot be claimed
+// are skipped (invalid ones are marked failed and logged). When a store
+// failure stops it, the claims made so far are returned with the error:
+// they are held and should be finished.
+func (s *Service) ClaimDue(ctx context.Context, limit int) ([]Claim, error) {
+	ids, err := s.Due(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	var claims []Claim
+	for _, id := range ids {
+		c, _, ok, err := s.claim(ctx, id)
+		switch {
+		case err != nil && core.HasCode(err, CodeStoreUnavailable):
+			return claims, err
+		case err != nil:
+			s.log.WarnContext(ctx, "monitor claim skipped", "event_id", id, "code", core.CodeOf(err))
+		case ok:
+			claims = append(claims, c)
+		}
+	}
+	return claims, nil
+}
+
+// claim returns the claim when ok, else the current status.
+func (s *Service) claim(ctx context.Context, eventID string) (Claim, Status, bool, error) {
+	if !core.ValidToken(eventID) {
+		return Claim{}, Status{}, false, core.Fail(CodeEventInvalid)
+	}
+	now, err := s.now()
+	if err != nil {
+		return Claim{}, Status{}, false, err
+	}
+	token, err := newLeaseToken()
+	if err != nil {
+		return Claim{}, Status{}, false, err
+	}
+	lease := Lease{Owner: s.cfg.WorkerID, Token: token, NowMS: now, ExpiresMS: now + s.cfg.Lease.Milliseconds()}
+	rec, ok, err := s.store.Claim(ctx, eventID, lease)
+	if err != nil {
+		return Claim{}, Status{}, false, fmt.Errorf("claim %s: %w", eventID, err)
+	}
+	snap, err := s.validated(ctx, rec, now)
+	if err != nil {
+		return Claim{}, Status{}, false, err
+	}
+	if ok {
+		if rec.State != StateLeased || rec.LeaseToken != token || rec.LeaseOwner != lease.Owner {
+			return Claim{}, Status{}, false, core.Fail(CodeClaimLost)
+		}
+		s.log.InfoContext(ctx, "monitor claimed", "event_id", eventID, "attempt", rec.PollAttempts, "worker", lease.Owner)
+		return claimOf(rec), Status{}, true, nil
+	}
+	if rec.UpdatedMS > now {
+		return Claim{}, Status{}, false, core.Fail(CodeClockRegressed)
+	}
+	if rec.State == StateLeased && rec.LeaseExpiresMS <= now {
+		st, err := s.reclaim(ctx, rec, now)
+		return Claim{}, st, false, err
+	}
+	return Claim{}, statusOf(rec, snap, now), false, nil
+}
+
+// reclaim counts an expired lease as a failure, as the reference does:
+// retry_wait with backoff, or failed at the limit, code "lease_expired".
+func (s *Service) reclaim(ctx context.Context, rec Record, now int64) (Status, error) {
+	failures := rec.ConsecutiveFailures + 1
+	u := Update{State: StateRetryWait, ConsecutiveFailures: failures, LastErrorCode: ReclaimErrorCode, UpdatedMS: now,
+		NextPollMS: now + s.cfg.RetryDelay(failures).Milliseconds()}
+	if failures >= rec.MaxConsecutiveFailures {
+		u.State, u.NextPollMS = StateFailed, now
+	}
+	f := Fence{EventID: rec.EventID, Owner: rec.LeaseOwner, Token: rec.LeaseToken, NowMS: now, Expired: true}
+	next, err := s.store.Transition(ctx, f, u)
+	if err != nil {
+		if core.HasCode(err, CodeStoreUnavailable) {
+			return Status{}, fmt.Errorf("reclaim %s: %w", rec.EventID, err)
+		}
+		// Someone else reclaimed or finished it first: report what is there.
+		return s.Status(ctx, rec.EventID)
+	}
+	s.log.WarnContext(ctx, "monitor lease reclaimed", "event_id", rec.EventID, "state", string(next.State), "failures", failures)
+	return s.status(ctx, next, now)
+}
+
+// newLeaseToken is 256 random bits, URL-safe base64 (a valid token).
+func newLeaseToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", core.Wrap(CodeStoreUnavailable, true, fmt.Errorf("lease token: %w", err))
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Complete records a verified lifecycle answer under the claim's lease:
+// watching (next poll after PollInterval) or terminal. The answer is
+// re-validated against the claim's identity; one that does not match is
+// lifecycle_monitor.response_invalid and nothing is written.
+func (s *Service) Complete(ctx context.Context, c Claim, resp lifecycle.Response) (Status, error) {
+	if err := c.validate(); err != nil {
+		return Status{}, err
+	}
+	now, err := s.now()
+	if err != nil {
+		return Status{}, err
+	}
+	if !core.ValidToken(resp.RequestID) {
+		return Status{}, core.Fail(CodeResponseInvalid)
+	}
+	parsed, err := lifecycle.Parse(c.Target(), resp.RequestID, resp.Canonical)
+	if err != nil || parsed.SHA256 != resp.SHA256 || parsed.Status != resp.Status {
+		return Status{}, core.Fail(CodeResponseInvalid)
+	}
+	terminal := lifecycle.IsTerminal(parsed.Status)
+	u := Update{
+		State: StateWatching, NextPollMS: now + s.cfg.PollInterval.Milliseconds(),
+		SetSnapshot: true, RemoteStatus: parsed.Status, LifecycleSHA256: parsed.SHA256,
+		Lifecycle: parsed.Canonical, UpdatedMS: now,
+	}
+	if terminal {
+		u.State, u.NextPollMS = StateTerminal, now
+	}
+	return s.finish(ctx, c, u, CodeCompletionLost)
+}
+
+// Retry records a retryable failure: retry_wait after RetryDelay, or failed
+// once the consecutive failures reach the registration's limit.
+func (s *Service) Retry(ctx context.Context, c Claim, code string) (Status, error) {
+	return s.failure(ctx, c, code, true)
+}
+
+// Fail records a failure that is not retried: failed.
+func (s *Service) Fail(ctx context.Context, c Claim, code string) (Status, error) {
+	return s.failure(ctx, c, code, false)
+}
+
+func (s *Service) failure(ctx context.Context, c Claim, code string, retryable bool) (Status, error) {
+	if err := c.validate(); err != nil {
+		return Status{}, err
+	}
+	if !core.ValidErrorCode(code) {
+		return Status{}, core.Fail(CodeErrorInvalid)
+	}
+	now, err := s.now()
+	if err != nil {
+		return Status{}, err
+	}
+	failures := c.ConsecutiveFailures + 1
+	u := Update{State: StateRetryWait, ConsecutiveFailures: failures, LastErrorCode: code, UpdatedMS: now,
+		NextPollMS: now + s.cfg.RetryDelay(failures).Milliseconds()}
+	if !retryable || failures >= c.MaxConsecutiveFailures {
+		u.State, u.NextPollMS = StateFailed, now
+	}
+	return s.finish(ctx, c, u, CodeFailureLost)
+}
+
+func (s *Service) finish(ctx context.Context, c Claim, u Update, lostCode string) (Status, error) {
+	f := Fence{EventID: c.EventID, Owner: c.LeaseOwner, Token: c.LeaseToken, NowMS: u.UpdatedMS}
+	rec, err := s.store.Transition(ctx, f, u)
+	if err != nil {
+		if core.HasCode(err, CodeCompletionLost) {
+			err = core.Fail(lostCode)
+		}
+		s.log.WarnContext(ctx, "monitor finish refused", "event_id", c.EventID, "state", string(u.State), "code", core.CodeOf(err))
+		return Status{}, fmt.Errorf("finish %s: %w", c.EventID, err)
+	}
+	s.log.InfoContext(ctx, "monitor poll finished", "event_id", c.EventID, "state", string(rec.State),
+		"remote_status", rec.RemoteStatus, "code", rec.LastErrorCode, "failures", rec.ConsecutiveFailures)
+	return s.status(ctx, rec, u.UpdatedMS)
+}
+
+// Health reports the monitor's health by the reference rule. Records that
+// fail validation are marked failed and counted as failed.
+func (s *Service) Health(ctx context.Context) (Health, error) {
+	now, err := s.now()
+	if err != nil {
+		return Health{}, err
+	}
+	recs, err := s.store.Census(ctx)
+	if err != nil {
+		return Health{}, fmt.Errorf("health: %w", err)
+	}
+	h := Health{Counts: map[State]int{}}
+	for _, st := range States() {
+		h.Counts[st] = 0
+	}
+	for _, rec := range recs {
+		if _, err := s.validated(ctx, rec, now); err != nil {
+			if core.HasCode(err, CodeStoreUnavailable) {
+				return Health{}, fmt.Errorf("health: %w", err)
+			}
+			h.Invalid++
+			h.Counts[StateFailed]++
+			continue
+		}
+		h.Counts[rec.State]++
+		switch {
+		case rec.State.Claimable() && rec.NextPollMS <= now:
+			h.Due++
+		case rec.State == StateLeased && rec.LeaseExpiresMS <= now:
+			h.ExpiredLeases++
+		}
+		if lifecycle.IsRemoteFailure(rec.RemoteStatus) {
+			h.RemoteFailures++
+		}
+	}
+	h.Failed = h.Counts[StateFailed]
+	h.Status = HealthOK
+	if h.ExpiredLeases > 0 || h.Failed > 0 || h.RemoteFailures > 0 {
+		h.Status = HealthBlocked
+	}
+	return h, nil
+}

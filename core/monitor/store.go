@@ -1,0 +1,155 @@
+package monitor
+
+import (
+	"context"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
+)
+
+// Store persists records. It is shaped for DynamoDB's cost model: every
+// state change is ONE conditional write that returns the new record, due
+// discovery reads a sparse index of records that can wake, and health reads
+// only open records and those needing attention.
+//
+// Stores never validate records beyond decoding them (the Service does) and
+// never return SDK errors: a failure to reach the store is a *core.Error
+// with CodeStoreUnavailable (retryable).
+type Store interface {
+	// Create inserts rec unless a record with its event id exists. It
+	// returns the stored record and whether it was created (false: rec was
+	// not written and the existing record is returned).
+	Create(ctx context.Context, rec Record) (Record, bool, error)
+	// Get reads a record with a consistent read; CodeEventMissing when
+	// there is none.
+	Get(ctx context.Context, eventID string) (Record, error)
+	// Due lists up to limit event ids whose wake time is ≤ nowMS: claimable
+	// records at next_poll_ms and leased ones at lease_expires_ms, earliest
+	// first. It may be stale (eventually consistent); the conditional
+	// writes decide.
+	Due(ctx context.Context, nowMS int64, limit int) ([]string, error)
+	// Claim leases a record if, at write time, its state is claimable,
+	// next_poll_ms ≤ lease.NowMS and updated_ms ≤ lease.NowMS: it applies
+	// ApplyClaim and returns the new record with ok=true. Otherwise it
+	// writes nothing and returns the current record with ok=false.
+	// CodeEventMissing when there is no record.
+	Claim(ctx context.Context, eventID string, lease Lease) (rec Record, ok bool, err error)
+	// Transition finishes a lease: if the fence holds at write time it
+	// applies ApplyUpdate(current, u) and returns the new record; otherwise
+	// it writes nothing and returns the error CheckFence gives for the
+	// current record (CodeClaimMissing, CodeClaimLost, CodeLeaseExpired,
+	// CodeClockRegressed, or CodeCompletionLost when the store cannot tell).
+	Transition(ctx context.Context, f Fence, u Update) (Record, error)
+	// MarkInvalid sets a record that failed validation to failed with
+	// CodeStateInvalid at nowMS, dropping its lease and wake position. It
+	// does nothing when the record does not exist.
+	MarkInvalid(ctx context.Context, eventID string, nowMS int64) error
+	// Census returns every record that can wake or needs attention (see
+	// Record.NeedsAttention); its cost never depends on other records.
+	Census(ctx context.Context) ([]Record, error)
+}
+
+// Lease is what a claim writes.
+type Lease struct {
+	Owner     string
+	Token     string
+	NowMS     int64
+	ExpiresMS int64
+}
+
+// Fence is the condition of a finishing write. A live fence (Expired
+// false) requires state = leased AND lease_token = Token AND lease_owner =
+// Owner AND lease_expires_ms > NowMS AND updated_ms <= NowMS. An expired
+// fence (reclaiming someone else's lease) requires state = leased AND
+// lease_token = Token AND lease_owner = Owner AND lease_expires_ms <= NowMS
+// AND updated_ms <= NowMS.
+type Fence struct {
+	EventID string
+	Owner   string
+	Token   string
+	NowMS   int64
+	Expired bool
+}
+
+// Update is the mutable part of a record a finishing write sets. The lease
+// fields are always cleared; poll_attempts is kept. When SetSnapshot is
+// false the stored remote status and snapshot are kept.
+type Update struct {
+	State               State
+	ConsecutiveFailures int
+	NextPollMS          int64
+	LastErrorCode       string
+	SetSnapshot         bool
+	RemoteStatus        string
+	LifecycleSHA256     string
+	Lifecycle           []byte
+	UpdatedMS           int64
+}
+
+// Attention reports whether the updated record needs attention, given the
+// remote status it will have.
+func (u Update) Attention(remoteStatus string) bool {
+	if u.SetSnapshot {
+		remoteStatus = u.RemoteStatus
+	}
+	return u.State == StateFailed || (u.State == StateTerminal && lifecycle.IsRemoteFailure(remoteStatus))
+}
+
+// ApplyClaim is the record a successful claim writes.
+func ApplyClaim(r Record, l Lease) Record {
+	r.State = StateLeased
+	r.PollAttempts++
+	r.LeaseOwner = l.Owner
+	r.LeaseToken = l.Token
+	r.LeaseExpiresMS = l.ExpiresMS
+	r.LastErrorCode = ""
+	r.UpdatedMS = l.NowMS
+	return r
+}
+
+// Claimable reports whether the claim condition holds for r at nowMS.
+func Claimable(r Record, nowMS int64) bool {
+	return r.State.Claimable() && r.NextPollMS <= nowMS && r.UpdatedMS <= nowMS
+}
+
+// ApplyUpdate is the record a successful Transition writes.
+func ApplyUpdate(r Record, u Update) Record {
+	r.State = u.State
+	r.ConsecutiveFailures = u.ConsecutiveFailures
+	r.NextPollMS = u.NextPollMS
+	r.LastErrorCode = u.LastErrorCode
+	r.LeaseOwner, r.LeaseToken, r.LeaseExpiresMS = "", "", 0
+	if u.SetSnapshot {
+		r.RemoteStatus = u.RemoteStatus
+		r.LifecycleSHA256 = u.LifecycleSHA256
+		r.Lifecycle = append([]byte(nil), u.Lifecycle...)
+	}
+	r.UpdatedMS = u.UpdatedMS
+	return r
+}
+
+// CheckFence explains whether f holds for the current record: nil when it
+// holds, else CodeClaimMissing (no record), CodeClaimLost (not leased, or
+// leased by another token or owner), CodeLeaseExpired, CodeClockRegressed
+// (updated_ms > now), in the reference's order of checks. For an expired
+// fence, a lease still live is CodeClaimLost.
+func CheckFence(current Record, exists bool, f Fence) error {
+	switch {
+	case !exists:
+		return core.Fail(CodeClaimMissing)
+	case current.State != StateLeased || current.LeaseToken != f.Token || current.LeaseOwner != f.Owner:
+		return core.Fail(CodeClaimLost)
+	case !f.Expired && current.LeaseExpiresMS <= f.NowMS:
+		return core.Fail(CodeLeaseExpired)
+	case f.Expired && current.LeaseExpiresMS > f.NowMS:
+		return core.Fail(CodeClaimLost)
+	case current.UpdatedMS > f.NowMS:
+		return core.Fail(CodeClockRegressed)
+	}
+	return nil
+}
+
+// LostWrite is the error a store returns when its condition failed but the
+// current record satisfies the fence (it cannot tell why); the Service
+// reports it as completion_lost or failure_lost.
+func LostWrite() error { return core.Fail(CodeCompletionLost) }
