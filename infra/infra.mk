@@ -1,5 +1,67 @@
-# Make targets of the CDK app (included by the top-level Makefile).
-# Placeholder until the CDK stack lands; the CDK work replaces this file.
-.PHONY: test-infra
-test-infra: ## CDK template tests (none yet)
-	@echo "infra: no CDK app yet"
+# Make targets of the CDK app (included by the top-level Makefile, which
+# provides `build`: build/<fn>/bootstrap for every function).
+#
+# The infra module is separate (infra/go.mod) and the pinned npm CLI lives in
+# infra/cli (npm ci, lockfile), out of reach of `go vet ./...`.
+#
+# Deployment settings (see infra/README.md), passed as CDK context:
+#   LOCALEFLOW_PREFIX      resource name prefix (default localeflow)
+#   STACK_NAME             CloudFormation stack name (default Localeflow)
+#   CMS_BASE_URL           CMS base URL (required by deploy)
+#   EVIDENCE_BASE_URL      evidence provider base URL (required by deploy)
+#   DELETION_PROTECTION    true|false (default true; deploy-local uses false)
+#   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional)
+#   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
+
+INFRA_CLI_DIR := infra/cli
+INFRA_CDK := $(CURDIR)/$(INFRA_CLI_DIR)/node_modules/.bin/cdk
+INFRA_CDKLOCAL := $(CURDIR)/$(INFRA_CLI_DIR)/node_modules/.bin/cdklocal
+INFRA_CLI_STAMP := $(INFRA_CLI_DIR)/node_modules/.localeflow-installed
+
+# jsii warns on every run under Node 20 (still supported by this CDK).
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+LOCALEFLOW_PREFIX ?=
+STACK_NAME ?= Localeflow
+CMS_BASE_URL ?=
+EVIDENCE_BASE_URL ?=
+DELETION_PROTECTION ?= true
+ALARM_TOPIC_ARN ?=
+CDK_FLAGS ?=
+
+INFRA_CONTEXT = -c assetDir=$(CURDIR)/build -c stackName=$(STACK_NAME) \
+	$(if $(LOCALEFLOW_PREFIX),-c prefix=$(LOCALEFLOW_PREFIX)) \
+	$(if $(CMS_BASE_URL),-c cmsBaseUrl=$(CMS_BASE_URL)) \
+	$(if $(EVIDENCE_BASE_URL),-c evidenceBaseUrl=$(EVIDENCE_BASE_URL)) \
+	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN))
+
+.PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra
+
+$(INFRA_CLI_STAMP): $(INFRA_CLI_DIR)/package.json $(INFRA_CLI_DIR)/package-lock.json
+	cd $(INFRA_CLI_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+cdk-cli: $(INFRA_CLI_STAMP) ## Install the pinned CDK CLI (aws-cdk, aws-cdk-local) into infra/cli with npm ci
+
+synth: build $(INFRA_CLI_STAMP) ## Synthesize the CloudFormation template offline into infra/cdk.out (runs cdk-nag)
+	cd infra && $(INFRA_CDK) synth --quiet $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
+	@echo "template: infra/cdk.out/$(STACK_NAME).template.json"
+
+deploy: build $(INFRA_CLI_STAMP) ## Deploy to AWS with cdk deploy (needs AWS credentials, CMS_BASE_URL, EVIDENCE_BASE_URL)
+	@test -n "$(CMS_BASE_URL)" || { echo "deploy: set CMS_BASE_URL=https://..." >&2; exit 2; }
+	@test -n "$(EVIDENCE_BASE_URL)" || { echo "deploy: set EVIDENCE_BASE_URL=https://..." >&2; exit 2; }
+	cd infra && $(INFRA_CDK) deploy $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
+
+deploy-local: build $(INFRA_CLI_STAMP) ## Deploy to a running LocalStack with cdklocal (bootstrap + deploy, deletion protection off)
+	cd infra && AWS_ENVAR_ALLOWLIST=AWS_REGION,AWS_DEFAULT_REGION AWS_REGION=$${AWS_REGION:-us-east-1} \
+		$(INFRA_CDKLOCAL) bootstrap $(INFRA_CONTEXT) -c deletionProtection=false
+	cd infra && AWS_ENVAR_ALLOWLIST=AWS_REGION,AWS_DEFAULT_REGION AWS_REGION=$${AWS_REGION:-us-east-1} \
+		$(INFRA_CDKLOCAL) deploy --require-approval never $(INFRA_CONTEXT) -c deletionProtection=false $(CDK_FLAGS)
+
+test-infra: ## CDK template tests and the cdk-nag AwsSolutions check (infra module)
+	cd infra && go test -count=1 ./...
+
+lint-infra: ## gofmt and go vet of the infra module
+	@out=$$(cd infra && gofmt -l $$(go list -f '{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range .TestGoFiles}}{{$$.Dir}}/{{.}} {{end}}' ./...)); \
+		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	cd infra && go vet ./...

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// Context keys (`cdk synth -c key=value` or cdk.json "context").
+const (
+	ctxPrefix             = "prefix"
+	ctxStackName          = "stackName"
+	ctxAssetDir           = "assetDir"
+	ctxDeletionProtection = "deletionProtection"
+	ctxCMSBaseURL         = "cmsBaseUrl"
+	ctxEvidenceBaseURL    = "evidenceBaseUrl"
+	ctxAlarmTopicArn      = "alarmTopicArn"
+	ctxNag                = "nag"
+	ctxFunctions          = "functions"
+)
+
+// placeholderURL is used when no base URL is given, so that synth works on a
+// fresh machine; the .invalid TLD never resolves, so a stack deployed with it
+// fails closed. `make deploy` refuses to run without real URLs.
+const placeholderURL = "https://unconfigured.invalid"
+
+func main() {
+	defer jsii.Close()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		jsii.Close()
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	app := awscdk.NewApp(nil)
+	ctx := func(key, def string) string {
+		v := app.Node().TryGetContext(jsii.String(key))
+		if v == nil {
+			return def
+		}
+		return fmt.Sprint(v)
+	}
+	protect, err := strconv.ParseBool(ctx(ctxDeletionProtection, "true"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxDeletionProtection, err)
+	}
+	nag, err := strconv.ParseBool(ctx(ctxNag, "true"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxNag, err)
+	}
+	fns, err := parseFunctionOptions(app.Node().TryGetContext(jsii.String(ctxFunctions)))
+	if err != nil {
+		return err
+	}
+	prefix := ctx(ctxPrefix, "")
+	stackName := ctx(ctxStackName, "Localeflow")
+	props := &LocaleflowStackProps{
+		// Env is left unset on purpose: an environment-agnostic stack
+		// synthesizes offline, with no context lookups.
+		Prefix:             prefix,
+		AssetDir:           ctx(ctxAssetDir, "../build"),
+		DeletionProtection: jsii.Bool(protect),
+		CMSBaseURL:         ctx(ctxCMSBaseURL, placeholderURL),
+		EvidenceBaseURL:    ctx(ctxEvidenceBaseURL, placeholderURL),
+		AlarmTopicArn:      ctx(ctxAlarmTopicArn, ""),
+		Functions:          fns,
+	}
+	stack, err := NewLocaleflowStack(app, stackName, props)
+	if err != nil {
+		return err
+	}
+	if props.CMSBaseURL == placeholderURL || props.EvidenceBaseURL == placeholderURL {
+		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("localeflow:placeholder-url"),
+			jsii.String("cmsBaseUrl/evidenceBaseUrl not set: the functions point at "+placeholderURL+" (fine for synth, not for a deployment)"), nil)
+	}
+	if nag {
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	}
+	app.Synth(nil)
+	return nil
+}
+
+// parseFunctionOptions reads the functions context value: a JSON object
+// keyed by function dir, e.g.
+// {"poller":{"memoryMB":512,"timeoutSeconds":60,"reservedConcurrency":5}}.
+// From cdk.json it arrives as an object, from `-c` as a string.
+func parseFunctionOptions(v any) (map[string]FunctionOptions, error) {
+	out := map[string]FunctionOptions{}
+	var raw []byte
+	switch t := v.(type) {
+	case nil:
+		return out, nil
+	case string:
+		if t == "" {
+			return out, nil
+		}
+		raw = []byte(t)
+	default:
+		b, err := json.Marshal(t)
+		if err != nil {
+			return nil, fmt.Errorf("infra: context %s: %w", ctxFunctions, err)
+		}
+		raw = b
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf("infra: context %s: %w", ctxFunctions, err)
+	}
+	return out, nil
+}

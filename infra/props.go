@@ -1,0 +1,232 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+
+	"github.com/localeflow/localeflow/topology"
+)
+
+// Environment variables the stack sets on the functions (DESIGN.md
+// "Environment"). Secret variables carry Secrets Manager ARNs, never key
+// material: the functions read the values at cold start.
+const (
+	EnvMonitorTable         = "LOCALEFLOW_MONITOR_TABLE"
+	EnvReleaseTable         = "LOCALEFLOW_RELEASE_TABLE"
+	EnvPollQueueURL         = "LOCALEFLOW_POLL_QUEUE_URL"
+	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
+	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
+	EnvCMSBaseURL           = "LOCALEFLOW_CMS_BASE_URL"
+	EnvEvidenceBaseURL      = "LOCALEFLOW_EVIDENCE_BASE_URL"
+	EnvCMSKeySecret         = "LOCALEFLOW_CMS_KEY_SECRET_ARN"
+	EnvEventKeySecret       = "LOCALEFLOW_EVENT_KEY_SECRET_ARN"
+	EnvApprovalKeySecret    = "LOCALEFLOW_APPROVAL_KEY_SECRET_ARN"
+	EnvPublicationKeySecret = "LOCALEFLOW_PUBLICATION_KEY_SECRET_ARN"
+)
+
+// The health function publishes its blocked flag as a CloudWatch Embedded
+// Metric Format metric without dimensions; the stack alarms on it.
+const (
+	HealthMetricNamespace   = "Localeflow"
+	HealthBlockedMetricName = "HealthBlocked"
+)
+
+// Lambda and SQS limits the props are checked against.
+const (
+	maxLambdaTimeoutSeconds = 900
+	minLambdaMemoryMB       = 128
+	maxLambdaMemoryMB       = 10240
+	// visibilityFactor is the AWS recommendation for queues drained by an
+	// event source mapping: visibility ≥ 6 × the function timeout.
+	visibilityFactor = 6
+)
+
+// FunctionOptions sizes one function. Zero fields keep the topology default;
+// ReservedConcurrency 0 leaves the function unreserved (reserving on a new
+// account with the default quota of 10 makes the deploy fail).
+type FunctionOptions struct {
+	MemoryMB            int `json:"memoryMB"`
+	TimeoutSeconds      int `json:"timeoutSeconds"`
+	ReservedConcurrency int `json:"reservedConcurrency"`
+}
+
+// LocaleflowStackProps configures NewLocaleflowStack.
+type LocaleflowStackProps struct {
+	awscdk.StackProps
+
+	// Prefix names every resource (topology.New); empty means
+	// topology.DefaultPrefix.
+	Prefix string
+	// AssetDir holds <fn>/bootstrap for every function (`make build` writes
+	// build/<fn>/bootstrap). Required.
+	AssetDir string
+	// DeletionProtection guards the tables (and retains tables, secrets and
+	// log groups when the stack is deleted). nil means true; false makes a
+	// development stack fully removable.
+	DeletionProtection *bool
+	// CMSBaseURL and EvidenceBaseURL are the http(s) base URLs of the CMS
+	// and of the evidence provider. Required.
+	CMSBaseURL      string
+	EvidenceBaseURL string
+	// AlarmTopicArn, when set, is an existing SNS topic every alarm notifies.
+	AlarmTopicArn string
+	// Functions overrides sizing per function, keyed by topology
+	// Function.Dir ("poller", "coordinator", "health").
+	Functions map[string]FunctionOptions
+}
+
+// functionConfig is one function with its resolved sizing.
+type functionConfig struct {
+	topology.Function
+	ReservedConcurrency int
+}
+
+// stackConfig is the validated form of the props.
+type stackConfig struct {
+	topo               topology.Topology
+	assetDir           string
+	deletionProtection bool
+	cmsBaseURL         string
+	evidenceBaseURL    string
+	alarmTopicArn      string
+	functions          map[string]functionConfig
+	// visibility per queue Logical: the topology value, raised to
+	// visibilityFactor × the consumer's timeout when that is larger.
+	visibility map[string]int
+}
+
+func resolve(props *LocaleflowStackProps) (stackConfig, error) {
+	if props == nil {
+		return stackConfig{}, errors.New("infra: props are required")
+	}
+	prefix := props.Prefix
+	if prefix == "" {
+		prefix = topology.DefaultPrefix
+	}
+	if err := topology.ValidatePrefix(prefix); err != nil {
+		return stackConfig{}, fmt.Errorf("infra: %w", err)
+	}
+	cfg := stackConfig{
+		topo:               topology.New(prefix),
+		deletionProtection: props.DeletionProtection == nil || *props.DeletionProtection,
+		alarmTopicArn:      props.AlarmTopicArn,
+		functions:          map[string]functionConfig{},
+		visibility:         map[string]int{},
+	}
+	var err error
+	if cfg.cmsBaseURL, err = baseURL("CMSBaseURL", props.CMSBaseURL); err != nil {
+		return stackConfig{}, err
+	}
+	if cfg.evidenceBaseURL, err = baseURL("EvidenceBaseURL", props.EvidenceBaseURL); err != nil {
+		return stackConfig{}, err
+	}
+	if cfg.alarmTopicArn != "" && !validSNSArn(cfg.alarmTopicArn) {
+		return stackConfig{}, fmt.Errorf("infra: AlarmTopicArn %q is not an SNS topic ARN", cfg.alarmTopicArn)
+	}
+	if err := resolveFunctions(&cfg, props.Functions); err != nil {
+		return stackConfig{}, err
+	}
+	if cfg.assetDir, err = checkAssets(props.AssetDir, cfg.topo.Functions); err != nil {
+		return stackConfig{}, err
+	}
+	return cfg, nil
+}
+
+func resolveFunctions(cfg *stackConfig, overrides map[string]FunctionOptions) error {
+	known := make([]string, 0, len(cfg.topo.Functions))
+	for _, fn := range cfg.topo.Functions {
+		known = append(known, fn.Dir)
+	}
+	for dir := range overrides {
+		if !slices.Contains(known, dir) {
+			return fmt.Errorf("infra: Functions[%q]: unknown function (known: %s)", dir, strings.Join(known, ", "))
+		}
+	}
+	for _, fn := range cfg.topo.Functions {
+		o := overrides[fn.Dir]
+		fc := functionConfig{Function: fn, ReservedConcurrency: o.ReservedConcurrency}
+		if o.MemoryMB != 0 {
+			fc.MemoryMB = o.MemoryMB
+		}
+		if o.TimeoutSeconds != 0 {
+			fc.TimeoutSeconds = o.TimeoutSeconds
+		}
+		if fc.MemoryMB < minLambdaMemoryMB || fc.MemoryMB > maxLambdaMemoryMB {
+			return fmt.Errorf("infra: %s memory %d MB outside %d..%d", fn.Dir, fc.MemoryMB, minLambdaMemoryMB, maxLambdaMemoryMB)
+		}
+		if fc.TimeoutSeconds < 1 || fc.TimeoutSeconds > maxLambdaTimeoutSeconds {
+			return fmt.Errorf("infra: %s timeout %d s outside 1..%d", fn.Dir, fc.TimeoutSeconds, maxLambdaTimeoutSeconds)
+		}
+		if fc.ReservedConcurrency < 0 {
+			return fmt.Errorf("infra: %s reserved concurrency %d is negative", fn.Dir, fc.ReservedConcurrency)
+		}
+		cfg.functions[fn.Dir] = fc
+		if fn.Queue == "" {
+			continue
+		}
+		q, ok := cfg.topo.QueueByLogical(fn.Queue)
+		if !ok {
+			return fmt.Errorf("infra: %s consumes unknown queue %q", fn.Dir, fn.Queue)
+		}
+		// 6 × the 900 s Lambda maximum stays under the 12 h SQS maximum.
+		cfg.visibility[q.Logical] = max(q.VisibilityTimeoutSeconds, visibilityFactor*fc.TimeoutSeconds)
+	}
+	for _, q := range cfg.topo.Queues() {
+		if _, ok := cfg.visibility[q.Logical]; !ok {
+			return fmt.Errorf("infra: queue %s has no consuming function", q.Logical)
+		}
+	}
+	return nil
+}
+
+// baseURL accepts an absolute http(s) URL without query, fragment or user
+// info, and returns it without a trailing slash (the functions append
+// /v1/...).
+func baseURL(field, raw string) (string, error) {
+	if raw == "" {
+		return "", fmt.Errorf("infra: %s is required", field)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("infra: %s: %w", field, err)
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("infra: %s %q must be an http(s) base URL without credentials, query or fragment", field, raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+func validSNSArn(arn string) bool {
+	parts := strings.Split(arn, ":")
+	return len(parts) == 6 && parts[0] == "arn" && parts[2] == "sns" && parts[5] != ""
+}
+
+// checkAssets makes sure every function's bootstrap exists, so a missing
+// `make build` fails with a clear message instead of deep inside CDK.
+func checkAssets(dir string, fns []topology.Function) (string, error) {
+	if dir == "" {
+		return "", errors.New("infra: AssetDir is required (the build/ directory written by `make build`)")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("infra: AssetDir: %w", err)
+	}
+	for _, fn := range fns {
+		path := filepath.Join(abs, fn.Dir, "bootstrap")
+		info, err := os.Stat(path)
+		if err != nil {
+			return "", fmt.Errorf("infra: %s: run `make build` first: %w", fn.Dir, err)
+		}
+		if !info.Mode().IsRegular() {
+			return "", fmt.Errorf("infra: %s is not a regular file", path)
+		}
+	}
+	return abs, nil
+}
