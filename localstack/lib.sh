@@ -39,6 +39,8 @@ die() { log "ERROR: $*"; exit 1; }
 # KEY=VALUE lines (for `env`): SDK endpoints, region, test credentials, the
 # integration switch, and an offline Go (the namespace has no network).
 stack_env() {
+	local goflags
+	goflags=$(go env GOFLAGS 2>/dev/null || true)
 	cat <<ENV
 AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$DYNAMODB_PORT
 AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$KUMO_PORT
@@ -52,7 +54,7 @@ LOCALEFLOW_CACHE=$LOCALEFLOW_CACHE
 LOCALEFLOW_RIE=$RIE_BIN
 GOPROXY=off
 GOTOOLCHAIN=local
-GOFLAGS=${GOFLAGS:+$GOFLAGS }-mod=readonly
+GOFLAGS=${goflags:+$goflags }-mod=readonly
 ENV
 }
 
@@ -62,6 +64,17 @@ require_installed() {
 	command -v java >/dev/null || die "java (17+) is not on PATH; DynamoDB Local needs it"
 }
 
+# NETNS_EXEC prefixes the commands that must run inside the stack's network
+# namespace: empty when this shell already is inside it (with-stack.sh),
+# `ip netns exec NAME` for the named namespace of up.sh.
+NETNS_EXEC=()
+
+# stack_env_array fills STACK_ENV with the lines of stack_env (values may
+# hold spaces, e.g. GOFLAGS).
+stack_env_array() {
+	mapfile -t STACK_ENV < <(stack_env)
+}
+
 # start_dynamodb LOGFILE WORKDIR: starts DynamoDB Local in the background of
 # the current network namespace (it binds every interface of that namespace);
 # sets DYNAMODB_PID. It runs in WORKDIR because it writes a metadata file
@@ -69,29 +82,28 @@ require_installed() {
 start_dynamodb() {
 	local logfile=$1 workdir=$2
 	# shellcheck disable=SC2086 # JAVA_OPTS is a word list on purpose.
-	(cd "$workdir" && exec java ${LOCALEFLOW_DYNAMODB_JAVA_OPTS:--Xmx1g} -Djava.library.path="$DYNAMODB_LIB" \
+	(cd "$workdir" && exec "${NETNS_EXEC[@]}" java ${LOCALEFLOW_DYNAMODB_JAVA_OPTS:--Xmx1g} -Djava.library.path="$DYNAMODB_LIB" \
 		-jar "$DYNAMODB_JAR" -inMemory -sharedDb -port "$DYNAMODB_PORT" -disableTelemetry) \
-		>"$logfile" 2>&1 &
+		>"$logfile" 2>&1 </dev/null &
 	DYNAMODB_PID=$!
 }
 
 # start_kumo LOGFILE: starts kumo on 127.0.0.1; sets KUMO_PID.
 start_kumo() {
 	local logfile=$1
-	KUMO_HOST=127.0.0.1 KUMO_PORT=$KUMO_PORT "$KUMO_BIN" >"$logfile" 2>&1 &
+	KUMO_HOST=127.0.0.1 KUMO_PORT=$KUMO_PORT "${NETNS_EXEC[@]}" "$KUMO_BIN" >"$logfile" 2>&1 </dev/null &
 	KUMO_PID=$!
 }
 
 # http_answers PORT: true when something on 127.0.0.1:PORT answers an HTTP
 # request with an HTTP status line (bash /dev/tcp: no curl needed).
 http_answers() {
-	local port=$1
-	(
-		exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
-		printf 'GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+	"${NETNS_EXEC[@]}" bash -c '
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf "GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3
 		IFS= read -r -t 5 line <&3 || exit 1
 		[[ $line == HTTP/* ]]
-	) 2>/dev/null
+	' http_answers "$1" 2>/dev/null
 }
 
 # wait_for NAME PID PORT LOGFILE: waits (bounded) until the server answers;

@@ -43,8 +43,9 @@ start_kumo "$RUN_DIR/kumo.log"
 wait_for "DynamoDB Local $DYNAMODB_LOCAL_VERSION" "$DYNAMODB_PID" "$DYNAMODB_PORT" "$RUN_DIR/dynamodb.log" || exit 1
 wait_for "kumo $KUMO_VERSION" "$KUMO_PID" "$KUMO_PORT" "$RUN_DIR/kumo.log" || exit 1
 
+stack_env_array
 status=0
-env $(stack_env) "$@" || status=$?
+env "${STACK_ENV[@]}" "$@" || status=$?
 if ((status != 0)); then
 	log "command exited with status $status"
 fi

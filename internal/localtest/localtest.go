@@ -39,8 +39,8 @@ var endpointVars = []struct{ service, specific string }{
 }
 
 var (
-	reachOnce sync.Once
-	reachErr  error
+	reachOnce      sync.Once
+	errUnreachable error
 )
 
 // Enabled reports whether integration tests are switched on.
@@ -54,9 +54,9 @@ func Require(t testing.TB) {
 	if !Enabled() {
 		t.Skipf("integration test: set %s=1 and start the local stack (make test does both)", EnvIntegration)
 	}
-	reachOnce.Do(func() { reachErr = checkReachable() })
-	if reachErr != nil {
-		t.Fatalf("localtest: %s=1 but the local stack is not usable: %v", EnvIntegration, reachErr)
+	reachOnce.Do(func() { errUnreachable = checkReachable() })
+	if errUnreachable != nil {
+		t.Fatalf("localtest: %s=1 but the local stack is not usable: %v", EnvIntegration, errUnreachable)
 	}
 }
 

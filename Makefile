@@ -1,0 +1,115 @@
+# localeflow — `make help` lists the targets.
+#
+# Everything runs from a fresh clone: `make test` installs the pinned local
+# AWS stack into $(LOCALEFLOW_CACHE) (default ~/.cache/localeflow) first.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+export LOCALEFLOW_CACHE ?= $(HOME)/.cache/localeflow
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(LOCALEFLOW_CACHE)/golangci-lint/$(GOLANGCI_LINT_VERSION)/golangci-lint
+BUILD := build
+BUILD_LOG := $(BUILD)/precompile.log
+$(shell mkdir -p $(BUILD))
+FUZZTIME ?= 10s
+BENCHTIME ?= 1s
+TEST_TIMEOUT ?= 15m
+DEMO_PREFIX ?= localeflow
+
+# Function directories that hold a main package.
+FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
+# Go files of the root module, for the gofmt check (other modules, e.g.
+# infra/, are listed by their own lint targets).
+GO_FILES = $(shell find . -name '*.go' -not -path './.git/*' -not -path '*/node_modules/*' \
+	-not -path './$(BUILD)/*' -not -path './infra/*' -not -path './localstack/tools/*' -not -path './.cache/*')
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: install
+install: ## Install the pinned local AWS stack and download Go modules (idempotent)
+	localstack/install.sh
+
+.PHONY: test
+test: install ## Unit + integration tests on DynamoDB Local + kumo (started and stopped here), then test-infra
+	@echo "== compiling every test binary before entering the offline network namespace"
+	go test -count=1 -run '^$$' -exec true ./... >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	@echo "== go test ./... with the local stack (LOCALEFLOW_INTEGRATION=1)"
+	localstack/with-stack.sh go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) test-infra
+
+.PHONY: test-unit
+test-unit: ## Unit tests only (no local stack; integration tests skip)
+	go test -count=1 ./...
+
+.PHONY: lint
+lint: lint-go lint-infra ## gofmt, go vet of every package, golangci-lint; CDK app lint
+
+.PHONY: lint-go
+lint-go: $(GOLANGCI_LINT) ## gofmt + go vet + golangci-lint of the root module
+	@echo "== gofmt"
+	@files="$$(gofmt -l $(GO_FILES))"; if [[ -n "$$files" ]]; then echo "gofmt needed:"; echo "$$files"; exit 1; fi
+	@echo "== go vet ./..."
+	go vet ./...
+	@echo "== golangci-lint $(GOLANGCI_LINT_VERSION)"
+	$(GOLANGCI_LINT) run ./...
+
+$(GOLANGCI_LINT):
+	@echo "== installing golangci-lint $(GOLANGCI_LINT_VERSION) into $(dir $@)"
+	GOBIN=$(abspath $(dir $@)) GOFLAGS=-mod=mod go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+.PHONY: build
+build: ## Build each function as linux/arm64 build/<fn>/bootstrap
+	@if [[ -z "$(FUNCTIONS)" ]]; then echo "no functions/*/main.go yet"; fi
+	@for fn in $(FUNCTIONS); do \
+		echo "== build/$$fn/bootstrap"; \
+		GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags='-s -w' \
+			-o $(BUILD)/$$fn/bootstrap ./functions/$$fn; \
+	done
+
+.PHONY: bench
+bench: install ## Run every benchmark (with the local stack up) into build/bench.txt
+	@pkgs="$$(grep -rl --include='*_test.go' -E '^func Benchmark' . | grep -v -e '^./infra/' -e node_modules | xargs -r -n1 dirname | sort -u)"; \
+	if [[ -z "$$pkgs" ]]; then echo "no benchmarks yet"; exit 0; fi; \
+	go test -count=1 -run '^$$' -exec true $$pkgs >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }; \
+	localstack/with-stack.sh go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $$pkgs | tee $(BUILD)/bench.txt; \
+	echo "== results in $(BUILD)/bench.txt"
+
+.PHONY: fuzz
+fuzz: ## Run each Fuzz target for FUZZTIME (default 10s)
+	@targets="$$(grep -rn --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]*\(' . | grep -v -e '^./infra/' -e node_modules \
+		| sed -E 's|^(.*)/[^/]*_test.go:[0-9]+:func (Fuzz[A-Za-z0-9_]*)\(.*|\1 \2|' | sort -u)"; \
+	if [[ -z "$$targets" ]]; then echo "no fuzz targets yet"; exit 0; fi; \
+	while read -r dir name; do \
+		echo "== $$dir $$name ($(FUZZTIME))"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$dir"; \
+	done <<<"$$targets"
+
+.PHONY: up
+up: install ## Start a long-lived local stack in network namespace "localeflow" (run commands with localstack/exec.sh)
+	localstack/up.sh
+
+.PHONY: down
+down: ## Stop the stack started by make up
+	localstack/down.sh
+
+.PHONY: demo
+demo: install ## Current demo: start the local stack, create every resource, print them, stop
+	go build -o $(BUILD)/localeflow-bootstrap ./cmd/localeflow-bootstrap
+	localstack/with-stack.sh $(BUILD)/localeflow-bootstrap -prefix $(DEMO_PREFIX)
+	@echo "== demo: resources above were created on DynamoDB Local + kumo and discarded with the stack."
+	@echo "== The full pipeline demo (change -> poll -> release -> delivery) is not built yet."
+
+.PHONY: test-localstack
+test-localstack: ## Run the integration suite against LocalStack (docker compose; needs Docker)
+	localstack/test-localstack.sh
+
+.PHONY: clean
+clean: ## Remove build outputs (keeps the cache)
+	rm -rf $(BUILD)
+
+include infra/infra.mk
