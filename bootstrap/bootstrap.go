@@ -190,3 +190,25 @@ func hasCode(err error, codes ...string) bool {
 	}
 	return false
 }
+
+// Names of the variables through which the functions receive the resource
+// names (the CDK stack sets the same ones: infra/props.go).
+const (
+	EnvMonitorTable    = "LOCALEFLOW_MONITOR_TABLE"
+	EnvReleaseTable    = "LOCALEFLOW_RELEASE_TABLE"
+	EnvPollQueueURL    = "LOCALEFLOW_POLL_QUEUE_URL"
+	EnvReleaseQueueURL = "LOCALEFLOW_RELEASE_QUEUE_URL"
+	EnvEventBus        = "LOCALEFLOW_EVENT_BUS"
+)
+
+// Env returns the resource variables a function needs to run against these
+// resources, e.g. under aws-lambda-rie on the local stack.
+func (r Resources) Env() map[string]string {
+	return map[string]string{
+		EnvMonitorTable:    r.MonitorTable,
+		EnvReleaseTable:    r.ReleaseTable,
+		EnvPollQueueURL:    r.PollQueue.URL,
+		EnvReleaseQueueURL: r.ReleaseQueue.URL,
+		EnvEventBus:        r.BusName,
+	}
+}

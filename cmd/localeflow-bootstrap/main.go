@@ -9,6 +9,7 @@
 // itself: there `cdk deploy` creates the same resources.
 //
 //	localeflow-bootstrap -prefix localeflow
+//	localeflow-bootstrap -prefix localeflow -env   # LOCALEFLOW_* lines
 //	localeflow-bootstrap -prefix localeflow -destroy
 package main
 
@@ -20,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
@@ -55,6 +57,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	prefix := fs.String("prefix", topology.DefaultPrefix, "resource name prefix (^[a-z][a-z0-9-]{0,39}$)")
 	destroy := fs.Bool("destroy", false, "delete the resources instead of creating them")
+	asEnv := fs.Bool("env", false, "print the functions' LOCALEFLOW_* resource variables as KEY=VALUE lines instead of JSON")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -95,10 +98,27 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", *prefix, err)
 	}
+	if *asEnv {
+		return printEnv(stdout, res.Env())
+	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(res); err != nil {
 		return fmt.Errorf("print resources: %w", err)
+	}
+	return nil
+}
+
+func printEnv(w io.Writer, env map[string]string) error {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, err := fmt.Fprintf(w, "%s=%s\n", k, env[k]); err != nil {
+			return fmt.Errorf("print resources: %w", err)
+		}
 	}
 	return nil
 }

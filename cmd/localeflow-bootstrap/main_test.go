@@ -57,4 +57,18 @@ func TestRunAppliesAndDestroys(t *testing.T) {
 		!strings.HasSuffix(res.PollQueue.URL, prefix+"-poll") || res.ReleaseQueue.DLQARN == "" {
 		t.Fatalf("unexpected resources: %+v", res)
 	}
+
+	// Applying again with -env prints the functions' variables.
+	out.Reset()
+	if code := run(ctx, []string{"-prefix", prefix, "-env"}, &out, &errOut); code != 0 {
+		t.Fatalf("-env exit %d: %s", code, errOut.String())
+	}
+	want := "LOCALEFLOW_EVENT_BUS=" + prefix + "-bus\n" +
+		"LOCALEFLOW_MONITOR_TABLE=" + prefix + "-monitor\n" +
+		"LOCALEFLOW_POLL_QUEUE_URL=" + res.PollQueue.URL + "\n" +
+		"LOCALEFLOW_RELEASE_QUEUE_URL=" + res.ReleaseQueue.URL + "\n" +
+		"LOCALEFLOW_RELEASE_TABLE=" + prefix + "-release\n"
+	if out.String() != want {
+		t.Fatalf("-env printed\n%s\nwant\n%s", out.String(), want)
+	}
 }
