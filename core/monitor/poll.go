@@ -43,7 +43,8 @@ func (s *Service) checkReader(r LifecycleReader) error {
 // here is reclaimed first.
 //
 // Error mapping: a *core.Error from the reader retries when Retryable and
-// fails otherwise (lifecycle_monitor.response_invalid is never retried); an
+// fails otherwise (lifecycle_monitor.response_invalid is never retried,
+// even if marked retryable); an
 // error without a valid code fails with lifecycle_monitor.client_failure;
 // when the caller's context ended during the read, the poll is retried
 // with lifecycle_monitor.client_failure (the deadline was ours, not the
@@ -125,7 +126,8 @@ func (s *Service) finishReadError(wctx, ctx context.Context, c Claim, readErr er
 	switch {
 	case errors.As(readErr, &ce) && core.ValidErrorCode(ce.Code):
 		s.log.WarnContext(ctx, "monitor read failed", "event_id", c.EventID, "code", ce.Code, "retryable", ce.Retryable)
-		if ce.Retryable {
+		// A contract violation is never retried, whatever the client says.
+		if ce.Retryable && ce.Code != CodeResponseInvalid {
 			return s.Retry(wctx, c, ce.Code)
 		}
 		return s.Fail(wctx, c, ce.Code)

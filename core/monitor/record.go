@@ -73,8 +73,15 @@ func (r Record) NeedsAttention() bool {
 	return r.State == StateFailed || (r.State == StateTerminal && lifecycle.IsRemoteFailure(r.RemoteStatus))
 }
 
-// Binding is the binding hash of a registration (see doc.go).
+// Binding is the binding hash of a registration (see doc.go). It refuses
+// an identity that could not have been registered
+// (lifecycle_monitor.binding_invalid).
 func Binding(eventID, siteID, planID, websiteVersion string, sourceSequence int64, jobCount int, changeSHA256 string, maxFailures int) (string, error) {
+	if !core.ValidToken(eventID) || !core.ValidToken(siteID) || !core.ValidToken(planID) ||
+		!core.ValidToken(websiteVersion) || sourceSequence <= 0 || jobCount <= 0 ||
+		!core.ValidSHA256(changeSHA256) || maxFailures < 1 || maxFailures > MaxFailures {
+		return "", core.Fail(CodeBindingInvalid)
+	}
 	h, err := core.HashCanonical(struct {
 		Schema                 string `json:"schema"`
 		EventID                string `json:"event_id"`
