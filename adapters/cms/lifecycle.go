@@ -98,7 +98,7 @@ func New(cfg Config) (*Client, error) {
 	if clock == nil {
 		clock = core.SystemClock{}
 	}
-	hc := &http.Client{}
+	hc := &http.Client{Transport: defaultTransport()}
 	if cfg.HTTPClient != nil {
 		copied := *cfg.HTTPClient
 		hc = &copied
@@ -112,6 +112,15 @@ func New(cfg Config) (*Client, error) {
 		clock:   clock,
 		http:    hc,
 	}, nil
+}
+
+// defaultTransport keeps enough idle connections for a concurrent sweep
+// (the standard transport keeps 2 per host and would reconnect per poll).
+func defaultTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 128
+	return t
 }
 
 func parseBase(raw string) (*url.URL, error) {

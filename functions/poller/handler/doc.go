@@ -1,0 +1,53 @@
+// Package handler is the poller function's logic: one Lambda entry point
+// that accepts two event shapes and tells them apart by shape.
+//
+// # Scheduled sweep
+//
+// An EventBridge scheduled event (detail-type "Scheduled Event") runs a
+// sweep: due event ids are listed page by page through the monitor service
+// (which reads the sharded sparse wake index) and each is polled once with
+// monitor.Service.PollOnce by a bounded pool of workers (Concurrency,
+// default 32). No poll is started when the time left before the Lambda
+// deadline is below the CMS client's timeout plus Margin; each event id is
+// polled at most once per sweep. The sweep is the safety net for a lost
+// delayed message.
+//
+// # SQS batches
+//
+// A batch from the poll queue holds two kinds of bodies:
+//
+//   - intake: the EventBridge envelope of localeflow.change.dispatched
+//     (routed by the bus rule). The detail is parsed with
+//     monitor.ParseDispatched and registered; while the change is pending
+//     its first poll is enqueued (DelaySeconds 0). A change that is terminal
+//     at once (superseded/cancelled dispatch) emits
+//     localeflow.change.terminal.
+//   - delayed poll envelopes (package delayqueue, kind "poll"): an early
+//     message is re-sent with the remaining delay (chaining waits over 900
+//     s); a due one polls the change once.
+//
+// After a poll this handler made (Outcome.Polled), it schedules the next
+// poll: watching at NextPoll (poll interval), retry_wait at NextPoll
+// (backoff); terminal and failed emit localeflow.change.terminal. A message
+// whose change is not claimable (a duplicate, a stale chain, another
+// worker's live lease) is acknowledged without scheduling anything, so
+// duplicate chains collapse at their next poll. When a message is a
+// redelivery (ApproximateReceiveCount > 1), the work a failed earlier
+// attempt may have left undone is redone: the next poll is re-sent for a
+// waiting change, the terminal event re-published for a finished one
+// (consumers dedupe on event_id; events may arrive twice by design).
+//
+// Per-message results (events.SQSEventResponse, ReportBatchItemFailures):
+//
+//   - a body that can never succeed (not JSON, unknown shape or kind, an
+//     invalid envelope, an invalid or colliding dispatch) is acknowledged
+//     and logged with code poller.message_invalid plus the parser's code and
+//     the SQS message id: retrying cannot fix it, and the DLQ is kept for
+//     messages that failed for transient reasons;
+//   - transient failures (store, SQS, EventBridge, an error without a
+//     code, no time left before the deadline) are batch item failures, so
+//     SQS redelivers and finally moves the message to the DLQ.
+//
+// Logs are JSON (log/slog) with the Lambda request id, and carry only ids,
+// counts and codes.
+package handler

@@ -1,0 +1,233 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// KindPoll is the delayed-message kind of the next poll (or retry) of one
+// change.
+const KindPoll = "poll"
+
+// Codes logged or returned by the handler.
+const (
+	// CodeMessageInvalid: an SQS body that can never succeed; acknowledged.
+	CodeMessageInvalid = "poller.message_invalid"
+	// CodeEventInvalid: the invocation payload is neither an SQS batch nor a
+	// scheduled event; the invocation fails.
+	CodeEventInvalid = "poller.event_invalid"
+	// CodeDeadline: not enough time left to start a poll; the message is
+	// reported as a batch item failure and redelivered.
+	CodeDeadline = "poller.deadline"
+)
+
+// Defaults.
+const (
+	DefaultConcurrency = 32
+	DefaultMargin      = 5 * time.Second
+	DefaultPageSize    = 100
+	MaxConcurrency     = 256
+)
+
+// Monitor is what the handler needs from *monitor.Service.
+type Monitor interface {
+	Register(ctx context.Context, d monitor.Dispatched) (monitor.Status, error)
+	Status(ctx context.Context, eventID string) (monitor.Status, error)
+	Due(ctx context.Context, limit int) ([]string, error)
+	PollOnce(ctx context.Context, eventID string, reader monitor.LifecycleReader) (monitor.Outcome, error)
+}
+
+var _ Monitor = (*monitor.Service)(nil)
+
+// Scheduler sends delayed messages (*delayqueue.Queue).
+type Scheduler interface {
+	Send(ctx context.Context, kind, eventID string, at, now time.Time) error
+	Resend(ctx context.Context, e delayqueue.Envelope, now time.Time) error
+}
+
+var _ Scheduler = (*delayqueue.Queue)(nil)
+
+// Publisher puts output events on the bus (*eventbus.Publisher).
+type Publisher interface {
+	Publish(ctx context.Context, detailType string, detail any) error
+}
+
+var _ Publisher = (*eventbus.Publisher)(nil)
+
+// Config wires a Handler.
+type Config struct {
+	Monitor Monitor
+	Reader  monitor.LifecycleReader
+	Queue   Scheduler
+	Bus     Publisher
+	// Clock is the monitor's clock (envelope due times, scheduling).
+	Clock core.Clock
+	// Log receives JSON records; nil discards.
+	Log *slog.Logger
+	// Concurrency bounds parallel polls (sweep and SQS batch); 0 means
+	// DefaultConcurrency.
+	Concurrency int
+	// Margin is kept free before the Lambda deadline on top of the CMS
+	// client's timeout; 0 means DefaultMargin.
+	Margin time.Duration
+	// PageSize is the number of due ids listed per page; 0 means
+	// DefaultPageSize.
+	PageSize int
+}
+
+// Handler is the poller function.
+type Handler struct {
+	mon         Monitor
+	reader      monitor.LifecycleReader
+	queue       Scheduler
+	bus         Publisher
+	clock       core.Clock
+	log         *slog.Logger
+	concurrency int
+	margin      time.Duration
+	pageSize    int
+}
+
+// New validates cfg and returns a Handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Monitor == nil || cfg.Reader == nil || cfg.Queue == nil || cfg.Bus == nil || cfg.Clock == nil {
+		return nil, errors.New("handler: monitor, reader, queue, bus and clock are required")
+	}
+	if cfg.Reader.Timeout() <= 0 {
+		return nil, errors.New("handler: reader timeout must be positive")
+	}
+	h := &Handler{
+		mon: cfg.Monitor, reader: cfg.Reader, queue: cfg.Queue, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Log,
+		concurrency: cfg.Concurrency, margin: cfg.Margin, pageSize: cfg.PageSize,
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.concurrency == 0 {
+		h.concurrency = DefaultConcurrency
+	}
+	if h.margin == 0 {
+		h.margin = DefaultMargin
+	}
+	if h.pageSize == 0 {
+		h.pageSize = DefaultPageSize
+	}
+	if h.concurrency < 1 || h.concurrency > MaxConcurrency || h.margin < 0 || h.pageSize < 1 || h.pageSize > 1000 {
+		return nil, fmt.Errorf("handler: concurrency must be 1..%d, margin ≥ 0, page size 1..1000", MaxConcurrency)
+	}
+	return h, nil
+}
+
+// Handle is the Lambda entry point: an SQS batch (a top-level "Records"
+// array) or a scheduled event (detail-type "Scheduled Event").
+func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, error) {
+	var shape struct {
+		Records    json.RawMessage `json:"Records"`
+		DetailType string          `json:"detail-type"`
+		Source     string          `json:"source"`
+	}
+	if err := json.Unmarshal(payload, &shape); err != nil {
+		h.log.ErrorContext(ctx, "poller invocation invalid", "code", CodeEventInvalid)
+		return nil, core.Wrap(CodeEventInvalid, false, errors.New("payload is not a JSON object"))
+	}
+	switch {
+	case len(shape.Records) > 0 && shape.Records[0] == '[':
+		var batch events.SQSEvent
+		if err := json.Unmarshal(payload, &batch); err != nil {
+			h.log.ErrorContext(ctx, "poller invocation invalid", "code", CodeEventInvalid)
+			return nil, core.Wrap(CodeEventInvalid, false, errors.New("SQS batch does not decode"))
+		}
+		return h.HandleSQS(ctx, batch), nil
+	case shape.DetailType == "Scheduled Event" && shape.Source == "aws.events":
+		return h.Sweep(ctx)
+	}
+	h.log.ErrorContext(ctx, "poller invocation invalid", "code", CodeEventInvalid)
+	return nil, core.Fail(CodeEventInvalid)
+}
+
+// budget reports whether a poll may start: the time left before ctx's
+// deadline must exceed the CMS client's timeout plus the margin.
+func (h *Handler) budget(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return true
+	}
+	return time.Until(deadline) > h.reader.Timeout()+h.margin
+}
+
+// afterPoll schedules what follows a poll outcome. redo is set on a
+// redelivered message: then a change that was not polled here still gets
+// its follow-up (next message or terminal event), in case the earlier
+// attempt failed after its transition.
+func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool) error {
+	if !out.Polled && !redo {
+		return nil
+	}
+	switch {
+	case out.State.Final():
+		return h.publishTerminal(ctx, out.EventID)
+	case out.State.Claimable():
+		if err := h.queue.Send(ctx, KindPoll, out.EventID, out.NextPoll, h.clock.Now()); err != nil {
+			return fmt.Errorf("schedule %s: %w", out.EventID, err)
+		}
+	}
+	return nil
+}
+
+// publishTerminal emits localeflow.change.terminal for a final change.
+func (h *Handler) publishTerminal(ctx context.Context, eventID string) error {
+	st, err := h.mon.Status(ctx, eventID)
+	if err != nil {
+		return fmt.Errorf("terminal status %s: %w", eventID, err)
+	}
+	if !st.State.Final() {
+		return nil
+	}
+	detail := eventbus.ChangeTerminal{
+		EventID: st.EventID, SiteID: st.SiteID, PlanID: st.PlanID, State: string(st.State),
+		RemoteStatus: optional(st.RemoteStatus), ErrorCode: optional(st.LastErrorCode),
+		LifecycleSHA256: optional(st.LifecycleSHA256),
+	}
+	if err := h.bus.Publish(ctx, topology.DetailChangeTerminal, detail); err != nil {
+		return fmt.Errorf("publish terminal %s: %w", eventID, err)
+	}
+	h.log.InfoContext(ctx, "poller change terminal", "event_id", st.EventID, "state", string(st.State),
+		"remote_status", st.RemoteStatus, "code", st.LastErrorCode)
+	return nil
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// receiveCount is the SQS ApproximateReceiveCount (1 when absent).
+func receiveCount(m events.SQSMessage) int {
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// trimmed is b without surrounding JSON whitespace.
+func trimmed(b []byte) []byte { return bytes.TrimSpace(b) }

@@ -1,0 +1,136 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// HandleSQS processes a batch concurrently (bounded) and reports the
+// messages to redeliver.
+func (h *Handler) HandleSQS(ctx context.Context, batch events.SQSEvent) events.SQSEventResponse {
+	failed := make([]bool, len(batch.Records))
+	sem := make(chan struct{}, h.concurrency)
+	var wg sync.WaitGroup
+	for i, m := range batch.Records {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			failed[i] = !h.settle(ctx, m, h.message(ctx, m))
+		}()
+	}
+	wg.Wait()
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	for i, f := range failed {
+		if f {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: batch.Records[i].MessageId})
+		}
+	}
+	h.log.InfoContext(ctx, "poller batch done", "messages", len(batch.Records), "failures", len(resp.BatchItemFailures))
+	return resp
+}
+
+// settle decides a message's fate from its error and logs it; true means
+// acknowledge.
+func (h *Handler) settle(ctx context.Context, m events.SQSMessage, err error) bool {
+	if err == nil {
+		return true
+	}
+	code := core.CodeOf(err)
+	if code != "" && !core.IsRetryable(err) {
+		h.log.WarnContext(ctx, "poller message dropped", "message_id", m.MessageId, "code", CodeMessageInvalid, "cause", code)
+		return true
+	}
+	if code == "" {
+		code = "poller.unexpected"
+	}
+	h.log.ErrorContext(ctx, "poller message failed", "message_id", m.MessageId, "code", code)
+	return false
+}
+
+// message handles one body; nil acknowledges it, a non-retryable coded
+// error acknowledges and logs it, anything else redelivers it.
+func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
+	body := trimmed([]byte(m.Body))
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(body, &probe); err != nil || probe == nil {
+		return core.Wrap(CodeMessageInvalid, false, errors.New("body is not a JSON object"))
+	}
+	if _, ok := probe["schema"]; ok {
+		return h.delayed(ctx, m, body)
+	}
+	if _, ok := probe["detail-type"]; ok {
+		return h.intake(ctx, body, receiveCount(m) > 1)
+	}
+	return core.Wrap(CodeMessageInvalid, false, errors.New("body has neither schema nor detail-type"))
+}
+
+// intake registers a dispatched change from its EventBridge envelope.
+func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
+	var env struct {
+		Source     string          `json:"source"`
+		DetailType string          `json:"detail-type"`
+		Detail     json.RawMessage `json:"detail"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource ||
+		env.DetailType != topology.DetailChangeDispatched || len(env.Detail) == 0 || env.Detail[0] != '{' {
+		return core.Wrap(CodeMessageInvalid, false, errors.New("not a localeflow.change.dispatched envelope"))
+	}
+	d, err := monitor.ParseDispatched(env.Detail)
+	if err != nil {
+		return err
+	}
+	st, err := h.mon.Register(ctx, d)
+	if err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	switch {
+	case st.State == monitor.StatePending:
+		// New, or a duplicate of a change never polled: both enqueue; the
+		// chains collapse at the first poll (only the claimer schedules).
+		if err := h.queue.Send(ctx, KindPoll, st.EventID, st.NextPoll, h.clock.Now()); err != nil {
+			return fmt.Errorf("enqueue first poll %s: %w", st.EventID, err)
+		}
+	case st.State.Final() && (st.PollAttempts == 0 || redo):
+		// Terminal at once (superseded or cancelled dispatch).
+		return h.publishTerminal(ctx, st.EventID)
+	}
+	return nil
+}
+
+// delayed handles a delayed poll envelope.
+func (h *Handler) delayed(ctx context.Context, m events.SQSMessage, body []byte) error {
+	env, err := delayqueue.Parse(body)
+	if err != nil {
+		return err
+	}
+	if env.Kind != KindPoll || env.Ref != "" {
+		return core.Wrap(CodeMessageInvalid, false, fmt.Errorf("kind %q is not the poller's", env.Kind))
+	}
+	now := h.clock.Now()
+	if _, due := delayqueue.Due(env, now); !due {
+		if err := h.queue.Resend(ctx, env, now); err != nil {
+			return fmt.Errorf("chain %s: %w", env.EventID, err)
+		}
+		return nil
+	}
+	if !h.budget(ctx) {
+		return core.Retry(CodeDeadline)
+	}
+	out, err := h.mon.PollOnce(ctx, env.EventID, h.reader)
+	if err != nil {
+		return fmt.Errorf("poll %s: %w", env.EventID, err)
+	}
+	return h.afterPoll(ctx, out, receiveCount(m) > 1)
+}
