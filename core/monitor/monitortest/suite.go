@@ -1,0 +1,487 @@
+package monitortest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
+	"github.com/localeflow/localeflow/core/monitor"
+)
+
+// Harness tells the suite how to make a store and how to tamper with it.
+type Harness struct {
+	// New returns an empty store for one subtest.
+	New func(t *testing.T) monitor.Store
+	// Tamper rewrites a stored record bypassing every condition.
+	Tamper func(t *testing.T, s monitor.Store, eventID string, edit func(*monitor.Record))
+}
+
+// T0 is the suite's epoch in milliseconds.
+var T0 = core.Millis(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+
+// NewRecord is a valid pending record for eventID registered at nowMS.
+func NewRecord(eventID string, nowMS int64) monitor.Record {
+	change := core.SHA256Hex([]byte("change:" + eventID))
+	binding, err := monitor.Binding(eventID, "site-berlin", "plan-42", "v2026.11.29", 7, 2, change, 5)
+	if err != nil {
+		panic(err)
+	}
+	return monitor.Record{
+		EventID: eventID, SiteID: "site-berlin", PlanID: "plan-42", WebsiteVersion: "v2026.11.29",
+		SourceSequence: 7, JobCount: 2, ChangeSHA256: change, BindingSHA256: binding,
+		State: monitor.StatePending, MaxConsecutiveFailures: 5,
+		NextPollMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS, SchemaVersion: monitor.SchemaVersion,
+	}
+}
+
+// Snapshot is a valid lifecycle answer with status for rec.
+func Snapshot(rec monitor.Record, status string) lifecycle.Response {
+	body := fmt.Sprintf(`{"schema":"localeflow.cms-lifecycle.v1","request_id":"req-%s","event_id":%q,"site_id":%q,"plan_id":%q,"website_version":%q,"source_sequence":%d,"status":%q,"required_locales":["de-DE","fr-FR"],"approved_locales":["de-DE"],"blocked_locales":[["fr-FR","cms.glossary_missing"]],"queue_counts":{"pending":1},"delivery":null,"tombstone":null}`,
+		status, rec.EventID, rec.SiteID, rec.PlanID, rec.WebsiteVersion, rec.SourceSequence, status)
+	resp, err := lifecycle.Parse(rec.Target(), "", []byte(body))
+	if err != nil {
+		panic(err)
+	}
+	return resp
+}
+
+func lease(owner string, now int64) monitor.Lease {
+	return monitor.Lease{Owner: owner, Token: "tok-" + owner + fmt.Sprint(now), NowMS: now, ExpiresMS: now + 60_000}
+}
+
+func create(t *testing.T, s monitor.Store, rec monitor.Record) {
+	t.Helper()
+	if _, ok, err := s.Create(context.Background(), rec); err != nil || !ok {
+		t.Fatalf("Create(%s) = %v, %v", rec.EventID, ok, err)
+	}
+}
+
+func claim(t *testing.T, s monitor.Store, id string, l monitor.Lease) monitor.Record {
+	t.Helper()
+	rec, ok, err := s.Claim(context.Background(), id, l)
+	if err != nil || !ok {
+		t.Fatalf("Claim(%s) = %v, %v", id, ok, err)
+	}
+	return rec
+}
+
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if !core.HasCode(err, code) {
+		t.Fatalf("error = %v, want %s", err, code)
+	}
+}
+
+func equalRecords(t *testing.T, got, want monitor.Record) {
+	t.Helper()
+	if string(got.Lifecycle) != string(want.Lifecycle) {
+		t.Fatalf("lifecycle differs:\n got %s\nwant %s", got.Lifecycle, want.Lifecycle)
+	}
+	got.Lifecycle, want.Lifecycle = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("record differs:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// RunStoreSuite runs the conformance suite against h.
+func RunStoreSuite(t *testing.T, h Harness) {
+	ctx := context.Background()
+	t.Run("create and get round trip", func(t *testing.T) {
+		s := h.New(t)
+		rec := NewRecord("evt-1", T0)
+		got, created, err := s.Create(ctx, rec)
+		if err != nil || !created {
+			t.Fatalf("Create = %v, %v", created, err)
+		}
+		equalRecords(t, got, rec)
+		read, err := s.Get(ctx, "evt-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, read, rec)
+		if _, err := monitor.Validate(read); err != nil {
+			t.Fatalf("stored record invalid: %v", err)
+		}
+	})
+	t.Run("create existing returns it unchanged", func(t *testing.T) {
+		s := h.New(t)
+		rec := NewRecord("evt-1", T0)
+		create(t, s, rec)
+		other := NewRecord("evt-1", T0+5)
+		other.PlanID = "plan-x"
+		got, created, err := s.Create(ctx, other)
+		if err != nil || created {
+			t.Fatalf("Create = %v, %v", created, err)
+		}
+		equalRecords(t, got, rec)
+	})
+	t.Run("get missing", func(t *testing.T) {
+		s := h.New(t)
+		_, err := s.Get(ctx, "evt-none")
+		wantCode(t, err, monitor.CodeEventMissing)
+	})
+	t.Run("claim", func(t *testing.T) {
+		s := h.New(t)
+		rec := NewRecord("evt-1", T0)
+		create(t, s, rec)
+		l := lease("w1", T0+10)
+		got := claim(t, s, "evt-1", l)
+		equalRecords(t, got, monitor.ApplyClaim(rec, l))
+		read, _ := s.Get(ctx, "evt-1")
+		equalRecords(t, read, got)
+		cur, ok, err := s.Claim(ctx, "evt-1", lease("w2", T0+20))
+		if err != nil || ok {
+			t.Fatalf("second claim = %v, %v", ok, err)
+		}
+		equalRecords(t, cur, got)
+	})
+	t.Run("claim refuses not due and regressed clock", func(t *testing.T) {
+		s := h.New(t)
+		rec := NewRecord("evt-1", T0)
+		rec.NextPollMS = T0 + 100
+		create(t, s, rec)
+		if _, ok, err := s.Claim(ctx, "evt-1", lease("w", T0+99)); ok || err != nil {
+			t.Fatalf("claim before next poll = %v, %v", ok, err)
+		}
+		rec2 := NewRecord("evt-2", T0)
+		create(t, s, rec2)
+		if _, ok, err := s.Claim(ctx, "evt-2", lease("w", T0-1)); ok || err != nil {
+			t.Fatalf("claim with clock before updated = %v, %v", ok, err)
+		}
+		if _, ok, err := s.Claim(ctx, "evt-1", lease("w", T0+100)); !ok || err != nil {
+			t.Fatalf("claim at next poll = %v, %v", ok, err)
+		}
+		_, _, err := s.Claim(ctx, "evt-none", lease("w", T0))
+		wantCode(t, err, monitor.CodeEventMissing)
+	})
+	t.Run("claim refuses final states", func(t *testing.T) {
+		s := h.New(t)
+		rec := NewRecord("evt-1", T0)
+		rec.State, rec.RemoteStatus = monitor.StateTerminal, "cancelled"
+		create(t, s, rec)
+		if _, ok, err := s.Claim(ctx, "evt-1", lease("w", T0+1)); ok || err != nil {
+			t.Fatalf("claim of terminal = %v, %v", ok, err)
+		}
+	})
+	t.Run("concurrent claims: exactly one wins", func(t *testing.T) {
+		s := h.New(t)
+		create(t, s, NewRecord("evt-1", T0))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, ok, err := s.Claim(ctx, "evt-1", lease(fmt.Sprintf("w%d", i), T0+1))
+				if err != nil {
+					t.Errorf("claim: %v", err)
+				}
+				if ok {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%d claims won", wins)
+		}
+	})
+	t.Run("transition under a live fence", func(t *testing.T) {
+		s := h.New(t)
+		create(t, s, NewRecord("evt-1", T0))
+		l := lease("w1", T0+10)
+		held := claim(t, s, "evt-1", l)
+		snap := Snapshot(held, "processing")
+		u := monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 30_020, SetSnapshot: true,
+			RemoteStatus: snap.Status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0 + 20}
+		got, err := s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20}, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, got, monitor.ApplyUpdate(held, u))
+		read, _ := s.Get(ctx, "evt-1")
+		equalRecords(t, read, got)
+		if _, err := monitor.Validate(read); err != nil {
+			t.Fatalf("record after transition invalid: %v", err)
+		}
+		// Retry keeps the stored snapshot.
+		l2 := lease("w2", T0+30_020)
+		held = claim(t, s, "evt-1", l2)
+		u2 := monitor.Update{State: monitor.StateRetryWait, ConsecutiveFailures: 1, NextPollMS: T0 + 40_000, LastErrorCode: "cms.timeout", UpdatedMS: T0 + 30_030}
+		got, err = s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l2.Owner, Token: l2.Token, NowMS: T0 + 30_030}, u2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, got, monitor.ApplyUpdate(held, u2))
+		if got.RemoteStatus != "processing" || len(got.Lifecycle) == 0 {
+			t.Fatalf("retry dropped the snapshot: %+v", got)
+		}
+	})
+	t.Run("fence failures", func(t *testing.T) {
+		s := h.New(t)
+		create(t, s, NewRecord("evt-1", T0))
+		l := lease("w1", T0+10)
+		held := claim(t, s, "evt-1", l)
+		u := monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0 + 20, UpdatedMS: T0 + 20}
+		live := monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20}
+		cases := []struct {
+			name string
+			f    monitor.Fence
+			code string
+		}{
+			{"other token", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: "tok-other", NowMS: T0 + 20}, monitor.CodeClaimLost},
+			{"other owner", monitor.Fence{EventID: "evt-1", Owner: "w9", Token: l.Token, NowMS: T0 + 20}, monitor.CodeClaimLost},
+			{"lease expired", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: held.LeaseExpiresMS}, monitor.CodeLeaseExpired},
+			{"clock regressed", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 9}, monitor.CodeClockRegressed},
+			{"missing", monitor.Fence{EventID: "evt-none", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20}, monitor.CodeClaimMissing},
+			{"expired fence on a live lease", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20, Expired: true}, monitor.CodeClaimLost},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				uu := u
+				uu.UpdatedMS = c.f.NowMS
+				_, err := s.Transition(ctx, c.f, uu)
+				wantCode(t, err, c.code)
+				read, _ := s.Get(ctx, "evt-1")
+				equalRecords(t, read, held)
+			})
+		}
+		if _, err := s.Transition(ctx, live, u); err != nil {
+			t.Fatalf("live fence: %v", err)
+		}
+		_, err := s.Transition(ctx, live, u)
+		wantCode(t, err, monitor.CodeClaimLost)
+	})
+	t.Run("reclaim under an expired fence", func(t *testing.T) {
+		s := h.New(t)
+		create(t, s, NewRecord("evt-1", T0))
+		l := lease("w1", T0+10)
+		held := claim(t, s, "evt-1", l)
+		now := held.LeaseExpiresMS
+		u := monitor.Update{State: monitor.StateRetryWait, ConsecutiveFailures: 1, LastErrorCode: monitor.ReclaimErrorCode, NextPollMS: now + 5000, UpdatedMS: now}
+		got, err := s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: now, Expired: true}, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, got, monitor.ApplyUpdate(held, u))
+		_, err = s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: now, Expired: true}, u)
+		wantCode(t, err, monitor.CodeClaimLost)
+	})
+	t.Run("due lists wakeable records in wake order", func(t *testing.T) {
+		s := h.New(t)
+		// evt-a pending due at T0+5, evt-b pending due later, evt-c leased
+		// expiring at T0+60_010, evt-d terminal, evt-e failed, evt-f watching due at T0+1.
+		a := NewRecord("evt-a", T0)
+		a.NextPollMS = T0 + 5
+		create(t, s, a)
+		b := NewRecord("evt-b", T0)
+		b.NextPollMS = T0 + 1_000_000
+		create(t, s, b)
+		create(t, s, NewRecord("evt-c", T0))
+		claim(t, s, "evt-c", lease("w", T0+10))
+		d := NewRecord("evt-d", T0)
+		d.State, d.RemoteStatus = monitor.StateTerminal, "superseded"
+		create(t, s, d)
+		create(t, s, NewRecord("evt-e", T0))
+		le := lease("w", T0)
+		claim(t, s, "evt-e", le)
+		if _, err := s.Transition(ctx, monitor.Fence{EventID: "evt-e", Owner: le.Owner, Token: le.Token, NowMS: T0}, monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
+			t.Fatal(err)
+		}
+		create(t, s, NewRecord("evt-f", T0))
+		lf := lease("w", T0)
+		heldF := claim(t, s, "evt-f", lf)
+		snap := Snapshot(heldF, "ready")
+		if _, err := s.Transition(ctx, monitor.Fence{EventID: "evt-f", Owner: lf.Owner, Token: lf.Token, NowMS: T0}, monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 1, SetSnapshot: true, RemoteStatus: "ready", LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
+			t.Fatal(err)
+		}
+		check := func(now int64, limit int, want ...string) {
+			t.Helper()
+			got, err := s.Due(ctx, now, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("Due(%d, %d) = %v, want %v", now, limit, got, want)
+			}
+		}
+		check(T0, 10)
+		check(T0+1, 10, "evt-f")
+		check(T0+5, 10, "evt-f", "evt-a")
+		check(T0+5, 1, "evt-f")
+		check(T0+60_010, 10, "evt-f", "evt-a", "evt-c")
+		check(T0+2_000_000, 10, "evt-f", "evt-a", "evt-c", "evt-b")
+	})
+	t.Run("due pages through many records", func(t *testing.T) {
+		s := h.New(t)
+		const n = 230
+		for i := range n {
+			create(t, s, NewRecord(fmt.Sprintf("evt-%03d", i), T0+int64(i)))
+		}
+		got, err := s.Due(ctx, T0+n, 1000)
+		if err != nil || len(got) != n {
+			t.Fatalf("Due = %d ids, %v", len(got), err)
+		}
+		seen := map[string]bool{}
+		for _, id := range got {
+			if seen[id] {
+				t.Fatalf("duplicate %s", id)
+			}
+			seen[id] = true
+		}
+		got, err = s.Due(ctx, T0+n, 150)
+		if err != nil || len(got) != 150 {
+			t.Fatalf("Due limited = %d ids, %v", len(got), err)
+		}
+		// The earliest wakers come first.
+		sorted := append([]string(nil), got...)
+		sort.Strings(sorted)
+		if sorted[0] != "evt-000" || sorted[149] != "evt-149" {
+			t.Fatalf("Due did not return the earliest: %v..%v", sorted[0], sorted[149])
+		}
+	})
+	t.Run("mark invalid", func(t *testing.T) {
+		s := h.New(t)
+		create(t, s, NewRecord("evt-1", T0))
+		claim(t, s, "evt-1", lease("w", T0+1))
+		if err := s.MarkInvalid(ctx, "evt-1", T0+2); err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := s.Get(ctx, "evt-1")
+		if rec.State != monitor.StateFailed || rec.LastErrorCode != monitor.CodeStateInvalid || rec.LeaseToken != "" ||
+			rec.LeaseOwner != "" || rec.LeaseExpiresMS != 0 || rec.UpdatedMS != T0+2 {
+			t.Fatalf("record = %+v", rec)
+		}
+		if ids, _ := s.Due(ctx, T0+1_000_000, 10); len(ids) != 0 {
+			t.Fatalf("failed record still due: %v", ids)
+		}
+		if err := s.MarkInvalid(ctx, "evt-none", T0); err != nil {
+			t.Fatalf("MarkInvalid of a missing record: %v", err)
+		}
+		if _, err := s.Get(ctx, "evt-none"); !core.HasCode(err, monitor.CodeEventMissing) {
+			t.Fatalf("MarkInvalid created a record: %v", err)
+		}
+	})
+	t.Run("census holds open and attention records only", func(t *testing.T) {
+		s := h.New(t)
+		create(t, s, NewRecord("evt-pending", T0))
+		ok := NewRecord("evt-done", T0)
+		ok.State, ok.RemoteStatus = monitor.StateTerminal, "cancelled"
+		create(t, s, ok)
+		for _, id := range []string{"evt-published", "evt-blocked", "evt-failed"} {
+			create(t, s, NewRecord(id, T0))
+		}
+		for id, status := range map[string]string{"evt-published": "published", "evt-blocked": "publication_blocked"} {
+			l := lease("w", T0)
+			held := claim(t, s, id, l)
+			snap := Snapshot(held, status)
+			if _, err := s.Transition(ctx, monitor.Fence{EventID: id, Owner: l.Owner, Token: l.Token, NowMS: T0}, monitor.Update{State: monitor.StateTerminal, NextPollMS: T0, SetSnapshot: true, RemoteStatus: status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := lease("w", T0)
+		claim(t, s, "evt-failed", l)
+		if _, err := s.Transition(ctx, monitor.Fence{EventID: "evt-failed", Owner: l.Owner, Token: l.Token, NowMS: T0}, monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := s.Census(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range recs {
+			ids = append(ids, r.EventID)
+		}
+		sort.Strings(ids)
+		if strings.Join(ids, ",") != "evt-blocked,evt-failed,evt-pending" {
+			t.Fatalf("Census = %v", ids)
+		}
+	})
+	t.Run("service over the store", func(t *testing.T) {
+		runServiceFlow(t, h)
+	})
+}
+
+// fixedClock is a settable clock.
+type fixedClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fixedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fixedClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+type statusReader struct{ status string }
+
+func (r statusReader) Timeout() time.Duration { return time.Second }
+
+func (r statusReader) ReadLifecycle(_ context.Context, target lifecycle.Target) (lifecycle.Response, error) {
+	rec := monitor.Record{EventID: target.EventID, SiteID: target.SiteID, PlanID: target.PlanID,
+		WebsiteVersion: target.WebsiteVersion, SourceSequence: target.SourceSequence, JobCount: target.JobCount}
+	snap := Snapshot(rec, r.status)
+	return lifecycle.Parse(target, snap.RequestID, snap.Canonical)
+}
+
+func runServiceFlow(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := h.New(t)
+	clock := &fixedClock{now: core.FromMillis(T0)}
+	svc, err := monitor.NewService(s, clock, nil, monitor.Config{WorkerID: "suite"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change := `{"event_id":"evt-flow","site_id":"site-berlin","website_version":"v2026.11.29","source_sequence":7}`
+	canon, _ := core.CanonicalizeJSON([]byte(change))
+	detail := fmt.Sprintf(`{"change":%s,"dispatch":{"event_id":"evt-flow","payload_sha256":%q,"status":"succeeded","remote_plan_id":"plan-42","remote_job_count":2,"remote_status":"enqueued","response_sha256":%q}}`,
+		change, core.SHA256Hex(canon), strings.Repeat("b", 64))
+	d, err := monitor.ParseDispatched([]byte(detail))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Register(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	for i, status := range []string{"processing", "publishing", "published"} {
+		out, err := svc.PollOnce(ctx, "evt-flow", statusReader{status})
+		if err != nil || !out.Polled || out.RemoteStatus != status {
+			t.Fatalf("poll %d = %+v, %v", i, out, err)
+		}
+		clock.set(out.NextPoll)
+	}
+	st, err := svc.Status(ctx, "evt-flow")
+	if err != nil || st.State != monitor.StateTerminal || st.PollAttempts != 3 || st.ApprovedLocales[0] != "de-DE" {
+		t.Fatalf("status = %+v, %v", st, err)
+	}
+	// A tampered record is marked failed and blocks health.
+	create(t, s, NewRecord("evt-tamper", T0))
+	h.Tamper(t, s, "evt-tamper", func(r *monitor.Record) { r.JobCount = 9 })
+	_, err = svc.Status(ctx, "evt-tamper")
+	wantCode(t, err, monitor.CodeStateInvalid)
+	health, err := svc.Health(ctx)
+	if err != nil || health.Status != monitor.HealthBlocked || health.Failed != 1 {
+		t.Fatalf("health = %+v, %v", health, err)
+	}
+	rec, _ := s.Get(ctx, "evt-tamper")
+	if rec.State != monitor.StateFailed || rec.LastErrorCode != monitor.CodeStateInvalid {
+		t.Fatalf("tampered record = %+v", rec)
+	}
+}
