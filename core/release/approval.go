@@ -1,0 +1,215 @@
+package release
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// ApprovalSchema is the schema of a signed approval's payload.
+const ApprovalSchema = "localeflow.approval.v1"
+
+// Approval lookup codes (the reference's approval store).
+const (
+	CodeApprovalMissing        = "approval.missing"
+	CodeApprovalExpired        = "approval.expired"
+	CodeApprovalInvalid        = "approval.invalid"
+	CodeApprovalResultMismatch = "approval.result_mismatch"
+	CodeOperationGuard         = "operation_guard"
+	CodeApprovalTTLInvalid     = "release.approval.ttl_invalid"
+)
+
+// ApprovalPayload is what the approval authority signs.
+type ApprovalPayload struct {
+	Schema                    string `json:"schema"`
+	ApprovalID                string `json:"approval_id"`
+	EventID                   string `json:"event_id"`
+	SiteID                    string `json:"site_id"`
+	PlanID                    string `json:"plan_id"`
+	JobID                     string `json:"job_id"`
+	TargetLocale              string `json:"target_locale"`
+	ResultSHA256              string `json:"result_sha256"`
+	EvidenceRequestID         string `json:"evidence_request_id"`
+	QualityReceiptSHA256      string `json:"quality_receipt_sha256"`
+	HumanReviewReceiptSHA256  string `json:"human_review_receipt_sha256,omitempty"`
+	IndependentReviewSHA256   string `json:"independent_model_review_sha256,omitempty"`
+	IndependentReviewProvider string `json:"independent_model_review_provider,omitempty"`
+	ApprovedAtMS              int64  `json:"approved_at_ms"`
+	ExpiresAtMS               int64  `json:"expires_at_ms"`
+}
+
+// Guard refuses to start work that may not finish within lease: the
+// coordinator passes the evidence lease and the Lambda guard compares it
+// with the remaining invocation time.
+type Guard func(ctx context.Context, lease time.Duration) error
+
+// Verifiers verify the three receipt kinds.
+type Verifiers struct {
+	Quality           Verifier
+	HumanReview       Verifier
+	IndependentReview Verifier
+}
+
+// approvalInput is what the approval step needs.
+type approvalInput struct {
+	plan      *PlanRecord
+	job       PlanJob
+	result    *Result
+	resultSHA string
+	requestID string
+	evidence  Evidence
+	now       time.Time
+	ttl       time.Duration
+}
+
+// guarded wraps a verification with the operation guard: a refused guard is
+// the retryable "operation_guard" failure of the reference.
+func guarded(ctx context.Context, g Guard, lease time.Duration, verify func() error) error {
+	if g != nil {
+		if err := g(ctx, lease); err != nil {
+			return core.Wrap(CodeOperationGuard, true, err)
+		}
+	}
+	return verify()
+}
+
+// approve verifies the receipts, signs the approval and stores it (the
+// reference's store.approve). Errors carry "release." codes.
+func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalInput) (*ApprovalRecord, error) {
+	if in.ttl <= 0 {
+		return nil, core.Fail(CodeApprovalTTLInvalid)
+	}
+	verify := func(v Verifier, receipt string) error {
+		return guarded(ctx, c.Guard, c.Config.EvidenceLease, func() error {
+			if v == nil {
+				return core.Fail("verifier.missing")
+			}
+			_, err := v.Verify(receipt, in.requestID, in.resultSHA, in.now)
+			return err
+		})
+	}
+	payload := ApprovalPayload{
+		Schema: ApprovalSchema, EventID: in.plan.Event.EventID, SiteID: in.plan.Event.SiteID,
+		PlanID: in.plan.PlanID, JobID: in.job.JobID, TargetLocale: in.job.TargetLocale,
+		ResultSHA256: in.resultSHA, EvidenceRequestID: in.requestID,
+		QualityReceiptSHA256: core.SHA256Hex([]byte(in.evidence.QualityReceipt)),
+		ApprovedAtMS:         core.Millis(in.now), ExpiresAtMS: core.Millis(in.now.Add(in.ttl)),
+	}
+	if err := verify(c.Verifiers.Quality, in.evidence.QualityReceipt); err != nil {
+		return nil, releaseError(err)
+	}
+	if in.evidence.HumanReviewReceipt != "" {
+		if err := verify(c.Verifiers.HumanReview, in.evidence.HumanReviewReceipt); err != nil {
+			return nil, releaseError(err)
+		}
+		payload.HumanReviewReceiptSHA256 = core.SHA256Hex([]byte(in.evidence.HumanReviewReceipt))
+	}
+	if r := in.evidence.IndependentReview; r != nil {
+		if err := verify(c.Verifiers.IndependentReview, r.Receipt); err != nil {
+			return nil, releaseError(err)
+		}
+		h, err := core.HashCanonical(r)
+		if err != nil {
+			return nil, core.Wrap("release.json.invalid", false, err)
+		}
+		payload.IndependentReviewSHA256 = h
+		payload.IndependentReviewProvider = r.Provider.ID
+	}
+	idHash, err := core.HashCanonical(payload)
+	if err != nil {
+		return nil, core.Wrap("release.json.invalid", false, err)
+	}
+	payload.ApprovalID = "apv-" + idHash[:40]
+	raw, err := core.Canonical(payload)
+	if err != nil {
+		return nil, core.Wrap("release.json.invalid", false, err)
+	}
+	token, err := c.Approval.Sign(raw)
+	if err != nil {
+		return nil, core.Wrap(CodeApprovalSigningFailed, true, err)
+	}
+	rec := ApprovalRecord{
+		EventID: payload.EventID, PlanID: payload.PlanID, JobID: payload.JobID,
+		TargetLocale: payload.TargetLocale, ResultSHA256: payload.ResultSHA256,
+		RequestID: in.requestID, ApprovalID: payload.ApprovalID, Token: token,
+		ApprovedMS: payload.ApprovedAtMS, ExpiresMS: payload.ExpiresAtMS,
+	}
+	var prev int64
+	if old := snap.Approvals[in.job.JobID]; old != nil {
+		prev = old.Version
+	}
+	rec.Version = prev + 1
+	if err := c.Store.Put(ctx, &rec, prev); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return nil, core.Wrap("release.approval.conflict", true, err)
+		}
+		return nil, core.Wrap("release.store.write_failed", true, err)
+	}
+	snap.Approvals[rec.JobID] = &rec
+	return &rec, nil
+}
+
+func releaseError(err error) error {
+	code := core.CodeOf(err)
+	return core.Wrap(externalCode(code, "release"), core.IsRetryable(err), err)
+}
+
+// lookupApproval is the reference's store.lookup: the job's approval,
+// verified with the approval authority, bound to the plan and the current
+// result, and not expired at now.
+func (c *Coordinator) lookupApproval(snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time) (*ApprovalRecord, error) {
+	rec := snap.Approvals[job.JobID]
+	if rec == nil {
+		return nil, core.Fail(CodeApprovalMissing)
+	}
+	raw, err := c.Approval.Open(rec.Token)
+	if err != nil {
+		return nil, core.Wrap(CodeApprovalInvalid, false, err)
+	}
+	var p ApprovalPayload
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, core.Wrap(CodeApprovalInvalid, false, err)
+	}
+	if p.Schema != ApprovalSchema || p.ApprovalID != rec.ApprovalID || p.EventID != plan.Event.EventID ||
+		p.PlanID != plan.PlanID || p.JobID != job.JobID || p.TargetLocale != job.TargetLocale ||
+		p.ResultSHA256 != rec.ResultSHA256 || p.ExpiresAtMS != rec.ExpiresMS {
+		return nil, core.Fail(CodeApprovalInvalid)
+	}
+	if res := snap.Results[job.JobID]; res == nil || res.ResultSHA256 != p.ResultSHA256 {
+		return nil, core.Fail(CodeApprovalResultMismatch)
+	}
+	if p.ExpiresAtMS <= core.Millis(now) {
+		return nil, core.Fail(CodeApprovalExpired)
+	}
+	return rec, nil
+}
+
+// Readiness says whether every job of the plan holds a current approval.
+type Readiness struct {
+	Ready     bool
+	Approvals []*ApprovalRecord // in plan (target locale) order when Ready
+}
+
+// readiness is the reference's store.readiness. Missing or expired
+// approvals mean not ready; any other approval failure is an error.
+func (c *Coordinator) readiness(snap *Snapshot, plan *PlanRecord, now time.Time) (Readiness, error) {
+	out := Readiness{Ready: true}
+	for _, job := range plan.Jobs {
+		rec, err := c.lookupApproval(snap, plan, job, now)
+		if err != nil {
+			if core.HasCode(err, CodeApprovalMissing) || core.HasCode(err, CodeApprovalExpired) {
+				out.Ready = false
+				continue
+			}
+			return Readiness{}, err
+		}
+		out.Approvals = append(out.Approvals, rec)
+	}
+	if !out.Ready {
+		out.Approvals = nil
+	}
+	return out, nil
+}

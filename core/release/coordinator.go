@@ -1,0 +1,464 @@
+package release
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// Outcome statuses of RunNextRelease and Deliver.
+const (
+	OutcomeWaiting       = "waiting"
+	OutcomeApproved      = "approved"
+	OutcomeDeliveryReady = "delivery_ready"
+	OutcomeDelivered     = "delivered"
+)
+
+// Codes of the coordinator itself.
+const (
+	CodePlanMissing  = "coordinator.plan.missing"
+	CodePlanConflict = "coordinator.plan.conflict"
+	CodeJobConflict  = "coordinator.job.conflict"
+	CodeConfig       = "coordinator.config.invalid"
+	CodeGuardFailed  = "evidence.operation_guard.failed"
+	OutcomeSchema    = "localeflow.release-coordinator.v1"
+)
+
+// Outcome is the content-free result of one step.
+type Outcome struct {
+	Schema       string `json:"schema"`
+	Status       string `json:"status"`
+	EventID      string `json:"event_id"`
+	PlanID       string `json:"plan_id"`
+	JobID        string `json:"job_id,omitempty"`
+	TargetLocale string `json:"target_locale,omitempty"`
+	ApprovalID   string `json:"approval_id,omitempty"`
+	DeliveryID   string `json:"delivery_id,omitempty"`
+	// WakeAt is when a waiting step can make progress (a lease expiry or a
+	// backoff); zero when nothing is scheduled (waiting for an input).
+	WakeAt time.Time `json:"-"`
+	// Changed says this step wrote the approval, prepared the delivery or
+	// completed it; the function emits events only for changes, so
+	// duplicate deliveries emit nothing.
+	Changed bool `json:"-"`
+}
+
+// Config holds the coordinator's policy.
+type Config struct {
+	EvidenceRevision    string
+	WorkerID            string
+	EvidenceLease       time.Duration
+	EvidenceMaxAttempts int
+	ApprovalTTL         time.Duration
+	DeliveryMaxAttempts int
+	// DeliveryLease bounds one delivery attempt; defaults to EvidenceLease.
+	DeliveryLease time.Duration
+}
+
+// DefaultConfig returns the reference's defaults for revision and worker.
+func DefaultConfig(revision, workerID string) Config {
+	return Config{
+		EvidenceRevision: revision, WorkerID: workerID,
+		EvidenceLease: DefaultEvidenceLease, EvidenceMaxAttempts: DefaultEvidenceMaxAttempts,
+		ApprovalTTL: DefaultApprovalTTL, DeliveryMaxAttempts: DefaultDeliveryMaxAttempts,
+		DeliveryLease: DefaultEvidenceLease,
+	}
+}
+
+// Coordinator runs the release steps of events.
+type Coordinator struct {
+	Store       Store
+	EventKey    []byte
+	Evidence    EvidenceProvider
+	CMS         DeliveryClient
+	Verifiers   Verifiers
+	Approval    *Authority
+	Publication *Authority
+	Guard       Guard // optional
+	Clock       core.Clock
+	Logger      *slog.Logger
+	Config      Config
+}
+
+// Validate checks the wiring.
+func (c *Coordinator) Validate() error {
+	if c.Store == nil || len(c.EventKey) == 0 || c.Evidence == nil || c.CMS == nil ||
+		c.Approval == nil || c.Publication == nil || c.Clock == nil ||
+		c.Verifiers.Quality == nil || c.Verifiers.HumanReview == nil || c.Verifiers.IndependentReview == nil {
+		return core.Fail(CodeConfig)
+	}
+	cfg := c.Config
+	if !core.ValidToken(cfg.EvidenceRevision) {
+		return core.Fail(CodeRevisionInvalid)
+	}
+	if !core.ValidTokenN(cfg.WorkerID, core.MaxWorkerIDLength) {
+		return core.Fail(CodeWorkerIDInvalid)
+	}
+	if cfg.EvidenceLease <= 0 || cfg.EvidenceLease > MaxLease || cfg.DeliveryLease <= 0 || cfg.DeliveryLease > MaxLease {
+		return core.Fail(CodeEvidenceLeaseInvalid)
+	}
+	if cfg.EvidenceMaxAttempts < 1 || cfg.EvidenceMaxAttempts > MaxAttempts {
+		return core.Fail(CodeMaxAttemptsInvalid)
+	}
+	if cfg.DeliveryMaxAttempts < 1 || cfg.DeliveryMaxAttempts > MaxAttempts {
+		return core.Fail(CodeDeliveryMaxAttempts)
+	}
+	if cfg.ApprovalTTL <= 0 {
+		return core.Fail(CodeApprovalTTLInvalid)
+	}
+	return nil
+}
+
+func (c *Coordinator) log() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}
+
+func (c *Coordinator) evidenceState() EvidenceState { return EvidenceState{Store: c.Store} }
+
+func outcome(status string, plan *PlanRecord) Outcome {
+	return Outcome{Schema: OutcomeSchema, Status: status, EventID: plan.Event.EventID, PlanID: plan.PlanID}
+}
+
+// load reads the event's records and its verified plan (the reference's
+// _load_event).
+func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *PlanRecord, error) {
+	if !core.ValidToken(eventID) {
+		return nil, nil, core.Fail(CodeEventIDInvalid)
+	}
+	snap, err := c.Store.Load(ctx, eventID)
+	if err != nil {
+		return nil, nil, core.Wrap("coordinator.store.read_failed", true, err)
+	}
+	if snap.Plan == nil {
+		return nil, nil, core.Fail(CodePlanMissing)
+	}
+	if snap.Plan.Event.EventID != eventID || len(snap.Plan.Jobs) == 0 {
+		return nil, nil, core.Fail("coordinator.plan.invalid")
+	}
+	return &snap, snap.Plan, nil
+}
+
+// jobSucceeded is the reference's queue.status(job) == "succeeded".
+func jobSucceeded(snap *Snapshot, plan *PlanRecord, job PlanJob) (bool, error) {
+	rec := snap.Jobs[job.JobID]
+	if rec == nil {
+		return false, nil
+	}
+	if rec.PlanID != plan.PlanID {
+		return false, core.Fail("queue.plan_mismatch")
+	}
+	return rec.Status == JobSucceeded, nil
+}
+
+// validatedResult is the reference's store.validated_result: the job's
+// result checked against the plan and the source text, with its hash.
+func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, string, string, error) {
+	rec := snap.Results[job.JobID]
+	if rec == nil {
+		return nil, "", "", core.Fail("result.missing")
+	}
+	if rec.PlanID != plan.PlanID {
+		return nil, "", "", core.Fail("result.plan_mismatch")
+	}
+	src := snap.Sources[job.JobID]
+	if src == nil {
+		return nil, "", "", core.Fail("result.source_missing")
+	}
+	var r Result
+	if err := json.Unmarshal([]byte(rec.ResultJSON), &r); err != nil {
+		return nil, "", "", core.Wrap("result.invalid", false, err)
+	}
+	h, err := r.Hash()
+	if err != nil || h != rec.ResultSHA256 {
+		return nil, "", "", core.Fail("result.invalid")
+	}
+	if core.SHA256Hex([]byte(src.Text)) != job.SourceSHA256 || r.SourceSHA256 != job.SourceSHA256 {
+		return nil, "", "", core.Fail("result.source_mismatch")
+	}
+	if core.SHA256Hex([]byte(r.Candidate)) != r.TargetSHA256 {
+		return nil, "", "", core.Fail("result.target_mismatch")
+	}
+	if r.SourceLocale != job.SourceLocale || r.TargetLocale != job.TargetLocale || r.ContentType != job.ContentType {
+		return nil, "", "", core.Fail("result.binding_mismatch")
+	}
+	return &r, h, src.Text, nil
+}
+
+func (c *Coordinator) now() time.Time { return c.Clock.Now() }
+
+// existingDelivery is the reference's _existing_delivery.
+func (c *Coordinator) existingDelivery(snap *Snapshot, plan *PlanRecord, now time.Time) (*Outcome, error) {
+	d := snap.Delivery
+	if d == nil {
+		return nil, nil
+	}
+	if _, err := c.deliveryBody(snap, plan, d, now); err != nil {
+		return nil, err
+	}
+	switch d.Status {
+	case StateFailed:
+		return nil, core.Fail(CodeDeliveryFailed)
+	case StateSucceeded:
+		o := outcome(OutcomeDelivered, plan)
+		o.DeliveryID = d.DeliveryID
+		return &o, nil
+	}
+	o := outcome(OutcomeDeliveryReady, plan)
+	o.DeliveryID = d.DeliveryID
+	o.WakeAt, _ = deliveryWake(d)
+	return &o, nil
+}
+
+func deliveryWake(d *DeliveryRecord) (time.Time, bool) {
+	ms, ok := d.WakeMS()
+	if !ok {
+		return time.Time{}, false
+	}
+	return core.FromMillis(ms), true
+}
+
+// RunNextRelease approves at most one completed locale and prepares the
+// delivery only once every locale is approved (the reference's
+// run_next_release).
+func (c *Coordinator) RunNextRelease(ctx context.Context, eventID string) (Outcome, error) {
+	if err := c.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	now := c.now()
+	snap, plan, err := c.load(ctx, eventID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if o, err := c.existingDelivery(snap, plan, now); err != nil || o != nil {
+		if o == nil {
+			return Outcome{}, err
+		}
+		return *o, nil
+	}
+	state := c.evidenceState()
+	var selected *PlanJob
+	for _, job := range plan.Jobs { // sorted by target locale
+		ok, err := jobSucceeded(snap, plan, job)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if !ok {
+			continue
+		}
+		if _, err := c.lookupApproval(snap, plan, job, now); err != nil {
+			if !core.HasCode(err, CodeApprovalMissing) && !core.HasCode(err, CodeApprovalExpired) {
+				return Outcome{}, err
+			}
+			if selected == nil {
+				j := job
+				selected = &j
+			}
+			continue
+		}
+		_, resultSHA, _, err := validatedResult(snap, plan, job)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if err := state.MarkApproved(ctx, snap, plan.Event.EventID, plan.PlanID, job.JobID, resultSHA, now); err != nil {
+			return Outcome{}, err
+		}
+	}
+	if selected == nil {
+		return c.prepareIfReady(ctx, snap, plan, now, Outcome{})
+	}
+	return c.approveSelected(ctx, snap, plan, *selected, now)
+}
+
+// prepareIfReady prepares the delivery when every locale is approved and
+// reports waiting otherwise. base carries the approval fields of a step
+// that just approved the last locale.
+func (c *Coordinator) prepareIfReady(ctx context.Context, snap *Snapshot, plan *PlanRecord, now time.Time, base Outcome) (Outcome, error) {
+	ready, err := c.readiness(snap, plan, now)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !ready.Ready {
+		if base.Status != "" {
+			return base, nil
+		}
+		return outcome(OutcomeWaiting, plan), nil
+	}
+	d, created, err := c.prepareDelivery(ctx, snap, plan, c.now())
+	if err != nil {
+		return Outcome{}, core.Wrap(externalCode(core.CodeOf(err), "cms"), core.IsRetryable(err), err)
+	}
+	o := base
+	if o.Status == "" {
+		o = outcome(OutcomeDeliveryReady, plan)
+	}
+	o.Status = OutcomeDeliveryReady
+	o.DeliveryID = d.DeliveryID
+	o.Changed = o.Changed || created
+	o.WakeAt, _ = deliveryWake(d)
+	return o, nil
+}
+
+func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time) (Outcome, error) {
+	result, resultSHA, sourceText, err := validatedResult(snap, plan, job)
+	if err != nil {
+		return Outcome{}, err
+	}
+	req, err := BuildEvidenceRequest(plan.Event.EventID, plan.PlanID, job, sourceText, result, resultSHA, c.Config.EvidenceRevision)
+	if err != nil {
+		return Outcome{}, err
+	}
+	state := c.evidenceState()
+	claim, err := state.Claim(ctx, snap, req, c.Config.WorkerID, now, c.Config.EvidenceLease, c.Config.EvidenceMaxAttempts)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if claim == nil {
+		o := outcome(OutcomeWaiting, plan)
+		o.JobID, o.TargetLocale = job.JobID, job.TargetLocale
+		if rec := snap.Evidence[req.RequestID]; rec != nil {
+			if ms, ok := rec.WakeMS(); ok {
+				o.WakeAt = core.FromMillis(ms)
+			}
+		}
+		return o, nil
+	}
+	log := c.log().With("event_id", plan.Event.EventID, "job_id", job.JobID, "request_id", req.RequestID, "attempt", claim.Attempt)
+	if c.Guard != nil {
+		if gerr := c.Guard(ctx, c.Config.EvidenceLease); gerr != nil {
+			// Like the reference, the claim is left to expire: the next
+			// run sees lease_expired and retries.
+			return Outcome{}, core.Wrap(CodeGuardFailed, false, gerr)
+		}
+	}
+	evidence, err := ObtainEvidence(ctx, c.Evidence, req)
+	if err != nil {
+		log.Warn("evidence failed", "code", core.CodeOf(err), "retryable", core.IsRetryable(err))
+		if ferr := state.Fail(ctx, snap, claim, err, c.now()); ferr != nil {
+			return Outcome{}, errors.Join(err, ferr)
+		}
+		return Outcome{}, err
+	}
+	approvalNow := c.now()
+	approved, err := c.approve(ctx, snap, approvalInput{
+		plan: plan, job: job, result: result, resultSHA: resultSHA, requestID: req.RequestID,
+		evidence: evidence, now: approvalNow, ttl: c.Config.ApprovalTTL,
+	})
+	if err != nil {
+		code := core.CodeOf(err)
+		blocked := core.Wrap(code, code == CodeApprovalSigningFailed || core.IsRetryable(err), err)
+		log.Warn("approval failed", "code", code, "retryable", blocked.Retryable)
+		if ferr := state.Fail(ctx, snap, claim, blocked, c.now()); ferr != nil {
+			return Outcome{}, errors.Join(blocked, ferr)
+		}
+		return Outcome{}, blocked
+	}
+	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {
+		return Outcome{}, err
+	}
+	log.Info("locale approved", "approval_id", approved.ApprovalID, "target_locale", job.TargetLocale)
+	o := outcome(OutcomeApproved, plan)
+	o.JobID, o.TargetLocale, o.ApprovalID, o.Changed = job.JobID, job.TargetLocale, approved.ApprovalID, true
+	return c.prepareIfReady(ctx, snap, plan, approvalNow, o)
+}
+
+// Deliver sends a prepared delivery with a leased, bounded attempt. A
+// delivered event is reported once with Changed; later calls report
+// delivered without sending again.
+func (c *Coordinator) Deliver(ctx context.Context, eventID string) (Outcome, error) {
+	if err := c.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	now := c.now()
+	snap, plan, err := c.load(ctx, eventID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	d := snap.Delivery
+	if d == nil {
+		return Outcome{}, core.Fail(CodeDeliveryMissing)
+	}
+	nowMS := core.Millis(now)
+	if l, changed := d.Lease.expired(nowMS); changed {
+		next := *d
+		next.Lease = l
+		if d, err = c.putDelivery(ctx, snap, next, CodeDeliveryClaimLost); err != nil {
+			return Outcome{}, err
+		}
+	}
+	body, err := c.deliveryBody(snap, plan, d, now)
+	if err != nil {
+		return Outcome{}, err
+	}
+	o := outcome(OutcomeDeliveryReady, plan)
+	o.DeliveryID = d.DeliveryID
+	switch d.Status {
+	case StateSucceeded:
+		o.Status = OutcomeDelivered
+		return o, nil
+	case StateFailed:
+		return Outcome{}, core.Fail(CodeDeliveryFailed)
+	}
+	if !d.claimable(nowMS) {
+		o.WakeAt, _ = deliveryWake(d)
+		return o, nil
+	}
+	if c.Guard != nil {
+		if gerr := c.Guard(ctx, c.Config.DeliveryLease); gerr != nil {
+			o.WakeAt = now
+			return o, nil
+		}
+	}
+	token, err := newLeaseToken()
+	if err != nil {
+		return Outcome{}, err
+	}
+	next := *d
+	next.Lease = d.claimed(c.Config.WorkerID, token, nowMS, c.Config.DeliveryLease.Milliseconds())
+	if d, err = c.putDelivery(ctx, snap, next, CodeDeliveryClaimLost); err != nil {
+		return Outcome{}, err
+	}
+	log := c.log().With("event_id", plan.Event.EventID, "delivery_id", d.DeliveryID, "attempt", d.Attempts)
+	sendErr := c.CMS.Deliver(ctx, plan.Event.SiteID, plan.Event.EventID, body)
+	finishedMS := core.Millis(c.now())
+	if err := d.holds(c.Config.WorkerID, token, finishedMS, CodeDeliveryLeaseLost, CodeDeliveryLeaseExpired); err != nil {
+		return Outcome{}, err
+	}
+	next = *d
+	if sendErr == nil {
+		next.Lease = d.succeeded(finishedMS)
+	} else {
+		code := externalCode(core.CodeOf(sendErr), "cms")
+		next.Lease = d.failed(code, core.IsRetryable(sendErr), finishedMS)
+		sendErr = core.Wrap(code, core.IsRetryable(sendErr) && next.Status == StateRetryWait, sendErr)
+	}
+	if d, err = c.putDelivery(ctx, snap, next, CodeDeliveryFinishLost); err != nil {
+		return Outcome{}, err
+	}
+	if sendErr != nil {
+		log.Warn("delivery failed", "code", core.CodeOf(sendErr), "status", d.Status)
+		return Outcome{}, sendErr
+	}
+	log.Info("delivered")
+	o.Status, o.Changed = OutcomeDelivered, true
+	return o, nil
+}
+
+func (c *Coordinator) putDelivery(ctx context.Context, snap *Snapshot, next DeliveryRecord, lostCode string) (*DeliveryRecord, error) {
+	prev := next.Version
+	next.Version = prev + 1
+	if err := c.Store.Put(ctx, &next, prev); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return nil, core.Wrap(lostCode, true, err)
+		}
+		return nil, core.Wrap("cms.delivery.write_failed", true, err)
+	}
+	snap.Delivery = &next
+	return &next, nil
+}

@@ -1,0 +1,207 @@
+package release
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// Delivery schemas and codes.
+const (
+	DeliveryBundleSchema       = "localeflow.delivery-bundle.v1"
+	DeliveryRequestSchema      = "localeflow.delivery-request.v1"
+	CodeDeliveryFailed         = "cms.delivery.failed"
+	CodeDeliveryInvalid        = "cms.delivery.invalid"
+	CodeDeliveryMissing        = "cms.delivery.missing"
+	CodeDeliveryNotReady       = "cms.delivery.not_ready"
+	CodeDeliveryMaxAttempts    = "cms.delivery.max_attempts.invalid"
+	CodeDeliveryLeaseLost      = "cms.delivery.lease_lost"
+	CodeDeliveryLeaseExpired   = "cms.delivery.lease_expired"
+	CodeDeliveryClaimLost      = "cms.delivery.claim_lost"
+	CodeDeliveryFinishLost     = "cms.delivery.finish_lost"
+	codeDeliveryBundleMismatch = "cms.delivery.bundle_mismatch"
+)
+
+// BundleLocale is one approved locale of a delivery bundle.
+type BundleLocale struct {
+	JobID        string `json:"job_id"`
+	SourceLocale string `json:"source_locale"`
+	TargetLocale string `json:"target_locale"`
+	ContentType  string `json:"content_type"`
+	SourceSHA256 string `json:"source_sha256"`
+	TargetSHA256 string `json:"target_sha256"`
+	ResultSHA256 string `json:"result_sha256"`
+	Text         string `json:"text"`
+	ApprovalID   string `json:"approval_id"`
+	Approval     string `json:"approval"`
+}
+
+// Bundle is the delivery the publication authority signs.
+type Bundle struct {
+	Schema         string         `json:"schema"`
+	DeliveryID     string         `json:"delivery_id"`
+	EventID        string         `json:"event_id"`
+	SiteID         string         `json:"site_id"`
+	PlanID         string         `json:"plan_id"`
+	WebsiteVersion string         `json:"website_version,omitempty"`
+	PreparedAtMS   int64          `json:"prepared_at_ms"`
+	Locales        []BundleLocale `json:"locales"`
+}
+
+// DeliveryRequest is the body POSTed to the CMS delivery API: the signed
+// bundle token plus its routing identities.
+type DeliveryRequest struct {
+	Schema     string `json:"schema"`
+	DeliveryID string `json:"delivery_id"`
+	EventID    string `json:"event_id"`
+	SiteID     string `json:"site_id"`
+	Bundle     string `json:"bundle"`
+}
+
+// DeliveryClient sends a delivery to the CMS. It must be idempotent on the
+// delivery id; failures are *core.Error values ("cms.http_503", ...).
+type DeliveryClient interface {
+	Deliver(ctx context.Context, siteID, eventID string, body []byte) error
+}
+
+// deliveryID derives the id from what is delivered, so preparing twice
+// yields the same id.
+func deliveryID(plan *PlanRecord, approvals []*ApprovalRecord) (string, error) {
+	ids := make([]string, 0, len(approvals))
+	for _, a := range approvals {
+		ids = append(ids, a.ApprovalID)
+	}
+	h, err := core.HashCanonical(map[string]any{"event_id": plan.Event.EventID, "plan_id": plan.PlanID, "approvals": ids})
+	if err != nil {
+		return "", core.Wrap("cms.json.invalid", false, err)
+	}
+	return "dlv-" + h[:40], nil
+}
+
+// buildBundle assembles the bundle from the approvals and result records.
+func buildBundle(snap *Snapshot, plan *PlanRecord, approvals []*ApprovalRecord, id string, preparedMS int64) ([]byte, error) {
+	b := Bundle{
+		Schema: DeliveryBundleSchema, DeliveryID: id, EventID: plan.Event.EventID,
+		SiteID: plan.Event.SiteID, PlanID: plan.PlanID, WebsiteVersion: plan.Event.WebsiteVersion,
+		PreparedAtMS: preparedMS,
+	}
+	for _, a := range approvals {
+		job, ok := plan.Job(a.JobID)
+		res := snap.Results[a.JobID]
+		if !ok || res == nil || res.ResultSHA256 != a.ResultSHA256 {
+			return nil, core.Fail(codeDeliveryBundleMismatch)
+		}
+		var r Result
+		if err := json.Unmarshal([]byte(res.ResultJSON), &r); err != nil {
+			return nil, core.Wrap(codeDeliveryBundleMismatch, false, err)
+		}
+		b.Locales = append(b.Locales, BundleLocale{
+			JobID: job.JobID, SourceLocale: job.SourceLocale, TargetLocale: job.TargetLocale,
+			ContentType: job.ContentType, SourceSHA256: r.SourceSHA256, TargetSHA256: r.TargetSHA256,
+			ResultSHA256: res.ResultSHA256, Text: r.Candidate, ApprovalID: a.ApprovalID, Approval: a.Token,
+		})
+	}
+	raw, err := core.Canonical(b)
+	if err != nil {
+		return nil, core.Wrap("cms.json.invalid", false, err)
+	}
+	return raw, nil
+}
+
+// prepareDelivery is the reference's bridge.prepare_delivery: once every
+// locale is approved, sign the bundle and record the pending delivery.
+// Preparing again returns the existing delivery.
+func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan *PlanRecord, now time.Time) (*DeliveryRecord, bool, error) {
+	if snap.Delivery != nil {
+		return snap.Delivery, false, nil
+	}
+	max := c.Config.DeliveryMaxAttempts
+	if max < 1 || max > MaxAttempts {
+		return nil, false, core.Fail(CodeDeliveryMaxAttempts)
+	}
+	ready, err := c.readiness(snap, plan, now)
+	if err != nil {
+		return nil, false, err
+	}
+	if !ready.Ready {
+		return nil, false, core.Fail(CodeDeliveryNotReady)
+	}
+	id, err := deliveryID(plan, ready.Approvals)
+	if err != nil {
+		return nil, false, err
+	}
+	nowMS := core.Millis(now)
+	raw, err := buildBundle(snap, plan, ready.Approvals, id, nowMS)
+	if err != nil {
+		return nil, false, err
+	}
+	token, err := c.Publication.Sign(raw)
+	if err != nil {
+		return nil, false, core.Wrap("cms.delivery.signing_failed", true, err)
+	}
+	rec := DeliveryRecord{
+		EventID: plan.Event.EventID, PlanID: plan.PlanID, SiteID: plan.Event.SiteID, DeliveryID: id,
+		BundleSHA256: core.SHA256Hex(raw), Signature: token[strings.LastIndexByte(token, '.')+1:],
+		PreparedMS: nowMS,
+		Lease:      Lease{Status: StatePending, MaxAttempts: max, NextAttemptMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS},
+		Version:    1,
+	}
+	if err := c.Store.Put(ctx, &rec, 0); err != nil {
+		if !errors.Is(err, ErrConflict) {
+			return nil, false, core.Wrap("cms.delivery.write_failed", true, err)
+		}
+		fresh, lerr := c.Store.Load(ctx, plan.Event.EventID)
+		if lerr != nil || fresh.Delivery == nil {
+			return nil, false, core.Wrap(CodeDeliveryClaimLost, true, err)
+		}
+		snap.Delivery = fresh.Delivery
+		return fresh.Delivery, false, nil
+	}
+	snap.Delivery = &rec
+	return &rec, true, nil
+}
+
+// deliveryBody rebuilds and checks the stored delivery (the reference's
+// request_from_row): the bundle rebuilt from the records must hash to the
+// stored hash and carry the publication authority's signature. A delivery
+// that has not succeeded must still hold current approvals at now.
+func (c *Coordinator) deliveryBody(snap *Snapshot, plan *PlanRecord, d *DeliveryRecord, now time.Time) ([]byte, error) {
+	if !d.Lease.valid() || !core.ValidToken(d.DeliveryID) || d.EventID != plan.Event.EventID || d.PlanID != plan.PlanID {
+		return nil, core.Fail(CodeDeliveryInvalid)
+	}
+	approvals := make([]*ApprovalRecord, 0, len(plan.Jobs))
+	for _, job := range plan.Jobs {
+		check := now
+		if d.Status == StateSucceeded {
+			// A completed delivery is immutable history.
+			check = core.FromMillis(0)
+		}
+		rec, err := c.lookupApproval(snap, plan, job, check)
+		if err != nil {
+			return nil, core.Wrap(externalCode(core.CodeOf(err), "cms"), false, err)
+		}
+		approvals = append(approvals, rec)
+	}
+	raw, err := buildBundle(snap, plan, approvals, d.DeliveryID, d.PreparedMS)
+	if err != nil {
+		return nil, err
+	}
+	if core.SHA256Hex(raw) != d.BundleSHA256 {
+		return nil, core.Fail(codeDeliveryBundleMismatch)
+	}
+	token := "v1." + b64.EncodeToString(raw) + "." + d.Signature
+	if _, err := c.Publication.Open(token); err != nil {
+		return nil, core.Wrap(CodeDeliveryInvalid, false, err)
+	}
+	body, err := core.Canonical(DeliveryRequest{
+		Schema: DeliveryRequestSchema, DeliveryID: d.DeliveryID, EventID: d.EventID, SiteID: d.SiteID, Bundle: token,
+	})
+	if err != nil {
+		return nil, core.Wrap("cms.json.invalid", false, err)
+	}
+	return body, nil
+}

@@ -1,0 +1,126 @@
+package release_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/topology"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type bundle struct {
+	fx    releasetest.Fixture
+	store *releasetest.MemStore
+	clock *clock
+	resp  *releasetest.Responder
+	cms   *releasetest.CMS
+	c     *release.Coordinator
+	logs  *bytes.Buffer
+	ctx   context.Context
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	fx := releasetest.NewFixture()
+	clk := &clock{now: t0}
+	resp := &releasetest.Responder{Fixture: fx, Clock: clk}
+	approval, publication := fx.Authorities()
+	logs := &bytes.Buffer{}
+	b := &bundle{
+		fx: fx, store: releasetest.NewMemStore(), clock: clk, resp: resp, cms: &releasetest.CMS{},
+		logs: logs, ctx: context.Background(),
+	}
+	b.c = &release.Coordinator{
+		Store: b.store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: resp}, CMS: b.cms,
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clk,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Config: release.DefaultConfig("rev-1", "worker-1"),
+	}
+	return b
+}
+
+func (b *bundle) ingestPlan(t *testing.T, p releasetest.PlanSpec) {
+	t.Helper()
+	if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, b.fx.Detail(p.PlanPayload())); err != nil {
+		t.Fatalf("ingest plan: %v", err)
+	}
+}
+
+func (b *bundle) ingestResult(t *testing.T, p releasetest.PlanSpec, locale string, o releasetest.ResultOptions) {
+	t.Helper()
+	if _, _, err := b.c.Ingest(b.ctx, topology.DetailJobCompleted, b.fx.Detail(p.ResultPayload(locale, o))); err != nil {
+		t.Fatalf("ingest result %s: %v", locale, err)
+	}
+}
+
+func (b *bundle) run(t *testing.T, eventID string) release.Outcome {
+	t.Helper()
+	o, err := b.c.RunNextRelease(b.ctx, eventID)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return o
+}
+
+func (b *bundle) runErr(t *testing.T, eventID, code string) error {
+	t.Helper()
+	o, err := b.c.RunNextRelease(b.ctx, eventID)
+	if !core.HasCode(err, code) {
+		t.Fatalf("run = %+v, %v; want code %s", o, err, code)
+	}
+	return err
+}
+
+func (b *bundle) snap(t *testing.T, eventID string) release.Snapshot {
+	t.Helper()
+	s, err := b.store.Load(b.ctx, eventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// onlyEvidence returns the single evidence record of the event.
+func (b *bundle) onlyEvidence(t *testing.T, eventID string) *release.EvidenceRecord {
+	t.Helper()
+	s := b.snap(t, eventID)
+	if len(s.Evidence) != 1 {
+		t.Fatalf("%d evidence records, want 1", len(s.Evidence))
+	}
+	for _, r := range s.Evidence {
+		return r
+	}
+	return nil
+}
+
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if !core.HasCode(err, code) {
+		t.Fatalf("err = %v, want code %s", err, code)
+	}
+}

@@ -1,0 +1,124 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// Ingest verifies a signed input event and stores it. Re-delivery of the
+// same payload changes nothing (changed = false); a different payload for
+// an already stored plan or succeeded job is refused. A job may arrive
+// before its plan: it is stored and checked against the plan when a run
+// reads it.
+func (c *Coordinator) Ingest(ctx context.Context, detailType string, detail []byte) (eventID string, changed bool, err error) {
+	ev, err := ParseSignedEvent(c.EventKey, detailType, detail)
+	if err != nil {
+		return "", false, err
+	}
+	now := c.now()
+	if ev.Plan != nil {
+		changed, err = c.ingestPlan(ctx, ev.Plan, now)
+	} else {
+		changed, err = c.ingestJob(ctx, ev.Job, now)
+	}
+	return ev.EventID(), changed, err
+}
+
+func storeWrite(err error) error {
+	if errors.Is(err, ErrConflict) {
+		return err
+	}
+	return core.Wrap("coordinator.store.write_failed", true, err)
+}
+
+func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (bool, error) {
+	snap, err := c.Store.Load(ctx, p.Event.EventID)
+	if err != nil {
+		return false, core.Wrap("coordinator.store.read_failed", true, err)
+	}
+	if snap.Plan != nil {
+		if snap.Plan.PayloadSHA256 == p.PayloadSHA256 {
+			return false, nil
+		}
+		return false, core.Fail(CodePlanConflict)
+	}
+	// Source texts first: once the plan record exists, every text it
+	// refers to exists too.
+	for _, job := range p.Jobs {
+		if old := snap.Sources[job.JobID]; old != nil {
+			if old.SourceSHA256 != job.SourceSHA256 {
+				return false, core.Fail(CodePlanConflict)
+			}
+			continue
+		}
+		src := SourceRecord{EventID: p.Event.EventID, JobID: job.JobID, SourceSHA256: job.SourceSHA256, Text: p.SourceTexts[job.JobID], Version: 1}
+		if err := c.Store.Put(ctx, &src, 0); err != nil {
+			return false, storeWrite(err)
+		}
+	}
+	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1}
+	if err := c.Store.Put(ctx, &rec, 0); err != nil {
+		if errors.Is(err, ErrConflict) {
+			// A concurrent delivery of the same event won: same payload is
+			// a no-op.
+			fresh, lerr := c.Store.Load(ctx, p.Event.EventID)
+			if lerr == nil && fresh.Plan != nil && fresh.Plan.PayloadSHA256 == p.PayloadSHA256 {
+				return false, nil
+			}
+			return false, core.Fail(CodePlanConflict)
+		}
+		return false, storeWrite(err)
+	}
+	c.log().Info("plan stored", "event_id", p.Event.EventID, "plan_id", p.PlanID, "jobs", len(p.Jobs))
+	return true, nil
+}
+
+func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.Time) (bool, error) {
+	snap, err := c.Store.Load(ctx, j.EventID)
+	if err != nil {
+		return false, core.Wrap("coordinator.store.read_failed", true, err)
+	}
+	if snap.Plan != nil {
+		if _, ok := snap.Plan.Job(j.JobID); !ok || snap.Plan.PlanID != j.PlanID {
+			return false, core.Fail("coordinator.job.plan_mismatch")
+		}
+	}
+	old := snap.Jobs[j.JobID]
+	if old != nil {
+		if old.PayloadSHA256 == j.PayloadSHA256 {
+			return false, nil
+		}
+		if old.Status == JobSucceeded {
+			return false, core.Fail(CodeJobConflict)
+		}
+	}
+	rec := JobRecord{EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, Status: j.Status, ErrorCode: j.ErrorCode, PayloadSHA256: j.PayloadSHA256, ReceivedMS: core.Millis(now)}
+	if j.Result != nil {
+		sha := core.SHA256Hex(j.ResultJSON)
+		rec.ResultSHA256 = sha
+		res := ResultRecord{EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, ResultSHA256: sha, ResultJSON: string(j.ResultJSON)}
+		var prev int64
+		if cur := snap.Results[j.JobID]; cur != nil {
+			prev = cur.Version
+		}
+		if cur := snap.Results[j.JobID]; cur == nil || cur.ResultSHA256 != sha || cur.PlanID != j.PlanID {
+			res.Version = prev + 1
+			if err := c.Store.Put(ctx, &res, prev); err != nil {
+				return false, storeWrite(err)
+			}
+		}
+	}
+	var prev int64
+	if old != nil {
+		prev = old.Version
+	}
+	rec.Version = prev + 1
+	if err := c.Store.Put(ctx, &rec, prev); err != nil {
+		return false, storeWrite(err)
+	}
+	c.log().Info("job stored", "event_id", j.EventID, "job_id", j.JobID, "status", j.Status)
+	return true, nil
+}

@@ -1,0 +1,139 @@
+package release
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// Bounds of the reference.
+const (
+	MaxAttempts      = 20
+	MaxLease         = 3600 * time.Second
+	codeLeaseExpired = "lease_expired"
+)
+
+// Defaults of the reference (DESIGN.md "Defaults").
+const (
+	DefaultEvidenceLease       = 300 * time.Second
+	DefaultEvidenceMaxAttempts = 5
+	DefaultApprovalTTL         = 30 * 24 * time.Hour
+	DefaultDeliveryMaxAttempts = 5
+)
+
+// newLeaseToken returns a random URL-safe token (a valid core token).
+func newLeaseToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", core.Wrap("release.lease_token.unavailable", true, err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// expired applies the reference's lease expiry: a leased record whose lease
+// has run out becomes retry_wait (due now) or, with no attempts left,
+// failed, with last error "lease_expired".
+func (l Lease) expired(nowMS int64) (Lease, bool) {
+	if l.Status != StateLeased || l.LeaseExpiresMS > nowMS {
+		return l, false
+	}
+	n := l.cleared(nowMS)
+	n.Status = StateRetryWait
+	if l.Attempts >= l.MaxAttempts {
+		n.Status = StateFailed
+	}
+	n.NextAttemptMS = nowMS
+	n.LastErrorCode = codeLeaseExpired
+	return n, true
+}
+
+func (l Lease) cleared(nowMS int64) Lease {
+	l.LeaseOwner, l.LeaseToken, l.LeaseExpiresMS = "", "", 0
+	l.UpdatedMS = nowMS
+	return l
+}
+
+// claimable reports whether a worker may take the lease now.
+func (l Lease) claimable(nowMS int64) bool {
+	return (l.Status == StatePending || l.Status == StateRetryWait) &&
+		l.NextAttemptMS <= nowMS && l.Attempts < l.MaxAttempts
+}
+
+func (l Lease) claimed(owner, token string, nowMS, leaseMS int64) Lease {
+	l.Status = StateLeased
+	l.Attempts++
+	l.LeaseOwner, l.LeaseToken = owner, token
+	l.LeaseExpiresMS = nowMS + leaseMS
+	l.LastErrorCode = ""
+	l.UpdatedMS = nowMS
+	return l
+}
+
+func (l Lease) succeeded(nowMS int64) Lease {
+	n := l.cleared(nowMS)
+	n.Status = StateSucceeded
+	n.NextAttemptMS = nowMS
+	n.LastErrorCode = ""
+	return n
+}
+
+// failed records a failed attempt: final when the error is not retryable
+// or no attempts are left, else retry_wait after the backoff.
+func (l Lease) failed(code string, retryable bool, nowMS int64) Lease {
+	n := l.cleared(nowMS)
+	if !retryable || l.Attempts >= l.MaxAttempts {
+		n.Status = StateFailed
+		n.NextAttemptMS = nowMS
+	} else {
+		n.Status = StateRetryWait
+		n.NextAttemptMS = nowMS + backoff(l.Attempts)
+	}
+	n.LastErrorCode = code
+	return n
+}
+
+// holds reports whether the lease is still held by owner/token at now.
+// lostCode and expiredCode are the caller's domain codes.
+func (l Lease) holds(owner, token string, nowMS int64, lostCode, expiredCode string) error {
+	if l.Status != StateLeased || l.LeaseOwner != owner || l.LeaseToken != token {
+		return core.Fail(lostCode)
+	}
+	if l.LeaseExpiresMS <= nowMS {
+		return core.Fail(expiredCode)
+	}
+	return nil
+}
+
+// valid checks a stored lease (the reference's _status_from_row rules).
+func (l Lease) valid() bool {
+	switch l.Status {
+	case StatePending, StateLeased, StateRetryWait, StateSucceeded, StateFailed:
+	default:
+		return false
+	}
+	if l.MaxAttempts < 1 || l.MaxAttempts > MaxAttempts || l.Attempts < 0 || l.Attempts > l.MaxAttempts {
+		return false
+	}
+	if !core.ValidMillis(l.NextAttemptMS) || !core.ValidMillis(l.CreatedMS) || !core.ValidMillis(l.UpdatedMS) {
+		return false
+	}
+	if l.Status == StateLeased {
+		if !core.ValidToken(l.LeaseOwner) || !core.ValidToken(l.LeaseToken) ||
+			!core.ValidMillis(l.LeaseExpiresMS) || l.LeaseExpiresMS <= l.NextAttemptMS {
+			return false
+		}
+	} else if l.LeaseOwner != "" || l.LeaseToken != "" || l.LeaseExpiresMS != 0 {
+		return false
+	}
+	if l.LastErrorCode != "" {
+		if !core.ValidErrorCode(l.LastErrorCode) {
+			return false
+		}
+		if l.Status == StatePending || l.Status == StateLeased || l.Status == StateSucceeded {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,312 @@
+package release
+
+import (
+	"context"
+	"hash/fnv"
+	"strings"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// Sort-key prefixes of an event's item collection. Only source# and
+// result# items hold texts.
+const (
+	SKPlan          = "plan"
+	SKDelivery      = "delivery"
+	SKJobPrefix     = "job#"
+	SKSourcePrefix  = "source#"
+	SKResultPrefix  = "result#"
+	SKEvidencePrefx = "evidence#"
+	SKApprovalPrefx = "approval#"
+)
+
+// CodeStoreConflict is returned by Store.Put when the stored version is not
+// the expected one: somebody else changed the record first. Retryable.
+const CodeStoreConflict = "release.store.conflict"
+
+// ErrConflict is the conflict error; test with errors.Is or core.HasCode.
+var ErrConflict = core.Retry(CodeStoreConflict)
+
+// Record is one item of an event's collection. Version counts writes: a
+// record is written with Version = previous version + 1 and the store
+// accepts the write only if the stored version is still the previous one
+// (0 = the record must not exist). That compare-and-swap is the fencing of
+// every lease: any concurrent change invalidates a stale writer.
+type Record interface {
+	// Key is the record's event id and sort key.
+	Key() (eventID, sortKey string)
+	// RecordVersion is the version this write creates.
+	RecordVersion() int64
+}
+
+// Store keeps the release records. Implementations: adapters/releasedb
+// (DynamoDB) and releasetest.MemStore; releasetest.Run is the conformance
+// suite both pass.
+type Store interface {
+	// Load returns every record of one event in one read (one DynamoDB
+	// Query). An event without records is an empty Snapshot, not an error.
+	Load(ctx context.Context, eventID string) (Snapshot, error)
+	// Put writes rec if the stored version equals prev (0: absent), else
+	// returns an error with CodeStoreConflict and changes nothing.
+	Put(ctx context.Context, rec Record, prev int64) error
+}
+
+// Snapshot is one event's records.
+type Snapshot struct {
+	Plan      *PlanRecord
+	Jobs      map[string]*JobRecord      // by job id
+	Sources   map[string]*SourceRecord   // by job id
+	Results   map[string]*ResultRecord   // by job id
+	Evidence  map[string]*EvidenceRecord // by request id
+	Approvals map[string]*ApprovalRecord // by job id
+	Delivery  *DeliveryRecord
+}
+
+// NewSnapshot returns an empty snapshot with its maps allocated.
+func NewSnapshot() Snapshot {
+	return Snapshot{
+		Jobs:      map[string]*JobRecord{},
+		Sources:   map[string]*SourceRecord{},
+		Results:   map[string]*ResultRecord{},
+		Evidence:  map[string]*EvidenceRecord{},
+		Approvals: map[string]*ApprovalRecord{},
+	}
+}
+
+// Add files rec into the snapshot (stores use it while reading).
+func (s *Snapshot) Add(rec Record) {
+	switch r := rec.(type) {
+	case *PlanRecord:
+		s.Plan = r
+	case *JobRecord:
+		s.Jobs[r.JobID] = r
+	case *SourceRecord:
+		s.Sources[r.JobID] = r
+	case *ResultRecord:
+		s.Results[r.JobID] = r
+	case *EvidenceRecord:
+		s.Evidence[r.RequestID] = r
+	case *ApprovalRecord:
+		s.Approvals[r.JobID] = r
+	case *DeliveryRecord:
+		s.Delivery = r
+	}
+}
+
+// PlanRecord is the verified plan, content-free (no source texts).
+type PlanRecord struct {
+	Event         Event     `dynamodbav:"event"`
+	PlanID        string    `dynamodbav:"plan_id"`
+	Jobs          []PlanJob `dynamodbav:"jobs"`
+	PayloadSHA256 string    `dynamodbav:"payload_sha256"`
+	ReceivedMS    int64     `dynamodbav:"received_ms"`
+	Version       int64     `dynamodbav:"v"`
+}
+
+func (r *PlanRecord) Key() (string, string) { return r.Event.EventID, SKPlan }
+func (r *PlanRecord) RecordVersion() int64  { return r.Version }
+
+// Job returns the plan's job with id, if any.
+func (r *PlanRecord) Job(id string) (PlanJob, bool) {
+	for _, j := range r.Jobs {
+		if j.JobID == id {
+			return j, true
+		}
+	}
+	return PlanJob{}, false
+}
+
+// JobRecord is a job's reported status, content-free.
+type JobRecord struct {
+	EventID       string `dynamodbav:"event_id"`
+	PlanID        string `dynamodbav:"plan_id"`
+	JobID         string `dynamodbav:"job_id"`
+	Status        string `dynamodbav:"status"`
+	ErrorCode     string `dynamodbav:"error_code,omitempty"`
+	ResultSHA256  string `dynamodbav:"result_sha256,omitempty"`
+	PayloadSHA256 string `dynamodbav:"payload_sha256"`
+	ReceivedMS    int64  `dynamodbav:"received_ms"`
+	Version       int64  `dynamodbav:"v"`
+}
+
+func (r *JobRecord) Key() (string, string) { return r.EventID, SKJobPrefix + r.JobID }
+func (r *JobRecord) RecordVersion() int64  { return r.Version }
+
+// SourceRecord holds a job's source text (a text record).
+type SourceRecord struct {
+	EventID      string `dynamodbav:"event_id"`
+	JobID        string `dynamodbav:"job_id"`
+	SourceSHA256 string `dynamodbav:"source_sha256"`
+	Text         string `dynamodbav:"text"`
+	Version      int64  `dynamodbav:"v"`
+}
+
+func (r *SourceRecord) Key() (string, string) { return r.EventID, SKSourcePrefix + r.JobID }
+func (r *SourceRecord) RecordVersion() int64  { return r.Version }
+
+// ResultRecord holds a succeeded job's result (a text record): the
+// canonical JSON of Result, whose hash is ResultSHA256.
+type ResultRecord struct {
+	EventID      string `dynamodbav:"event_id"`
+	PlanID       string `dynamodbav:"plan_id"`
+	JobID        string `dynamodbav:"job_id"`
+	ResultSHA256 string `dynamodbav:"result_sha256"`
+	ResultJSON   string `dynamodbav:"result_json"`
+	Version      int64  `dynamodbav:"v"`
+}
+
+func (r *ResultRecord) Key() (string, string) { return r.EventID, SKResultPrefix + r.JobID }
+func (r *ResultRecord) RecordVersion() int64  { return r.Version }
+
+// ApprovalRecord is a signed approval of one locale's result.
+type ApprovalRecord struct {
+	EventID      string `dynamodbav:"event_id"`
+	PlanID       string `dynamodbav:"plan_id"`
+	JobID        string `dynamodbav:"job_id"`
+	TargetLocale string `dynamodbav:"target_locale"`
+	ResultSHA256 string `dynamodbav:"result_sha256"`
+	RequestID    string `dynamodbav:"request_id"`
+	ApprovalID   string `dynamodbav:"approval_id"`
+	Token        string `dynamodbav:"token"`
+	ApprovedMS   int64  `dynamodbav:"approved_ms"`
+	ExpiresMS    int64  `dynamodbav:"expires_ms"`
+	Version      int64  `dynamodbav:"v"`
+}
+
+func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefx + r.JobID }
+func (r *ApprovalRecord) RecordVersion() int64  { return r.Version }
+
+// Lease states shared by evidence and delivery records (the reference's
+// EVIDENCE_STATES).
+const (
+	StatePending   = "pending"
+	StateLeased    = "leased"
+	StateRetryWait = "retry_wait"
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+)
+
+// Lease is the attempt bookkeeping of evidence and delivery records.
+//
+//	pending ──claim──► leased ──succeed──► succeeded
+//	retry_wait ─claim─┘   │ ──fail (retryable, attempts < max)──► retry_wait
+//	                      │ ──fail (final)──► failed
+//	                      └─ lease expired (seen at next claim) ─► retry_wait | failed
+type Lease struct {
+	Status         string `dynamodbav:"status"`
+	Attempts       int    `dynamodbav:"attempts"`
+	MaxAttempts    int    `dynamodbav:"max_attempts"`
+	NextAttemptMS  int64  `dynamodbav:"next_attempt_ms"`
+	LeaseOwner     string `dynamodbav:"lease_owner,omitempty"`
+	LeaseToken     string `dynamodbav:"lease_token,omitempty"`
+	LeaseExpiresMS int64  `dynamodbav:"lease_expires_ms,omitempty"`
+	LastErrorCode  string `dynamodbav:"last_error_code,omitempty"`
+	CreatedMS      int64  `dynamodbav:"created_ms"`
+	UpdatedMS      int64  `dynamodbav:"updated_ms"`
+}
+
+// WakeMS is when the record next needs a worker: the next attempt of a
+// pending or retry_wait record, the lease expiry of a leased one. Records
+// that cannot wake (succeeded, failed) return false and drop out of the
+// sparse wake index.
+func (l Lease) WakeMS() (int64, bool) {
+	switch l.Status {
+	case StatePending, StateRetryWait:
+		return l.NextAttemptMS, true
+	case StateLeased:
+		return l.LeaseExpiresMS, true
+	}
+	return 0, false
+}
+
+// AttentionMS is set only for failed records: they need an operator and
+// sit in the sparse attention index health reads.
+func (l Lease) AttentionMS() (int64, bool) {
+	if l.Status == StateFailed {
+		return l.UpdatedMS, true
+	}
+	return 0, false
+}
+
+// EvidenceRecord is the content-free evidence state of one request (the
+// reference's localization_quality_evidence_state row).
+type EvidenceRecord struct {
+	RequestID        string `dynamodbav:"request_id"`
+	EventID          string `dynamodbav:"event_id"`
+	PlanID           string `dynamodbav:"plan_id"`
+	JobID            string `dynamodbav:"job_id"`
+	ResultSHA256     string `dynamodbav:"result_sha256"`
+	EvidenceRevision string `dynamodbav:"evidence_revision"`
+	Lease
+	Version int64 `dynamodbav:"v"`
+}
+
+func (r *EvidenceRecord) Key() (string, string) { return r.EventID, SKEvidencePrefx + r.RequestID }
+func (r *EvidenceRecord) RecordVersion() int64  { return r.Version }
+
+// DeliveryRecord is the content-free state of the event's one delivery.
+// The bundle is rebuilt from the result and approval records at send time
+// and checked against BundleSHA256; Signature is the publication
+// authority's signature over it.
+type DeliveryRecord struct {
+	EventID      string `dynamodbav:"event_id"`
+	PlanID       string `dynamodbav:"plan_id"`
+	SiteID       string `dynamodbav:"site_id"`
+	DeliveryID   string `dynamodbav:"delivery_id"`
+	BundleSHA256 string `dynamodbav:"bundle_sha256"`
+	Signature    string `dynamodbav:"signature"`
+	PreparedMS   int64  `dynamodbav:"prepared_ms"`
+	Lease
+	Version int64 `dynamodbav:"v"`
+}
+
+func (r *DeliveryRecord) Key() (string, string) { return r.EventID, SKDelivery }
+func (r *DeliveryRecord) RecordVersion() int64  { return r.Version }
+
+// WakeShard spreads records over the sparse indexes' partitions by a hash
+// of the event id and sort key.
+func WakeShard(eventID, sortKey string, shards int) int {
+	h := fnv.New32a()
+	h.Write([]byte(eventID))
+	h.Write([]byte{0})
+	h.Write([]byte(sortKey))
+	return int(h.Sum32() % uint32(shards))
+}
+
+// Wake returns the wake and attention times of rec, if it has any.
+func Wake(rec Record) (wakeMS int64, wakes bool, attentionMS int64, attention bool) {
+	var l Lease
+	switch r := rec.(type) {
+	case *EvidenceRecord:
+		l = r.Lease
+	case *DeliveryRecord:
+		l = r.Lease
+	default:
+		return 0, false, 0, false
+	}
+	wakeMS, wakes = l.WakeMS()
+	attentionMS, attention = l.AttentionMS()
+	return
+}
+
+// NewRecord returns a zero record of the kind sort key sk names, or nil for
+// an unknown key; stores decode items into it.
+func NewRecord(sk string) Record {
+	switch {
+	case sk == SKPlan:
+		return &PlanRecord{}
+	case sk == SKDelivery:
+		return &DeliveryRecord{}
+	case strings.HasPrefix(sk, SKJobPrefix):
+		return &JobRecord{}
+	case strings.HasPrefix(sk, SKSourcePrefix):
+		return &SourceRecord{}
+	case strings.HasPrefix(sk, SKResultPrefix):
+		return &ResultRecord{}
+	case strings.HasPrefix(sk, SKEvidencePrefx):
+		return &EvidenceRecord{}
+	case strings.HasPrefix(sk, SKApprovalPrefx):
+		return &ApprovalRecord{}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package releasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/localeflow/localeflow/core/release"
+)
+
+// Run is the conformance suite of release.Store. newStore returns a fresh,
+// empty store for each subtest.
+func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
+	t.Helper()
+	ctx := context.Background()
+
+	t.Run("EmptyEventLoadsEmptySnapshot", func(t *testing.T) {
+		s := newStore(t)
+		snap, err := s.Load(ctx, "evt-none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Plan != nil || snap.Delivery != nil || len(snap.Jobs)+len(snap.Evidence)+len(snap.Approvals)+len(snap.Results)+len(snap.Sources) != 0 {
+			t.Fatalf("snapshot not empty: %+v", snap)
+		}
+	})
+
+	t.Run("EveryRecordKindRoundTrips", func(t *testing.T) {
+		s := newStore(t)
+		recs := SampleRecords("evt-rt")
+		for _, r := range recs {
+			if err := s.Put(ctx, r, 0); err != nil {
+				t.Fatalf("put %T: %v", r, err)
+			}
+		}
+		snap, err := s.Load(ctx, "evt-rt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := release.NewSnapshot()
+		for _, r := range recs {
+			want.Add(r)
+		}
+		if !reflect.DeepEqual(snap, want) {
+			t.Fatalf("round trip differs:\n got %+v\nwant %+v", snap, want)
+		}
+	})
+
+	t.Run("CreateIsConditional", func(t *testing.T) {
+		s := newStore(t)
+		rec := SampleRecords("evt-c")[0]
+		if err := s.Put(ctx, rec, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(ctx, rec, 0); !errors.Is(err, release.ErrConflict) {
+			t.Fatalf("second create: %v, want conflict", err)
+		}
+	})
+
+	t.Run("UpdateNeedsCurrentVersion", func(t *testing.T) {
+		s := newStore(t)
+		job := &release.JobRecord{EventID: "evt-u", PlanID: "plan-1", JobID: "job-1", Status: release.JobFailed, PayloadSHA256: sha('a'), ReceivedMS: 1, Version: 1}
+		if err := s.Put(ctx, job, 0); err != nil {
+			t.Fatal(err)
+		}
+		missing := &release.JobRecord{EventID: "evt-u", PlanID: "plan-1", JobID: "job-2", Status: release.JobFailed, PayloadSHA256: sha('a'), Version: 2}
+		if err := s.Put(ctx, missing, 1); !errors.Is(err, release.ErrConflict) {
+			t.Fatalf("update of a missing record: %v, want conflict", err)
+		}
+		next := *job
+		next.Status, next.Version = release.JobSucceeded, 2
+		if err := s.Put(ctx, &next, 1); err != nil {
+			t.Fatal(err)
+		}
+		stale := *job
+		stale.Status, stale.Version = release.JobFailed, 2
+		if err := s.Put(ctx, &stale, 1); !errors.Is(err, release.ErrConflict) {
+			t.Fatalf("stale update: %v, want conflict", err)
+		}
+		snap, err := s.Load(ctx, "evt-u")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := snap.Jobs["job-1"]; got == nil || got.Status != release.JobSucceeded || got.Version != 2 {
+			t.Fatalf("stored job = %+v", got)
+		}
+	})
+
+	t.Run("EventsAreIsolated", func(t *testing.T) {
+		s := newStore(t)
+		for _, r := range SampleRecords("evt-a") {
+			if err := s.Put(ctx, r, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		snap, err := s.Load(ctx, "evt-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Plan != nil || len(snap.Jobs) != 0 {
+			t.Fatal("records leaked into another event")
+		}
+	})
+
+	t.Run("ConcurrentWritersOneWinsPerVersion", func(t *testing.T) {
+		s := newStore(t)
+		base := SampleEvidence("evt-cc", "req-1")
+		if err := s.Put(ctx, base, 0); err != nil {
+			t.Fatal(err)
+		}
+		const writers = 8
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for i := 0; i < writers; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				next := *base
+				next.Status, next.Attempts, next.LeaseOwner = release.StateLeased, 1, fmt.Sprintf("w%d", i)
+				next.LeaseToken, next.LeaseExpiresMS, next.Version = fmt.Sprintf("t%d", i), base.NextAttemptMS+1000, 2
+				err := s.Put(ctx, &next, 1)
+				if err == nil {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				} else if !errors.Is(err, release.ErrConflict) {
+					t.Errorf("writer %d: %v", i, err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%d writers won version 2, want exactly 1", wins)
+		}
+	})
+}
+
+func sha(c byte) string {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = c
+	}
+	return string(b)
+}
+
+// SampleEvidence is a pending evidence record.
+func SampleEvidence(eventID, requestID string) *release.EvidenceRecord {
+	return &release.EvidenceRecord{
+		RequestID: requestID, EventID: eventID, PlanID: "plan-1", JobID: "job-1",
+		ResultSHA256: sha('c'), EvidenceRevision: "rev-1",
+		Lease:   release.Lease{Status: release.StatePending, MaxAttempts: 5, NextAttemptMS: 1_764_460_800_000, CreatedMS: 1_764_460_800_000, UpdatedMS: 1_764_460_800_000},
+		Version: 1,
+	}
+}
+
+// SampleRecords returns one record of every kind for eventID, each with
+// every field set, at version 1.
+func SampleRecords(eventID string) []release.Record {
+	const ms = 1_764_460_800_000
+	leased := SampleEvidence(eventID, "blun-l10n-evidence-"+sha('e'))
+	leased.Status, leased.Attempts, leased.LeaseOwner, leased.LeaseToken, leased.LeaseExpiresMS = release.StateLeased, 1, "worker-1", "tok-1", ms+300_000
+	failed := SampleEvidence(eventID, "req-failed")
+	failed.Status, failed.Attempts, failed.LastErrorCode = release.StateFailed, 5, "evidence.http_503"
+	return []release.Record{
+		&release.PlanRecord{
+			Event:  release.Event{EventID: eventID, SiteID: "site-1", WebsiteVersion: "v1", SourceSequence: 7},
+			PlanID: "plan-1",
+			Jobs: []release.PlanJob{
+				{JobID: "job-1", SourceLocale: "en-US", SourceSHA256: sha('a'), TargetLocale: "de-DE", ContentType: "page", CommercialProfile: "retail"},
+				{JobID: "job-2", SourceLocale: "en-US", SourceSHA256: sha('b'), TargetLocale: "fr-FR", ContentType: "page"},
+			},
+			PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1,
+		},
+		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, ResultSHA256: sha('c'), PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1},
+		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-2", Status: release.JobFailed, ErrorCode: "provider.down", PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1},
+		&release.SourceRecord{EventID: eventID, JobID: "job-1", SourceSHA256: sha('a'), Text: "Hallo «Welt» ünïcödé", Version: 1},
+		&release.ResultRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", ResultSHA256: sha('c'), ResultJSON: `{"candidate":"x"}`, Version: 1},
+		leased,
+		failed,
+		&release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", TargetLocale: "de-DE", ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: ms, ExpiresMS: ms + 1000, Version: 1},
+		&release.DeliveryRecord{
+			EventID: eventID, PlanID: "plan-1", SiteID: "site-1", DeliveryID: "dlv-1", BundleSHA256: sha('f'), Signature: "sig", PreparedMS: ms,
+			Lease:   release.Lease{Status: release.StateRetryWait, Attempts: 2, MaxAttempts: 5, NextAttemptMS: ms + 10_000, LastErrorCode: "cms.http_503", CreatedMS: ms, UpdatedMS: ms},
+			Version: 1,
+		},
+	}
+}

@@ -1,0 +1,303 @@
+package releasetest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/signing"
+)
+
+// Fixture holds deterministic test keys and builds signed input events,
+// receipts and evidence responses.
+type Fixture struct {
+	EventKey       []byte
+	Issuer         string
+	IssuerKey      ed25519.PrivateKey
+	ApprovalSeed   []byte
+	PublicationKey []byte
+}
+
+func seed(label string) []byte {
+	s := sha256.Sum256([]byte("localeflow-test-" + label))
+	return s[:]
+}
+
+// NewFixture returns the fixture with keys derived from fixed labels.
+func NewFixture() Fixture {
+	return Fixture{
+		EventKey:       seed("event-key"),
+		Issuer:         "evidence-test",
+		IssuerKey:      ed25519.NewKeyFromSeed(seed("issuer")),
+		ApprovalSeed:   seed("approval"),
+		PublicationKey: seed("publication"),
+	}
+}
+
+// Verifiers returns receipt verifiers trusting the fixture's issuer.
+func (f Fixture) Verifiers() release.Verifiers {
+	issuers := map[string]ed25519.PublicKey{f.Issuer: f.IssuerKey.Public().(ed25519.PublicKey)}
+	return release.Verifiers{
+		Quality:           release.ReceiptVerifier{Kind: release.KindQuality, Issuers: issuers},
+		HumanReview:       release.ReceiptVerifier{Kind: release.KindHumanReview, Issuers: issuers},
+		IndependentReview: release.ReceiptVerifier{Kind: release.KindIndependentModelReview, Issuers: issuers},
+	}
+}
+
+// Authorities returns the approval and publication authorities.
+func (f Fixture) Authorities() (*release.Authority, *release.Authority) {
+	a, err := release.NewApprovalAuthority(f.ApprovalSeed)
+	if err != nil {
+		panic(err)
+	}
+	p, err := release.NewPublicationAuthority(f.PublicationKey)
+	if err != nil {
+		panic(err)
+	}
+	return a, p
+}
+
+// JobSpec is one job of a test plan.
+type JobSpec struct {
+	JobID        string
+	SourceLocale string
+	SourceText   string
+	TargetLocale string
+	ContentType  string
+}
+
+// PlanSpec is a test plan.
+type PlanSpec struct {
+	EventID string
+	SiteID  string
+	PlanID  string
+	Jobs    []JobSpec
+}
+
+// NewPlan returns a plan with one job per target locale, given in order.
+func NewPlan(eventID string, locales ...string) PlanSpec {
+	p := PlanSpec{EventID: eventID, SiteID: "site-berlin", PlanID: "plan-" + eventID}
+	for _, l := range locales {
+		p.Jobs = append(p.Jobs, JobSpec{
+			JobID: "job-" + l, SourceLocale: "en-US", SourceText: "SECRET-SOURCE Welcome to our shop <" + l + ">",
+			TargetLocale: l, ContentType: "page",
+		})
+	}
+	return p
+}
+
+// Job returns the spec's job for a target locale.
+func (p PlanSpec) Job(locale string) JobSpec {
+	for _, j := range p.Jobs {
+		if j.TargetLocale == locale {
+			return j
+		}
+	}
+	panic("no job for " + locale)
+}
+
+// PlanPayload is the plan's JSON payload.
+func (p PlanSpec) PlanPayload() []byte {
+	jobs := make([]map[string]any, 0, len(p.Jobs))
+	for _, j := range p.Jobs {
+		jobs = append(jobs, map[string]any{
+			"job_id": j.JobID, "source": map[string]any{"locale": j.SourceLocale, "text": j.SourceText},
+			"target": map[string]any{"locale": j.TargetLocale}, "content_type": j.ContentType,
+			"commercial_profile": nil,
+		})
+	}
+	raw, _ := json.Marshal(map[string]any{
+		"event": map[string]any{"event_id": p.EventID, "site_id": p.SiteID, "website_version": "v2026.11.29", "source_sequence": 7},
+		"plan":  map[string]any{"plan_id": p.PlanID, "jobs": jobs},
+	})
+	return raw
+}
+
+// ResultOptions vary a job's result.
+type ResultOptions struct {
+	Candidate                 string
+	ProviderID                string
+	HumanReviewRequired       bool
+	IndependentReviewRequired bool
+}
+
+// ResultPayload is a succeeded job's payload.
+func (p PlanSpec) ResultPayload(locale string, o ResultOptions) []byte {
+	j := p.Job(locale)
+	if o.Candidate == "" {
+		o.Candidate = "SECRET-TARGET translated for " + locale
+	}
+	if o.ProviderID == "" {
+		o.ProviderID = "mt-alpha"
+	}
+	raw, _ := json.Marshal(map[string]any{
+		"event_id": p.EventID, "plan_id": p.PlanID, "job_id": j.JobID, "status": "succeeded",
+		"source_sha256": core.SHA256Hex([]byte(j.SourceText)), "target_sha256": core.SHA256Hex([]byte(o.Candidate)),
+		"source_locale": j.SourceLocale, "target_locale": j.TargetLocale, "content_type": j.ContentType,
+		"glossary_version": "gl-3", "policy_version": "pol-2",
+		"provider":         map[string]any{"id": o.ProviderID, "model_id": "m-1", "model_version": "2026-10"},
+		"software_version": "sw-1.4.0", "review_confidence": map[string]any{"level": "high"},
+		"quality_profile": map[string]any{"tier": "standard"}, "commercial_review": nil,
+		"human_review_required": o.HumanReviewRequired, "independent_review_required": o.IndependentReviewRequired,
+		"candidate": o.Candidate,
+	})
+	return raw
+}
+
+// FailedPayload is a failed job's payload.
+func (p PlanSpec) FailedPayload(locale string) []byte {
+	raw, _ := json.Marshal(map[string]any{"event_id": p.EventID, "plan_id": p.PlanID, "job_id": p.Job(locale).JobID, "status": "failed", "error_code": "provider.unavailable"})
+	return raw
+}
+
+// Detail wraps payload in a signed event detail.
+func (f Fixture) Detail(payload []byte) []byte {
+	raw, _ := json.Marshal(map[string]string{"payload": string(payload), "signature": signing.SignEvent(f.EventKey, payload)})
+	return raw
+}
+
+// Receipt signs a receipt with the fixture's issuer.
+func (f Fixture) Receipt(kind, requestID, resultSHA string, issued time.Time, ttl time.Duration) string {
+	payload, _ := json.Marshal(release.ReceiptPayload{
+		Kind: kind, Issuer: f.Issuer, RequestID: requestID, ResultSHA256: resultSHA,
+		IssuedAtMS: core.Millis(issued), ExpiresAtMS: core.Millis(issued.Add(ttl)),
+	})
+	return signing.SignReceipt(f.IssuerKey, payload)
+}
+
+// Review selects how a Responder answers escalations.
+type Review int
+
+// Review modes.
+const (
+	// ReviewAuto answers human review with a human receipt and an
+	// independent-review request with an independent model review.
+	ReviewAuto Review = iota
+	// ReviewIndependent always returns an independent model review.
+	ReviewIndependent
+	// ReviewSameProvider returns an independent review by the translator.
+	ReviewSameProvider
+	// ReviewHuman always returns a human review receipt.
+	ReviewHuman
+)
+
+// Responder builds evidence responses the way a provider would; the
+// in-process provider and the HTTP test server share it.
+type Responder struct {
+	Fixture  Fixture
+	Review   Review
+	Reviewer string // independent reviewer id; default "review-beta"
+	// FailFirst makes the first FailFirst calls fail with FailCode.
+	FailFirst int
+	FailCode  string
+	Clock     core.Clock
+
+	mu    sync.Mutex
+	calls int
+}
+
+// Calls returns how many requests the responder saw.
+func (r *Responder) Calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
+}
+
+// Respond returns the response body for req, or a *core.Error when the
+// responder is configured to fail this call.
+func (r *Responder) Respond(req *release.EvidenceRequest) ([]byte, error) {
+	r.mu.Lock()
+	r.calls++
+	n := r.calls
+	r.mu.Unlock()
+	if n <= r.FailFirst {
+		code := r.FailCode
+		if code == "" {
+			code = "http_503"
+		}
+		return nil, core.Retry(code)
+	}
+	now := time.Now()
+	if r.Clock != nil {
+		now = r.Clock.Now()
+	}
+	ttl := 24 * time.Hour
+	resp := map[string]any{
+		"schema": release.EvidenceResponseSchema, "request_id": req.RequestID, "result_sha256": req.ResultSHA256,
+		"quality_receipt":      r.Fixture.Receipt(release.KindQuality, req.RequestID, req.ResultSHA256, now, ttl),
+		"human_review_receipt": nil, "independent_model_review": nil,
+	}
+	reviewer := r.Reviewer
+	if reviewer == "" {
+		reviewer = "review-beta"
+	}
+	independent := func(id string) map[string]any {
+		return map[string]any{
+			"schema":   release.IndependentModelReviewSchema,
+			"provider": map[string]any{"id": id, "model_id": "rv-1", "model_version": "2026-09"},
+			"receipt":  r.Fixture.Receipt(release.KindIndependentModelReview, req.RequestID, req.ResultSHA256, now, ttl),
+		}
+	}
+	human := r.Fixture.Receipt(release.KindHumanReview, req.RequestID, req.ResultSHA256, now, ttl)
+	switch r.Review {
+	case ReviewIndependent:
+		resp["independent_model_review"] = independent(reviewer)
+	case ReviewSameProvider:
+		resp["independent_model_review"] = independent(req.Provider.ID)
+	case ReviewHuman:
+		resp["human_review_receipt"] = human
+	default:
+		if req.HumanReviewRequired {
+			resp["human_review_receipt"] = human
+		} else if req.IndependentReviewRequired {
+			resp["independent_model_review"] = independent(reviewer)
+		}
+	}
+	raw, err := json.Marshal(resp)
+	return raw, err
+}
+
+// Provider is an in-process release.EvidenceProvider backed by a Responder.
+type Provider struct{ *Responder }
+
+var _ release.EvidenceProvider = Provider{}
+
+// Obtain implements release.EvidenceProvider.
+func (p Provider) Obtain(_ context.Context, req *release.EvidenceRequest) ([]byte, error) {
+	return p.Respond(req)
+}
+
+// CMS is an in-process release.DeliveryClient that verifies and records
+// deliveries.
+type CMS struct {
+	mu         sync.Mutex
+	Deliveries map[string][]byte // by delivery id
+	Sends      int
+	FailFirst  int
+}
+
+var _ release.DeliveryClient = (*CMS)(nil)
+
+// Deliver implements release.DeliveryClient.
+func (c *CMS) Deliver(_ context.Context, _, _ string, body []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.Sends++
+	if c.Sends <= c.FailFirst {
+		return core.Retry("http_503")
+	}
+	var req release.DeliveryRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return core.Fail("http_400")
+	}
+	if c.Deliveries == nil {
+		c.Deliveries = map[string][]byte{}
+	}
+	c.Deliveries[req.DeliveryID] = append([]byte(nil), body...)
+	return nil
+}

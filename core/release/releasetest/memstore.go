@@ -1,0 +1,124 @@
+package releasetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+)
+
+// MemStore is an in-memory release.Store with the same compare-and-swap
+// semantics as the DynamoDB store. Records are kept as JSON so callers can
+// never alias stored state.
+type MemStore struct {
+	mu     sync.Mutex
+	items  map[string]map[string]stored
+	puts   int
+	loads  int
+	failOn func(rec release.Record) error
+}
+
+type stored struct {
+	version int64
+	raw     []byte
+}
+
+var _ release.Store = (*MemStore)(nil)
+
+// NewMemStore returns an empty store.
+func NewMemStore() *MemStore { return &MemStore{items: map[string]map[string]stored{}} }
+
+// FailPuts makes Put return the error f returns (nil: write normally); a
+// fault-injection hook for tests.
+func (m *MemStore) FailPuts(f func(rec release.Record) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failOn = f
+}
+
+// Counts returns how many Loads and successful Puts ran.
+func (m *MemStore) Counts() (loads, puts int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.loads, m.puts
+}
+
+// Raw returns the stored JSON of every record of eventID by sort key, for
+// content-free checks.
+func (m *MemStore) Raw(eventID string) map[string][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]byte{}
+	for sk, s := range m.items[eventID] {
+		out[sk] = append([]byte(nil), s.raw...)
+	}
+	return out
+}
+
+// Put implements release.Store.
+func (m *MemStore) Put(_ context.Context, rec release.Record, prev int64) error {
+	eventID, sk := rec.Key()
+	if !core.ValidToken(eventID) || sk == "" || rec.RecordVersion() != prev+1 {
+		return core.Fail("release.store.record_invalid")
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("memstore: encode %s: %w", sk, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failOn != nil {
+		if err := m.failOn(rec); err != nil {
+			return err
+		}
+	}
+	coll := m.items[eventID]
+	if coll == nil {
+		coll = map[string]stored{}
+		m.items[eventID] = coll
+	}
+	cur, exists := coll[sk]
+	if (prev == 0 && exists) || (prev != 0 && (!exists || cur.version != prev)) {
+		return release.ErrConflict
+	}
+	coll[sk] = stored{version: rec.RecordVersion(), raw: raw}
+	m.puts++
+	return nil
+}
+
+// Load implements release.Store.
+func (m *MemStore) Load(_ context.Context, eventID string) (release.Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.loads++
+	snap := release.NewSnapshot()
+	keys := make([]string, 0, len(m.items[eventID]))
+	for sk := range m.items[eventID] {
+		keys = append(keys, sk)
+	}
+	sort.Strings(keys)
+	for _, sk := range keys {
+		rec, err := Decode(sk, m.items[eventID][sk].raw)
+		if err != nil {
+			return release.Snapshot{}, err
+		}
+		snap.Add(rec)
+	}
+	return snap, nil
+}
+
+// Decode returns an empty record of the kind sk names, decoded from JSON.
+func Decode(sk string, raw []byte) (release.Record, error) {
+	rec := release.NewRecord(sk)
+	if rec == nil {
+		return nil, core.Fail("release.store.record_invalid")
+	}
+	if err := json.Unmarshal(raw, rec); err != nil {
+		return nil, core.Wrap("release.store.record_invalid", false, err)
+	}
+	return rec, nil
+}
