@@ -1,0 +1,199 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/localeflow/localeflow/topology"
+)
+
+// TestNoWildcardActions walks every policy statement in the template (role
+// policies, trust policies, queue policies, anything with a Statement) and
+// fails on any action containing "*" and on NotAction (an inverted list is
+// a wildcard in disguise).
+func TestNoWildcardActions(t *testing.T) {
+	for name, props := range map[string]*LocaleflowStackProps{
+		"default": testProps(),
+		"alarm topic": func() *LocaleflowStackProps {
+			p := testProps()
+			p.AlarmTopicArn = "arn:aws:sns:us-east-1:1:t"
+			return p
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := synth(t, props)
+			n := 0
+			statements(s.raw["Resources"], func(path string, st map[string]any) {
+				n++
+				if _, ok := st["NotAction"]; ok {
+					t.Errorf("%s uses NotAction", path)
+				}
+				actions := asList(st["Action"])
+				if len(actions) == 0 {
+					t.Errorf("%s has no Action", path)
+				}
+				for _, a := range actions {
+					s, ok := a.(string)
+					if !ok || strings.Contains(s, "*") {
+						t.Errorf("%s: wildcard or non-literal action %v", path, a)
+					}
+				}
+			})
+			// Guard against a walk that finds nothing: 3 roles' trust and
+			// inline policies, 4 queue policies.
+			if n < 20 {
+				t.Fatalf("walked only %d statements", n)
+			}
+		})
+	}
+}
+
+func TestRolesHaveNoManagedPolicies(t *testing.T) {
+	s := defaultSynth(t)
+	roles := s.resources("AWS::IAM::Role")
+	if len(roles) != 3 {
+		t.Fatalf("%d roles, want one per function", len(roles))
+	}
+	for id, r := range roles {
+		p := r["Properties"].(map[string]any)
+		if p["ManagedPolicyArns"] != nil || p["Policies"] != nil {
+			t.Errorf("role %s: managed %v inline %v", id, p["ManagedPolicyArns"], p["Policies"])
+		}
+		trust, _ := json.Marshal(p["AssumeRolePolicyDocument"])
+		if !strings.Contains(string(trust), `"Service":"lambda.amazonaws.com"`) {
+			t.Errorf("role %s trusts %s", id, trust)
+		}
+	}
+}
+
+// TestLeastPrivilegePerFunction pins, for every function, the exact set of
+// (action, resource) pairs its role may use. A grant helper that adds an
+// action, or a resource the function does not use, fails this test.
+func TestLeastPrivilegePerFunction(t *testing.T) {
+	s := defaultSynth(t)
+	names := s.resourceNames(t)
+	consume := []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
+	pairs := func(resource string, actions ...string) []string {
+		var out []string
+		for _, a := range actions {
+			out = append(out, a+" on "+resource)
+		}
+		return out
+	}
+	want := map[string][]string{
+		"poller": slices.Concat(
+			pairs("log-group PollerFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
+			pairs("table MonitorTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+			pairs("table MonitorTable/index/wake", "dynamodb:Query"),
+			pairs("queue PollQueue", append([]string{"sqs:SendMessage"}, consume...)...),
+			pairs("bus", "events:PutEvents"),
+			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
+		),
+		"coordinator": slices.Concat(
+			pairs("log-group CoordinatorFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
+			pairs("table ReleaseTable", "dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"),
+			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
+			pairs("queue ReleaseQueue", append([]string{"sqs:SendMessage"}, consume...)...),
+			pairs("bus", "events:PutEvents"),
+			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("secret EventKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("secret ApprovalKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("secret PublicationKeySecret", "secretsmanager:GetSecretValue"),
+		),
+		"health": slices.Concat(
+			pairs("log-group HealthFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
+			pairs("table MonitorTable", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table MonitorTable/index/wake", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table MonitorTable/index/attention", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table ReleaseTable", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table ReleaseTable/index/wake", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table ReleaseTable/index/attention", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("bus", "events:PutEvents"),
+		),
+	}
+	for _, fn := range s.topo.Functions {
+		t.Run(fn.Dir, func(t *testing.T) {
+			roleID := s.logicalID(t, "AWS::IAM::Role", fn.Logical+"Role")
+			var got []string
+			for id, r := range s.resources("AWS::IAM::Policy") {
+				p := r["Properties"].(map[string]any)
+				if !jsonEqual(p["Roles"], []any{ref(roleID)}) {
+					continue
+				}
+				statements(p, func(path string, st map[string]any) {
+					if st["Effect"] != "Allow" {
+						t.Errorf("%s%s: unexpected effect %v", id, path, st["Effect"])
+					}
+					for _, res := range asList(st["Resource"]) {
+						for _, a := range asList(st["Action"]) {
+							got = append(got, fmt.Sprintf("%s on %s", a, names.describe(t, res)))
+						}
+					}
+				})
+			}
+			sort.Strings(got)
+			exp := slices.Clone(want[fn.Dir])
+			sort.Strings(exp)
+			if !slices.Equal(got, exp) {
+				t.Errorf("permissions of %s\n got %s\nwant %s", fn.Dir, strings.Join(got, "\n     "), strings.Join(exp, "\n     "))
+			}
+		})
+	}
+}
+
+// resourceNames maps logical ids back to the construct ids the test speaks.
+type resourceNames map[string]string
+
+func (s synthesized) resourceNames(t testing.TB) resourceNames {
+	t.Helper()
+	names := resourceNames{}
+	add := func(typ, construct, label string) { names[s.logicalID(t, typ, construct)] = label }
+	for _, table := range s.topo.Tables() {
+		add("AWS::DynamoDB::Table", table.Logical, "table "+table.Logical)
+	}
+	for _, q := range s.topo.Queues() {
+		add("AWS::SQS::Queue", q.Logical, "queue "+q.Logical)
+		add("AWS::SQS::Queue", q.Logical+"DLQ", "queue "+q.Logical+"DLQ")
+	}
+	for _, fn := range s.topo.Functions {
+		add("AWS::Logs::LogGroup", fn.Logical+"Logs", "log-group "+fn.Logical)
+	}
+	for _, spec := range secretSpecs {
+		add("AWS::SecretsManager::Secret", spec.Logical, "secret "+spec.Logical)
+	}
+	add("AWS::Events::EventBus", "EventBus", "bus")
+	return names
+}
+
+// describe names a statement resource: a Ref/GetAtt of a known resource, or
+// a table index ARN built with Fn::Join. Anything else fails the test.
+func (n resourceNames) describe(t testing.TB, res any) string {
+	t.Helper()
+	m, ok := res.(map[string]any)
+	if !ok {
+		t.Fatalf("literal resource %v (want references to this stack's resources)", res)
+	}
+	if id, ok := m["Ref"].(string); ok && n[id] != "" {
+		return n[id]
+	}
+	if att, ok := m["Fn::GetAtt"].([]any); ok && len(att) == 2 && att[1] == "Arn" && n[fmt.Sprint(att[0])] != "" {
+		return n[fmt.Sprint(att[0])]
+	}
+	if join, ok := m["Fn::Join"].([]any); ok && len(join) == 2 && join[0] == "" {
+		parts := join[1].([]any)
+		if len(parts) == 2 {
+			suffix, _ := parts[1].(string)
+			base := n.describe(t, parts[0])
+			if strings.HasPrefix(base, "table ") && strings.HasPrefix(suffix, "/index/") &&
+				(suffix == "/index/"+topology.IndexWake || suffix == "/index/"+topology.IndexAttention) {
+				return base + suffix
+			}
+		}
+	}
+	t.Fatalf("unrecognised resource %v", res)
+	return ""
+}

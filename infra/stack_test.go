@@ -1,0 +1,615 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/localeflow/localeflow/topology"
+)
+
+func TestFunctionsRuntimeArchHandler(t *testing.T) {
+	s := defaultSynth(t)
+	s.count(t, "AWS::Lambda::Function", len(s.topo.Functions))
+	if len(s.topo.Functions) != 3 {
+		t.Fatalf("topology has %d functions, want 3", len(s.topo.Functions))
+	}
+	for _, fn := range s.topo.Functions {
+		t.Run(fn.Dir, func(t *testing.T) {
+			p := s.props(t, "AWS::Lambda::Function", fn.Logical)
+			want := map[string]any{
+				"FunctionName":  fn.Name,
+				"Runtime":       "provided.al2023",
+				"Architectures": []any{"arm64"},
+				"Handler":       "bootstrap",
+				"MemorySize":    float64(fn.MemoryMB),
+				"Timeout":       float64(fn.TimeoutSeconds),
+			}
+			for k, v := range want {
+				if !jsonEqual(p[k], v) {
+					t.Errorf("%s = %v, want %v", k, p[k], v)
+				}
+			}
+			if _, ok := p["ReservedConcurrentExecutions"]; ok {
+				t.Errorf("reserved concurrency set by default: %v", p["ReservedConcurrentExecutions"])
+			}
+		})
+	}
+}
+
+func TestFunctionSizingProps(t *testing.T) {
+	props := testProps()
+	props.Functions = map[string]FunctionOptions{
+		"poller": {MemoryMB: 512, TimeoutSeconds: 300, ReservedConcurrency: 4},
+		"health": {ReservedConcurrency: 1},
+	}
+	s := synth(t, props)
+	s.has(t, "AWS::Lambda::Function", map[string]any{
+		"FunctionName": "localeflow-poller", "MemorySize": 512, "Timeout": 300, "ReservedConcurrentExecutions": 4,
+	})
+	s.has(t, "AWS::Lambda::Function", map[string]any{
+		"FunctionName": "localeflow-health", "MemorySize": 256, "Timeout": topology.HealthTimeoutSeconds, "ReservedConcurrentExecutions": 1,
+	})
+	// The consumer's longer timeout raises its queue's visibility to 6×;
+	// the other queue keeps the topology value.
+	s.has(t, "AWS::SQS::Queue", map[string]any{"QueueName": "localeflow-poll", "VisibilityTimeout": 1800})
+	s.has(t, "AWS::SQS::Queue", map[string]any{"QueueName": "localeflow-release", "VisibilityTimeout": s.topo.RelQueue.VisibilityTimeoutSeconds})
+}
+
+func TestFunctionCodeIsTheBuiltBootstrap(t *testing.T) {
+	s := defaultSynth(t)
+	// Each function has its own asset: the directory build/<fn>, whose only
+	// file is the bootstrap (each dummy differs, so the hashes must too).
+	keys := map[string]string{}
+	for _, fn := range s.topo.Functions {
+		code := s.props(t, "AWS::Lambda::Function", fn.Logical)["Code"].(map[string]any)
+		key, _ := code["S3Key"].(string)
+		if !strings.HasSuffix(key, ".zip") {
+			t.Errorf("%s: code S3Key %q is not a zip asset", fn.Dir, key)
+		}
+		keys[key] = fn.Dir
+	}
+	if len(keys) != len(s.topo.Functions) {
+		t.Errorf("functions share code assets: %v", keys)
+	}
+}
+
+func TestFunctionEnvironment(t *testing.T) {
+	s := defaultSynth(t)
+	monitor := ref(s.logicalID(t, "AWS::DynamoDB::Table", s.topo.Monitor.Logical))
+	release := ref(s.logicalID(t, "AWS::DynamoDB::Table", s.topo.Release.Logical))
+	pollURL := ref(s.logicalID(t, "AWS::SQS::Queue", s.topo.PollQueue.Logical))
+	relURL := ref(s.logicalID(t, "AWS::SQS::Queue", s.topo.RelQueue.Logical))
+	bus := ref(s.logicalID(t, "AWS::Events::EventBus", "EventBus"))
+	want := map[string]map[string]any{
+		"poller": {
+			EnvMonitorTable: monitor, EnvPollQueueURL: pollURL, EnvEventBus: bus,
+			EnvCMSBaseURL: "https://cms.example.com", EnvCMSKeySecret: ref("CMSKeySecret"),
+		},
+		"coordinator": {
+			EnvReleaseTable: release, EnvReleaseQueueURL: relURL, EnvEventBus: bus,
+			EnvCMSBaseURL: "https://cms.example.com", EnvEvidenceBaseURL: "https://evidence.example.com/api",
+			EnvCMSKeySecret: ref("CMSKeySecret"), EnvEventKeySecret: ref("EventKeySecret"),
+			EnvApprovalKeySecret: ref("ApprovalKeySecret"), EnvPublicationKeySecret: ref("PublicationKeySecret"),
+		},
+		"health": {EnvMonitorTable: monitor, EnvReleaseTable: release, EnvEventBus: bus},
+	}
+	for _, fn := range s.topo.Functions {
+		t.Run(fn.Dir, func(t *testing.T) {
+			env := s.props(t, "AWS::Lambda::Function", fn.Logical)["Environment"].(map[string]any)["Variables"]
+			if !jsonEqual(env, want[fn.Dir]) {
+				t.Errorf("environment\n got %v\nwant %v", env, want[fn.Dir])
+			}
+		})
+	}
+}
+
+func TestSecretsNeverInEnvironment(t *testing.T) {
+	s := defaultSynth(t)
+	secretIDs := map[string]bool{}
+	for id, r := range s.resources("AWS::SecretsManager::Secret") {
+		secretIDs[id] = true
+		p := r["Properties"].(map[string]any)
+		if _, ok := p["SecretString"]; ok {
+			t.Errorf("secret %s has a SecretString in the template", id)
+		}
+	}
+	if len(secretIDs) != len(secretSpecs) {
+		t.Fatalf("%d secrets, want %d", len(secretIDs), len(secretSpecs))
+	}
+	for id, r := range s.resources("AWS::Lambda::Function") {
+		vars := r["Properties"].(map[string]any)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		for k, v := range vars {
+			text := fmt.Sprint(v)
+			if strings.Contains(text, "resolve:secretsmanager") || strings.Contains(text, "SecretString") {
+				t.Errorf("%s %s resolves a secret value: %v", id, k, v)
+			}
+			if !strings.HasSuffix(k, "_SECRET_ARN") {
+				continue
+			}
+			m, ok := v.(map[string]any)
+			if !ok || len(m) != 1 || !secretIDs[fmt.Sprint(m["Ref"])] {
+				t.Errorf("%s %s = %v, want a Ref to a secret (its ARN)", id, k, v)
+			}
+		}
+	}
+}
+
+func TestSecretsGeneratedOrEmpty(t *testing.T) {
+	s := defaultSynth(t)
+	for _, spec := range secretSpecs {
+		t.Run(spec.Logical, func(t *testing.T) {
+			p := s.props(t, "AWS::SecretsManager::Secret", spec.Logical)
+			if p["Name"] != "localeflow/"+spec.Stem {
+				t.Errorf("Name = %v", p["Name"])
+			}
+			_, generated := p["GenerateSecretString"]
+			if generated != spec.Generate {
+				t.Errorf("GenerateSecretString present = %v, want %v", generated, spec.Generate)
+			}
+		})
+	}
+}
+
+func TestTablesBillingPITRDeletionProtection(t *testing.T) {
+	s := defaultSynth(t)
+	s.count(t, "AWS::DynamoDB::Table", 2)
+	for _, table := range s.topo.Tables() {
+		t.Run(table.Logical, func(t *testing.T) {
+			id := s.logicalID(t, "AWS::DynamoDB::Table", table.Logical)
+			r := s.resources("AWS::DynamoDB::Table")[id]
+			p := r["Properties"].(map[string]any)
+			keys := []any{map[string]any{"AttributeName": table.Partition.Name, "KeyType": "HASH"}}
+			if table.Sort != nil {
+				keys = append(keys, map[string]any{"AttributeName": table.Sort.Name, "KeyType": "RANGE"})
+			}
+			want := map[string]any{
+				"TableName":                        table.Name,
+				"BillingMode":                      "PAY_PER_REQUEST",
+				"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+				"DeletionProtectionEnabled":        true,
+				"KeySchema":                        keys,
+			}
+			for k, v := range want {
+				if !jsonEqual(p[k], v) {
+					t.Errorf("%s = %v, want %v", k, p[k], v)
+				}
+			}
+			if r["DeletionPolicy"] != "Retain" {
+				t.Errorf("DeletionPolicy = %v, want Retain", r["DeletionPolicy"])
+			}
+		})
+	}
+}
+
+func TestDeletionProtectionOff(t *testing.T) {
+	props := testProps()
+	props.DeletionProtection = jsii.Bool(false)
+	s := synth(t, props)
+	for _, typ := range []string{"AWS::DynamoDB::Table", "AWS::SecretsManager::Secret", "AWS::Logs::LogGroup"} {
+		for id, r := range s.resources(typ) {
+			if r["DeletionPolicy"] != "Delete" {
+				t.Errorf("%s DeletionPolicy = %v, want Delete", id, r["DeletionPolicy"])
+			}
+			if typ == "AWS::DynamoDB::Table" && r["Properties"].(map[string]any)["DeletionProtectionEnabled"] != false {
+				t.Errorf("%s deletion protection still on", id)
+			}
+		}
+	}
+}
+
+func TestTablesSparseIndexesKeysOnly(t *testing.T) {
+	s := defaultSynth(t)
+	for _, table := range s.topo.Tables() {
+		t.Run(table.Logical, func(t *testing.T) {
+			p := s.props(t, "AWS::DynamoDB::Table", table.Logical)
+			types := map[string]any{}
+			for _, d := range asList(p["AttributeDefinitions"]) {
+				m := d.(map[string]any)
+				types[m["AttributeName"].(string)] = m["AttributeType"]
+			}
+			got := map[string]map[string]any{}
+			for _, g := range asList(p["GlobalSecondaryIndexes"]) {
+				m := g.(map[string]any)
+				got[m["IndexName"].(string)] = m
+			}
+			if len(got) != len(table.Indexes) {
+				t.Fatalf("indexes %v, want %d", got, len(table.Indexes))
+			}
+			for _, ix := range table.Indexes {
+				g, ok := got[ix.Name]
+				if !ok {
+					t.Fatalf("index %s missing", ix.Name)
+				}
+				wantKeys := []any{
+					map[string]any{"AttributeName": ix.Partition.Name, "KeyType": "HASH"},
+					map[string]any{"AttributeName": ix.Sort.Name, "KeyType": "RANGE"},
+				}
+				if !jsonEqual(g["KeySchema"], wantKeys) {
+					t.Errorf("%s keys = %v, want %v", ix.Name, g["KeySchema"], wantKeys)
+				}
+				if !jsonEqual(g["Projection"], map[string]any{"ProjectionType": "KEYS_ONLY"}) {
+					t.Errorf("%s projection = %v, want KEYS_ONLY", ix.Name, g["Projection"])
+				}
+				for _, k := range []topology.Key{ix.Partition, ix.Sort} {
+					if types[k.Name] != string(k.Type) {
+						t.Errorf("%s attribute %s type %v, want %s", ix.Name, k.Name, types[k.Name], k.Type)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestReleaseTableTTL(t *testing.T) {
+	s := defaultSynth(t)
+	for _, table := range s.topo.Tables() {
+		ttl := s.props(t, "AWS::DynamoDB::Table", table.Logical)["TimeToLiveSpecification"]
+		if table.TTLAttribute == "" {
+			if ttl != nil {
+				t.Errorf("%s has TTL %v, want none", table.Logical, ttl)
+			}
+			continue
+		}
+		want := map[string]any{"AttributeName": table.TTLAttribute, "Enabled": true}
+		if !jsonEqual(ttl, want) {
+			t.Errorf("%s TTL = %v, want %v", table.Logical, ttl, want)
+		}
+	}
+	if s.topo.Release.TTLAttribute != topology.AttrExpiresAt {
+		t.Fatalf("release table TTL attribute %q", s.topo.Release.TTLAttribute)
+	}
+}
+
+func TestQueuesDLQRedriveVisibility(t *testing.T) {
+	s := defaultSynth(t)
+	s.count(t, "AWS::SQS::Queue", 4)
+	for _, q := range s.topo.Queues() {
+		t.Run(q.Logical, func(t *testing.T) {
+			dlqID := s.logicalID(t, "AWS::SQS::Queue", q.Logical+"DLQ")
+			p := s.props(t, "AWS::SQS::Queue", q.Logical)
+			want := map[string]any{
+				"QueueName":              q.Name,
+				"VisibilityTimeout":      q.VisibilityTimeoutSeconds,
+				"MessageRetentionPeriod": q.RetentionSeconds,
+				"SqsManagedSseEnabled":   true,
+				"RedrivePolicy": map[string]any{
+					"deadLetterTargetArn": getAtt(dlqID, "Arn"),
+					"maxReceiveCount":     q.MaxReceiveCount,
+				},
+			}
+			for k, v := range want {
+				if !jsonEqual(p[k], v) {
+					t.Errorf("%s = %v, want %v", k, p[k], v)
+				}
+			}
+			dlq := s.props(t, "AWS::SQS::Queue", q.Logical+"DLQ")
+			if dlq["QueueName"] != q.DLQName || dlq["SqsManagedSseEnabled"] != true ||
+				!jsonEqual(dlq["MessageRetentionPeriod"], q.DLQRetentionSeconds) {
+				t.Errorf("DLQ = %v", dlq)
+			}
+			// Visibility must cover 6 consumer timeouts, so a message is not
+			// redelivered while a slow invocation still works on it.
+			var consumer topology.Function
+			for _, fn := range s.topo.Functions {
+				if fn.Queue == q.Logical {
+					consumer = fn
+				}
+			}
+			fn := s.props(t, "AWS::Lambda::Function", consumer.Logical)
+			if vis, timeout := p["VisibilityTimeout"].(float64), fn["Timeout"].(float64); vis < 6*timeout {
+				t.Errorf("visibility %v < 6 × consumer timeout %v", vis, timeout)
+			}
+		})
+	}
+}
+
+func TestQueuesRequireTLS(t *testing.T) {
+	s := defaultSynth(t)
+	for _, construct := range []string{"PollQueue", "PollQueueDLQ", "ReleaseQueue", "ReleaseQueueDLQ"} {
+		t.Run(construct, func(t *testing.T) {
+			id := s.logicalID(t, "AWS::SQS::Queue", construct)
+			found := false
+			for _, r := range s.resources("AWS::SQS::QueuePolicy") {
+				p := r["Properties"].(map[string]any)
+				if !jsonEqual(p["Queues"], []any{ref(id)}) {
+					continue
+				}
+				statements(p, func(_ string, st map[string]any) {
+					cond, _ := st["Condition"].(map[string]any)
+					if st["Effect"] == "Deny" && jsonEqual(st["Principal"], map[string]any{"AWS": "*"}) &&
+						jsonEqual(cond, map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}}) &&
+						slices.Equal(sortedStrings(st["Action"]), sqsActions) {
+						found = true
+					}
+				})
+			}
+			if !found {
+				t.Errorf("no TLS-only Deny on %s", construct)
+			}
+		})
+	}
+}
+
+func TestRulesRouteDetailTypesToQueues(t *testing.T) {
+	s := defaultSynth(t)
+	bus := s.logicalID(t, "AWS::Events::EventBus", "EventBus")
+	s.has(t, "AWS::Events::EventBus", map[string]any{"Name": s.topo.BusName})
+	for _, rule := range s.topo.Rules {
+		t.Run(rule.Logical, func(t *testing.T) {
+			ruleID := s.logicalID(t, "AWS::Events::Rule", rule.Logical)
+			queueID := s.logicalID(t, "AWS::SQS::Queue", rule.TargetQueue)
+			p := s.props(t, "AWS::Events::Rule", rule.Logical)
+			if p["Name"] != rule.Name || !jsonEqual(p["EventBusName"], ref(bus)) || p["State"] != "ENABLED" {
+				t.Errorf("rule = %v", p)
+			}
+			if !jsonEqual(p["EventPattern"], rule.EventPattern()) {
+				t.Errorf("pattern = %v, want %v", p["EventPattern"], rule.EventPattern())
+			}
+			targets := asList(p["Targets"])
+			if len(targets) != 1 || !jsonEqual(targets[0].(map[string]any)["Arn"], getAtt(queueID, "Arn")) {
+				t.Errorf("targets = %v, want the %s queue", targets, rule.TargetQueue)
+			}
+			// The queue policy lets exactly this rule send.
+			allowed := false
+			for _, r := range s.resources("AWS::SQS::QueuePolicy") {
+				statements(r["Properties"], func(_ string, st map[string]any) {
+					cond := fmt.Sprint(st["Condition"])
+					if st["Effect"] == "Allow" && jsonEqual(st["Principal"], map[string]any{"Service": "events.amazonaws.com"}) &&
+						slices.Contains(sortedStrings(st["Action"]), "sqs:SendMessage") &&
+						jsonEqual(st["Resource"], getAtt(queueID, "Arn")) && strings.Contains(cond, ruleID) {
+						allowed = true
+					}
+				})
+			}
+			if !allowed {
+				t.Errorf("no queue policy lets rule %s send to %s", ruleID, queueID)
+			}
+		})
+	}
+	// Every input detail-type is routed, each exactly once.
+	routed := map[string]int{}
+	for _, rule := range s.topo.Rules {
+		for _, dt := range rule.DetailTypes {
+			routed[dt]++
+		}
+	}
+	for _, dt := range []string{topology.DetailChangeDispatched, topology.DetailPlanAccepted, topology.DetailJobCompleted} {
+		if routed[dt] != 1 {
+			t.Errorf("detail-type %s routed %d times", dt, routed[dt])
+		}
+	}
+}
+
+func TestSchedulesInvokeFunctions(t *testing.T) {
+	s := defaultSynth(t)
+	s.count(t, "AWS::Events::Rule", len(s.topo.Rules)+len(s.topo.Schedules))
+	for _, sch := range s.topo.Schedules {
+		t.Run(sch.Logical, func(t *testing.T) {
+			var fn topology.Function
+			for _, f := range s.topo.Functions {
+				if f.Dir == sch.Function {
+					fn = f
+				}
+			}
+			fnID := s.logicalID(t, "AWS::Lambda::Function", fn.Logical)
+			ruleID := s.logicalID(t, "AWS::Events::Rule", sch.Logical)
+			p := s.props(t, "AWS::Events::Rule", sch.Logical)
+			unit := "minutes"
+			if sch.RateMinutes == 1 {
+				unit = "minute"
+			}
+			if want := fmt.Sprintf("rate(%d %s)", sch.RateMinutes, unit); p["ScheduleExpression"] != want {
+				t.Errorf("schedule = %v, want %s", p["ScheduleExpression"], want)
+			}
+			if _, onBus := p["EventBusName"]; onBus {
+				t.Errorf("schedule on a custom bus (schedules run only on the default bus)")
+			}
+			targets := asList(p["Targets"])
+			if len(targets) != 1 || !jsonEqual(targets[0].(map[string]any)["Arn"], getAtt(fnID, "Arn")) {
+				t.Errorf("targets = %v, want %s", targets, fnID)
+			}
+			s.has(t, "AWS::Lambda::Permission", map[string]any{
+				"Action":       "lambda:InvokeFunction",
+				"FunctionName": getAtt(fnID, "Arn"),
+				"Principal":    "events.amazonaws.com",
+				"SourceArn":    getAtt(ruleID, "Arn"),
+			})
+		})
+	}
+}
+
+func TestEventSourceMappingsReportBatchItemFailures(t *testing.T) {
+	s := defaultSynth(t)
+	s.count(t, "AWS::Lambda::EventSourceMapping", len(s.topo.Queues()))
+	for _, fn := range s.topo.Functions {
+		if fn.Queue == "" {
+			continue
+		}
+		t.Run(fn.Dir, func(t *testing.T) {
+			q, _ := s.topo.QueueByLogical(fn.Queue)
+			s.has(t, "AWS::Lambda::EventSourceMapping", map[string]any{
+				"FunctionName":          ref(s.logicalID(t, "AWS::Lambda::Function", fn.Logical)),
+				"EventSourceArn":        getAtt(s.logicalID(t, "AWS::SQS::Queue", fn.Queue), "Arn"),
+				"BatchSize":             q.BatchSize,
+				"FunctionResponseTypes": []any{"ReportBatchItemFailures"},
+			})
+		})
+	}
+}
+
+func TestHealthFunctionURLUsesIAMAuth(t *testing.T) {
+	s := defaultSynth(t)
+	s.count(t, "AWS::Lambda::Url", 1)
+	health := s.logicalID(t, "AWS::Lambda::Function", s.topo.Functions[2].Logical)
+	if s.topo.Functions[2].Dir != "health" {
+		t.Fatalf("third function is %s", s.topo.Functions[2].Dir)
+	}
+	s.has(t, "AWS::Lambda::Url", map[string]any{
+		"AuthType":          "AWS_IAM",
+		"TargetFunctionArn": getAtt(health, "Arn"),
+	})
+	// IAM auth needs no resource policy; a public permission would undo it.
+	for id, r := range s.resources("AWS::Lambda::Permission") {
+		p := r["Properties"].(map[string]any)
+		if p["Principal"] == "*" || p["FunctionUrlAuthType"] == "NONE" {
+			t.Errorf("permission %s opens the function: %v", id, p)
+		}
+	}
+	noPanic(t, func() { s.template.HasOutput(jsii.String("HealthUrl"), map[string]any{}) })
+}
+
+func TestAlarms(t *testing.T) {
+	s := defaultSynth(t)
+	s.count(t, "AWS::CloudWatch::Alarm", len(s.topo.Queues())+1+len(s.topo.Functions))
+	for _, q := range s.topo.Queues() {
+		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+			"AlarmName":          q.DLQName + "-depth",
+			"Namespace":          "AWS/SQS",
+			"MetricName":         "ApproximateNumberOfMessagesVisible",
+			"Dimensions":         []any{map[string]any{"Name": "QueueName", "Value": getAtt(s.logicalID(t, "AWS::SQS::Queue", q.Logical+"DLQ"), "QueueName")}},
+			"ComparisonOperator": "GreaterThanThreshold",
+			"Threshold":          0,
+		})
+	}
+	s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+		"AlarmName":          "localeflow-health-blocked",
+		"Namespace":          HealthMetricNamespace,
+		"MetricName":         HealthBlockedMetricName,
+		"Dimensions":         assertions.Match_Absent(),
+		"ComparisonOperator": "GreaterThanOrEqualToThreshold",
+		"Threshold":          1,
+	})
+	for _, fn := range s.topo.Functions {
+		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+			"AlarmName":          fn.Name + "-errors",
+			"Namespace":          "AWS/Lambda",
+			"MetricName":         "Errors",
+			"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": ref(s.logicalID(t, "AWS::Lambda::Function", fn.Logical))}},
+			"ComparisonOperator": "GreaterThanThreshold",
+			"Threshold":          0,
+		})
+	}
+	for id, r := range s.resources("AWS::CloudWatch::Alarm") {
+		if _, ok := r["Properties"].(map[string]any)["AlarmActions"]; ok {
+			t.Errorf("%s has actions without an alarm topic", id)
+		}
+	}
+}
+
+func TestAlarmTopicNotifiedByEveryAlarm(t *testing.T) {
+	props := testProps()
+	props.AlarmTopicArn = "arn:aws:sns:eu-west-1:123456789012:ops"
+	s := synth(t, props)
+	alarms := s.resources("AWS::CloudWatch::Alarm")
+	if len(alarms) == 0 {
+		t.Fatal("no alarms")
+	}
+	for id, r := range alarms {
+		if !jsonEqual(r["Properties"].(map[string]any)["AlarmActions"], []any{props.AlarmTopicArn}) {
+			t.Errorf("%s actions = %v", id, r["Properties"].(map[string]any)["AlarmActions"])
+		}
+	}
+}
+
+func TestPrefixNamesEveryResource(t *testing.T) {
+	props := testProps()
+	props.Prefix = "acme-dev"
+	s := synth(t, props)
+	named := map[string]string{
+		"AWS::DynamoDB::Table":        "TableName",
+		"AWS::SQS::Queue":             "QueueName",
+		"AWS::Lambda::Function":       "FunctionName",
+		"AWS::Events::Rule":           "Name",
+		"AWS::Events::EventBus":       "Name",
+		"AWS::SecretsManager::Secret": "Name",
+		"AWS::CloudWatch::Alarm":      "AlarmName",
+		"AWS::Logs::LogGroup":         "LogGroupName",
+	}
+	for typ, field := range named {
+		for id, r := range s.resources(typ) {
+			name := fmt.Sprint(r["Properties"].(map[string]any)[field])
+			if !strings.HasPrefix(strings.TrimPrefix(name, "/aws/lambda/"), "acme-dev") {
+				t.Errorf("%s %s = %q, not under the prefix", typ, id, name)
+			}
+		}
+	}
+}
+
+func TestStackIsEnvironmentAgnostic(t *testing.T) {
+	s := defaultSynth(t)
+	if env := *s.stack.Environment(); env != "aws://unknown-account/unknown-region" {
+		t.Errorf("environment %s: synth must need no lookups", env)
+	}
+}
+
+func TestInvalidPropsRejected(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*LocaleflowStackProps)
+		want   string
+	}{
+		{"bad prefix", func(p *LocaleflowStackProps) { p.Prefix = "Bad_Prefix" }, "prefix"},
+		{"missing asset dir", func(p *LocaleflowStackProps) { p.AssetDir = "" }, "AssetDir is required"},
+		{"missing bootstrap", func(p *LocaleflowStackProps) { p.AssetDir = t.TempDir() }, "make build"},
+		{"missing CMS URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "" }, "CMSBaseURL is required"},
+		{"relative evidence URL", func(p *LocaleflowStackProps) { p.EvidenceBaseURL = "evidence.local" }, "EvidenceBaseURL"},
+		{"URL with credentials", func(p *LocaleflowStackProps) { p.CMSBaseURL = "https://u:p@cms.example.com" }, "CMSBaseURL"},
+		{"URL with query", func(p *LocaleflowStackProps) { p.CMSBaseURL = "https://cms.example.com/?k=v" }, "CMSBaseURL"},
+		{"ftp URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "ftp://cms.example.com" }, "CMSBaseURL"},
+		{"unknown function", func(p *LocaleflowStackProps) { p.Functions = map[string]FunctionOptions{"pollr": {MemoryMB: 512}} }, "unknown function"},
+		{"timeout over 900", func(p *LocaleflowStackProps) {
+			p.Functions = map[string]FunctionOptions{"poller": {TimeoutSeconds: 901}}
+		}, "timeout"},
+		{"negative timeout", func(p *LocaleflowStackProps) {
+			p.Functions = map[string]FunctionOptions{"health": {TimeoutSeconds: -1}}
+		}, "timeout"},
+		{"memory too small", func(p *LocaleflowStackProps) { p.Functions = map[string]FunctionOptions{"coordinator": {MemoryMB: 64}} }, "memory"},
+		{"negative reserved", func(p *LocaleflowStackProps) {
+			p.Functions = map[string]FunctionOptions{"coordinator": {ReservedConcurrency: -1}}
+		}, "reserved"},
+		{"bad alarm topic", func(p *LocaleflowStackProps) { p.AlarmTopicArn = "arn:aws:sqs:eu-west-1:1:q" }, "SNS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			props := testProps()
+			tt.mutate(props)
+			_, err := resolve(props)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := resolve(nil); err == nil {
+		t.Error("nil props accepted")
+	}
+}
+
+func TestParseFunctionOptions(t *testing.T) {
+	want := map[string]FunctionOptions{"poller": {MemoryMB: 512, TimeoutSeconds: 60, ReservedConcurrency: 5}}
+	for name, in := range map[string]any{
+		"string from -c": `{"poller":{"memoryMB":512,"timeoutSeconds":60,"reservedConcurrency":5}}`,
+		"object from cdk.json": map[string]any{"poller": map[string]any{
+			"memoryMB": 512, "timeoutSeconds": 60, "reservedConcurrency": 5,
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseFunctionOptions(in)
+			if err != nil || !jsonEqual(got, want) {
+				t.Fatalf("got %v, %v", got, err)
+			}
+		})
+	}
+	for _, bad := range []any{`{"poller":{"memory":512}}`, `[1]`, `{`} {
+		if _, err := parseFunctionOptions(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	if got, err := parseFunctionOptions(nil); err != nil || len(got) != 0 {
+		t.Errorf("nil: %v, %v", got, err)
+	}
+}
