@@ -7,7 +7,7 @@
 // sweep: due event ids are listed page by page through the monitor service
 // (which reads the sharded sparse wake index) and each is polled once with
 // monitor.Service.PollOnce by a bounded pool of workers (Concurrency,
-// default 32). No poll is started when the time left before the Lambda
+// default 64). No poll is started when the time left before the Lambda
 // deadline is below the CMS client's timeout plus Margin; each event id is
 // polled at most once per sweep. The sweep is the safety net for a lost
 // delayed message.

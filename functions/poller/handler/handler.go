@@ -37,7 +37,7 @@ const (
 
 // Defaults.
 const (
-	DefaultConcurrency = 32
+	DefaultConcurrency = 64
 	DefaultMargin      = 5 * time.Second
 	DefaultPageSize    = 100
 	MaxConcurrency     = 256
