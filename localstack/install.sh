@@ -65,7 +65,7 @@ build_tool() {
 		log "$name: cached ($version)"
 		return
 	fi
-	log "$name: building $pkg@$version from localstack/tools (a cold build of kumo takes minutes)"
+	log "$name: building $pkg@$version from localstack/tools (cold: kumo ≈ 4-7 min, rie ≈ 30 s)"
 	(cd "$LOCALSTACK_DIR/tools" &&
 		GONOSUMDB=$KUMO_GONOSUMDB GOFLAGS=-mod=readonly CGO_ENABLED=0 \
 			go build -trimpath -o "$bin.tmp" "$pkg")
