@@ -99,7 +99,7 @@ func (f *fakeBus) Details() []map[string]any {
 }
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	clock  *clock
 	store  *memstore.Store
 	svc    *monitor.Service
@@ -123,7 +123,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func setup(t *testing.T) *env {
+func setup(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, clock: &clock{now: t0}, store: memstore.New(), sqs: &fakeSQS{}, bus: &fakeBus{}, logs: &syncBuffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
@@ -171,7 +171,7 @@ func (e *env) invokeSQS(payload []byte) events.SQSEventResponse {
 	return resp
 }
 
-func testdata(t *testing.T, name string) []byte {
+func testdata(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile("../testdata/" + name)
 	if err != nil {
@@ -181,7 +181,7 @@ func testdata(t *testing.T, name string) []byte {
 }
 
 // batchOf wraps bodies in an SQS event.
-func batchOf(t *testing.T, receiveCount int, bodies ...string) []byte {
+func batchOf(t testing.TB, receiveCount int, bodies ...string) []byte {
 	t.Helper()
 	var ev events.SQSEvent
 	for i, b := range bodies {
@@ -557,6 +557,13 @@ func registerDirect(t testing.TB, svc *monitor.Service, eventID, siteID string, 
 		t.Fatal(err)
 	}
 	if _, err := svc.Register(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustUnmarshal(t testing.TB, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
 	}
 }
