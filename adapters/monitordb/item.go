@@ -1,0 +1,169 @@
+package monitordb
+
+import (
+	"hash/fnv"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// Attribute names of a monitor item.
+const (
+	attrEventID         = topology.AttrEventID
+	attrSchemaVersion   = "schema_version"
+	attrSiteID          = "site_id"
+	attrPlanID          = "plan_id"
+	attrWebsiteVersion  = "website_version"
+	attrSourceSequence  = "source_sequence"
+	attrJobCount        = "job_count"
+	attrChangeSHA256    = "change_sha256"
+	attrBindingSHA256   = "binding_sha256"
+	attrState           = "state"
+	attrPollAttempts    = "poll_attempts"
+	attrFailures        = "consecutive_failures"
+	attrMaxFailures     = "max_consecutive_failures"
+	attrNextPollMS      = "next_poll_ms"
+	attrLeaseOwner      = "lease_owner"
+	attrLeaseToken      = "lease_token"
+	attrLeaseExpiresMS  = "lease_expires_ms"
+	attrLastErrorCode   = "last_error_code"
+	attrRemoteStatus    = "remote_status"
+	attrLifecycleSHA256 = "lifecycle_sha256"
+	attrLifecycle       = "lifecycle"
+	attrCreatedMS       = "created_ms"
+	attrUpdatedMS       = "updated_ms"
+	attrWakeShard       = topology.AttrWakeShard
+	attrWakeMS          = topology.AttrWakeMS
+	attrAttentionShard  = topology.AttrAttentionShard
+	attrAttentionMS     = topology.AttrAttentionMS
+)
+
+// item is the stored form. Optional attributes are omitted when empty.
+type item struct {
+	EventID                string `dynamodbav:"event_id"`
+	SchemaVersion          int    `dynamodbav:"schema_version"`
+	SiteID                 string `dynamodbav:"site_id"`
+	PlanID                 string `dynamodbav:"plan_id"`
+	WebsiteVersion         string `dynamodbav:"website_version"`
+	SourceSequence         int64  `dynamodbav:"source_sequence"`
+	JobCount               int    `dynamodbav:"job_count"`
+	ChangeSHA256           string `dynamodbav:"change_sha256"`
+	BindingSHA256          string `dynamodbav:"binding_sha256"`
+	State                  string `dynamodbav:"state"`
+	PollAttempts           int    `dynamodbav:"poll_attempts"`
+	ConsecutiveFailures    int    `dynamodbav:"consecutive_failures"`
+	MaxConsecutiveFailures int    `dynamodbav:"max_consecutive_failures"`
+	NextPollMS             int64  `dynamodbav:"next_poll_ms"`
+	LeaseOwner             string `dynamodbav:"lease_owner,omitempty"`
+	LeaseToken             string `dynamodbav:"lease_token,omitempty"`
+	LeaseExpiresMS         int64  `dynamodbav:"lease_expires_ms,omitempty"`
+	LastErrorCode          string `dynamodbav:"last_error_code,omitempty"`
+	RemoteStatus           string `dynamodbav:"remote_status,omitempty"`
+	LifecycleSHA256        string `dynamodbav:"lifecycle_sha256,omitempty"`
+	Lifecycle              string `dynamodbav:"lifecycle,omitempty"`
+	CreatedMS              int64  `dynamodbav:"created_ms"`
+	UpdatedMS              int64  `dynamodbav:"updated_ms"`
+	WakeShard              *int   `dynamodbav:"wake_shard,omitempty"`
+	WakeMS                 *int64 `dynamodbav:"wake_ms,omitempty"`
+	AttentionShard         *int   `dynamodbav:"attention_shard,omitempty"`
+	AttentionMS            *int64 `dynamodbav:"attention_ms,omitempty"`
+}
+
+var knownAttributes = map[string]bool{
+	attrEventID: true, attrSchemaVersion: true, attrSiteID: true, attrPlanID: true,
+	attrWebsiteVersion: true, attrSourceSequence: true, attrJobCount: true,
+	attrChangeSHA256: true, attrBindingSHA256: true, attrState: true, attrPollAttempts: true,
+	attrFailures: true, attrMaxFailures: true, attrNextPollMS: true, attrLeaseOwner: true,
+	attrLeaseToken: true, attrLeaseExpiresMS: true, attrLastErrorCode: true,
+	attrRemoteStatus: true, attrLifecycleSHA256: true, attrLifecycle: true,
+	attrCreatedMS: true, attrUpdatedMS: true, attrWakeShard: true, attrWakeMS: true,
+	attrAttentionShard: true, attrAttentionMS: true,
+}
+
+// Shard is the wake and attention index partition of eventID.
+func Shard(eventID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(eventID))
+	return int(h.Sum32() % topology.WakeShards)
+}
+
+// encode is the full item of rec, with its index keys derived from it.
+func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
+	it := item{
+		EventID: rec.EventID, SchemaVersion: rec.SchemaVersion, SiteID: rec.SiteID, PlanID: rec.PlanID,
+		WebsiteVersion: rec.WebsiteVersion, SourceSequence: rec.SourceSequence, JobCount: rec.JobCount,
+		ChangeSHA256: rec.ChangeSHA256, BindingSHA256: rec.BindingSHA256, State: string(rec.State),
+		PollAttempts: rec.PollAttempts, ConsecutiveFailures: rec.ConsecutiveFailures,
+		MaxConsecutiveFailures: rec.MaxConsecutiveFailures, NextPollMS: rec.NextPollMS,
+		LeaseOwner: rec.LeaseOwner, LeaseToken: rec.LeaseToken, LeaseExpiresMS: rec.LeaseExpiresMS,
+		LastErrorCode: rec.LastErrorCode, RemoteStatus: rec.RemoteStatus,
+		LifecycleSHA256: rec.LifecycleSHA256, Lifecycle: string(rec.Lifecycle),
+		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS,
+	}
+	if wake, ok := rec.WakeMS(); ok {
+		shard := Shard(rec.EventID)
+		it.WakeShard, it.WakeMS = &shard, &wake
+	}
+	if rec.NeedsAttention() {
+		shard := Shard(rec.EventID)
+		at := rec.UpdatedMS
+		it.AttentionShard, it.AttentionMS = &shard, &at
+	}
+	return attributevalue.MarshalMap(it)
+}
+
+// decode reads a stored item. It never fails: an item that does not decode,
+// carries unknown attributes (text has no place here) or whose index keys
+// disagree with its state comes back Corrupt, and validation marks it
+// failed.
+func decode(av map[string]types.AttributeValue) monitor.Record {
+	var it item
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		var id string
+		if s, ok := av[attrEventID].(*types.AttributeValueMemberS); ok {
+			id = s.Value
+		}
+		return monitor.Record{EventID: id, Corrupt: true}
+	}
+	rec := monitor.Record{
+		EventID: it.EventID, SiteID: it.SiteID, PlanID: it.PlanID, WebsiteVersion: it.WebsiteVersion,
+		SourceSequence: it.SourceSequence, JobCount: it.JobCount, ChangeSHA256: it.ChangeSHA256,
+		BindingSHA256: it.BindingSHA256, State: monitor.State(it.State), PollAttempts: it.PollAttempts,
+		ConsecutiveFailures: it.ConsecutiveFailures, MaxConsecutiveFailures: it.MaxConsecutiveFailures,
+		NextPollMS: it.NextPollMS, LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken,
+		LeaseExpiresMS: it.LeaseExpiresMS, LastErrorCode: it.LastErrorCode, RemoteStatus: it.RemoteStatus,
+		LifecycleSHA256: it.LifecycleSHA256, CreatedMS: it.CreatedMS, UpdatedMS: it.UpdatedMS,
+		SchemaVersion: it.SchemaVersion,
+	}
+	if it.Lifecycle != "" {
+		rec.Lifecycle = []byte(it.Lifecycle)
+	}
+	for name := range av {
+		if !knownAttributes[name] {
+			rec.Corrupt = true
+		}
+	}
+	if !indexKeysAgree(rec, it) {
+		rec.Corrupt = true
+	}
+	return rec
+}
+
+func indexKeysAgree(rec monitor.Record, it item) bool {
+	shard := Shard(rec.EventID)
+	wake, wakes := rec.WakeMS()
+	if wakes != (it.WakeShard != nil && it.WakeMS != nil) || (it.WakeShard == nil) != (it.WakeMS == nil) {
+		return false
+	}
+	if wakes && (*it.WakeShard != shard || *it.WakeMS != wake) {
+		return false
+	}
+	attention := rec.NeedsAttention()
+	if attention != (it.AttentionShard != nil && it.AttentionMS != nil) || (it.AttentionShard == nil) != (it.AttentionMS == nil) {
+		return false
+	}
+	return !attention || *it.AttentionShard == shard
+}

@@ -1,0 +1,444 @@
+package monitordb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// API is the part of *dynamodb.Client the store uses.
+type API interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+var (
+	_ API           = (*dynamodb.Client)(nil)
+	_ monitor.Store = (*Store)(nil)
+)
+
+// Store is the DynamoDB monitor.Store.
+type Store struct {
+	db    API
+	table string
+	// capacity, when set, asks DynamoDB for consumed capacity and adds it
+	// up (benchmarks).
+	capacity *capacityMeter
+}
+
+// New returns a store on table (topology.Monitor.Name of the deployment).
+func New(db API, table string) (*Store, error) {
+	if db == nil || table == "" {
+		return nil, errors.New("monitordb: New needs a client and a table name")
+	}
+	return &Store{db: db, table: table}, nil
+}
+
+// unavailable wraps an SDK failure: retryable, nothing changed.
+func unavailable(op string, err error) error {
+	return core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("monitordb %s: %w", op, err))
+}
+
+func conditionFailed(err error) (*types.ConditionalCheckFailedException, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	return ccf, errors.As(err, &ccf)
+}
+
+func key(eventID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrEventID: &types.AttributeValueMemberS{Value: eventID}}
+}
+
+func build(b expression.Builder) (expression.Expression, error) {
+	expr, err := b.Build()
+	if err != nil {
+		// Expressions are built from constants; failing here is a bug.
+		return expression.Expression{}, fmt.Errorf("monitordb: build expression: %w", err)
+	}
+	return expr, nil
+}
+
+// Create implements monitor.Store.
+func (s *Store) Create(ctx context.Context, rec monitor.Record) (monitor.Record, bool, error) {
+	av, err := encode(rec)
+	if err != nil {
+		return monitor.Record{}, false, fmt.Errorf("monitordb create %s: encode: %w", rec.EventID, err)
+	}
+	expr, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(attrEventID))))
+	if err != nil {
+		return monitor.Record{}, false, err
+	}
+	out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: av,
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.capacity.mode(),
+	})
+	if ccf, ok := conditionFailed(err); ok {
+		if len(ccf.Item) > 0 {
+			return decode(ccf.Item), false, nil
+		}
+		cur, err := s.Get(ctx, rec.EventID)
+		return cur, false, err
+	}
+	if err != nil {
+		return monitor.Record{}, false, unavailable("create", err)
+	}
+	s.capacity.add(out.ConsumedCapacity, true)
+	return rec, true, nil
+}
+
+// Get implements monitor.Store.
+func (s *Store) Get(ctx context.Context, eventID string) (monitor.Record, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(eventID), ConsistentRead: aws.Bool(true),
+		ReturnConsumedCapacity: s.capacity.mode(),
+	})
+	if err != nil {
+		return monitor.Record{}, unavailable("get", err)
+	}
+	s.capacity.add(out.ConsumedCapacity, false)
+	if len(out.Item) == 0 {
+		return monitor.Record{}, core.Fail(monitor.CodeEventMissing)
+	}
+	return decode(out.Item), nil
+}
+
+// Claim implements monitor.Store: one conditional UpdateItem returning
+// ALL_NEW (ALL_OLD when the condition fails).
+func (s *Store) Claim(ctx context.Context, eventID string, l monitor.Lease) (monitor.Record, bool, error) {
+	now := expression.Value(l.NowMS)
+	cond := expression.And(
+		expression.Name(attrState).In(
+			expression.Value(string(monitor.StatePending)),
+			expression.Value(string(monitor.StateWatching)),
+			expression.Value(string(monitor.StateRetryWait))),
+		expression.Name(attrNextPollMS).LessThanEqual(now),
+		expression.Name(attrUpdatedMS).LessThanEqual(now),
+	)
+	update := expression.Set(expression.Name(attrState), expression.Value(string(monitor.StateLeased))).
+		Set(expression.Name(attrPollAttempts), expression.Name(attrPollAttempts).Plus(expression.Value(1))).
+		Set(expression.Name(attrLeaseOwner), expression.Value(l.Owner)).
+		Set(expression.Name(attrLeaseToken), expression.Value(l.Token)).
+		Set(expression.Name(attrLeaseExpiresMS), expression.Value(l.ExpiresMS)).
+		Set(expression.Name(attrUpdatedMS), now).
+		Set(expression.Name(attrWakeShard), expression.Value(Shard(eventID))).
+		Set(expression.Name(attrWakeMS), expression.Value(l.ExpiresMS)).
+		Remove(expression.Name(attrLastErrorCode))
+	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
+	if err != nil {
+		return monitor.Record{}, false, err
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(eventID),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.capacity.mode(),
+	})
+	if ccf, ok := conditionFailed(err); ok {
+		if len(ccf.Item) == 0 {
+			return monitor.Record{}, false, core.Fail(monitor.CodeEventMissing)
+		}
+		return decode(ccf.Item), false, nil
+	}
+	if err != nil {
+		return monitor.Record{}, false, unavailable("claim", err)
+	}
+	s.capacity.add(out.ConsumedCapacity, true)
+	return decode(out.Attributes), true, nil
+}
+
+// Transition implements monitor.Store: one UpdateItem fenced on the lease.
+func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (monitor.Record, error) {
+	now := expression.Value(f.NowMS)
+	expiry := expression.Name(attrLeaseExpiresMS).GreaterThan(now)
+	if f.Expired {
+		expiry = expression.Name(attrLeaseExpiresMS).LessThanEqual(now)
+	}
+	cond := expression.And(
+		expression.Name(attrState).Equal(expression.Value(string(monitor.StateLeased))),
+		expression.Name(attrLeaseToken).Equal(expression.Value(f.Token)),
+		expression.Name(attrLeaseOwner).Equal(expression.Value(f.Owner)),
+		expiry,
+		expression.Name(attrUpdatedMS).LessThanEqual(now),
+	)
+	update := expression.Set(expression.Name(attrState), expression.Value(string(u.State))).
+		Set(expression.Name(attrFailures), expression.Value(u.ConsecutiveFailures)).
+		Set(expression.Name(attrNextPollMS), expression.Value(u.NextPollMS)).
+		Set(expression.Name(attrUpdatedMS), expression.Value(u.UpdatedMS)).
+		Remove(expression.Name(attrLeaseOwner)).
+		Remove(expression.Name(attrLeaseToken)).
+		Remove(expression.Name(attrLeaseExpiresMS))
+	if u.LastErrorCode != "" {
+		update = update.Set(expression.Name(attrLastErrorCode), expression.Value(u.LastErrorCode))
+	} else {
+		update = update.Remove(expression.Name(attrLastErrorCode))
+	}
+	if u.SetSnapshot {
+		update = update.Set(expression.Name(attrRemoteStatus), expression.Value(u.RemoteStatus)).
+			Set(expression.Name(attrLifecycleSHA256), expression.Value(u.LifecycleSHA256)).
+			Set(expression.Name(attrLifecycle), expression.Value(string(u.Lifecycle)))
+	}
+	shard := expression.Value(Shard(f.EventID))
+	if u.State.CanWake() {
+		update = update.Set(expression.Name(attrWakeShard), shard).Set(expression.Name(attrWakeMS), expression.Value(u.NextPollMS))
+	} else {
+		update = update.Remove(expression.Name(attrWakeShard)).Remove(expression.Name(attrWakeMS))
+	}
+	if u.Attention("") {
+		update = update.Set(expression.Name(attrAttentionShard), shard).Set(expression.Name(attrAttentionMS), expression.Value(u.UpdatedMS))
+	} else {
+		update = update.Remove(expression.Name(attrAttentionShard)).Remove(expression.Name(attrAttentionMS))
+	}
+	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
+	if err != nil {
+		return monitor.Record{}, err
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(f.EventID),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.capacity.mode(),
+	})
+	if ccf, ok := conditionFailed(err); ok {
+		exists := len(ccf.Item) > 0
+		var old monitor.Record
+		if exists {
+			old = decode(ccf.Item)
+		}
+		if err := monitor.CheckFence(old, exists, f); err != nil {
+			return monitor.Record{}, err
+		}
+		return monitor.Record{}, monitor.LostWrite()
+	}
+	if err != nil {
+		return monitor.Record{}, unavailable("transition", err)
+	}
+	s.capacity.add(out.ConsumedCapacity, true)
+	return decode(out.Attributes), nil
+}
+
+// MarkInvalid implements monitor.Store.
+func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) error {
+	shard := expression.Value(Shard(eventID))
+	update := expression.Set(expression.Name(attrState), expression.Value(string(monitor.StateFailed))).
+		Set(expression.Name(attrLastErrorCode), expression.Value(monitor.CodeStateInvalid)).
+		Set(expression.Name(attrUpdatedMS), expression.Value(nowMS)).
+		Set(expression.Name(attrAttentionShard), shard).
+		Set(expression.Name(attrAttentionMS), expression.Value(nowMS)).
+		Remove(expression.Name(attrLeaseOwner)).
+		Remove(expression.Name(attrLeaseToken)).
+		Remove(expression.Name(attrLeaseExpiresMS)).
+		Remove(expression.Name(attrWakeShard)).
+		Remove(expression.Name(attrWakeMS))
+	expr, err := build(expression.NewBuilder().
+		WithCondition(expression.AttributeExists(expression.Name(attrEventID))).WithUpdate(update))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(eventID),
+		ConditionExpression:       expr.Condition(),
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil
+	}
+	if err != nil {
+		return unavailable("mark invalid", err)
+	}
+	return nil
+}
+
+// wakeKey is one entry of the wake index.
+type wakeKey struct {
+	EventID string `dynamodbav:"event_id"`
+	WakeMS  int64  `dynamodbav:"wake_ms"`
+}
+
+// Due implements monitor.Store: one paginated KEYS_ONLY Query per shard of
+// the sparse wake index (wake_shard = s AND wake_ms <= now), run in
+// parallel, merged in wake order.
+func (s *Store) Due(ctx context.Context, nowMS int64, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	results := make([][]wakeKey, topology.WakeShards)
+	errs := make([]error, topology.WakeShards)
+	var wg sync.WaitGroup
+	for shard := range topology.WakeShards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[shard], errs[shard] = s.dueShard(ctx, shard, nowMS, limit)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var all []wakeKey
+	for _, r := range results {
+		all = append(all, r...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].WakeMS != all[j].WakeMS {
+			return all[i].WakeMS < all[j].WakeMS
+		}
+		return all[i].EventID < all[j].EventID
+	})
+	ids := make([]string, 0, min(limit, len(all)))
+	for _, k := range all[:min(limit, len(all))] {
+		ids = append(ids, k.EventID)
+	}
+	return ids, nil
+}
+
+func (s *Store) dueShard(ctx context.Context, shard int, nowMS int64, limit int) ([]wakeKey, error) {
+	keyCond := expression.Key(attrWakeShard).Equal(expression.Value(shard)).
+		And(expression.Key(attrWakeMS).LessThanEqual(expression.Value(nowMS)))
+	expr, err := build(expression.NewBuilder().WithKeyCondition(keyCond))
+	if err != nil {
+		return nil, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(topology.IndexWake),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ScanIndexForward:          aws.Bool(true),
+		ReturnConsumedCapacity:    s.capacity.mode(),
+	}
+	var keys []wakeKey
+	for len(keys) < limit {
+		in.Limit = aws.Int32(int32(min(limit-len(keys), 1000)))
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, unavailable("due", err)
+		}
+		s.capacity.add(out.ConsumedCapacity, false)
+		var page []wakeKey
+		if err := attributevalue.UnmarshalListOfMaps(out.Items, &page); err != nil {
+			return nil, core.Wrap(monitor.CodeDatabaseIntegrity, false, fmt.Errorf("monitordb due: decode index page: %w", err))
+		}
+		keys = append(keys, page...)
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	return keys, nil
+}
+
+// Census implements monitor.Store: every key of the wake and attention
+// indexes (all shards), then the items by consistent BatchGetItem.
+func (s *Store) Census(ctx context.Context) ([]monitor.Record, error) {
+	seen := map[string]bool{}
+	var ids []string
+	for _, index := range []struct{ name, shardAttr string }{
+		{topology.IndexWake, attrWakeShard}, {topology.IndexAttention, attrAttentionShard},
+	} {
+		for shard := range topology.WakeShards {
+			found, err := s.indexKeys(ctx, index.name, index.shardAttr, shard)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range found {
+				if !seen[id] {
+					seen[id] = true
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	sort.Strings(ids)
+	return s.batchGet(ctx, ids)
+}
+
+func (s *Store) indexKeys(ctx context.Context, index, shardAttr string, shard int) ([]string, error) {
+	expr, err := build(expression.NewBuilder().WithKeyCondition(expression.Key(shardAttr).Equal(expression.Value(shard))))
+	if err != nil {
+		return nil, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(index),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ReturnConsumedCapacity:    s.capacity.mode(),
+	}
+	var ids []string
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, unavailable("census", err)
+		}
+		s.capacity.add(out.ConsumedCapacity, false)
+		for _, it := range out.Items {
+			if v, ok := it[attrEventID].(*types.AttributeValueMemberS); ok {
+				ids = append(ids, v.Value)
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return ids, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// maxUnprocessedRounds bounds retries of BatchGetItem's unprocessed keys.
+const maxUnprocessedRounds = 8
+
+func (s *Store) batchGet(ctx context.Context, ids []string) ([]monitor.Record, error) {
+	var recs []monitor.Record
+	for start := 0; start < len(ids); start += 100 {
+		keys := make([]map[string]types.AttributeValue, 0, 100)
+		for _, id := range ids[start:min(start+100, len(ids))] {
+			keys = append(keys, key(id))
+		}
+		request := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for round := 0; len(request) > 0; round++ {
+			if round == maxUnprocessedRounds {
+				return nil, core.Retry(monitor.CodeStoreUnavailable)
+			}
+			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: request, ReturnConsumedCapacity: s.capacity.mode()})
+			if err != nil {
+				return nil, unavailable("census get", err)
+			}
+			for _, c := range out.ConsumedCapacity {
+				s.capacity.add(&c, false)
+			}
+			for _, av := range out.Responses[s.table] {
+				recs = append(recs, decode(av))
+			}
+			request = out.UnprocessedKeys
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].EventID < recs[j].EventID })
+	return recs, nil
+}

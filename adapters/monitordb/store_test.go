@@ -1,0 +1,154 @@
+package monitordb
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/monitor/monitortest"
+)
+
+func newStore(t *testing.T) (*Store, *dynamodb.Client, string) {
+	t.Helper()
+	db, table := newTable(t)
+	s, err := New(db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, db, table
+}
+
+// putRaw overwrites an item bypassing every condition.
+func putRaw(t *testing.T, db *dynamodb.Client, table string, av map[string]types.AttributeValue) {
+	t.Helper()
+	if _, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: av}); err != nil {
+		t.Fatalf("put raw: %v", err)
+	}
+}
+
+func getRaw(t *testing.T, db *dynamodb.Client, table, id string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key(id), ConsistentRead: aws.Bool(true)})
+	if err != nil || len(out.Item) == 0 {
+		t.Fatalf("get raw %s: %v", id, err)
+	}
+	return out.Item
+}
+
+func TestStoreConformance(t *testing.T) {
+	monitortest.RunStoreSuite(t, monitortest.Harness{
+		New: func(t *testing.T) monitor.Store {
+			s, _, _ := newStore(t)
+			return s
+		},
+		Tamper: func(t *testing.T, st monitor.Store, id string, edit func(*monitor.Record)) {
+			s := st.(*Store)
+			db := s.db.(*dynamodb.Client)
+			rec := decode(getRaw(t, db, s.table, id))
+			edit(&rec)
+			av, err := encode(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			putRaw(t, db, s.table, av)
+		},
+	})
+}
+
+// TestRawItemTampering plants items that only a DynamoDB table can hold
+// (wrong attribute types, unknown attributes, index keys that disagree):
+// each is state_invalid, gets marked failed, and never panics.
+func TestRawItemTampering(t *testing.T) {
+	ctx := context.Background()
+	s, db, table := newStore(t)
+	svc, err := monitor.NewService(s, core.ClockFunc(func() time.Time { return core.FromMillis(monitortest.T0 + 10) }), nil, monitor.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		edit func(av map[string]types.AttributeValue)
+	}{
+		{"state is a number", func(av map[string]types.AttributeValue) { av[attrState] = &types.AttributeValueMemberN{Value: "1"} }},
+		{"job count is a string", func(av map[string]types.AttributeValue) { av[attrJobCount] = &types.AttributeValueMemberS{Value: "2"} }},
+		{"fractional ms", func(av map[string]types.AttributeValue) {
+			av[attrNextPollMS] = &types.AttributeValueMemberN{Value: "1.5"}
+		}},
+		{"text attribute", func(av map[string]types.AttributeValue) {
+			av["source_text"] = &types.AttributeValueMemberS{Value: "Hallo Welt"}
+		}},
+		{"wake key missing", func(av map[string]types.AttributeValue) { delete(av, attrWakeMS) }},
+		{"wake key wrong", func(av map[string]types.AttributeValue) { av[attrWakeMS] = &types.AttributeValueMemberN{Value: "1"} }},
+		{"attention on a pending item", func(av map[string]types.AttributeValue) {
+			av[attrAttentionShard] = &types.AttributeValueMemberN{Value: "0"}
+			av[attrAttentionMS] = &types.AttributeValueMemberN{Value: "1"}
+		}},
+		{"schema version missing", func(av map[string]types.AttributeValue) { delete(av, attrSchemaVersion) }},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := "evt-raw-" + string(rune('a'+i))
+			rec := monitortest.NewRecord(id, monitortest.T0)
+			if _, _, err := s.Create(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			av := getRaw(t, db, table, id)
+			tt.edit(av)
+			putRaw(t, db, table, av)
+			_, err := svc.Status(ctx, id)
+			if !core.HasCode(err, monitor.CodeStateInvalid) {
+				t.Fatalf("Status = %v", err)
+			}
+			after := getRaw(t, db, table, id)
+			if v, ok := after[attrState].(*types.AttributeValueMemberS); !ok || v.Value != string(monitor.StateFailed) {
+				t.Fatalf("not marked failed: %v", after[attrState])
+			}
+			if _, ok := after[attrWakeMS]; ok {
+				t.Fatal("failed item still in the wake index")
+			}
+			if _, ok := after[attrAttentionShard]; !ok {
+				t.Fatal("failed item not in the attention index")
+			}
+		})
+	}
+	h, err := svc.Health(ctx)
+	if err != nil || h.Status != monitor.HealthBlocked || h.Failed != len(tests) {
+		t.Fatalf("health = %+v, %v", h, err)
+	}
+}
+
+func TestOtherSchemaVersionIsLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	s, db, table := newStore(t)
+	svc, _ := monitor.NewService(s, core.ClockFunc(func() time.Time { return core.FromMillis(monitortest.T0) }), nil, monitor.Config{})
+	s.Create(ctx, monitortest.NewRecord("evt-v2", monitortest.T0))
+	av := getRaw(t, db, table, "evt-v2")
+	av[attrSchemaVersion] = &types.AttributeValueMemberN{Value: "2"}
+	putRaw(t, db, table, av)
+	_, err := svc.Status(ctx, "evt-v2")
+	if !core.HasCode(err, monitor.CodeSchemaAltered) {
+		t.Fatalf("Status = %v", err)
+	}
+	if v := getRaw(t, db, table, "evt-v2")[attrState].(*types.AttributeValueMemberS).Value; v != string(monitor.StatePending) {
+		t.Fatalf("record of another version rewritten: %s", v)
+	}
+}
+
+func TestStoreErrorsAreCoreErrors(t *testing.T) {
+	s, _, _ := newStore(t)
+	bad, _ := New(s.db, "no-such-table")
+	ctx := context.Background()
+	_, err := bad.Get(ctx, "evt-1")
+	if !core.HasCode(err, monitor.CodeStoreUnavailable) || !core.IsRetryable(err) {
+		t.Fatalf("Get on a missing table = %v", err)
+	}
+	if _, err := bad.Due(ctx, 1, 10); !core.HasCode(err, monitor.CodeStoreUnavailable) {
+		t.Fatalf("Due on a missing table = %v", err)
+	}
+}
