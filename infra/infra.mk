@@ -12,6 +12,7 @@
 #   DELETION_PROTECTION    true|false (default true; deploy-local uses false)
 #   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional)
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
+#   ASSET_DIR              directory with <fn>/bootstrap (default build/, from make build)
 
 INFRA_CLI_DIR := infra/cli
 INFRA_CDK := $(CURDIR)/$(INFRA_CLI_DIR)/node_modules/.bin/cdk
@@ -28,8 +29,9 @@ EVIDENCE_BASE_URL ?=
 DELETION_PROTECTION ?= true
 ALARM_TOPIC_ARN ?=
 CDK_FLAGS ?=
+ASSET_DIR ?= $(CURDIR)/build
 
-INFRA_CONTEXT = -c assetDir=$(CURDIR)/build -c stackName=$(STACK_NAME) \
+INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(LOCALEFLOW_PREFIX),-c prefix=$(LOCALEFLOW_PREFIX)) \
 	$(if $(CMS_BASE_URL),-c cmsBaseUrl=$(CMS_BASE_URL)) \
 	$(if $(EVIDENCE_BASE_URL),-c evidenceBaseUrl=$(EVIDENCE_BASE_URL)) \
