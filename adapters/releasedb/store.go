@@ -1,0 +1,174 @@
+package releasedb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// CodeUnavailable is the retryable code of any DynamoDB failure other than
+// a refused condition.
+const CodeUnavailable = "release.store.unavailable"
+
+// PKPrefix prefixes the event id in the partition key.
+const PKPrefix = "event#"
+
+const attrVersion = "v"
+
+// DynamoDBAPI is the part of *dynamodb.Client the store uses.
+type DynamoDBAPI interface {
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+var (
+	_ DynamoDBAPI   = (*dynamodb.Client)(nil)
+	_ release.Store = (*Store)(nil)
+)
+
+// Store keeps release records in one DynamoDB table.
+type Store struct {
+	db    DynamoDBAPI
+	table string
+}
+
+// New returns a store on table.
+func New(db DynamoDBAPI, table string) *Store { return &Store{db: db, table: table} }
+
+// PK is the partition key of an event's collection.
+func PK(eventID string) string { return PKPrefix + eventID }
+
+// Item is the DynamoDB item of rec, index keys included.
+func Item(rec release.Record) (map[string]types.AttributeValue, error) {
+	eventID, sk := rec.Key()
+	item, err := attributevalue.MarshalMap(rec)
+	if err != nil {
+		return nil, fmt.Errorf("releasedb: marshal %s: %w", sk, err)
+	}
+	item[topology.AttrPK] = &types.AttributeValueMemberS{Value: PK(eventID)}
+	item[topology.AttrSK] = &types.AttributeValueMemberS{Value: sk}
+	shard := release.WakeShard(eventID, sk, topology.WakeShards)
+	wakeMS, wakes, attentionMS, attention := release.Wake(rec)
+	if wakes {
+		item[topology.AttrWakeShard] = number(int64(shard))
+		item[topology.AttrWakeMS] = number(wakeMS)
+	}
+	if attention {
+		item[topology.AttrAttentionShard] = number(int64(shard))
+		item[topology.AttrAttentionMS] = number(attentionMS)
+	}
+	return item, nil
+}
+
+func number(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: fmt.Sprint(n)}
+}
+
+// Put implements release.Store.
+func (s *Store) Put(ctx context.Context, rec release.Record, prev int64) error {
+	eventID, sk := rec.Key()
+	if !core.ValidToken(eventID) || rec.RecordVersion() != prev+1 {
+		return core.Fail("release.store.record_invalid")
+	}
+	item, err := Item(rec)
+	if err != nil {
+		return core.Wrap("release.store.record_invalid", false, err)
+	}
+	cond := expression.AttributeNotExists(expression.Name(topology.AttrPK))
+	if prev != 0 {
+		cond = expression.Name(attrVersion).Equal(expression.Value(prev))
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return core.Wrap("release.store.record_invalid", false, err)
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.table),
+		Item:                      item,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return core.Wrap(release.CodeStoreConflict, true, fmt.Errorf("put %s %s: %w", eventID, sk, err))
+		}
+		return core.Wrap(CodeUnavailable, true, fmt.Errorf("put %s %s: %w", eventID, sk, err))
+	}
+	return nil
+}
+
+// Load implements release.Store with one consistent Query of the event's
+// collection.
+func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, error) {
+	if !core.ValidToken(eventID) {
+		return release.Snapshot{}, core.Fail(release.CodeEventIDInvalid)
+	}
+	expr, err := expression.NewBuilder().WithKeyCondition(
+		expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))),
+	).Build()
+	if err != nil {
+		return release.Snapshot{}, core.Wrap(CodeUnavailable, false, err)
+	}
+	snap := release.NewSnapshot()
+	input := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		out, err := s.db.Query(ctx, input)
+		if err != nil {
+			return release.Snapshot{}, core.Wrap(CodeUnavailable, true, fmt.Errorf("query %s: %w", eventID, err))
+		}
+		for _, item := range out.Items {
+			rec, err := decode(item)
+			if err != nil {
+				return release.Snapshot{}, err
+			}
+			snap.Add(rec)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return snap, nil
+		}
+		input.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+func decode(item map[string]types.AttributeValue) (release.Record, error) {
+	skAttr, ok := item[topology.AttrSK].(*types.AttributeValueMemberS)
+	if !ok {
+		return nil, core.Fail("release.store.record_invalid")
+	}
+	rec := release.NewRecord(skAttr.Value)
+	if rec == nil {
+		return nil, core.Fail("release.store.record_invalid")
+	}
+	if err := attributevalue.UnmarshalMap(item, rec); err != nil {
+		return nil, core.Wrap("release.store.record_invalid", false, fmt.Errorf("decode %s: %w", skAttr.Value, err))
+	}
+	if eventID, sk := rec.Key(); sk != skAttr.Value || itemPK(item) != PK(eventID) {
+		return nil, core.Fail("release.store.record_invalid")
+	}
+	return rec, nil
+}
+
+func itemPK(item map[string]types.AttributeValue) string {
+	if s, ok := item[topology.AttrPK].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}

@@ -1,0 +1,204 @@
+package releasedb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// newTable creates a fresh release table as topology defines it and
+// deletes it when t ends.
+func newTable(t testing.TB) (*dynamodb.Client, string) {
+	t.Helper()
+	localtest.Require(t)
+	db := localtest.DynamoDB(t)
+	table := topology.New(localtest.UniquePrefix(t)).Release
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := db.CreateTable(ctx, createTableInput(table)); err != nil {
+		t.Fatalf("create table %s: %v", table.Name, err)
+	}
+	t.Cleanup(func() {
+		if _, err := db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table.Name)}); err != nil {
+			t.Errorf("delete table %s: %v", table.Name, err)
+		}
+	})
+	return db, table.Name
+}
+
+func createTableInput(t topology.Table) *dynamodb.CreateTableInput {
+	defs := []types.AttributeDefinition{
+		{AttributeName: aws.String(t.Partition.Name), AttributeType: types.ScalarAttributeType(t.Partition.Type)},
+		{AttributeName: aws.String(t.Sort.Name), AttributeType: types.ScalarAttributeType(t.Sort.Type)},
+	}
+	seen := map[string]bool{t.Partition.Name: true, t.Sort.Name: true}
+	var gsis []types.GlobalSecondaryIndex
+	for _, ix := range t.Indexes {
+		for _, k := range []topology.Key{ix.Partition, ix.Sort} {
+			if !seen[k.Name] {
+				seen[k.Name] = true
+				defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(k.Name), AttributeType: types.ScalarAttributeType(k.Type)})
+			}
+		}
+		gsis = append(gsis, types.GlobalSecondaryIndex{
+			IndexName: aws.String(ix.Name),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(ix.Partition.Name), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(ix.Sort.Name), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		})
+	}
+	return &dynamodb.CreateTableInput{
+		TableName:            aws.String(t.Name),
+		AttributeDefinitions: defs,
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(t.Partition.Name), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(t.Sort.Name), KeyType: types.KeyTypeRange},
+		},
+		GlobalSecondaryIndexes: gsis,
+		BillingMode:            types.BillingModePayPerRequest,
+	}
+}
+
+func TestConformanceDynamoDB(t *testing.T) {
+	localtest.Require(t)
+	releasetest.Run(t, func(t *testing.T) release.Store {
+		db, table := newTable(t)
+		return New(db, table)
+	})
+}
+
+// countingDB counts Query calls.
+type countingDB struct {
+	DynamoDBAPI
+	queries int
+}
+
+func (c *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, opt ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.queries++
+	return c.DynamoDBAPI.Query(ctx, in, opt...)
+}
+
+func TestLoadIsOneQuery(t *testing.T) {
+	db, table := newTable(t)
+	counting := &countingDB{DynamoDBAPI: db}
+	s := New(counting, table)
+	ctx := context.Background()
+	for _, r := range releasetest.SampleRecords("evt-q") {
+		if err := s.Put(ctx, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := s.Load(ctx, "evt-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counting.queries != 1 || snap.Plan == nil || snap.Delivery == nil || len(snap.Evidence) != 2 {
+		t.Fatalf("%d queries, snapshot %+v", counting.queries, snap)
+	}
+}
+
+// TestSparseIndexes checks that only records that can wake sit in the wake
+// index, only failed ones in the attention index, and that a record leaves
+// the index in the write that ends its waiting.
+func TestSparseIndexes(t *testing.T) {
+	db, table := newTable(t)
+	s := New(db, table)
+	ctx := context.Background()
+	for _, r := range releasetest.SampleRecords("evt-ix") {
+		if err := s.Put(ctx, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// SampleRecords: one leased and one failed evidence record, one
+	// retry_wait delivery.
+	waitIndex(t, db, table, topology.IndexWake, []string{"delivery", "evidence#blun-l10n-evidence-" + strings.Repeat("e", 64)})
+	waitIndex(t, db, table, topology.IndexAttention, []string{"evidence#req-failed"})
+	snap, err := s.Load(ctx, "evt-ix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := *snap.Delivery
+	d.Status, d.LastErrorCode, d.Version = release.StateSucceeded, "", d.Version+1
+	if err := s.Put(ctx, &d, d.Version-1); err != nil {
+		t.Fatal(err)
+	}
+	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#blun-l10n-evidence-" + strings.Repeat("e", 64)})
+}
+
+func waitIndex(t *testing.T, db *dynamodb.Client, table, index string, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got []string
+		for shard := 0; shard < topology.WakeShards; shard++ {
+			name := topology.AttrWakeShard
+			if index == topology.IndexAttention {
+				name = topology.AttrAttentionShard
+			}
+			out, err := db.Query(context.Background(), &dynamodb.QueryInput{
+				TableName:                 aws.String(table),
+				IndexName:                 aws.String(index),
+				KeyConditionExpression:    aws.String("#s = :s"),
+				ExpressionAttributeNames:  map[string]string{"#s": name},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberN{Value: fmt.Sprint(shard)}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range out.Items {
+				got = append(got, it[topology.AttrSK].(*types.AttributeValueMemberS).Value)
+			}
+		}
+		if sameSet(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("index %s holds %v, want %v", index, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := map[string]int{}
+	for _, s := range a {
+		m[s]++
+	}
+	for _, s := range b {
+		m[s]--
+	}
+	for _, n := range m {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLargestResultFits stores a result at the size limit the parser
+// allows: DynamoDB must accept it.
+func TestLargestResultFits(t *testing.T) {
+	db, table := newTable(t)
+	s := New(db, table)
+	rec := &release.ResultRecord{EventID: "evt-big", PlanID: "plan-" + strings.Repeat("p", 200), JobID: "job-" + strings.Repeat("j", 250),
+		ResultSHA256: strings.Repeat("a", 64), ResultJSON: strings.Repeat("x", release.MaxTextBytes), Version: 1}
+	if err := s.Put(context.Background(), rec, 0); err != nil {
+		t.Fatalf("largest allowed result refused: %v", err)
+	}
+}
