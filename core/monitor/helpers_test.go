@@ -64,7 +64,14 @@ func changeJSON(eventID string) string {
 	return fmt.Sprintf(`{"event_id":%q,"site_id":"site-berlin","website_version":"v2026.11.29","source_sequence":7,"note":"hashed only"}`, eventID)
 }
 
-func changeSHA(t testing.TB, change string) string {
+// tb is the part of testing.TB and *rapid.T the fixtures need.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func changeSHA(t tb, change string) string {
 	t.Helper()
 	c, err := core.CanonicalizeJSON([]byte(change))
 	if err != nil {
@@ -74,7 +81,7 @@ func changeSHA(t testing.TB, change string) string {
 }
 
 // detail builds a localeflow.change.dispatched detail.
-func detail(t testing.TB, eventID, remoteStatus string) string {
+func detail(t tb, eventID, remoteStatus string) string {
 	t.Helper()
 	change := changeJSON(eventID)
 	return fmt.Sprintf(`{"change":%s,"dispatch":{"event_id":%q,"payload_sha256":%q,"status":"succeeded","remote_plan_id":"plan-42","remote_job_count":2,"remote_status":%q,"response_sha256":"%064x","extra":"kept by the dispatcher"}}`,
@@ -100,7 +107,7 @@ func lifecycleBody(eventID, status, requestID string) []byte {
 		requestID, eventID, status))
 }
 
-func response(t testing.TB, target lifecycle.Target, status string) lifecycle.Response {
+func response(t tb, target lifecycle.Target, status string) lifecycle.Response {
 	t.Helper()
 	r, err := lifecycle.Parse(target, "req-1", lifecycleBody(target.EventID, status, "req-1"))
 	if err != nil {
