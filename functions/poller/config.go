@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/localeflow/localeflow/adapters/cms"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/functions/poller/handler"
+)
+
+// Environment variables read at cold start.
+const (
+	envMonitorTable = "LOCALEFLOW_MONITOR_TABLE"
+	envPollQueueURL = "LOCALEFLOW_POLL_QUEUE_URL"
+	envEventBus     = "LOCALEFLOW_EVENT_BUS"
+	envCMSBaseURL   = "LOCALEFLOW_CMS_BASE_URL"
+	envCMSKeyARN    = "LOCALEFLOW_CMS_KEY_SECRET_ARN"
+	envCMSKeyHex    = "LOCALEFLOW_CMS_KEY_HEX"
+	envCMSTimeout   = "LOCALEFLOW_CMS_TIMEOUT"
+	envLease        = "LOCALEFLOW_MONITOR_LEASE"
+	envPollInterval = "LOCALEFLOW_POLL_INTERVAL"
+	envBaseDelay    = "LOCALEFLOW_RETRY_BASE_DELAY"
+	envMaxDelay     = "LOCALEFLOW_RETRY_MAX_DELAY"
+	envMaxFailures  = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
+	envConcurrency  = "LOCALEFLOW_POLL_CONCURRENCY"
+	envMargin       = "LOCALEFLOW_DEADLINE_MARGIN"
+	envWorkerID     = "LOCALEFLOW_WORKER_ID"
+	envLogLevel     = "LOCALEFLOW_LOG_LEVEL"
+)
+
+// config is the poller's configuration. Durations are Go duration strings
+// ("30s", "10m"); zero values take the defaults of the packages they feed.
+type config struct {
+	MonitorTable string
+	PollQueueURL string
+	EventBus     string
+	CMSBaseURL   string
+	// Exactly one of CMSKeySecretARN (deployed) and CMSKeyHex (local use).
+	CMSKeySecretARN string
+	CMSKeyHex       string
+	CMSTimeout      time.Duration
+	Monitor         monitor.Config
+	Concurrency     int
+	Margin          time.Duration
+	LogLevel        string
+}
+
+// loadConfig reads the environment through getenv (os.Getenv in main).
+func loadConfig(getenv func(string) string) (config, error) {
+	c := config{
+		MonitorTable:    strings.TrimSpace(getenv(envMonitorTable)),
+		PollQueueURL:    strings.TrimSpace(getenv(envPollQueueURL)),
+		EventBus:        strings.TrimSpace(getenv(envEventBus)),
+		CMSBaseURL:      strings.TrimSpace(getenv(envCMSBaseURL)),
+		CMSKeySecretARN: strings.TrimSpace(getenv(envCMSKeyARN)),
+		CMSKeyHex:       strings.TrimSpace(getenv(envCMSKeyHex)),
+		LogLevel:        strings.TrimSpace(getenv(envLogLevel)),
+		Monitor:         monitor.Config{WorkerID: strings.TrimSpace(getenv(envWorkerID))},
+	}
+	var errs []error
+	duration := func(name string, out *time.Duration) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: not a duration", name))
+			}
+			*out = d
+		}
+	}
+	integer := func(name string, out *int) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: not an integer", name))
+			}
+			*out = n
+		}
+	}
+	duration(envCMSTimeout, &c.CMSTimeout)
+	duration(envLease, &c.Monitor.Lease)
+	duration(envPollInterval, &c.Monitor.PollInterval)
+	duration(envBaseDelay, &c.Monitor.BaseDelay)
+	duration(envMaxDelay, &c.Monitor.MaxDelay)
+	duration(envMargin, &c.Margin)
+	integer(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
+	integer(envConcurrency, &c.Concurrency)
+	if c.CMSTimeout == 0 {
+		c.CMSTimeout = cms.DefaultTimeout
+	}
+	if c.Monitor.WorkerID == "" {
+		id, err := randomWorkerID()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.Monitor.WorkerID = id
+	}
+	c.Monitor = c.Monitor.WithDefaults()
+	if err := errors.Join(errs...); err != nil {
+		return config{}, err
+	}
+	return c, c.validate()
+}
+
+// validate checks everything that can be checked without AWS.
+func (c config) validate() error {
+	var errs []error
+	for _, req := range []struct{ name, value string }{
+		{envMonitorTable, c.MonitorTable}, {envPollQueueURL, c.PollQueueURL},
+		{envEventBus, c.EventBus}, {envCMSBaseURL, c.CMSBaseURL},
+	} {
+		if req.value == "" {
+			errs = append(errs, fmt.Errorf("%s is required", req.name))
+		}
+	}
+	if !strings.HasPrefix(c.PollQueueURL, "https://") && !strings.HasPrefix(c.PollQueueURL, "http://") {
+		errs = append(errs, fmt.Errorf("%s must be a queue URL", envPollQueueURL))
+	}
+	if (c.CMSKeySecretARN == "") == (c.CMSKeyHex == "") {
+		errs = append(errs, fmt.Errorf("set exactly one of %s and %s", envCMSKeyARN, envCMSKeyHex))
+	}
+	if c.CMSKeySecretARN != "" && !strings.HasPrefix(c.CMSKeySecretARN, "arn:") {
+		errs = append(errs, fmt.Errorf("%s must be an ARN", envCMSKeyARN))
+	}
+	if c.CMSKeyHex != "" {
+		if _, err := decodeKeyHex(c.CMSKeyHex); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", envCMSKeyHex, err))
+		}
+	}
+	if c.CMSTimeout <= 0 || c.CMSTimeout > cms.MaxTimeout {
+		errs = append(errs, fmt.Errorf("%s must be in (0, %s]", envCMSTimeout, cms.MaxTimeout))
+	}
+	if err := c.Monitor.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("monitor settings: %w", err))
+	} else if c.Monitor.Lease <= c.CMSTimeout {
+		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s (%s): %w", envLease, c.Monitor.Lease, envCMSTimeout, c.CMSTimeout,
+			core.Fail(monitor.CodeLeaseTooShort)))
+	}
+	if c.Concurrency < 0 || c.Concurrency > handler.MaxConcurrency {
+		errs = append(errs, fmt.Errorf("%s must be 1..%d", envConcurrency, handler.MaxConcurrency))
+	}
+	if c.Margin < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envMargin))
+	}
+	switch strings.ToUpper(c.LogLevel) {
+	case "", "DEBUG", "INFO", "WARN", "ERROR":
+	default:
+		errs = append(errs, fmt.Errorf("%s must be DEBUG, INFO, WARN or ERROR", envLogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+func decodeKeyHex(s string) ([]byte, error) {
+	key, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return nil, errors.New("key is not hex")
+	}
+	if len(key) < cms.MinKeyBytes {
+		return nil, fmt.Errorf("key must have at least %d bytes", cms.MinKeyBytes)
+	}
+	return key, nil
+}
+
+func randomWorkerID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("worker id: %w", err)
+	}
+	return "poller-" + hex.EncodeToString(b[:]), nil
+}
+
+// SecretsAPI is the one Secrets Manager method used, with the SDK's exact
+// signature.
+type SecretsAPI interface {
+	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+var _ SecretsAPI = (*secretsmanager.Client)(nil)
+
+// cmsKey returns the CMS HMAC key: from LOCALEFLOW_CMS_KEY_HEX, or from the
+// secret (SecretString = the key in hex, or SecretBinary = the raw key).
+func (c config) cmsKey(ctx context.Context, sm SecretsAPI) ([]byte, error) {
+	if c.CMSKeyHex != "" {
+		return decodeKeyHex(c.CMSKeyHex)
+	}
+	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(c.CMSKeySecretARN)})
+	if err != nil {
+		return nil, fmt.Errorf("read CMS key secret: %w", err)
+	}
+	if len(out.SecretBinary) > 0 {
+		if len(out.SecretBinary) < cms.MinKeyBytes {
+			return nil, fmt.Errorf("CMS key secret: key must have at least %d bytes", cms.MinKeyBytes)
+		}
+		return out.SecretBinary, nil
+	}
+	if out.SecretString == nil {
+		return nil, errors.New("CMS key secret is empty")
+	}
+	key, err := decodeKeyHex(*out.SecretString)
+	if err != nil {
+		return nil, fmt.Errorf("CMS key secret: %w", err)
+	}
+	return key, nil
+}

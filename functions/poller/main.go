@@ -1,0 +1,81 @@
+// Command poller is the lifecycle monitor's Lambda function: it registers
+// dispatched changes, polls the CMS lifecycle API under leases, schedules
+// the next poll as delayed SQS messages and sweeps for anything due on a
+// schedule. See package handler for the behaviour and config.go for the
+// environment it reads.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/localeflow/localeflow/adapters/awsclient"
+	"github.com/localeflow/localeflow/adapters/cms"
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/functions/poller/handler"
+)
+
+func main() {
+	log := handler.NewLogger(os.Stdout, slog.LevelInfo)
+	h, err := build(context.Background(), os.Getenv, log)
+	if err != nil {
+		log.Error("poller cold start failed", "code", "poller.config_invalid", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(h.Handle)
+}
+
+// build reads the configuration and wires the handler once per cold start.
+func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler.Handler, error) {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.LogLevel != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel))); err == nil {
+			log = handler.NewLogger(os.Stdout, level)
+		}
+	}
+	awsCfg, err := awsclient.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := cfg.cmsKey(ctx, secretsmanager.NewFromConfig(awsCfg))
+	if err != nil {
+		return nil, err
+	}
+	reader, err := cms.New(cms.Config{BaseURL: cfg.CMSBaseURL, Key: key, Timeout: cfg.CMSTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("cms client: %w", err)
+	}
+	store, err := monitordb.New(awsclient.DynamoDB(awsCfg), cfg.MonitorTable)
+	if err != nil {
+		return nil, fmt.Errorf("monitor store: %w", err)
+	}
+	clock := core.SystemClock{}
+	svc, err := monitor.NewService(store, clock, log, cfg.Monitor)
+	if err != nil {
+		return nil, err
+	}
+	return handler.New(handler.Config{
+		Monitor:     svc,
+		Reader:      reader,
+		Queue:       delayqueue.New(awsclient.SQS(awsCfg), cfg.PollQueueURL),
+		Bus:         eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
+		Clock:       clock,
+		Log:         log,
+		Concurrency: cfg.Concurrency,
+		Margin:      cfg.Margin,
+	})
+}
