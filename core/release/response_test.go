@@ -19,7 +19,7 @@ func response(t testing.TB, req *release.EvidenceRequest, mutate func(m map[stri
 	fx := releasetest.NewFixture()
 	m := map[string]any{
 		"schema": release.EvidenceResponseSchema, "request_id": req.RequestID, "result_sha256": req.ResultSHA256,
-		"quality_receipt": fx.Receipt(release.KindQuality, req.RequestID, req.ResultSHA256, t0, time.Hour),
+		"quality_receipt":      fx.Receipt(release.KindQuality, req.RequestID, req.ResultSHA256, t0, time.Hour),
 		"human_review_receipt": nil, "independent_model_review": nil,
 	}
 	if mutate != nil {
@@ -71,11 +71,17 @@ func TestValidateEvidenceResponse(t *testing.T) {
 		{"unexpected human receipt", plain, func(m map[string]any) { m["human_review_receipt"] = "v1.h.r" }, "", release.CodeEscalationUnexpected},
 		{"unexpected model review", plain, func(m map[string]any) { m["independent_model_review"] = review("rv") }, "", release.CodeEscalationUnexpected},
 		{"human ok", human, func(m map[string]any) { m["human_review_receipt"] = "v1.h.r" }, "", ""},
-		{"human required, model review", human, func(m map[string]any) { m["human_review_receipt"] = "v1.h.r"; m["independent_model_review"] = review("rv") }, "", release.CodeIndependentLegalForbidden},
+		{"human required, model review", human, func(m map[string]any) {
+			m["human_review_receipt"] = "v1.h.r"
+			m["independent_model_review"] = review("rv")
+		}, "", release.CodeIndependentLegalForbidden},
 		{"human required, none", human, nil, "", release.CodeHumanReceiptRequired},
 		{"human required, not string", human, func(m map[string]any) { m["human_review_receipt"] = false }, "", release.CodeHumanReceiptRequired},
 		{"escalation none", indep, nil, "", release.CodeEscalationRequired},
-		{"escalation both", indep, func(m map[string]any) { m["human_review_receipt"] = "v1.h.r"; m["independent_model_review"] = review("rv") }, "", release.CodeEscalationRequired},
+		{"escalation both", indep, func(m map[string]any) {
+			m["human_review_receipt"] = "v1.h.r"
+			m["independent_model_review"] = review("rv")
+		}, "", release.CodeEscalationRequired},
 		{"escalation human", indep, func(m map[string]any) { m["human_review_receipt"] = "v1.h.r" }, "", ""},
 		{"escalation human bad", indep, func(m map[string]any) { m["human_review_receipt"] = "" }, "", release.CodeHumanReceiptRequired},
 		{"escalation model", indep, func(m map[string]any) { m["independent_model_review"] = review("rv") }, "", ""},
@@ -121,7 +127,9 @@ func (p mutatingProvider) Obtain(_ context.Context, req *release.EvidenceRequest
 
 type errProvider struct{ err error }
 
-func (p errProvider) Obtain(context.Context, *release.EvidenceRequest) ([]byte, error) { return nil, p.err }
+func (p errProvider) Obtain(context.Context, *release.EvidenceRequest) ([]byte, error) {
+	return nil, p.err
+}
 
 func TestObtainEvidenceErrors(t *testing.T) {
 	req := request("evt-1")
