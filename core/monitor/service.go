@@ -233,10 +233,11 @@ func (s *Service) claim(ctx context.Context, eventID string) (Claim, Status, boo
 		s.log.InfoContext(ctx, "monitor claimed", "event_id", eventID, "attempt", rec.PollAttempts, "worker", lease.Owner)
 		return claimOf(rec), Status{}, true, nil
 	}
-	if rec.UpdatedMS > now {
-		return Claim{}, Status{}, false, core.Fail(CodeClockRegressed)
-	}
-	if rec.State == StateLeased && rec.LeaseExpiresMS <= now {
+	// updated_ms > now refuses the claim (the condition), but it is not
+	// reported as clock_regressed here: with concurrent workers it mostly
+	// means another worker, whose clock read came a moment later, moved the
+	// record first. A clock that really went back finds nothing due.
+	if rec.State == StateLeased && rec.LeaseExpiresMS <= now && rec.UpdatedMS <= now {
 		st, err := s.reclaim(ctx, rec, now)
 		return Claim{}, st, false, err
 	}

@@ -288,12 +288,22 @@ func TestFenceErrors(t *testing.T) {
 		_, err = b.svc.Retry(ctx, c, "cms.timeout")
 		wantCode(t, err, monitor.CodeClockRegressed)
 	})
-	t.Run("clock regressed on claim", func(t *testing.T) {
+	t.Run("claim with the clock behind updated_ms is refused", func(t *testing.T) {
 		b := setup(t, monitor.Config{})
 		register(t, b, "evt-1")
 		b.clock.Set(t0.Add(-time.Millisecond))
-		_, _, err := b.svc.Claim(ctx, "evt-1")
-		wantCode(t, err, monitor.CodeClockRegressed)
+		if _, ok, err := b.svc.Claim(ctx, "evt-1"); ok || err != nil {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		// A record due by next_poll_ms but updated "in the future".
+		b.clock.Set(t0)
+		b.store.Tamper("evt-1", func(r *monitor.Record) { r.UpdatedMS = r.CreatedMS + 5 })
+		if _, ok, err := b.svc.Claim(ctx, "evt-1"); ok || err != nil {
+			t.Fatalf("Claim = %v, %v", ok, err)
+		}
+		if st, _ := b.svc.Status(ctx, "evt-1"); st.State != monitor.StatePending {
+			t.Fatalf("state = %s", st.State)
+		}
 	})
 	t.Run("claim missing", func(t *testing.T) {
 		b := setup(t, monitor.Config{})
