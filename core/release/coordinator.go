@@ -462,3 +462,36 @@ func (c *Coordinator) putDelivery(ctx context.Context, snap *Snapshot, next Deli
 	snap.Delivery = &next
 	return &next, nil
 }
+
+// NextWake returns the earliest time a stored lease or backoff of the
+// event's delivery or current-revision evidence can make progress, so the
+// caller can schedule the next step after a failed or waiting one. Records
+// of other evidence revisions are ignored: they never run again.
+func (c *Coordinator) NextWake(ctx context.Context, eventID string) (time.Time, bool, error) {
+	if !core.ValidToken(eventID) {
+		return time.Time{}, false, core.Fail(CodeEventIDInvalid)
+	}
+	snap, err := c.Store.Load(ctx, eventID)
+	if err != nil {
+		return time.Time{}, false, core.Wrap("coordinator.store.read_failed", true, err)
+	}
+	var best int64
+	found := false
+	consider := func(ms int64, ok bool) {
+		if ok && (!found || ms < best) {
+			best, found = ms, true
+		}
+	}
+	for _, e := range snap.Evidence {
+		if e.EvidenceRevision == c.Config.EvidenceRevision {
+			consider(e.WakeMS())
+		}
+	}
+	if snap.Delivery != nil {
+		consider(snap.Delivery.WakeMS())
+	}
+	if !found {
+		return time.Time{}, false, nil
+	}
+	return core.FromMillis(best), true, nil
+}

@@ -379,3 +379,23 @@ func TestTamperedApprovalBlocks(t *testing.T) {
 	}
 	b.runErr(t, "evt-ta", release.CodeApprovalInvalid)
 }
+
+func TestNextWake(t *testing.T) {
+	b := setup(t)
+	b.resp.FailFirst = 1
+	plan := releasetest.NewPlan("evt-w", "de-DE")
+	b.ingestPlan(t, plan)
+	if _, ok, err := b.c.NextWake(b.ctx, "evt-w"); ok || err != nil {
+		t.Fatalf("nothing stored yet: %v %v", ok, err)
+	}
+	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
+	b.runErr(t, "evt-w", "evidence.http_503")
+	at, ok, err := b.c.NextWake(b.ctx, "evt-w")
+	if err != nil || !ok || !at.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("wake %v %v %v", at, ok, err)
+	}
+	b.c.Config.EvidenceRevision = "rev-2"
+	if _, ok, _ := b.c.NextWake(b.ctx, "evt-w"); ok {
+		t.Fatal("old revision wakes")
+	}
+}

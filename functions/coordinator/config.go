@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+)
+
+// Environment variables read at cold start. Every key comes either from a
+// Secrets Manager secret (…_SECRET_ARN, deployed) or from hex in the
+// environment (…_HEX, local use only); exactly one of the two.
+const (
+	envReleaseTable     = "LOCALEFLOW_RELEASE_TABLE"
+	envReleaseQueueURL  = "LOCALEFLOW_RELEASE_QUEUE_URL"
+	envEventBus         = "LOCALEFLOW_EVENT_BUS"
+	envEvidenceBaseURL  = "LOCALEFLOW_EVIDENCE_BASE_URL"
+	envCMSBaseURL       = "LOCALEFLOW_CMS_BASE_URL"
+	envReceiptIssuers   = "LOCALEFLOW_RECEIPT_ISSUERS"
+	envRevision         = "LOCALEFLOW_EVIDENCE_REVISION"
+	envWorkerID         = "LOCALEFLOW_WORKER_ID"
+	envEvidenceLease    = "LOCALEFLOW_EVIDENCE_LEASE"
+	envEvidenceAttempts = "LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS"
+	envEvidenceTimeout  = "LOCALEFLOW_EVIDENCE_TIMEOUT"
+	envCMSTimeout       = "LOCALEFLOW_CMS_TIMEOUT"
+	envApprovalTTL      = "LOCALEFLOW_APPROVAL_TTL"
+	envDeliveryAttempts = "LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"
+	envMargin           = "LOCALEFLOW_DEADLINE_MARGIN"
+	envLogLevel         = "LOCALEFLOW_LOG_LEVEL"
+)
+
+// Key names: LOCALEFLOW_<NAME>_KEY_SECRET_ARN / LOCALEFLOW_<NAME>_KEY_HEX.
+const (
+	keyEvent       = "EVENT"
+	keyCMS         = "CMS"
+	keyEvidence    = "EVIDENCE"
+	keyApproval    = "APPROVAL"
+	keyPublication = "PUBLICATION"
+)
+
+var keyNames = []string{keyEvent, keyCMS, keyEvidence, keyApproval, keyPublication}
+
+// Function defaults. The evidence lease default is below the function's
+// 120 s timeout because the operation guard refuses evidence work when the
+// invocation has less time left than the lease (DESIGN.md's 300 s default
+// needs a timeout above 300 s).
+const (
+	defaultRevision        = "rev-1"
+	defaultEvidenceLease   = 90 * time.Second
+	defaultEvidenceTimeout = 30 * time.Second
+	defaultCMSTimeout      = 30 * time.Second
+	defaultMargin          = 2 * time.Second
+	minKeyBytes            = 16
+)
+
+// keySource is where one key comes from.
+type keySource struct {
+	SecretARN string
+	Hex       string
+}
+
+type config struct {
+	ReleaseTable    string
+	ReleaseQueueURL string
+	EventBus        string
+	EvidenceBaseURL string
+	CMSBaseURL      string
+	Keys            map[string]keySource
+	Issuers         map[string]ed25519.PublicKey
+	Release         release.Config
+	EvidenceTimeout time.Duration
+	CMSTimeout      time.Duration
+	Margin          time.Duration
+	LogLevel        string
+}
+
+func loadConfig(getenv func(string) string) (config, error) {
+	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
+	c := config{
+		ReleaseTable: get(envReleaseTable), ReleaseQueueURL: get(envReleaseQueueURL), EventBus: get(envEventBus),
+		EvidenceBaseURL: get(envEvidenceBaseURL), CMSBaseURL: get(envCMSBaseURL), LogLevel: get(envLogLevel),
+		Keys: map[string]keySource{}, EvidenceTimeout: defaultEvidenceTimeout, CMSTimeout: defaultCMSTimeout, Margin: defaultMargin,
+	}
+	for _, name := range keyNames {
+		c.Keys[name] = keySource{SecretARN: get("LOCALEFLOW_" + name + "_KEY_SECRET_ARN"), Hex: get("LOCALEFLOW_" + name + "_KEY_HEX")}
+	}
+	revision := get(envRevision)
+	if revision == "" {
+		revision = defaultRevision
+	}
+	worker := get(envWorkerID)
+	if worker == "" {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return config{}, fmt.Errorf("worker id: %w", err)
+		}
+		worker = "coordinator-" + hex.EncodeToString(b[:])
+	}
+	c.Release = release.DefaultConfig(revision, worker)
+	c.Release.EvidenceLease = defaultEvidenceLease
+	var errs []error
+	duration := func(name string, out *time.Duration) {
+		if v := get(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: not a duration", name))
+			}
+			*out = d
+		}
+	}
+	integer := func(name string, out *int) {
+		if v := get(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: not an integer", name))
+			}
+			*out = n
+		}
+	}
+	duration(envEvidenceLease, &c.Release.EvidenceLease)
+	duration(envEvidenceTimeout, &c.EvidenceTimeout)
+	duration(envCMSTimeout, &c.CMSTimeout)
+	duration(envApprovalTTL, &c.Release.ApprovalTTL)
+	duration(envMargin, &c.Margin)
+	integer(envEvidenceAttempts, &c.Release.EvidenceMaxAttempts)
+	integer(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
+	c.Release.DeliveryLease = c.Release.EvidenceLease
+	issuers, err := parseIssuers(get(envReceiptIssuers))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.Issuers = issuers
+	if err := errors.Join(errs...); err != nil {
+		return config{}, err
+	}
+	return c, c.validate()
+}
+
+// parseIssuers reads "issuer=hexkey,issuer2=hexkey2" (Ed25519 public keys).
+func parseIssuers(s string) (map[string]ed25519.PublicKey, error) {
+	out := map[string]ed25519.PublicKey{}
+	if s == "" {
+		return nil, fmt.Errorf("%s is required (issuer=hex public key, comma separated)", envReceiptIssuers)
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, keyHex, ok := strings.Cut(strings.TrimSpace(part), "=")
+		key, err := hex.DecodeString(keyHex)
+		if !ok || !core.ValidToken(name) || err != nil || len(key) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("%s: entry %q is not issuer=<64 hex digits>", envReceiptIssuers, name)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%s: issuer %q repeated", envReceiptIssuers, name)
+		}
+		out[name] = ed25519.PublicKey(key)
+	}
+	return out, nil
+}
+
+func (c config) validate() error {
+	var errs []error
+	for _, req := range []struct{ name, value string }{
+		{envReleaseTable, c.ReleaseTable}, {envReleaseQueueURL, c.ReleaseQueueURL}, {envEventBus, c.EventBus},
+		{envEvidenceBaseURL, c.EvidenceBaseURL}, {envCMSBaseURL, c.CMSBaseURL},
+	} {
+		if req.value == "" {
+			errs = append(errs, fmt.Errorf("%s is required", req.name))
+		}
+	}
+	if c.ReleaseQueueURL != "" && !strings.HasPrefix(c.ReleaseQueueURL, "https://") && !strings.HasPrefix(c.ReleaseQueueURL, "http://") {
+		errs = append(errs, fmt.Errorf("%s must be a queue URL", envReleaseQueueURL))
+	}
+	for _, name := range keyNames {
+		src := c.Keys[name]
+		arnVar, hexVar := "LOCALEFLOW_"+name+"_KEY_SECRET_ARN", "LOCALEFLOW_"+name+"_KEY_HEX"
+		if (src.SecretARN == "") == (src.Hex == "") {
+			errs = append(errs, fmt.Errorf("set exactly one of %s and %s", arnVar, hexVar))
+			continue
+		}
+		if src.SecretARN != "" && !strings.HasPrefix(src.SecretARN, "arn:") {
+			errs = append(errs, fmt.Errorf("%s must be an ARN", arnVar))
+		}
+		if src.Hex != "" {
+			if _, err := decodeKey(name, []byte(src.Hex), false); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", hexVar, err))
+			}
+		}
+	}
+	r := c.Release
+	if r.EvidenceLease <= c.EvidenceTimeout || r.EvidenceLease <= c.CMSTimeout {
+		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s and %s: %w", envEvidenceLease, r.EvidenceLease, envEvidenceTimeout, envCMSTimeout,
+			core.Fail("coordinator.lease_too_short")))
+	}
+	if c.EvidenceTimeout <= 0 || c.CMSTimeout <= 0 || c.Margin < 0 {
+		errs = append(errs, errors.New("timeouts must be positive and the margin not negative"))
+	}
+	if err := validatePolicy(r); err != nil {
+		errs = append(errs, err)
+	}
+	switch strings.ToUpper(c.LogLevel) {
+	case "", "DEBUG", "INFO", "WARN", "ERROR":
+	default:
+		errs = append(errs, fmt.Errorf("%s must be DEBUG, INFO, WARN or ERROR", envLogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// validatePolicy applies the coordinator's own bounds (lease ≤ 3600 s,
+// attempts 1..20, positive TTL) with the variable names in the message.
+func validatePolicy(r release.Config) error {
+	switch {
+	case !core.ValidToken(r.EvidenceRevision):
+		return fmt.Errorf("%s must be a token", envRevision)
+	case !core.ValidTokenN(r.WorkerID, core.MaxWorkerIDLength):
+		return fmt.Errorf("%s must be a token of at most %d characters", envWorkerID, core.MaxWorkerIDLength)
+	case r.EvidenceLease <= 0 || r.EvidenceLease > release.MaxLease:
+		return fmt.Errorf("%s must be in (0, %s]", envEvidenceLease, release.MaxLease)
+	case r.EvidenceMaxAttempts < 1 || r.EvidenceMaxAttempts > release.MaxAttempts:
+		return fmt.Errorf("%s must be 1..%d", envEvidenceAttempts, release.MaxAttempts)
+	case r.DeliveryMaxAttempts < 1 || r.DeliveryMaxAttempts > release.MaxAttempts:
+		return fmt.Errorf("%s must be 1..%d", envDeliveryAttempts, release.MaxAttempts)
+	case r.ApprovalTTL <= 0:
+		return fmt.Errorf("%s must be positive", envApprovalTTL)
+	}
+	return nil
+}
+
+// decodeKey checks key material: HMAC keys need at least 16 bytes, Ed25519
+// keys are a 32-byte seed or a 64-byte private key. raw is binary secret
+// material; otherwise it is hex text.
+func decodeKey(name string, material []byte, raw bool) ([]byte, error) {
+	key := material
+	if !raw {
+		var err error
+		if key, err = hex.DecodeString(strings.TrimSpace(string(material))); err != nil {
+			return nil, errors.New("key is not hex")
+		}
+	}
+	switch name {
+	case keyApproval, keyPublication:
+		if len(key) != ed25519.SeedSize && len(key) != ed25519.PrivateKeySize {
+			return nil, errors.New("Ed25519 key must be a 32-byte seed or a 64-byte private key")
+		}
+	default:
+		if len(key) < minKeyBytes {
+			return nil, fmt.Errorf("key must have at least %d bytes", minKeyBytes)
+		}
+	}
+	return key, nil
+}
+
+// SecretsAPI is the one Secrets Manager method used.
+type SecretsAPI interface {
+	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+var _ SecretsAPI = (*secretsmanager.Client)(nil)
+
+// key returns one key: from hex in the environment, or from its secret
+// (SecretString = hex, SecretBinary = raw bytes).
+func (c config) key(ctx context.Context, sm SecretsAPI, name string) ([]byte, error) {
+	src := c.Keys[name]
+	if src.Hex != "" {
+		return decodeKey(name, []byte(src.Hex), false)
+	}
+	if sm == nil {
+		return nil, fmt.Errorf("%s key: no Secrets Manager client", strings.ToLower(name))
+	}
+	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(src.SecretARN)})
+	if err != nil {
+		return nil, fmt.Errorf("read %s key secret: %w", strings.ToLower(name), err)
+	}
+	if len(out.SecretBinary) > 0 {
+		return decodeKey(name, out.SecretBinary, true)
+	}
+	if out.SecretString == nil {
+		return nil, fmt.Errorf("%s key secret is empty", strings.ToLower(name))
+	}
+	return decodeKey(name, []byte(*out.SecretString), false)
+}

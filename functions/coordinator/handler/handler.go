@@ -1,0 +1,294 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// Kinds of delayed envelopes on the release queue.
+const (
+	KindRun     = "release.run"
+	KindDeliver = "release.deliver"
+)
+
+// Codes of the handler.
+const (
+	CodeMessageInvalid = "coordinator.message_invalid"
+	CodeInputInvalid   = "coordinator.input_invalid"
+	CodeDeadlineShort  = "coordinator.deadline_short"
+)
+
+// Queue schedules delayed steps (adapters/delayqueue.Queue).
+type Queue interface {
+	Send(ctx context.Context, kind, eventID string, at, now time.Time) error
+	Resend(ctx context.Context, e delayqueue.Envelope, now time.Time) error
+}
+
+// Bus publishes output events (adapters/eventbus.Publisher).
+type Bus interface {
+	Publish(ctx context.Context, detailType string, detail any) error
+}
+
+// Config wires a Handler.
+type Config struct {
+	Coordinator *release.Coordinator
+	Queue       Queue
+	Bus         Bus
+	Clock       core.Clock
+	Log         *slog.Logger
+	// Margin is kept free of work at the end of an invocation.
+	Margin time.Duration
+}
+
+// Handler handles release queue batches.
+type Handler struct {
+	c      *release.Coordinator
+	queue  Queue
+	bus    Bus
+	clock  core.Clock
+	log    *slog.Logger
+	margin time.Duration
+}
+
+// New validates cfg and returns a Handler. It installs the operation guard
+// on the coordinator: evidence, verification and delivery work starts only
+// with at least the lease (plus the margin) left in the invocation.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Coordinator == nil || cfg.Queue == nil || cfg.Bus == nil || cfg.Clock == nil || cfg.Log == nil || cfg.Margin < 0 {
+		return nil, core.Fail("coordinator.config.invalid")
+	}
+	if err := cfg.Coordinator.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin}
+	h.c.Guard = h.guard
+	return h, nil
+}
+
+// guard refuses work that the invocation may not outlive.
+func (h *Handler) guard(ctx context.Context, lease time.Duration) error {
+	if !h.hasTime(ctx, lease) {
+		return core.Fail(CodeDeadlineShort)
+	}
+	return nil
+}
+
+func (h *Handler) hasTime(ctx context.Context, need time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) >= need+h.margin
+}
+
+// Handle is the Lambda entry point for release queue batches.
+func (h *Handler) Handle(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	for _, m := range batch.Records {
+		if err := h.message(ctx, m); !h.settle(ctx, m, err) {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	h.log.InfoContext(ctx, "coordinator batch done", "messages", len(batch.Records), "failures", len(resp.BatchItemFailures))
+	return resp, nil
+}
+
+// settle logs the message's fate; true acknowledges it.
+func (h *Handler) settle(ctx context.Context, m events.SQSMessage, err error) bool {
+	if err == nil {
+		return true
+	}
+	code := core.CodeOf(err)
+	if code != "" && !core.IsRetryable(err) {
+		h.log.WarnContext(ctx, "coordinator message settled with a final error", "message_id", m.MessageId, "code", code)
+		return true
+	}
+	if code == "" {
+		code = "coordinator.unexpected"
+	}
+	h.log.ErrorContext(ctx, "coordinator message failed", "message_id", m.MessageId, "code", code)
+	return false
+}
+
+func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
+	body := bytes.TrimSpace([]byte(m.Body))
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(body, &probe); err != nil || probe == nil {
+		return core.Wrap(CodeMessageInvalid, false, errors.New("body is not a JSON object"))
+	}
+	if _, ok := probe["schema"]; ok {
+		return h.delayed(ctx, body)
+	}
+	if _, ok := probe["detail-type"]; ok {
+		return h.input(ctx, body)
+	}
+	return core.Wrap(CodeMessageInvalid, false, errors.New("body has neither schema nor detail-type"))
+}
+
+// input stores a signed plan or job event and runs a step for its event.
+func (h *Handler) input(ctx context.Context, body []byte) error {
+	var env struct {
+		Source     string          `json:"source"`
+		DetailType string          `json:"detail-type"`
+		Detail     json.RawMessage `json:"detail"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource || len(env.Detail) == 0 {
+		return core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope"))
+	}
+	eventID, changed, err := h.c.Ingest(ctx, env.DetailType, env.Detail)
+	if err != nil {
+		return err
+	}
+	h.log.InfoContext(ctx, "input stored", "event_id", eventID, "detail_type", env.DetailType, "changed", changed)
+	return h.step(ctx, KindRun, eventID)
+}
+
+// delayed handles a delayed step envelope.
+func (h *Handler) delayed(ctx context.Context, body []byte) error {
+	env, err := delayqueue.Parse(body)
+	if err != nil {
+		return err
+	}
+	if (env.Kind != KindRun && env.Kind != KindDeliver) || env.Ref != "" {
+		return core.Wrap(CodeMessageInvalid, false, fmt.Errorf("kind %q is not the coordinator's", env.Kind))
+	}
+	now := h.clock.Now()
+	if _, due := delayqueue.Due(env, now); !due {
+		return h.queue.Resend(ctx, env, now)
+	}
+	return h.step(ctx, env.Kind, env.EventID)
+}
+
+// step runs one release step and schedules the next.
+func (h *Handler) step(ctx context.Context, kind, eventID string) error {
+	if !h.hasTime(ctx, h.c.Config.EvidenceLease) {
+		// Not enough time left for a leased step: hand it to a fresh
+		// invocation instead of failing the batch.
+		return h.queue.Send(ctx, kind, eventID, h.clock.Now(), h.clock.Now())
+	}
+	var (
+		o   release.Outcome
+		err error
+	)
+	if kind == KindDeliver {
+		o, err = h.c.Deliver(ctx, eventID)
+	} else {
+		o, err = h.c.RunNextRelease(ctx, eventID)
+	}
+	if err != nil {
+		return h.afterError(ctx, kind, eventID, err)
+	}
+	h.log.InfoContext(ctx, "release step", "event_id", eventID, "kind", kind, "status", o.Status,
+		"changed", o.Changed, "job_id", o.JobID, "delivery_id", o.DeliveryID)
+	if err := h.publish(ctx, o); err != nil {
+		return err
+	}
+	return h.next(ctx, kind, o)
+}
+
+// afterError schedules the step at the stored wake time, if any: the
+// evidence or delivery state already recorded the failure.
+func (h *Handler) afterError(ctx context.Context, kind, eventID string, stepErr error) error {
+	if core.HasCode(stepErr, release.CodePlanMissing) {
+		// The plan's own event runs the release when it arrives.
+		h.log.InfoContext(ctx, "release waits for its plan", "event_id", eventID)
+		return nil
+	}
+	if !core.IsRetryable(stepErr) && !core.HasCode(stepErr, release.CodeGuardFailed) {
+		// A final failure (attempts exhausted, a refused review, a failed
+		// delivery) does not heal by running again.
+		return stepErr
+	}
+	at, ok, err := h.c.NextWake(ctx, eventID)
+	if err != nil || !ok {
+		return stepErr
+	}
+	now := h.clock.Now()
+	if at.Before(now.Add(time.Second)) {
+		at = now.Add(time.Second)
+	}
+	if err := h.queue.Send(ctx, kind, eventID, at, now); err != nil {
+		return errors.Join(stepErr, err)
+	}
+	h.log.WarnContext(ctx, "release step failed, rescheduled", "event_id", eventID, "kind", kind,
+		"code", core.CodeOf(stepErr), "retryable", core.IsRetryable(stepErr), "at_ms", core.Millis(at))
+	return nil
+}
+
+func (h *Handler) next(ctx context.Context, kind string, o release.Outcome) error {
+	now := h.clock.Now()
+	switch o.Status {
+	case release.OutcomeApproved:
+		return h.queue.Send(ctx, KindRun, o.EventID, now, now)
+	case release.OutcomeDeliveryReady:
+		at := now
+		if o.WakeAt.After(now) {
+			at = o.WakeAt
+		}
+		return h.queue.Send(ctx, KindDeliver, o.EventID, at, now)
+	case release.OutcomeWaiting:
+		if !o.WakeAt.IsZero() {
+			at := o.WakeAt
+			if at.Before(now.Add(time.Second)) {
+				at = now.Add(time.Second)
+			}
+			return h.queue.Send(ctx, KindRun, o.EventID, at, now)
+		}
+	}
+	return nil
+}
+
+// Output event details (content-free).
+type (
+	// ReleaseApproved is the detail of localeflow.release.approved.
+	ReleaseApproved struct {
+		EventID      string `json:"event_id"`
+		PlanID       string `json:"plan_id"`
+		JobID        string `json:"job_id"`
+		TargetLocale string `json:"target_locale"`
+		ApprovalID   string `json:"approval_id"`
+	}
+	// Delivery is the detail of localeflow.delivery.ready and
+	// localeflow.delivery.delivered.
+	Delivery struct {
+		EventID    string `json:"event_id"`
+		PlanID     string `json:"plan_id"`
+		DeliveryID string `json:"delivery_id"`
+		Status     string `json:"status"`
+	}
+)
+
+func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
+	if !o.Changed {
+		return nil
+	}
+	if o.ApprovalID != "" {
+		if err := h.bus.Publish(ctx, topology.DetailReleaseApproved, ReleaseApproved{
+			EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
+		}); err != nil {
+			return fmt.Errorf("publish approved %s: %w", o.EventID, err)
+		}
+	}
+	detailType := ""
+	switch o.Status {
+	case release.OutcomeDeliveryReady:
+		detailType = topology.DetailDeliveryReady
+	case release.OutcomeDelivered:
+		detailType = topology.DetailDeliveryDelivered
+	default:
+		return nil
+	}
+	if err := h.bus.Publish(ctx, detailType, Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}); err != nil {
+		return fmt.Errorf("publish %s %s: %w", detailType, o.EventID, err)
+	}
+	return nil
+}

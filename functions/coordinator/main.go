@@ -1,0 +1,105 @@
+// Command coordinator is the release coordinator's Lambda function: it
+// stores signed plans and job results from the release queue, obtains
+// quality evidence, approves locales with signed approvals, and prepares
+// and sends the signed delivery once every locale is approved. See package
+// handler for the behaviour and config.go for the environment.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/localeflow/localeflow/adapters/awsclient"
+	"github.com/localeflow/localeflow/adapters/cmsdelivery"
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/adapters/evidence"
+	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/functions/coordinator/handler"
+)
+
+func main() {
+	log := handler.NewLogger(os.Stdout, slog.LevelInfo)
+	h, err := build(context.Background(), os.Getenv, log)
+	if err != nil {
+		log.Error("coordinator cold start failed", "code", "coordinator.config_invalid", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(h.Handle)
+}
+
+// build reads the configuration and wires the handler once per cold start.
+func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler.Handler, error) {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.LogLevel != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel))); err == nil {
+			log = handler.NewLogger(os.Stdout, level)
+		}
+	}
+	awsCfg, err := awsclient.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var sm SecretsAPI
+	for _, name := range keyNames {
+		if cfg.Keys[name].SecretARN != "" {
+			sm = secretsmanager.NewFromConfig(awsCfg)
+			break
+		}
+	}
+	keys := map[string][]byte{}
+	for _, name := range keyNames {
+		if keys[name], err = cfg.key(ctx, sm, name); err != nil {
+			return nil, err
+		}
+	}
+	evidenceClient, err := evidence.New(evidence.Config{BaseURL: cfg.EvidenceBaseURL, Key: keys[keyEvidence], Timeout: cfg.EvidenceTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("evidence client: %w", err)
+	}
+	cmsClient, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: cfg.CMSBaseURL, Key: keys[keyCMS], Timeout: cfg.CMSTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("cms delivery client: %w", err)
+	}
+	approval, err := release.NewApprovalAuthority(keys[keyApproval])
+	if err != nil {
+		return nil, fmt.Errorf("approval key: %w", err)
+	}
+	publication, err := release.NewPublicationAuthority(keys[keyPublication])
+	if err != nil {
+		return nil, fmt.Errorf("publication key: %w", err)
+	}
+	clock := core.SystemClock{}
+	coord := &release.Coordinator{
+		Store:    releasedb.New(awsclient.DynamoDB(awsCfg), cfg.ReleaseTable),
+		EventKey: keys[keyEvent],
+		Evidence: evidenceClient,
+		CMS:      cmsClient,
+		Verifiers: release.Verifiers{
+			Quality:           release.ReceiptVerifier{Kind: release.KindQuality, Issuers: cfg.Issuers},
+			HumanReview:       release.ReceiptVerifier{Kind: release.KindHumanReview, Issuers: cfg.Issuers},
+			IndependentReview: release.ReceiptVerifier{Kind: release.KindIndependentModelReview, Issuers: cfg.Issuers},
+		},
+		Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg.Release,
+	}
+	return handler.New(handler.Config{
+		Coordinator: coord,
+		Queue:       delayqueue.New(awsclient.SQS(awsCfg), cfg.ReleaseQueueURL),
+		Bus:         eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
+		Clock:       clock,
+		Log:         log,
+		Margin:      cfg.Margin,
+	})
+}
