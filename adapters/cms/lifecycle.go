@@ -16,6 +16,7 @@ import (
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
+	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -59,6 +60,8 @@ type Config struct {
 	// bound to its path).
 	HTTPClient *http.Client
 }
+
+var _ monitor.LifecycleReader = (*Client)(nil)
 
 // Client reads signed lifecycle views from the CMS. It is safe for
 // concurrent use.
