@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,8 +40,10 @@ var scripts = [][]cmsStep{
 }
 
 func scriptOf(eventID string) []cmsStep {
-	var i int
-	fmt.Sscanf(strings.TrimPrefix(eventID, "evt-"), "%d", &i)
+	i, err := strconv.Atoi(strings.TrimPrefix(eventID, "evt-"))
+	if err != nil {
+		panic("scripted CMS: unexpected event id " + eventID)
+	}
 	return scripts[i%len(scripts)]
 }
 

@@ -127,7 +127,9 @@ func TestOtherSchemaVersionIsLeftAlone(t *testing.T) {
 	ctx := context.Background()
 	s, db, table := newStore(t)
 	svc, _ := monitor.NewService(s, core.ClockFunc(func() time.Time { return core.FromMillis(monitortest.T0) }), nil, monitor.Config{})
-	s.Create(ctx, monitortest.NewRecord("evt-v2", monitortest.T0))
+	if _, _, err := s.Create(ctx, monitortest.NewRecord("evt-v2", monitortest.T0)); err != nil {
+		t.Fatal(err)
+	}
 	av := getRaw(t, db, table, "evt-v2")
 	av[attrSchemaVersion] = &types.AttributeValueMemberN{Value: "2"}
 	putRaw(t, db, table, av)

@@ -2,7 +2,6 @@ package monitor_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -156,9 +155,4 @@ func wantCode(t *testing.T, err error, code string) {
 	if !core.HasCode(err, code) {
 		t.Fatalf("error = %v, want code %s", err, code)
 	}
-}
-
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }

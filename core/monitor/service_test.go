@@ -185,7 +185,9 @@ func TestTransitions(t *testing.T) {
 		b := setup(t, monitor.Config{})
 		register(t, b, "evt-1")
 		c := claimOne(t, b, "evt-1")
-		b.svc.Retry(ctx, c, "cms.timeout")
+		if _, err := b.svc.Retry(ctx, c, "cms.timeout"); err != nil {
+			t.Fatal(err)
+		}
 		b.clock.Advance(5 * time.Second)
 		c = claimOne(t, b, "evt-1")
 		if c.ConsecutiveFailures != 1 || c.Attempt != 2 {

@@ -97,20 +97,26 @@ func TestTamperedRecordIsMarkedFailed(t *testing.T) {
 			b := setup(t, monitor.Config{})
 			register(t, b, "evt-1")
 			c := claimOne(t, b, "evt-1")
-			b.svc.Retry(context.Background(), c, "cms.timeout")
+			if _, err := b.svc.Retry(context.Background(), c, "cms.timeout"); err != nil {
+				t.Fatal(err)
+			}
 			return b
 		}, func(r *monitor.Record) { r.LastErrorCode = "" }},
 		{"retry wait with bad error code", func(t *testing.T) bundle {
 			b := setup(t, monitor.Config{})
 			register(t, b, "evt-1")
 			c := claimOne(t, b, "evt-1")
-			b.svc.Retry(context.Background(), c, "cms.timeout")
+			if _, err := b.svc.Retry(context.Background(), c, "cms.timeout"); err != nil {
+				t.Fatal(err)
+			}
 			return b
 		}, func(r *monitor.Record) { r.LastErrorCode = "Timeout!" }},
 		{"immediate terminal with published", func(t *testing.T) bundle {
 			b := setup(t, monitor.Config{})
 			d, _ := monitor.ParseDispatched([]byte(detail(t, "evt-1", "cancelled")))
-			b.svc.Register(context.Background(), d)
+			if _, err := b.svc.Register(context.Background(), d); err != nil {
+				t.Fatal(err)
+			}
 			return b
 		}, func(r *monitor.Record) { r.RemoteStatus = "published" }},
 		{"corrupt item", watchingRecord, func(r *monitor.Record) { r.Corrupt = true }},
@@ -204,7 +210,9 @@ func FuzzValidate(f *testing.F) {
 		register(t, b, "evt-1")
 		c := claimOne(t, b, "evt-1")
 		if field%2 == 0 {
-			b.svc.Complete(t.Context(), c, response(t, c.Target(), "processing"))
+			if _, err := b.svc.Complete(t.Context(), c, response(t, c.Target(), "processing")); err != nil {
+				t.Fatal(err)
+			}
 		}
 		rec, _ := b.store.Get(t.Context(), "evt-1")
 		switch field % 16 {
