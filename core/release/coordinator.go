@@ -343,7 +343,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		if ferr := state.Fail(ctx, snap, claim, err, c.now()); ferr != nil {
 			return Outcome{}, errors.Join(err, ferr)
 		}
-		return Outcome{}, err
+		return Outcome{}, finalIfFailed(snap, req.RequestID, err)
 	}
 	approvalNow := c.now()
 	approved, err := c.approve(ctx, snap, approvalInput{
@@ -357,7 +357,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		if ferr := state.Fail(ctx, snap, claim, blocked, c.now()); ferr != nil {
 			return Outcome{}, errors.Join(blocked, ferr)
 		}
-		return Outcome{}, blocked
+		return Outcome{}, finalIfFailed(snap, req.RequestID, blocked)
 	}
 	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {
 		return Outcome{}, err
@@ -448,6 +448,15 @@ func (c *Coordinator) Deliver(ctx context.Context, eventID string) (Outcome, err
 	log.Info("delivered")
 	o.Status, o.Changed = OutcomeDelivered, true
 	return o, nil
+}
+
+// finalIfFailed reports err as not retryable once the evidence record has
+// no attempts left: retrying the step can only answer attempts_exhausted.
+func finalIfFailed(snap *Snapshot, requestID string, err error) error {
+	if rec := snap.Evidence[requestID]; rec != nil && rec.Status == StateFailed && core.IsRetryable(err) {
+		return core.Wrap(core.CodeOf(err), false, err)
+	}
+	return err
 }
 
 func (c *Coordinator) putDelivery(ctx context.Context, snap *Snapshot, next DeliveryRecord, lostCode string) (*DeliveryRecord, error) {

@@ -134,8 +134,8 @@ func TestEvidenceRetryBackoffAndExhaustion(t *testing.T) {
 	wantDelays := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second}
 	for attempt := 1; attempt <= 5; attempt++ {
 		err := b.runErr(t, "evt-503", "evidence.http_503")
-		if !core.IsRetryable(err) {
-			t.Fatal("503 must be retryable")
+		if core.IsRetryable(err) != (attempt < 5) {
+			t.Fatalf("attempt %d: retryable=%v; the last attempt's error is final", attempt, core.IsRetryable(err))
 		}
 		rec := b.onlyEvidence(t, "evt-503")
 		if rec.Attempts != attempt || rec.LastErrorCode != "evidence.http_503" {
