@@ -50,12 +50,17 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
+// issuerKey is an Ed25519 public key in hex (any 32 bytes pass the format
+// check; the coordinator validates the key itself).
+var issuerKey = strings.Repeat("0f", 32)
+
 // testProps are valid props; tests change what they exercise.
 func testProps() *LocaleflowStackProps {
 	return &LocaleflowStackProps{
 		AssetDir:        assetDir,
 		CMSBaseURL:      "https://cms.example.com",
 		EvidenceBaseURL: "https://evidence.example.com/api/",
+		ReceiptIssuers:  " qa-vendor=" + issuerKey + ", reviewer=" + strings.Repeat("ab", 32),
 	}
 }
 

@@ -101,6 +101,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret EventKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("secret EvidenceKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret ApprovalKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret PublicationKeySecret", "secretsmanager:GetSecretValue"),
 		),

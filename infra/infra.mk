@@ -9,6 +9,7 @@
 #   STACK_NAME             CloudFormation stack name (default Localeflow)
 #   CMS_BASE_URL           CMS base URL (required by deploy)
 #   EVIDENCE_BASE_URL      evidence provider base URL (required by deploy)
+#   RECEIPT_ISSUERS        evidence receipt issuers, issuer=<hex Ed25519 public key>,... (required by deploy)
 #   DELETION_PROTECTION    true|false (default true; deploy-local uses false)
 #   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional)
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
@@ -26,6 +27,7 @@ LOCALEFLOW_PREFIX ?=
 STACK_NAME ?= Localeflow
 CMS_BASE_URL ?=
 EVIDENCE_BASE_URL ?=
+RECEIPT_ISSUERS ?=
 DELETION_PROTECTION ?= true
 ALARM_TOPIC_ARN ?=
 CDK_FLAGS ?=
@@ -35,9 +37,10 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(LOCALEFLOW_PREFIX),-c prefix=$(LOCALEFLOW_PREFIX)) \
 	$(if $(CMS_BASE_URL),-c cmsBaseUrl=$(CMS_BASE_URL)) \
 	$(if $(EVIDENCE_BASE_URL),-c evidenceBaseUrl=$(EVIDENCE_BASE_URL)) \
+	$(if $(RECEIPT_ISSUERS),-c receiptIssuers=$(RECEIPT_ISSUERS)) \
 	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN))
 
-.PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra
+.PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings
 
 $(INFRA_CLI_STAMP): $(INFRA_CLI_DIR)/package.json $(INFRA_CLI_DIR)/package-lock.json
 	cd $(INFRA_CLI_DIR) && npm ci --no-audit --no-fund --loglevel=error
@@ -49,9 +52,12 @@ synth: build $(INFRA_CLI_STAMP) ## Synthesize the CloudFormation template offlin
 	cd infra && $(INFRA_CDK) synth --quiet $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
 	@echo "template: infra/cdk.out/$(STACK_NAME).template.json"
 
-deploy: build $(INFRA_CLI_STAMP) ## Deploy to AWS with cdk deploy (needs AWS credentials, CMS_BASE_URL, EVIDENCE_BASE_URL)
+infra-deploy-settings:
 	@test -n "$(CMS_BASE_URL)" || { echo "deploy: set CMS_BASE_URL=https://..." >&2; exit 2; }
 	@test -n "$(EVIDENCE_BASE_URL)" || { echo "deploy: set EVIDENCE_BASE_URL=https://..." >&2; exit 2; }
+	@test -n "$(RECEIPT_ISSUERS)" || { echo "deploy: set RECEIPT_ISSUERS=issuer=<64 hex>,..." >&2; exit 2; }
+
+deploy: infra-deploy-settings build $(INFRA_CLI_STAMP) ## Deploy to AWS with cdk deploy (needs AWS credentials, CMS_BASE_URL, EVIDENCE_BASE_URL, RECEIPT_ISSUERS)
 	cd infra && $(INFRA_CDK) deploy $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
 
 deploy-local: build $(INFRA_CLI_STAMP) ## Deploy to a running LocalStack with cdklocal (bootstrap + deploy, deletion protection off)

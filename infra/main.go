@@ -21,6 +21,7 @@ const (
 	ctxCMSBaseURL         = "cmsBaseUrl"
 	ctxEvidenceBaseURL    = "evidenceBaseUrl"
 	ctxAlarmTopicArn      = "alarmTopicArn"
+	ctxReceiptIssuers     = "receiptIssuers"
 	ctxNag                = "nag"
 	ctxFunctions          = "functions"
 )
@@ -71,6 +72,7 @@ func run() error {
 		CMSBaseURL:         ctx(ctxCMSBaseURL, placeholderURL),
 		EvidenceBaseURL:    ctx(ctxEvidenceBaseURL, placeholderURL),
 		AlarmTopicArn:      ctx(ctxAlarmTopicArn, ""),
+		ReceiptIssuers:     ctx(ctxReceiptIssuers, ""),
 		Functions:          fns,
 	}
 	stack, err := NewLocaleflowStack(app, stackName, props)
@@ -80,6 +82,10 @@ func run() error {
 	if props.CMSBaseURL == placeholderURL || props.EvidenceBaseURL == placeholderURL {
 		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("localeflow:placeholder-url"),
 			jsii.String("cmsBaseUrl/evidenceBaseUrl not set: the functions point at "+placeholderURL+" (fine for synth, not for a deployment)"), nil)
+	}
+	if props.ReceiptIssuers == "" {
+		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("localeflow:no-receipt-issuers"),
+			jsii.String("receiptIssuers not set: the coordinator refuses to start without the evidence issuers' public keys"), nil)
 	}
 	if nag {
 		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)

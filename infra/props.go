@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -27,8 +30,12 @@ const (
 	EnvEvidenceBaseURL      = "LOCALEFLOW_EVIDENCE_BASE_URL"
 	EnvCMSKeySecret         = "LOCALEFLOW_CMS_KEY_SECRET_ARN"
 	EnvEventKeySecret       = "LOCALEFLOW_EVENT_KEY_SECRET_ARN"
+	EnvEvidenceKeySecret    = "LOCALEFLOW_EVIDENCE_KEY_SECRET_ARN"
 	EnvApprovalKeySecret    = "LOCALEFLOW_APPROVAL_KEY_SECRET_ARN"
 	EnvPublicationKeySecret = "LOCALEFLOW_PUBLICATION_KEY_SECRET_ARN"
+	// EnvReceiptIssuers lists the evidence receipt issuers' Ed25519 public
+	// keys ("issuer=<64 hex>,..."), which the coordinator verifies against.
+	EnvReceiptIssuers = "LOCALEFLOW_RECEIPT_ISSUERS"
 )
 
 // The health function publishes its blocked flag as a CloudWatch Embedded
@@ -75,6 +82,11 @@ type LocaleflowStackProps struct {
 	// and of the evidence provider. Required.
 	CMSBaseURL      string
 	EvidenceBaseURL string
+	// ReceiptIssuers are the evidence receipt issuers' Ed25519 public keys,
+	// "issuer=<64 hex>,..." (public, so a plain env var). The coordinator
+	// refuses to start without them; empty leaves the variable unset (synth
+	// only).
+	ReceiptIssuers string
 	// AlarmTopicArn, when set, is an existing SNS topic every alarm notifies.
 	AlarmTopicArn string
 	// Functions overrides sizing per function, keyed by topology
@@ -95,6 +107,7 @@ type stackConfig struct {
 	deletionProtection bool
 	cmsBaseURL         string
 	evidenceBaseURL    string
+	receiptIssuers     string
 	alarmTopicArn      string
 	functions          map[string]functionConfig
 	// visibility per queue Logical: the topology value, raised to
@@ -125,6 +138,9 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 		return stackConfig{}, err
 	}
 	if cfg.evidenceBaseURL, err = baseURL("EvidenceBaseURL", props.EvidenceBaseURL); err != nil {
+		return stackConfig{}, err
+	}
+	if cfg.receiptIssuers, err = issuers(props.ReceiptIssuers); err != nil {
 		return stackConfig{}, err
 	}
 	if cfg.alarmTopicArn != "" && !validSNSArn(cfg.alarmTopicArn) {
@@ -201,6 +217,29 @@ func baseURL(field, raw string) (string, error) {
 		return "", fmt.Errorf("infra: %s %q must be an http(s) base URL without credentials, query or fragment", field, raw)
 	}
 	return strings.TrimRight(raw, "/"), nil
+}
+
+// issuers checks "issuer=<64 hex>,..." and returns it without spaces.
+func issuers(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, part := range strings.Split(raw, ",") {
+		name, key, ok := strings.Cut(strings.TrimSpace(part), "=")
+		b, err := hex.DecodeString(key)
+		if !ok || !core.ValidToken(name) || err != nil || len(b) != ed25519.PublicKeySize || key != strings.ToLower(key) {
+			return "", fmt.Errorf("infra: ReceiptIssuers entry %q is not issuer=<64 lowercase hex digits>", name)
+		}
+		if seen[name] {
+			return "", fmt.Errorf("infra: ReceiptIssuers repeats issuer %q", name)
+		}
+		seen[name] = true
+		out = append(out, name+"="+key)
+	}
+	return strings.Join(out, ","), nil
 }
 
 func validSNSArn(arn string) bool {

@@ -93,8 +93,9 @@ func TestFunctionEnvironment(t *testing.T) {
 		"coordinator": {
 			EnvReleaseTable: release, EnvReleaseQueueURL: relURL, EnvEventBus: bus,
 			EnvCMSBaseURL: "https://cms.example.com", EnvEvidenceBaseURL: "https://evidence.example.com/api",
-			EnvCMSKeySecret: ref("CMSKeySecret"), EnvEventKeySecret: ref("EventKeySecret"),
+			EnvCMSKeySecret: ref("CMSKeySecret"), EnvEventKeySecret: ref("EventKeySecret"), EnvEvidenceKeySecret: ref("EvidenceKeySecret"),
 			EnvApprovalKeySecret: ref("ApprovalKeySecret"), EnvPublicationKeySecret: ref("PublicationKeySecret"),
+			EnvReceiptIssuers: "qa-vendor=" + issuerKey + ",reviewer=" + strings.Repeat("ab", 32),
 		},
 		"health": {EnvMonitorTable: monitor, EnvReleaseTable: release, EnvEventBus: bus},
 	}
@@ -139,17 +140,33 @@ func TestSecretsNeverInEnvironment(t *testing.T) {
 	}
 }
 
-func TestSecretsGeneratedOrEmpty(t *testing.T) {
+func TestSecretsGeneratedAsHex(t *testing.T) {
 	s := defaultSynth(t)
+	// 64 characters from 0-9a-f: the hex SecretString the functions decode
+	// (32 bytes: an HMAC key or an Ed25519 seed).
+	want := map[string]any{
+		"PasswordLength":     64,
+		"ExcludeUppercase":   true,
+		"ExcludePunctuation": true,
+		"ExcludeCharacters":  "ghijklmnopqrstuvwxyz",
+	}
+	alphabet := ""
+	for c := 'a'; c <= 'z'; c++ {
+		if !strings.ContainsRune(want["ExcludeCharacters"].(string), c) {
+			alphabet += string(c)
+		}
+	}
+	if alphabet != "abcdef" {
+		t.Fatalf("lowercase letters left: %q", alphabet)
+	}
 	for _, spec := range secretSpecs {
 		t.Run(spec.Logical, func(t *testing.T) {
 			p := s.props(t, "AWS::SecretsManager::Secret", spec.Logical)
 			if p["Name"] != "localeflow/"+spec.Stem {
 				t.Errorf("Name = %v", p["Name"])
 			}
-			_, generated := p["GenerateSecretString"]
-			if generated != spec.Generate {
-				t.Errorf("GenerateSecretString present = %v, want %v", generated, spec.Generate)
+			if !jsonEqual(p["GenerateSecretString"], want) {
+				t.Errorf("GenerateSecretString = %v, want %v", p["GenerateSecretString"], want)
 			}
 		})
 	}
@@ -572,6 +589,11 @@ func TestInvalidPropsRejected(t *testing.T) {
 		{"negative reserved", func(p *LocaleflowStackProps) {
 			p.Functions = map[string]FunctionOptions{"coordinator": {ReservedConcurrency: -1}}
 		}, "reserved"},
+		{"issuer key too short", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "qa=abcd" }, "ReceiptIssuers"},
+		{"issuer key uppercase", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "qa=" + strings.ToUpper(issuerKey) }, "ReceiptIssuers"},
+		{"issuer without key", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "qa" }, "ReceiptIssuers"},
+		{"issuer bad name", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "q a=" + issuerKey }, "ReceiptIssuers"},
+		{"issuer repeated", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "qa=" + issuerKey + ",qa=" + issuerKey }, "repeats"},
 		{"bad alarm topic", func(p *LocaleflowStackProps) { p.AlarmTopicArn = "arn:aws:sqs:eu-west-1:1:q" }, "SNS"},
 	}
 	for _, tt := range tests {
@@ -611,5 +633,15 @@ func TestParseFunctionOptions(t *testing.T) {
 	}
 	if got, err := parseFunctionOptions(nil); err != nil || len(got) != 0 {
 		t.Errorf("nil: %v, %v", got, err)
+	}
+}
+
+func TestReceiptIssuersUnsetLeavesVariableOut(t *testing.T) {
+	props := testProps()
+	props.ReceiptIssuers = ""
+	s := synth(t, props)
+	env := s.props(t, "AWS::Lambda::Function", "CoordinatorFunction")["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if v, ok := env[EnvReceiptIssuers]; ok {
+		t.Errorf("%s = %v without issuers", EnvReceiptIssuers, v)
 	}
 }
