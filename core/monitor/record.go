@@ -247,14 +247,17 @@ const (
 // the records needing attention, never to finished ones: Counts[terminal]
 // therefore counts only terminal records that need attention (remote
 // failures); successful terminal records are not visited.
+//
+// The JSON form is the "monitor" object of the health contract
+// (DESIGN.md "Health"); Status and Invalid are for the caller.
 type Health struct {
-	Status         string
-	Counts         map[State]int
-	Due            int
-	ExpiredLeases  int
-	Failed         int
-	RemoteFailures int
+	Status         string        `json:"-"`
+	Counts         map[State]int `json:"counts"`
+	Due            int           `json:"due"`
+	ExpiredLeases  int           `json:"expired_leases"`
+	Failed         int           `json:"failed"`
+	RemoteFailures int           `json:"remote_failures"`
 	// Invalid counts records that failed validation during this check (they
 	// were marked failed and are included in Failed).
-	Invalid int
+	Invalid int `json:"-"`
 }

@@ -2,6 +2,7 @@ package monitor_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -541,8 +542,14 @@ func TestRunOnceAndClaimDue(t *testing.T) {
 		t.Fatalf("health = %+v, %v", h, err)
 	}
 	b.clock.Advance(30 * time.Second)
-	if h, _ := b.svc.Health(ctx); h.Due != 1 {
+	h, _ = b.svc.Health(ctx)
+	if h.Due != 1 {
 		t.Fatalf("health due = %+v", h)
+	}
+	body, err := json.Marshal(h)
+	want := `{"counts":{"failed":0,"leased":0,"pending":0,"retry_wait":0,"terminal":0,"watching":1},"due":1,"expired_leases":0,"failed":0,"remote_failures":0}`
+	if err != nil || string(body) != want {
+		t.Fatalf("health JSON = %s, %v", body, err)
 	}
 }
 
