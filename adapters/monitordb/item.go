@@ -122,11 +122,16 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 func decode(av map[string]types.AttributeValue) monitor.Record {
 	var it item
 	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
-		var id string
-		if s, ok := av[attrEventID].(*types.AttributeValueMemberS); ok {
-			id = s.Value
+		// Keep what identifies the item and whether it was already marked,
+		// so a corrupt item marked failed is not rewritten on every read.
+		str := func(name string) string {
+			if v, ok := av[name].(*types.AttributeValueMemberS); ok {
+				return v.Value
+			}
+			return ""
 		}
-		return monitor.Record{EventID: id, Corrupt: true}
+		return monitor.Record{EventID: str(attrEventID), State: monitor.State(str(attrState)),
+			LastErrorCode: str(attrLastErrorCode), Corrupt: true}
 	}
 	rec := monitor.Record{
 		EventID: it.EventID, SiteID: it.SiteID, PlanID: it.PlanID, WebsiteVersion: it.WebsiteVersion,
