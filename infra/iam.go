@@ -12,20 +12,19 @@ import (
 // using CDK's grant helpers (grantReadWriteData and friends add actions the
 // functions never call, such as Scan, BatchWriteItem and DeleteItem).
 var (
-	// pollerMonitorActions: register (PutItem), claim/complete/retry/fail
-	// (UpdateItem, conditional), status reads (GetItem).
+	// pollerMonitorActions: what adapters/monitordb does for the poller:
+	// register (PutItem, conditional), claim/complete/retry/fail and marking
+	// invalid records (UpdateItem, conditional), status reads (GetItem).
 	pollerMonitorActions = []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
-	// coordinatorReleaseActions: one Query per run over the event's item
-	// collection, conditional Put/Update for every state change, and
-	// ConditionCheckItem for the guards of TransactWriteItems.
-	coordinatorReleaseActions = []string{
-		"dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:PutItem",
-		"dynamodb:Query", "dynamodb:UpdateItem",
-	}
+	// coordinatorReleaseActions: adapters/releasedb loads an event's item
+	// collection with one Query and writes every state change as a PutItem
+	// conditional on the version read.
+	coordinatorReleaseActions = []string{"dynamodb:PutItem", "dynamodb:Query"}
 	// queryAction reads an index (due discovery, attention lists).
 	queryAction = []string{"dynamodb:Query"}
-	// healthTableActions: read-only.
-	healthTableActions = []string{"dynamodb:GetItem", "dynamodb:Query"}
+	// healthTableActions are read-only: the census queries the sparse
+	// indexes, then reads the items by key (GetItem, BatchGetItem).
+	healthTableActions = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"}
 	// sendAction lets a consumer schedule its own delayed follow-up
 	// messages; the receive/delete/visibility actions come from the event
 	// source mapping's grant.
@@ -51,15 +50,16 @@ func (b *builder) grant() {
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
 	b.allow("coordinator", "PublishEvents", putEvents, busArn...)
 
-	var healthResources []*string
+	var tables, indexes []*string
 	for _, t := range topo.Tables() {
 		table := b.tables[t.Logical]
-		healthResources = append(healthResources, table.TableArn())
+		tables = append(tables, table.TableArn())
 		for _, ix := range t.Indexes {
-			healthResources = append(healthResources, indexArn(table, ix.Name))
+			indexes = append(indexes, indexArn(table, ix.Name))
 		}
 	}
-	b.allow("health", "ReadTables", healthTableActions, healthResources...)
+	b.allow("health", "ReadTables", healthTableActions, tables...)
+	b.allow("health", "QueryIndexes", queryAction, indexes...)
 	b.allow("health", "PublishEvents", putEvents, busArn...)
 
 	for _, s := range secretSpecs {

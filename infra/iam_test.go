@@ -95,7 +95,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		),
 		"coordinator": slices.Concat(
 			pairs("log-group CoordinatorFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
-			pairs("table ReleaseTable", "dynamodb:ConditionCheckItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"),
+			pairs("table ReleaseTable", "dynamodb:PutItem", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("queue ReleaseQueue", append([]string{"sqs:SendMessage"}, consume...)...),
 			pairs("bus", "events:PutEvents"),
@@ -107,12 +107,12 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		),
 		"health": slices.Concat(
 			pairs("log-group HealthFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
-			pairs("table MonitorTable", "dynamodb:GetItem", "dynamodb:Query"),
-			pairs("table MonitorTable/index/wake", "dynamodb:GetItem", "dynamodb:Query"),
-			pairs("table MonitorTable/index/attention", "dynamodb:GetItem", "dynamodb:Query"),
-			pairs("table ReleaseTable", "dynamodb:GetItem", "dynamodb:Query"),
-			pairs("table ReleaseTable/index/wake", "dynamodb:GetItem", "dynamodb:Query"),
-			pairs("table ReleaseTable/index/attention", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table MonitorTable", "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table MonitorTable/index/wake", "dynamodb:Query"),
+			pairs("table MonitorTable/index/attention", "dynamodb:Query"),
+			pairs("table ReleaseTable", "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
+			pairs("table ReleaseTable/index/attention", "dynamodb:Query"),
 			pairs("bus", "events:PutEvents"),
 		),
 	}
