@@ -202,3 +202,14 @@ func TestLargestResultFits(t *testing.T) {
 		t.Fatalf("largest allowed result refused: %v", err)
 	}
 }
+
+func TestDueDynamoDB(t *testing.T) {
+	localtest.Require(t)
+	releasetest.RunDue(t, func(t *testing.T) interface {
+		release.Store
+		release.DueFinder
+	} {
+		db, table := newTable(t)
+		return New(db, table)
+	})
+}

@@ -82,8 +82,9 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		return nil, fmt.Errorf("publication key: %w", err)
 	}
 	clock := core.SystemClock{}
+	store := releasedb.New(awsclient.DynamoDB(awsCfg), cfg.ReleaseTable)
 	coord := &release.Coordinator{
-		Store:    releasedb.New(awsclient.DynamoDB(awsCfg), cfg.ReleaseTable),
+		Store:    store,
 		EventKey: keys[keyEvent],
 		Evidence: evidenceClient,
 		CMS:      cmsClient,
@@ -98,6 +99,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Coordinator: coord,
 		Queue:       delayqueue.New(awsclient.SQS(awsCfg), cfg.ReleaseQueueURL),
 		Bus:         eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
+		Due:         store,
 		Clock:       clock,
 		Log:         log,
 		Margin:      cfg.Margin,

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/localeflow/localeflow/core/release"
 )
@@ -187,5 +188,49 @@ func SampleRecords(eventID string) []release.Record {
 			Lease:   release.Lease{Status: release.StateRetryWait, Attempts: 2, MaxAttempts: 5, NextAttemptMS: ms + 10_000, LastErrorCode: "cms.http_503", CreatedMS: ms, UpdatedMS: ms},
 			Version: 1,
 		},
+	}
+}
+
+// RunDue is the conformance suite of release.DueFinder: only records that
+// can wake, inside the window, earliest first. waitIndex lets an eventually
+// consistent index catch up (DynamoDB GSIs).
+func RunDue(t *testing.T, newStore func(t *testing.T) interface {
+	release.Store
+	release.DueFinder
+}) {
+	t.Helper()
+	ctx := context.Background()
+	s := newStore(t)
+	for _, r := range SampleRecords("evt-due") {
+		if err := s.Put(ctx, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const ms = 1_764_460_800_000
+	// SampleRecords: leased evidence wakes at ms+300000, the retry_wait
+	// delivery at ms+10000, the failed evidence never.
+	want := []release.DueItem{{EventID: "evt-due", Delivery: true, WakeMS: ms + 10_000}, {EventID: "evt-due", WakeMS: ms + 300_000}}
+	var got []release.DueItem
+	var err error
+	for i := 0; i < 100; i++ {
+		if got, err = s.Due(ctx, 0, ms+1_000_000, 10); err != nil {
+			t.Fatal(err)
+		}
+		if reflect.DeepEqual(got, want) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("due = %+v, want %+v", got, want)
+	}
+	if got, _ := s.Due(ctx, 0, ms+10_000, 10); len(got) != 1 || !got[0].Delivery {
+		t.Fatalf("window end: %+v", got)
+	}
+	if got, _ := s.Due(ctx, ms+10_001, ms+1_000_000, 10); len(got) != 1 || got[0].Delivery {
+		t.Fatalf("window start: %+v", got)
+	}
+	if got, _ := s.Due(ctx, 0, ms+1_000_000, 1); len(got) != 1 {
+		t.Fatalf("limit: %+v", got)
 	}
 }

@@ -9,3 +9,12 @@ import (
 func TestMemStoreConformance(t *testing.T) {
 	Run(t, func(t *testing.T) release.Store { return NewMemStore() })
 }
+
+func TestMemStoreDue(t *testing.T) {
+	RunDue(t, func(t *testing.T) interface {
+		release.Store
+		release.DueFinder
+	} {
+		return NewMemStore()
+	})
+}

@@ -28,6 +28,17 @@ const (
 	CodeMessageInvalid = "coordinator.message_invalid"
 	CodeInputInvalid   = "coordinator.input_invalid"
 	CodeDeadlineShort  = "coordinator.deadline_short"
+	// CodeEventInvalid: the invocation is neither an SQS batch nor the
+	// sweep schedule's event; the invocation fails.
+	CodeEventInvalid = "coordinator.event_invalid"
+)
+
+// Sweep bounds: the sweep re-enqueues records due within SweepWindow (older
+// wake times belong to releases that are blocked for good, e.g. another
+// locale exhausted its attempts) and at most SweepLimit per run.
+const (
+	SweepWindow = 24 * time.Hour
+	SweepLimit  = 500
 )
 
 // Queue schedules delayed steps (adapters/delayqueue.Queue).
@@ -46,8 +57,10 @@ type Config struct {
 	Coordinator *release.Coordinator
 	Queue       Queue
 	Bus         Bus
-	Clock       core.Clock
-	Log         *slog.Logger
+	// Due finds due records for the scheduled sweep (the release store).
+	Due   release.DueFinder
+	Clock core.Clock
+	Log   *slog.Logger
 	// Margin is kept free of work at the end of an invocation.
 	Margin time.Duration
 }
@@ -57,6 +70,7 @@ type Handler struct {
 	c      *release.Coordinator
 	queue  Queue
 	bus    Bus
+	due    release.DueFinder
 	clock  core.Clock
 	log    *slog.Logger
 	margin time.Duration
@@ -66,13 +80,13 @@ type Handler struct {
 // on the coordinator: evidence, verification and delivery work starts only
 // with at least the lease (plus the margin) left in the invocation.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Coordinator == nil || cfg.Queue == nil || cfg.Bus == nil || cfg.Clock == nil || cfg.Log == nil || cfg.Margin < 0 {
+	if cfg.Coordinator == nil || cfg.Queue == nil || cfg.Bus == nil || cfg.Due == nil || cfg.Clock == nil || cfg.Log == nil || cfg.Margin < 0 {
 		return nil, core.Fail("coordinator.config.invalid")
 	}
 	if err := cfg.Coordinator.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin}
+	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin}
 	h.c.Guard = h.guard
 	return h, nil
 }
@@ -90,8 +104,68 @@ func (h *Handler) hasTime(ctx context.Context, need time.Duration) bool {
 	return !ok || time.Until(deadline) >= need+h.margin
 }
 
-// Handle is the Lambda entry point for release queue batches.
-func (h *Handler) Handle(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
+// Handle is the Lambda entry point: a release queue batch, or the event of
+// the release sweep schedule.
+func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	var probe struct {
+		Records    json.RawMessage `json:"Records"`
+		Source     string          `json:"source"`
+		DetailType string          `json:"detail-type"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, core.Wrap(CodeEventInvalid, false, errors.New("invocation is not a JSON object"))
+	}
+	switch {
+	case len(probe.Records) > 0:
+		var batch events.SQSEvent
+		if err := json.Unmarshal(raw, &batch); err != nil {
+			return nil, core.Wrap(CodeEventInvalid, false, fmt.Errorf("decode SQS batch: %w", err))
+		}
+		return h.HandleSQS(ctx, batch)
+	case probe.Source == "aws.events" && probe.DetailType == "Scheduled Event":
+		return h.Sweep(ctx)
+	}
+	return nil, core.Wrap(CodeEventInvalid, false, errors.New("neither an SQS batch nor a scheduled event"))
+}
+
+// SweepResult reports one sweep.
+type SweepResult struct {
+	Due       int `json:"due"`
+	Scheduled int `json:"scheduled"`
+}
+
+// Sweep re-enqueues a step for every record the wake index says is due:
+// the safety net for a lost or dropped step message. A duplicate step is
+// harmless (the conditional writes decide).
+func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
+	now := h.clock.Now()
+	items, err := h.due.Due(ctx, core.Millis(now.Add(-SweepWindow)), core.Millis(now), SweepLimit)
+	if err != nil {
+		return SweepResult{}, fmt.Errorf("sweep: %w", err)
+	}
+	res := SweepResult{Due: len(items)}
+	seen := map[string]bool{}
+	for _, it := range items {
+		kind := KindRun
+		if it.Delivery {
+			kind = KindDeliver
+		}
+		if seen[kind+"|"+it.EventID] {
+			continue
+		}
+		seen[kind+"|"+it.EventID] = true
+		if err := h.queue.Send(ctx, kind, it.EventID, now, now); err != nil {
+			return res, fmt.Errorf("sweep %s: %w", it.EventID, err)
+		}
+		res.Scheduled++
+	}
+	h.log.InfoContext(ctx, "coordinator sweep done", "due", res.Due, "scheduled", res.Scheduled)
+	return res, nil
+}
+
+// HandleSQS processes a release queue batch and reports the messages to
+// redeliver.
+func (h *Handler) HandleSQS(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	for _, m := range batch.Records {
 		if err := h.message(ctx, m); !h.settle(ctx, m, err) {

@@ -125,7 +125,7 @@ func setup(t *testing.T) *bundle {
 		Store: b.store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: b.resp}, CMS: b.cms,
 		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg,
 	}
-	h, err := handler.New(handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Clock: clock, Log: log})
+	h, err := handler.New(handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Due: b.store, Clock: clock, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestStoreOutageIsABatchFailure(t *testing.T) {
 		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: core.SystemClock{},
 		Config: release.DefaultConfig("rev-1", "w"),
 	}
-	h, err := handler.New(handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Clock: core.SystemClock{}, Log: slog.New(slog.DiscardHandler)})
+	h, err := handler.New(handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Due: b.store, Clock: core.SystemClock{}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,5 +374,41 @@ func TestStoreOutageIsABatchFailure(t *testing.T) {
 	resp := b.invokeRaw(t, readTestdata(t, "sqs_plan.json"))
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m-plan" {
 		t.Fatalf("%+v", resp)
+	}
+}
+
+func TestSweepReschedulesDueWork(t *testing.T) {
+	b := setup(t)
+	b.resp.FailFirst = 1
+	b.invokeRaw(t, readTestdata(t, "sqs_plan.json"))
+	b.invokeRaw(t, readTestdata(t, "sqs_jobs.json"))
+	// The step messages are lost.
+	b.queue.take(t)
+	*b.now = b.now.Add(time.Hour)
+	out, err := lambda.NewHandler(b.h.Handle).Invoke(context.Background(), readTestdata(t, "scheduled.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res handler.SweepResult
+	if err := json.Unmarshal(out, &res); err != nil || res.Scheduled != 1 || res.Due < 1 {
+		t.Fatalf("%s %v", out, err)
+	}
+	for i := 0; i < 10; i++ {
+		batch := b.queue.take(t)
+		if len(batch.Records) == 0 {
+			break
+		}
+		b.invoke(t, batch)
+	}
+	if b.bus.count(topology.DetailDeliveryDelivered) != 1 {
+		t.Fatalf("sweep did not recover the release: %v", b.bus.out)
+	}
+	// Nothing is due any more.
+	out, _ = lambda.NewHandler(b.h.Handle).Invoke(context.Background(), readTestdata(t, "scheduled.json"))
+	if string(out) != `{"due":0,"scheduled":0}` {
+		t.Fatalf("%s", out)
+	}
+	if _, err := lambda.NewHandler(b.h.Handle).Invoke(context.Background(), []byte(`{"foo":1}`)); err == nil {
+		t.Fatal("unknown invocation accepted")
 	}
 }

@@ -151,7 +151,7 @@ func newStack(t *testing.T, responder *releasetest.Responder) *stack {
 		Store: releasedb.New(s.db, res.ReleaseTable), EventKey: fx.EventKey, Evidence: ev, CMS: cms,
 		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg,
 	}
-	s.h, err = handler.New(handler.Config{Coordinator: c, Queue: instantQueue{delayqueue.New(s.sqs, res.ReleaseQueue.URL)}, Bus: s.bus, Clock: clock, Log: log})
+	s.h, err = handler.New(handler.Config{Coordinator: c, Queue: instantQueue{delayqueue.New(s.sqs, res.ReleaseQueue.URL)}, Bus: s.bus, Due: releasedb.New(s.db, res.ReleaseTable), Clock: clock, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
