@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
@@ -33,15 +36,18 @@ const placeholderURL = "https://unconfigured.invalid"
 
 func main() {
 	defer jsii.Close()
-	if err := run(); err != nil {
+	if err := run(nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		jsii.Close()
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	app := awscdk.NewApp(nil)
+// run builds and synthesizes the app. The cdk CLI passes context and the
+// output directory through the environment (appProps nil); tests pass them
+// in appProps.
+func run(appProps *awscdk.AppProps) error {
+	app := awscdk.NewApp(appProps)
 	ctx := func(key, def string) string {
 		v := app.Node().TryGetContext(jsii.String(key))
 		if v == nil {
@@ -90,8 +96,35 @@ func run() error {
 	if nag {
 		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	}
-	app.Synth(nil)
+	return synthErrors(app.Synth(nil))
+}
+
+// synthErrors fails on error annotations (cdk-nag findings among them), so
+// that `go run .` fails like `cdk synth` does.
+func synthErrors(assembly cxapi.CloudAssembly) error {
+	var errs []error
+	for _, stack := range *assembly.Stacks() {
+		for _, m := range *stack.Messages() {
+			if m.Level == cxapi.SynthesisMessageLevel_ERROR {
+				errs = append(errs, fmt.Errorf("%s: %v", *m.Id, firstLine(m.Entry.Data)))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("infra: synth found %d errors: %w", len(errs), errors.Join(errs...))
+	}
 	return nil
+}
+
+// firstLine is the first line of an annotation's data (nag messages carry
+// a long explanation after it).
+func firstLine(v any) string {
+	s, _ := v.(string)
+	if p, ok := v.(*string); ok && p != nil {
+		s = *p
+	}
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // parseFunctionOptions reads the functions context value: a JSON object

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -55,15 +54,4 @@ func TestNagSuppressionsAreJustified(t *testing.T) {
 			t.Errorf("suppression reason too thin: %q", reason)
 		}
 	}
-}
-
-func firstLine(v any) string {
-	s, _ := v.(string)
-	if s == "" {
-		if p, ok := v.(*string); ok && p != nil {
-			s = *p
-		}
-	}
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }
