@@ -193,6 +193,17 @@ func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, st
 
 func (c *Coordinator) now() time.Time { return c.Clock.Now() }
 
+// checkedNow is the step's time; a clock before the epoch or past year
+// 9999 cannot be stored as milliseconds (the reference's
+// coordinator.time.invalid).
+func (c *Coordinator) checkedNow() (time.Time, error) {
+	now := c.now()
+	if !core.ValidMillis(core.Millis(now)) {
+		return time.Time{}, core.Fail("coordinator.time.invalid")
+	}
+	return now, nil
+}
+
 // existingDelivery is the reference's _existing_delivery.
 func (c *Coordinator) existingDelivery(snap *Snapshot, plan *PlanRecord, now time.Time) (*Outcome, error) {
 	d := snap.Delivery
@@ -231,7 +242,10 @@ func (c *Coordinator) RunNextRelease(ctx context.Context, eventID string) (Outco
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	now := c.now()
+	now, err := c.checkedNow()
+	if err != nil {
+		return Outcome{}, err
+	}
 	snap, plan, err := c.load(ctx, eventID)
 	if err != nil {
 		return Outcome{}, err
@@ -375,7 +389,10 @@ func (c *Coordinator) Deliver(ctx context.Context, eventID string) (Outcome, err
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	now := c.now()
+	now, err := c.checkedNow()
+	if err != nil {
+		return Outcome{}, err
+	}
 	snap, plan, err := c.load(ctx, eventID)
 	if err != nil {
 		return Outcome{}, err

@@ -399,3 +399,49 @@ func TestNextWake(t *testing.T) {
 		t.Fatal("old revision wakes")
 	}
 }
+
+func TestResultValidationAgainstPlan(t *testing.T) {
+	tests := []struct {
+		name   string
+		result func(plan releasetest.PlanSpec) []byte
+		code   string
+	}{
+		{"job of another plan id", func(p releasetest.PlanSpec) []byte {
+			p.PlanID = "plan-other"
+			return p.ResultPayload("de-DE", releasetest.ResultOptions{})
+		}, "queue.plan_mismatch"},
+		{"result of another source text", func(p releasetest.PlanSpec) []byte {
+			p.Jobs[0].SourceText = "different source"
+			return p.ResultPayload("de-DE", releasetest.ResultOptions{})
+		}, "result.source_mismatch"},
+		{"result of another content type", func(p releasetest.PlanSpec) []byte {
+			p.Jobs[0].ContentType = "banner"
+			return p.ResultPayload("de-DE", releasetest.ResultOptions{})
+		}, "result.binding_mismatch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setup(t)
+			plan := releasetest.NewPlan("evt-v", "de-DE")
+			// The job arrives first, so it cannot be checked at ingestion.
+			if _, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", b.fx.Detail(tt.result(releasetest.NewPlan("evt-v", "de-DE")))); err != nil {
+				t.Fatal(err)
+			}
+			b.ingestPlan(t, plan)
+			b.runErr(t, "evt-v", tt.code)
+			if n := len(b.snap(t, "evt-v").Evidence); n != 0 {
+				t.Fatalf("%d evidence records for an invalid result", n)
+			}
+		})
+	}
+}
+
+func TestClockBeforeEpochRefused(t *testing.T) {
+	b := setup(t)
+	b.clock.now = time.Unix(-10, 0)
+	b.runErr(t, "evt-1", "coordinator.time.invalid")
+	_, _, err := b.c.Ingest(b.ctx, "localeflow.plan.accepted", b.fx.Detail(releasetest.NewPlan("evt-1", "de-DE").PlanPayload()))
+	wantCode(t, err, "coordinator.time.invalid")
+	_, err = b.c.Deliver(b.ctx, "evt-1")
+	wantCode(t, err, "coordinator.time.invalid")
+}

@@ -18,7 +18,10 @@ func (c *Coordinator) Ingest(ctx context.Context, detailType string, detail []by
 	if err != nil {
 		return "", false, err
 	}
-	now := c.now()
+	now, err := c.checkedNow()
+	if err != nil {
+		return "", false, err
+	}
 	if ev.Plan != nil {
 		changed, err = c.ingestPlan(ctx, ev.Plan, now)
 	} else {
