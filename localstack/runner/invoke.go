@@ -27,7 +27,9 @@ type Invoker interface {
 type InvokerFunc func(ctx context.Context, payload []byte) ([]byte, error)
 
 // Invoke implements Invoker.
-func (f InvokerFunc) Invoke(ctx context.Context, payload []byte) ([]byte, error) { return f(ctx, payload) }
+func (f InvokerFunc) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	return f(ctx, payload)
+}
 
 // FunctionError is an invocation that failed inside the function: the
 // handler returned an error, panicked, or ran past its timeout.
