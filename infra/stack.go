@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -94,6 +95,10 @@ type builder struct {
 	healthURL awslambda.FunctionUrl
 }
 
+// stackNamePattern is CloudFormation's rule for stack names; the id names
+// the stack unless StackProps.StackName is set.
+var stackNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
+
 // NewLocaleflowStack builds the whole localeflow deployment: the two
 // DynamoDB tables with their sparse indexes, the poll and release queues
 // with DLQs, the event bus with its routing rules, the schedules, the three
@@ -106,6 +111,13 @@ func NewLocaleflowStack(scope constructs.Construct, id string, props *Localeflow
 		return nil, err
 	}
 	sp := props.StackProps
+	name := id
+	if sp.StackName != nil {
+		name = *sp.StackName
+	}
+	if !stackNamePattern.MatchString(name) {
+		return nil, fmt.Errorf("infra: stack name %q is not a CloudFormation stack name (%s)", name, stackNamePattern)
+	}
 	if sp.Description == nil {
 		sp.Description = jsii.String(fmt.Sprintf("localeflow (%s): lifecycle monitor, release coordinator, health", cfg.topo.Prefix))
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
@@ -608,6 +609,11 @@ func TestInvalidPropsRejected(t *testing.T) {
 	}
 	if _, err := resolve(nil); err == nil {
 		t.Error("nil props accepted")
+	}
+	for _, id := range []string{"", "1stack", "my_stack", "a/b"} {
+		if _, err := NewLocaleflowStack(awscdk.NewApp(nil), id, testProps()); err == nil || !strings.Contains(err.Error(), "stack name") {
+			t.Errorf("stack id %q: err = %v", id, err)
+		}
 	}
 }
 
