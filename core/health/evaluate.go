@@ -1,0 +1,194 @@
+package health
+
+import (
+	"strings"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/release"
+)
+
+// Census is what one health check read: the open and attention records of
+// both tables.
+type Census struct {
+	// Monitor holds the records behind every key of the monitor table's
+	// wake and attention indexes.
+	Monitor []monitor.Record
+	// MonitorItemCount is the monitor table's approximate item count
+	// (DescribeTable), or -1 when it is unknown.
+	MonitorItemCount int64
+	// Release holds the evidence and delivery records behind every key of
+	// the release table's wake and attention indexes.
+	Release []ReleaseRecord
+}
+
+// ReleaseRecord is one evidence or delivery record as read from the
+// release table. Exactly one of Evidence and Delivery is set unless
+// Corrupt.
+type ReleaseRecord struct {
+	EventID  string
+	SortKey  string
+	Evidence *release.EvidenceRecord
+	Delivery *release.DeliveryRecord
+	// Corrupt is set by the reader when the item did not decode, is not an
+	// evidence or delivery record, or its index keys disagree with it.
+	Corrupt bool
+}
+
+// Evaluate applies the health rules (doc.go) to what was read at nowMS.
+func Evaluate(nowMS int64, c Census) Report {
+	r := Report{
+		Schema: Schema, CheckedAtMS: nowMS,
+		Monitor: newMonitorHealth(),
+		Release: ReleaseHealth{Evidence: newLeaseHealth(), Delivery: newLeaseHealth()},
+		Items:   []Item{},
+	}
+	var reasons []string
+	for _, rec := range c.Monitor {
+		it, reason := r.addMonitor(rec, nowMS)
+		r.Items = append(r.Items, it)
+		if reason != "" {
+			reasons = append(reasons, reason)
+		}
+	}
+	m := &r.Monitor
+	m.Failed = m.Counts[string(monitor.StateFailed)]
+	if c.MonitorItemCount >= 0 {
+		m.Counts[string(monitor.StateTerminal)] += max(0, int(c.MonitorItemCount)-len(c.Monitor))
+		r.TerminalApproximate = true
+	}
+	for _, rec := range c.Release {
+		it, reason := r.addRelease(rec, nowMS)
+		r.Items = append(r.Items, it)
+		if reason != "" {
+			reasons = append(reasons, reason)
+		}
+	}
+	for _, l := range []*LeaseHealth{&r.Release.Evidence, &r.Release.Delivery} {
+		l.Failed = l.Counts[release.StateFailed]
+		l.Open = l.Counts[release.StatePending] + l.Counts[release.StateLeased] + l.Counts[release.StateRetryWait]
+	}
+	for _, rule := range []struct {
+		n      int
+		reason string
+	}{
+		{m.ExpiredLeases, ReasonMonitorExpiredLeases}, {m.Failed, ReasonMonitorFailed},
+		{m.RemoteFailures, ReasonMonitorRemoteFailures},
+		{r.Release.Evidence.ExpiredLeases, ReasonEvidenceExpiredLeases}, {r.Release.Evidence.Failed, ReasonEvidenceFailed},
+		{r.Release.Delivery.ExpiredLeases, ReasonDeliveryExpiredLeases}, {r.Release.Delivery.Failed, ReasonDeliveryFailed},
+	} {
+		if rule.n > 0 {
+			reasons = append(reasons, rule.reason)
+		}
+	}
+	r.Reasons = uniqueSorted(reasons)
+	r.Status = StatusOK
+	if len(r.Reasons) > 0 {
+		r.Status = StatusBlocked
+	}
+	sortItems(r.Items)
+	return r
+}
+
+// addMonitor counts one monitor record; it returns the item and, for an
+// invalid record, its validation code.
+func (r *Report) addMonitor(rec monitor.Record, nowMS int64) (Item, string) {
+	m := &r.Monitor
+	it := Item{Kind: KindMonitor, EventID: safeID(rec.EventID)}
+	if _, err := monitor.Validate(rec); err != nil {
+		code := core.CodeOf(err)
+		m.Counts[string(monitor.StateFailed)]++
+		it.State, it.ErrorCode, it.Invalid, it.Attention = string(monitor.StateFailed), code, true, true
+		return it, code
+	}
+	m.Counts[string(rec.State)]++
+	it.State, it.ErrorCode, it.RemoteStatus = string(rec.State), rec.LastErrorCode, rec.RemoteStatus
+	it.Attempts, it.UpdatedMS = rec.PollAttempts, rec.UpdatedMS
+	if wake, ok := rec.WakeMS(); ok {
+		it.NextDueMS = wake
+	}
+	switch {
+	case rec.State.Claimable() && rec.NextPollMS <= nowMS:
+		m.Due++
+		it.Due = true
+	case rec.State == monitor.StateLeased && rec.LeaseExpiresMS <= nowMS:
+		m.ExpiredLeases++
+		it.LeaseExpired, it.Attention = true, true
+	}
+	if lifecycle.IsRemoteFailure(rec.RemoteStatus) {
+		m.RemoteFailures++
+		it.Attention = true
+	}
+	if rec.State == monitor.StateFailed {
+		it.Attention = true
+	}
+	return it, ""
+}
+
+// addRelease counts one evidence or delivery record.
+func (r *Report) addRelease(rec ReleaseRecord, nowMS int64) (Item, string) {
+	kind, part, code := KindEvidence, &r.Release.Evidence, CodeEvidenceInvalid
+	if rec.Delivery != nil || (rec.Evidence == nil && rec.SortKey == release.SKDelivery) {
+		kind, part, code = KindDelivery, &r.Release.Delivery, CodeDeliveryInvalid
+	}
+	it := Item{Kind: kind, EventID: safeID(rec.EventID), Key: safeKey(rec.SortKey)}
+	var l release.Lease
+	valid := !rec.Corrupt
+	switch {
+	case !valid:
+	case rec.Evidence != nil && rec.Delivery == nil:
+		l, valid = rec.Evidence.Lease, ValidEvidence(rec.Evidence)
+	case rec.Delivery != nil && rec.Evidence == nil:
+		l, valid = rec.Delivery.Lease, ValidDelivery(rec.Delivery)
+	default:
+		valid = false
+	}
+	// Only open and failed records belong in the indexes.
+	if valid && l.Status == release.StateSucceeded {
+		valid = false
+	}
+	if !valid {
+		part.Counts[release.StateFailed]++
+		it.State, it.ErrorCode, it.Invalid, it.Attention = release.StateFailed, code, true, true
+		return it, code
+	}
+	part.Counts[l.Status]++
+	it.State, it.ErrorCode, it.Attempts, it.UpdatedMS = l.Status, l.LastErrorCode, l.Attempts, l.UpdatedMS
+	if wake, ok := l.WakeMS(); ok {
+		it.NextDueMS = wake
+	}
+	switch {
+	case (l.Status == release.StatePending || l.Status == release.StateRetryWait) && l.NextAttemptMS <= nowMS:
+		part.Due++
+		it.Due = true
+	case l.Status == release.StateLeased && l.LeaseExpiresMS <= nowMS:
+		part.ExpiredLeases++
+		it.LeaseExpired, it.Attention = true, true
+	case l.Status == release.StateFailed:
+		it.Attention = true
+	}
+	return it, ""
+}
+
+// safeID keeps output content-free even when a tampered record's id is not
+// a token.
+func safeID(id string) string {
+	if core.ValidToken(id) {
+		return id
+	}
+	return "(invalid)"
+}
+
+func safeKey(sk string) string {
+	if sk == release.SKDelivery {
+		return sk
+	}
+	if id, ok := strings.CutPrefix(sk, release.SKEvidencePrefx); ok && core.ValidToken(id) {
+		return id
+	}
+	if sk == "" {
+		return ""
+	}
+	return "(invalid)"
+}
