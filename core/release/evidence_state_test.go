@@ -171,7 +171,7 @@ func TestFinishFencing(t *testing.T) {
 	forged := *c
 	forged.LeaseToken = "other"
 	wantCode(t, s.state.Fail(s.ctx, &s.snap, &forged, core.Retry("x.y"), t0), release.CodeEvidenceLeaseLost)
-	wantCode(t, s.state.Fail(s.ctx, &s.snap, c, errPlain{}, t0), "evidence.failure.invalid")
+	wantCode(t, s.state.Fail(s.ctx, &s.snap, c, plainError{}, t0), "evidence.failure.invalid")
 	// Someone else changes the record: the finish loses the race, re-reads
 	// and finds its lease gone.
 	rec := *s.snap.Evidence[req.RequestID]
@@ -182,9 +182,9 @@ func TestFinishFencing(t *testing.T) {
 	wantCode(t, s.state.Succeed(s.ctx, &s.snap, c, t0), release.CodeEvidenceLeaseLost)
 }
 
-type errPlain struct{}
+type plainError struct{}
 
-func (errPlain) Error() string { return "plain" }
+func (plainError) Error() string { return "plain" }
 
 func TestFinishLostWhenWriteConflictsAgain(t *testing.T) {
 	s := newState(t)

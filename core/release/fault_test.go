@@ -66,7 +66,7 @@ func TestStoreFaults(t *testing.T) {
 	// A refused approval write leaves the evidence retryable.
 	b, _ := readyBundle(t, "evt-s2")
 	failKind[*release.ApprovalRecord](b, release.ErrConflict)
-	b.c.RunNextRelease(b.ctx, "evt-s2")
+	_, _ = b.c.RunNextRelease(b.ctx, "evt-s2")
 	if rec := b.onlyEvidence(t, "evt-s2"); rec.Status != release.StateRetryWait || rec.LastErrorCode != "release.approval.conflict" {
 		t.Fatalf("%+v", rec)
 	}

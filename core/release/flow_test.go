@@ -20,14 +20,12 @@ func TestThreeLocalesOutOfOrderDeliveredOnce(t *testing.T) {
 	if o := b.run(t, "evt-3"); o.Status != release.OutcomeWaiting || o.JobID != "" || !o.WakeAt.IsZero() {
 		t.Fatalf("no completed job: %+v", o)
 	}
-	var approvals []string
 	for _, locale := range []string{"it-IT", "de-DE", "fr-FR"} {
 		b.ingestResult(t, plan, locale, releasetest.ResultOptions{})
 		o := b.run(t, "evt-3")
 		if !o.Changed || o.TargetLocale != locale || o.ApprovalID == "" {
 			t.Fatalf("after %s: %+v", locale, o)
 		}
-		approvals = append(approvals, o.ApprovalID)
 		want := release.OutcomeApproved
 		if locale == "fr-FR" {
 			want = release.OutcomeDeliveryReady
@@ -133,7 +131,7 @@ func TestEvidenceRetryBackoffAndExhaustion(t *testing.T) {
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
 	wantDelays := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second}
 	for attempt := 1; attempt <= 5; attempt++ {
-		err := b.runErr(t, "evt-503", "evidence.http_503")
+		err := b.runFail(t, "evt-503", "evidence.http_503")
 		if core.IsRetryable(err) != (attempt < 5) {
 			t.Fatalf("attempt %d: retryable=%v; the last attempt's error is final", attempt, core.IsRetryable(err))
 		}
@@ -241,7 +239,7 @@ func TestOperationGuard(t *testing.T) {
 		}
 		return nil
 	}
-	err := b.runErr(t, "evt-g", "release.operation_guard")
+	err := b.runFail(t, "evt-g", "release.operation_guard")
 	if !core.IsRetryable(err) {
 		t.Fatal("verification guard failure must be retryable")
 	}

@@ -87,7 +87,13 @@ func (b *bundle) run(t *testing.T, eventID string) release.Outcome {
 	return o
 }
 
-func (b *bundle) runErr(t *testing.T, eventID, code string) error {
+func (b *bundle) runErr(t *testing.T, eventID, code string) {
+	t.Helper()
+	_ = b.runFail(t, eventID, code)
+}
+
+// runFail runs a step that must fail with code and returns the error.
+func (b *bundle) runFail(t *testing.T, eventID, code string) error {
 	t.Helper()
 	o, err := b.c.RunNextRelease(b.ctx, eventID)
 	if !core.HasCode(err, code) {

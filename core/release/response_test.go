@@ -202,7 +202,7 @@ func TestBadReceiptBlocksApproval(t *testing.T) {
 	plan := releasetest.NewPlan("evt-br", "de-DE")
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
-	err := b.runErr(t, "evt-br", "release.receipt.issuer_unknown")
+	err := b.runFail(t, "evt-br", "release.receipt.issuer_unknown")
 	if core.IsRetryable(err) {
 		t.Fatal("untrusted receipt must not be retryable")
 	}
@@ -222,7 +222,7 @@ func TestNoTextInEvidenceStateOrLogs(t *testing.T) {
 		b.ingestResult(t, plan, l, releasetest.ResultOptions{IndependentReviewRequired: l == "de-DE"})
 	}
 	for i := 0; i < 6; i++ {
-		b.c.RunNextRelease(b.ctx, "evt-cf")
+		_, _ = b.c.RunNextRelease(b.ctx, "evt-cf")
 		b.clock.Advance(time.Minute)
 	}
 	if _, err := b.c.Deliver(b.ctx, "evt-cf"); err != nil {
