@@ -16,4 +16,11 @@
 // attention_shard and attention_ms for the "attention" index. Each PutItem
 // writes the whole item, so a record that stops waking loses the index keys
 // in the same write. Only source# and result# items hold texts.
+//
+// Attributes (besides pk, sk, v and the index keys) are the dynamodbav
+// names of the core/release record types; evidence and delivery items carry
+// the lease fields status (pending|leased|retry_wait|succeeded|failed),
+// attempts, max_attempts, next_attempt_ms, lease_owner, lease_token,
+// lease_expires_ms, last_error_code, created_ms, updated_ms. Decode turns
+// any item back into its record.
 package releasedb

@@ -33,7 +33,7 @@ func TestItemIndexKeys(t *testing.T) {
 			if _, ok := item[topology.AttrAttentionShard]; ok != att {
 				t.Fatalf("attention shard present=%v", ok)
 			}
-			back, err := decode(item)
+			back, err := Decode(item)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestDecodeRefusesUnknownItems(t *testing.T) {
 		"bad type":    {topology.AttrPK: &types.AttributeValueMemberS{Value: "event#e"}, topology.AttrSK: &types.AttributeValueMemberS{Value: "plan"}, "v": &types.AttributeValueMemberS{Value: "x"}},
 		"foreign key": {topology.AttrPK: &types.AttributeValueMemberS{Value: "x"}, topology.AttrSK: &types.AttributeValueMemberS{Value: "job#j"}, "job_id": &types.AttributeValueMemberS{Value: "j"}},
 	} {
-		if _, err := decode(item); err == nil {
+		if _, err := Decode(item); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
 	}

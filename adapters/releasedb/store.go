@@ -135,7 +135,7 @@ func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, err
 			return release.Snapshot{}, core.Wrap(CodeUnavailable, true, fmt.Errorf("query %s: %w", eventID, err))
 		}
 		for _, item := range out.Items {
-			rec, err := decode(item)
+			rec, err := Decode(item)
 			if err != nil {
 				return release.Snapshot{}, err
 			}
@@ -148,7 +148,10 @@ func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, err
 	}
 }
 
-func decode(item map[string]types.AttributeValue) (release.Record, error) {
+// Decode returns the record an item of the release table holds (the kind
+// is chosen by its sort key), checking that the keys match the record.
+// Readers of the indexes (health) decode items with it.
+func Decode(item map[string]types.AttributeValue) (release.Record, error) {
 	skAttr, ok := item[topology.AttrSK].(*types.AttributeValueMemberS)
 	if !ok {
 		return nil, core.Fail("release.store.record_invalid")
