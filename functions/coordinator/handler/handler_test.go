@@ -412,3 +412,16 @@ func TestSweepReschedulesDueWork(t *testing.T) {
 		t.Fatal("unknown invocation accepted")
 	}
 }
+
+func readTestdataF(f *testing.F, name string) []byte {
+	f.Helper()
+	raw, err := os.ReadFile("../testdata/" + name)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return raw
+}
+
+func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
+
+func (b *bundle) ctxT() context.Context { return context.Background() }
