@@ -1,0 +1,114 @@
+// Command localeflow-cms is the reference CMS for local use: the signed
+// lifecycle API and the verifying delivery API of DESIGN.md on one
+// 127.0.0.1 port, with configurable latency and failure rate (package
+// localstack/reference).
+//
+//	localeflow-cms -addr 127.0.0.1:8480 -changes changes.json \
+//	  -publication-public-key <hex> -approval-public-key <hex> \
+//	  -latency 50ms -jitter 50ms -failure-rate 0.05
+//
+// The HMAC key comes from -key-hex or LOCALEFLOW_CMS_KEY_HEX. Changes come
+// from -changes (a JSON list of reference.ChangeSpec) and from
+// POST /_admin/v1/changes. It logs one JSON line when ready and stops on
+// SIGINT/SIGTERM.
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/localeflow/localeflow/localstack/reference"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "localeflow-cms:", err)
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("localeflow-cms", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8480", "listen address (loopback only)")
+	keyHex := fs.String("key-hex", "", "HMAC key shared with localeflow, hex (default $LOCALEFLOW_CMS_KEY_HEX)")
+	pubHex := fs.String("publication-public-key", "", "localeflow's publication Ed25519 public key, hex")
+	apvHex := fs.String("approval-public-key", "", "localeflow's approval Ed25519 public key, hex")
+	changes := fs.String("changes", "", "JSON file with a list of changes to register")
+	var faults reference.Faults
+	reference.FaultFlags(fs, &faults)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	key, err := reference.HexKey(*keyHex, "LOCALEFLOW_CMS_KEY_HEX", getenv, 16)
+	if err != nil {
+		return err
+	}
+	pub, err := publicKey(*pubHex, "-publication-public-key")
+	if err != nil {
+		return err
+	}
+	apv, err := publicKey(*apvHex, "-approval-public-key")
+	if err != nil {
+		return err
+	}
+	cms, err := reference.NewCMS(reference.CMSConfig{Key: key, Publication: pub, Approval: apv, Faults: faults})
+	if err != nil {
+		return err
+	}
+	defer cms.Close()
+	n, err := load(cms, *changes)
+	if err != nil {
+		return err
+	}
+	srv, err := reference.Serve(*addr, cms)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	log := slog.New(slog.NewJSONHandler(out, nil))
+	log.Info("reference CMS ready", "url", srv.URL, "changes", n, "latency", faults.Latency.String(), "failure_rate", faults.FailureRate)
+	<-ctx.Done()
+	st := cms.Stats()
+	log.Info("reference CMS stopped", "delivery_calls", st.DeliveryCalls, "rejected", st.Rejected, "injected_failures", st.Injected)
+	return nil
+}
+
+func publicKey(h, name string) (ed25519.PublicKey, error) {
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%s must be a hex Ed25519 public key (64 hex digits)", name)
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+func load(cms *reference.CMS, path string) (int, error) {
+	if path == "" {
+		return 0, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("changes: %w", err)
+	}
+	var specs []reference.ChangeSpec
+	if err := json.Unmarshal(raw, &specs); err != nil {
+		return 0, errors.New("changes: the file must hold a JSON list of changes")
+	}
+	for i, s := range specs {
+		if err := cms.Put(s); err != nil {
+			return 0, fmt.Errorf("changes[%d]: %w", i, err)
+		}
+	}
+	return len(specs), nil
+}

@@ -1,0 +1,268 @@
+package reference
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/adapters/cmsdelivery/cmsdeliverytest"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
+)
+
+// CMSConfig configures a reference CMS.
+type CMSConfig struct {
+	// Key is the HMAC key shared with localeflow (lifecycle and delivery).
+	Key []byte
+	// Publication and Approval are localeflow's public keys: the CMS
+	// verifies delivery bundles and the approvals inside them.
+	Publication ed25519.PublicKey
+	Approval    ed25519.PublicKey
+	Faults      Faults
+}
+
+// ChangeSpec is a change the CMS knows and how its lifecycle plays.
+type ChangeSpec struct {
+	EventID        string   `json:"event_id"`
+	SiteID         string   `json:"site_id"`
+	PlanID         string   `json:"plan_id"`
+	WebsiteVersion string   `json:"website_version"`
+	SourceSequence int64    `json:"source_sequence"`
+	Locales        []string `json:"locales"`
+	// FailFirst answers the first FailFirst lifecycle requests with 503.
+	FailFirst int `json:"fail_first,omitempty"`
+	// Before is the status until a delivery arrives (default processing);
+	// AfterDelivery the status once it has (default published).
+	Before        string `json:"before,omitempty"`
+	AfterDelivery string `json:"after_delivery,omitempty"`
+	// Blocked locales ([locale, reason_code]) of the AfterDelivery answer.
+	Blocked [][2]string `json:"blocked,omitempty"`
+}
+
+func (s *ChangeSpec) normalize() error {
+	if s.Before == "" {
+		s.Before = "processing"
+	}
+	if s.AfterDelivery == "" {
+		s.AfterDelivery = "published"
+	}
+	switch {
+	case !core.ValidToken(s.EventID) || !core.ValidToken(s.SiteID) || !core.ValidToken(s.PlanID) || !core.ValidToken(s.WebsiteVersion):
+		return errors.New("reference: event_id, site_id, plan_id and website_version must be tokens")
+	case s.SourceSequence <= 0:
+		return errors.New("reference: source_sequence must be positive")
+	case len(s.Locales) == 0 || len(s.Locales) > 100:
+		return errors.New("reference: locales must hold 1..100 locales")
+	case s.FailFirst < 0 || s.FailFirst > 100:
+		return errors.New("reference: fail_first must be in 0..100")
+	}
+	for _, st := range []string{s.Before, s.AfterDelivery} {
+		if !lifecycle.IsPollStatus(st) {
+			return fmt.Errorf("reference: %q is not a lifecycle status a poll can answer", st)
+		}
+	}
+	for _, b := range s.Blocked {
+		if !contains(s.Locales, b[0]) || !core.ValidErrorCode(b[1]) {
+			return errors.New("reference: blocked entries must be [required locale, reason code]")
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// CMS is the reference CMS (an http.Handler).
+type CMS struct {
+	lifecycle *cmstest.CMS
+	delivery  *cmsdeliverytest.Server
+	proxy     *httputil.ReverseProxy
+	handler   http.Handler
+	faults    *faulty
+
+	mu        sync.Mutex
+	specs     map[string]ChangeSpec
+	delivered map[string]int
+}
+
+// NewCMS returns a reference CMS; Close releases its delivery backend.
+func NewCMS(c CMSConfig) (*CMS, error) {
+	if len(c.Key) < 16 {
+		return nil, errors.New("reference: the CMS key needs at least 16 bytes")
+	}
+	if len(c.Publication) != ed25519.PublicKeySize || len(c.Approval) != ed25519.PublicKeySize {
+		return nil, errors.New("reference: the CMS needs the publication and approval public keys")
+	}
+	if err := c.Faults.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Faults.Code == "" {
+		c.Faults.Code = "cms.unavailable"
+	}
+	cms := &CMS{
+		lifecycle: cmstest.New(c.Key),
+		delivery:  cmsdeliverytest.New(c.Key, c.Publication, c.Approval),
+		specs:     map[string]ChangeSpec{},
+		delivered: map[string]int{},
+	}
+	target, err := url.Parse(cms.delivery.URL)
+	if err != nil {
+		cms.delivery.Close()
+		return nil, fmt.Errorf("reference: delivery backend: %w", err)
+	}
+	cms.proxy = httputil.NewSingleHostReverseProxy(target)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /_admin/v1/changes", cms.admin)
+	mux.HandleFunc("POST /v1/sites/{site}/changes/{event}/deliveries", cms.deliver)
+	mux.Handle("/", cms.lifecycle)
+	cms.faults = newFaulty(c.Faults, mux)
+	cms.handler = cms.faults
+	return cms, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (c *CMS) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// Close stops the delivery backend.
+func (c *CMS) Close() { c.delivery.Close() }
+
+// Put registers (or replaces) a change and its lifecycle script.
+func (c *CMS) Put(spec ChangeSpec) error {
+	if err := spec.normalize(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.specs[spec.EventID] = spec
+	c.lifecycle.Put(cmstest.Change{EventID: spec.EventID, SiteID: spec.SiteID, PlanID: spec.PlanID,
+		WebsiteVersion: spec.WebsiteVersion, SourceSequence: spec.SourceSequence, RequiredLocales: spec.Locales})
+	c.scriptLocked(spec.EventID)
+	return nil
+}
+
+// scriptLocked (re)writes the lifecycle script: the 503s not served yet,
+// then Before or, once delivered, AfterDelivery.
+func (c *CMS) scriptLocked(eventID string) {
+	spec := c.specs[eventID]
+	served := 0
+	for _, r := range c.lifecycle.RequestsFor(eventID) {
+		if r.Status == http.StatusServiceUnavailable {
+			served++
+		}
+	}
+	steps := cmstest.Repeat(cmstest.HTTPStep(http.StatusServiceUnavailable), max(0, spec.FailFirst-served))
+	final := cmstest.StatusStep(spec.Before)
+	if n := c.delivered[eventID]; n > 0 {
+		final = cmstest.StatusStep(spec.AfterDelivery)
+		final.Blocked = spec.Blocked
+		if spec.AfterDelivery == "published" {
+			final.Approved = spec.Locales
+		}
+		final.Delivery = json.RawMessage(fmt.Sprintf(`{"deliveries":%d}`, n))
+	}
+	c.lifecycle.Script(eventID, append(steps, final)...)
+}
+
+// deliver forwards a delivery to the verifying backend and, when it is
+// accepted, moves the change's lifecycle on.
+func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
+	event := r.PathValue("event")
+	rec := &statusRecorder{ResponseWriter: w}
+	c.proxy.ServeHTTP(rec, r)
+	if rec.status/100 != 2 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.specs[event]; ok {
+		c.delivered[event]++
+		c.scriptLocked(event)
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// admin registers a change from a ChangeSpec JSON body.
+func (c *CMS) admin(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"code": "cms.body_unreadable", "retryable": false})
+		return
+	}
+	var spec ChangeSpec
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"code": "cms.change_invalid", "retryable": false})
+		return
+	}
+	if err := c.Put(spec); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"code": "cms.change_invalid", "retryable": false, "message": strings.TrimPrefix(err.Error(), "reference: ")})
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"event_id": spec.EventID})
+}
+
+// CMSStats is what the CMS saw.
+type CMSStats struct {
+	// LifecycleRequests and LifecycleFailures (503 answered) by event id.
+	LifecycleRequests map[string]int
+	LifecycleFailures map[string]int
+	// Deliveries accepted by event id; DeliveryCalls, Rejected and
+	// Duplicates over all changes.
+	Deliveries    map[string]int
+	DeliveryCalls int
+	Rejected      int
+	Duplicates    int
+	// Injected counts the failures injected by Faults.
+	Injected int
+}
+
+// Stats returns what the CMS saw so far.
+func (c *CMS) Stats() CMSStats {
+	st := CMSStats{LifecycleRequests: map[string]int{}, LifecycleFailures: map[string]int{}, Deliveries: map[string]int{}}
+	for _, r := range c.lifecycle.Requests() {
+		st.LifecycleRequests[r.EventID]++
+		if r.Status == http.StatusServiceUnavailable {
+			st.LifecycleFailures[r.EventID]++
+		}
+	}
+	c.mu.Lock()
+	for k, v := range c.delivered {
+		st.Deliveries[k] = v
+	}
+	c.mu.Unlock()
+	st.DeliveryCalls, st.Rejected, st.Duplicates, _ = c.delivery.Stats()
+	st.Injected = c.faults.Injected()
+	return st
+}
