@@ -91,6 +91,9 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
+// Coordinator is the coordinator the handler drives (tests adjust it).
+func (h *Handler) Coordinator() *release.Coordinator { return h.c }
+
 // guard refuses work that the invocation may not outlive.
 func (h *Handler) guard(ctx context.Context, lease time.Duration) error {
 	if !h.hasTime(ctx, lease) {
@@ -167,6 +170,16 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 // redeliver.
 func (h *Handler) HandleSQS(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	if !h.hasTime(ctx, h.c.Config.EvidenceLease) {
+		// The whole invocation is shorter than one lease: re-enqueueing
+		// would loop forever, so the messages fail (and reach the DLQ).
+		h.log.ErrorContext(ctx, "invocation shorter than the evidence lease", "code", CodeDeadlineShort,
+			"lease_ms", h.c.Config.EvidenceLease.Milliseconds())
+		for _, m := range batch.Records {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+		return resp, nil
+	}
 	for _, m := range batch.Records {
 		if err := h.message(ctx, m); !h.settle(ctx, m, err) {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})

@@ -332,21 +332,52 @@ func TestEarlyEnvelopeIsChained(t *testing.T) {
 	}
 }
 
+// slowProvider makes each evidence call use up invocation time.
+type slowProvider struct {
+	release.EvidenceProvider
+	d time.Duration
+}
+
+func (p slowProvider) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
+	time.Sleep(p.d)
+	return p.EvidenceProvider.Obtain(ctx, req)
+}
+
 func TestShortDeadlineHandsStepToNextInvocation(t *testing.T) {
 	b := setup(t)
+	b.h.Coordinator().Config.EvidenceLease = 400 * time.Millisecond
+	b.h.Coordinator().Evidence = slowProvider{b.h.Coordinator().Evidence, 700 * time.Millisecond}
 	b.invokeRaw(t, readTestdata(t, "sqs_plan.json"))
-	raw := readTestdata(t, "sqs_jobs.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // < 90 s lease
+	// 1 s: the first job's step fits (400 ms lease) and uses 700 ms, the second does
+	// not any more and goes to a fresh invocation.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	out, err := lambda.NewHandler(b.h.Handle).Invoke(ctx, raw)
+	out, err := lambda.NewHandler(b.h.Handle).Invoke(ctx, readTestdata(t, "sqs_jobs.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(out, []byte(`"batchItemFailures":[]`)) {
 		t.Fatalf("%s", out)
 	}
-	if b.resp.Calls() != 0 || len(b.queue.sent) != 2 || b.queue.sent[0].Kind != handler.KindRun {
+	if b.resp.Calls() != 1 || len(b.queue.sent) != 2 || b.queue.sent[1].Kind != handler.KindRun {
 		t.Fatalf("calls %d, sent %+v", b.resp.Calls(), b.queue.sent)
+	}
+}
+
+func TestInvocationShorterThanLeaseFailsBatch(t *testing.T) {
+	b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // < 90 s lease
+	defer cancel()
+	out, err := lambda.NewHandler(b.h.Handle).Invoke(ctx, readTestdata(t, "sqs_jobs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 2 || len(b.queue.sent) != 0 {
+		t.Fatalf("%s %v, sent %v", out, err, b.queue.sent)
+	}
+	if !strings.Contains(b.logs.String(), handler.CodeDeadlineShort) {
+		t.Fatal("not logged")
 	}
 }
 
