@@ -2,7 +2,35 @@
 // stores signed plans and job results from the release queue, obtains
 // quality evidence, approves locales with signed approvals, and prepares
 // and sends the signed delivery once every locale is approved. See package
-// handler for the behaviour and config.go for the environment.
+// handler for the behaviour.
+//
+// Environment (read once at cold start):
+//
+//	LOCALEFLOW_RELEASE_TABLE            release table name (required)
+//	LOCALEFLOW_RELEASE_QUEUE_URL        release queue URL, for delayed steps (required)
+//	LOCALEFLOW_EVENT_BUS                bus for the output events (required)
+//	LOCALEFLOW_EVIDENCE_BASE_URL        evidence provider base URL (required)
+//	LOCALEFLOW_CMS_BASE_URL             CMS base URL, delivery API (required)
+//	LOCALEFLOW_RECEIPT_ISSUERS          issuer=<Ed25519 public key hex>,... (required)
+//	LOCALEFLOW_<K>_KEY_SECRET_ARN       K ∈ EVENT, CMS, EVIDENCE, APPROVAL, PUBLICATION:
+//	                                    secret with the key as hex (SecretString) or raw
+//	                                    bytes (SecretBinary); HMAC keys ≥ 16 bytes,
+//	                                    Ed25519 keys a 32-byte seed or 64-byte private key
+//	LOCALEFLOW_<K>_KEY_HEX              the same key as hex, for local use only
+//	                                    (exactly one of the two per key)
+//	LOCALEFLOW_EVIDENCE_REVISION        evidence revision token (default rev-1)
+//	LOCALEFLOW_WORKER_ID                lease owner (default coordinator-<random>)
+//	LOCALEFLOW_EVIDENCE_LEASE           evidence and delivery lease (default 90s, ≤ 1h;
+//	                                    must outlast both client timeouts and fit the
+//	                                    function timeout: the operation guard refuses work
+//	                                    with less time left)
+//	LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS    1..20 (default 5)
+//	LOCALEFLOW_DELIVERY_MAX_ATTEMPTS    1..20 (default 5)
+//	LOCALEFLOW_APPROVAL_TTL             approval lifetime (default 720h)
+//	LOCALEFLOW_EVIDENCE_TIMEOUT         evidence HTTP timeout (default 30s)
+//	LOCALEFLOW_CMS_TIMEOUT              CMS delivery HTTP timeout (default 30s)
+//	LOCALEFLOW_DEADLINE_MARGIN          time kept free at the end of an invocation (default 2s)
+//	LOCALEFLOW_LOG_LEVEL                DEBUG, INFO (default), WARN, ERROR
 package main
 
 import (
