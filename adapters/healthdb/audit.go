@@ -1,0 +1,257 @@
+package healthdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/health"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// CodeReleaseRecordInvalid is the audit code of a release item of another
+// kind (plan, job, source, result, approval) that does not decode, or that
+// carries index keys it must not have.
+const CodeReleaseRecordInvalid = "release.store.record_invalid"
+
+// ScanAPI is the part of *dynamodb.Client the audit uses.
+type ScanAPI interface {
+	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+var _ ScanAPI = (*dynamodb.Client)(nil)
+
+// Auditor checks every record of both tables. It is the one place that
+// scans, and it runs only when an operator asks (localeflow audit).
+type Auditor struct {
+	db           ScanAPI
+	monitor      *monitordb.Store
+	monitorTable string
+	releaseTable string
+	// Segments of the parallel Scan of each table.
+	Segments int
+	// Readers bounds the concurrent consistent reads of monitor records.
+	Readers int
+}
+
+// NewAuditor returns an Auditor of the two tables; store reads monitor
+// records (so they are decoded exactly as the monitor decodes them).
+func NewAuditor(db ScanAPI, store *monitordb.Store, monitorTable, releaseTable string) (*Auditor, error) {
+	if db == nil || store == nil || monitorTable == "" || releaseTable == "" {
+		return nil, errors.New("healthdb: NewAuditor needs a client, the monitor store and both table names")
+	}
+	return &Auditor{db: db, monitor: store, monitorTable: monitorTable, releaseTable: releaseTable, Segments: 4, Readers: 16}, nil
+}
+
+// Finding names one invalid record.
+type Finding struct {
+	Table string `json:"table"`
+	// Kind is monitor, journal, evidence, delivery or the release record
+	// kind (plan, job, source, result, approval).
+	Kind string `json:"kind"`
+	// EventID and Key identify the record (Key: the release sort key).
+	EventID string `json:"event_id"`
+	Key     string `json:"key,omitempty"`
+	Code    string `json:"code"`
+}
+
+// AuditReport is the outcome of an audit.
+type AuditReport struct {
+	MonitorRecords int       `json:"monitor_records"`
+	JournalItems   int       `json:"journal_items"`
+	ReleaseItems   int       `json:"release_items"`
+	Invalid        []Finding `json:"invalid"`
+}
+
+// Audit scans both tables with Segments parallel segments each and checks
+// every record: monitor records with monitor.Validate (as decoded by
+// adapters/monitordb, index keys included), journal items, evidence and
+// delivery records with the health rules and their index keys, other
+// release items by decoding them.
+func (a *Auditor) Audit(ctx context.Context) (AuditReport, error) {
+	var rep AuditReport
+	var mu sync.Mutex
+	add := func(f Finding) {
+		mu.Lock()
+		rep.Invalid = append(rep.Invalid, f)
+		mu.Unlock()
+	}
+	var monitorIDs []string
+	err := a.scan(ctx, a.monitorTable, func(item map[string]types.AttributeValue) {
+		key, _ := stringAttr(item, topology.AttrEventID)
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasPrefix(key, JournalPrefix) {
+			rep.JournalItems++
+			if _, err := decodeJournal(item); err != nil {
+				rep.Invalid = append(rep.Invalid, Finding{Table: a.monitorTable, Kind: "journal", EventID: formatKey(key), Code: core.CodeOf(err)})
+			}
+			return
+		}
+		rep.MonitorRecords++
+		monitorIDs = append(monitorIDs, key)
+	})
+	if err != nil {
+		return AuditReport{}, err
+	}
+	if err := a.checkMonitor(ctx, monitorIDs, add); err != nil {
+		return AuditReport{}, err
+	}
+	err = a.scan(ctx, a.releaseTable, func(item map[string]types.AttributeValue) {
+		f, ok := checkReleaseItem(item)
+		mu.Lock()
+		defer mu.Unlock()
+		rep.ReleaseItems++
+		if !ok {
+			f.Table = a.releaseTable
+			rep.Invalid = append(rep.Invalid, f)
+		}
+	})
+	if err != nil {
+		return AuditReport{}, err
+	}
+	sort.Slice(rep.Invalid, func(i, j int) bool {
+		x, y := rep.Invalid[i], rep.Invalid[j]
+		if x.Table != y.Table {
+			return x.Table < y.Table
+		}
+		if x.EventID != y.EventID {
+			return x.EventID < y.EventID
+		}
+		return x.Key < y.Key
+	})
+	if rep.Invalid == nil {
+		rep.Invalid = []Finding{}
+	}
+	return rep, nil
+}
+
+// scan runs a parallel Scan of table and calls visit for every item.
+func (a *Auditor) scan(ctx context.Context, table string, visit func(map[string]types.AttributeValue)) error {
+	segments := max(1, a.Segments)
+	errs := make([]error, segments)
+	var wg sync.WaitGroup
+	for seg := range segments {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := &dynamodb.ScanInput{
+				TableName: aws.String(table), Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(int32(segments)),
+				ConsistentRead: aws.Bool(true),
+			}
+			for {
+				out, err := a.db.Scan(ctx, in)
+				if err != nil {
+					errs[seg] = unavailable("audit scan "+table, err)
+					return
+				}
+				for _, item := range out.Items {
+					visit(item)
+				}
+				if len(out.LastEvaluatedKey) == 0 {
+					return
+				}
+				in.ExclusiveStartKey = out.LastEvaluatedKey
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// checkMonitor re-reads each scanned monitor record through the monitor's
+// own store (consistent GetItem, the monitor's decoding) and validates it.
+func (a *Auditor) checkMonitor(ctx context.Context, ids []string, add func(Finding)) error {
+	sort.Strings(ids)
+	work := make(chan string)
+	errs := make([]error, max(1, a.Readers))
+	var wg sync.WaitGroup
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				rec, err := a.monitor.Get(ctx, id)
+				if core.HasCode(err, monitor.CodeEventMissing) {
+					continue // deleted since the scan
+				}
+				if err != nil {
+					errs[w] = err
+					continue
+				}
+				if _, err := monitor.Validate(rec); err != nil {
+					add(Finding{Table: a.monitorTable, Kind: health.KindMonitor, EventID: formatKey(id), Code: core.CodeOf(err)})
+				}
+			}
+		}()
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("audit monitor records: %w", err)
+	}
+	return ctx.Err()
+}
+
+// checkReleaseItem checks one release item; ok is false with the finding
+// when it is invalid.
+func checkReleaseItem(item map[string]types.AttributeValue) (Finding, bool) {
+	pk, _ := stringAttr(item, topology.AttrPK)
+	sk, _ := stringAttr(item, topology.AttrSK)
+	eventID, _ := strings.CutPrefix(pk, pkPrefix)
+	f := Finding{Kind: releaseKind(sk), EventID: formatKey(eventID), Key: formatKey(sk)}
+	switch f.Kind {
+	case health.KindEvidence, health.KindDelivery:
+		rec := DecodeRelease(item)
+		ok := !rec.Corrupt && ((rec.Evidence != nil && health.ValidEvidence(rec.Evidence)) ||
+			(rec.Delivery != nil && health.ValidDelivery(rec.Delivery)))
+		f.Code = health.CodeEvidenceInvalid
+		if f.Kind == health.KindDelivery {
+			f.Code = health.CodeDeliveryInvalid
+		}
+		return f, ok
+	}
+	f.Code = CodeReleaseRecordInvalid
+	rec := release.NewRecord(sk)
+	if rec == nil || !strings.HasPrefix(pk, pkPrefix) || !core.ValidToken(eventID) || hasIndexKeys(item) {
+		return f, false
+	}
+	if err := attributevalue.UnmarshalMap(item, rec); err != nil {
+		return f, false
+	}
+	id, key := rec.Key()
+	return f, id == eventID && key == sk && rec.RecordVersion() > 0
+}
+
+func releaseKind(sk string) string {
+	switch {
+	case sk == release.SKDelivery:
+		return health.KindDelivery
+	case strings.HasPrefix(sk, release.SKEvidencePrefx):
+		return health.KindEvidence
+	case sk == release.SKPlan:
+		return "plan"
+	}
+	if i := strings.IndexByte(sk, '#'); i > 0 && core.ValidToken(sk[:i]) {
+		return sk[:i]
+	}
+	return "unknown"
+}
