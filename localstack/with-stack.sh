@@ -21,7 +21,13 @@ if [[ ${LOCALEFLOW_NETNS_CHILD:-} != 1 ]]; then
 	command -v unshare >/dev/null || die "unshare (util-linux) is needed"
 	command -v ip >/dev/null || die "ip (iproute2) is needed"
 	# Re-enter this script as the first process of a new network namespace.
-	exec unshare --net -- env LOCALEFLOW_NETNS_CHILD=1 bash "${BASH_SOURCE[0]}" "$@"
+	# Without root, a user namespace (mapped to root inside) grants the right
+	# to create it and to bring its loopback up.
+	unshare=(unshare --net)
+	if [[ $(id -u) != 0 ]]; then
+		unshare=(unshare --user --map-root-user --net)
+	fi
+	exec "${unshare[@]}" -- env LOCALEFLOW_NETNS_CHILD=1 bash "${BASH_SOURCE[0]}" "$@"
 fi
 unset LOCALEFLOW_NETNS_CHILD
 
