@@ -36,9 +36,14 @@ ip link set lo up
 RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/localeflow-stack.XXXXXX")
 DYNAMODB_PID="" KUMO_PID=""
 cleanup() {
+	local rc=$?
 	stop_pid kumo "$KUMO_PID"
 	stop_pid "DynamoDB Local" "$DYNAMODB_PID"
-	rm -rf "$RUN_DIR"
+	if ((rc == 0)); then
+		rm -rf "$RUN_DIR"
+	else
+		log "server logs kept in $RUN_DIR"
+	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
