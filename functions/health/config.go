@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// Environment variables read at cold start.
+const (
+	envMonitorTable = "LOCALEFLOW_MONITOR_TABLE"
+	envReleaseTable = "LOCALEFLOW_RELEASE_TABLE"
+	envEventBus     = "LOCALEFLOW_EVENT_BUS"
+	envLogLevel     = "LOCALEFLOW_LOG_LEVEL"
+)
+
+// config is the health function's configuration.
+type config struct {
+	MonitorTable string
+	ReleaseTable string
+	EventBus     string
+	// LogLevel is nil for the default (INFO).
+	LogLevel *slog.Level
+}
+
+// loadConfig reads the environment through getenv (os.Getenv in main).
+func loadConfig(getenv func(string) string) (config, error) {
+	c := config{
+		MonitorTable: strings.TrimSpace(getenv(envMonitorTable)),
+		ReleaseTable: strings.TrimSpace(getenv(envReleaseTable)),
+		EventBus:     strings.TrimSpace(getenv(envEventBus)),
+	}
+	var errs []error
+	if v := strings.TrimSpace(getenv(envLogLevel)); v != "" {
+		var level slog.Level
+		switch strings.ToUpper(v) {
+		case "DEBUG", "INFO", "WARN", "ERROR":
+			_ = level.UnmarshalText([]byte(strings.ToUpper(v)))
+			c.LogLevel = &level
+		default:
+			errs = append(errs, fmt.Errorf("%s must be DEBUG, INFO, WARN or ERROR", envLogLevel))
+		}
+	}
+	if err := errors.Join(append(errs, c.validate())...); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+// validate checks everything that can be checked without AWS.
+func (c config) validate() error {
+	var errs []error
+	for _, req := range []struct{ name, value string }{
+		{envMonitorTable, c.MonitorTable}, {envReleaseTable, c.ReleaseTable}, {envEventBus, c.EventBus},
+	} {
+		if req.value == "" {
+			errs = append(errs, fmt.Errorf("%s is required", req.name))
+		}
+	}
+	if c.MonitorTable != "" && c.MonitorTable == c.ReleaseTable {
+		errs = append(errs, fmt.Errorf("%s and %s must name different tables", envMonitorTable, envReleaseTable))
+	}
+	return errors.Join(errs...)
+}
