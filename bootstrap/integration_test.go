@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"testing"
@@ -90,18 +91,12 @@ func TestApplyCreatesTheTopology(t *testing.T) {
 			if got := out.Attributes["VisibilityTimeout"]; got != strconv.Itoa(spec.VisibilityTimeoutSeconds) {
 				t.Errorf("%s: visibility timeout %s, want %d", spec.Name, got, spec.VisibilityTimeoutSeconds)
 			}
-			var redrive struct {
-				DeadLetterTargetArn string          `json:"deadLetterTargetArn"`
-				MaxReceiveCount     json.RawMessage `json:"maxReceiveCount"`
+			target, n := redrivePolicy(t, out.Attributes["RedrivePolicy"])
+			if target != qr.DLQARN || qr.DLQARN == "" {
+				t.Errorf("%s: redrive target %s, want DLQ %s", spec.Name, target, qr.DLQARN)
 			}
-			if err := json.Unmarshal([]byte(out.Attributes["RedrivePolicy"]), &redrive); err != nil {
-				t.Fatalf("%s: redrive policy %q: %v", spec.Name, out.Attributes["RedrivePolicy"], err)
-			}
-			if redrive.DeadLetterTargetArn != qr.DLQARN || qr.DLQARN == "" {
-				t.Errorf("%s: redrive target %s, want DLQ %s", spec.Name, redrive.DeadLetterTargetArn, qr.DLQARN)
-			}
-			if n, _ := strconv.Unquote(string(redrive.MaxReceiveCount)); string(redrive.MaxReceiveCount) != strconv.Itoa(spec.MaxReceiveCount) && n != strconv.Itoa(spec.MaxReceiveCount) {
-				t.Errorf("%s: maxReceiveCount %s, want %d", spec.Name, redrive.MaxReceiveCount, spec.MaxReceiveCount)
+			if n != strconv.Itoa(spec.MaxReceiveCount) {
+				t.Errorf("%s: maxReceiveCount %s, want %d", spec.Name, n, spec.MaxReceiveCount)
 			}
 		}
 	})
@@ -140,6 +135,36 @@ func TestApplyCreatesTheTopology(t *testing.T) {
 		}
 	})
 
+	t.Run("apply repairs a drifted queue", func(t *testing.T) {
+		spec := topo.PollQueue
+		_, err := q.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{
+			QueueUrl: aws.String(res.PollQueue.URL),
+			Attributes: map[string]string{
+				"VisibilityTimeout": "30",
+				"RedrivePolicy":     `{"deadLetterTargetArn":"` + res.PollQueue.DLQARN + `","maxReceiveCount":1}`,
+			},
+		})
+		if err != nil {
+			t.Fatalf("drift the queue: %v", err)
+		}
+		if _, err := bootstrap.Apply(ctx, localtest.Clients(t), topo); err != nil {
+			t.Fatalf("Apply on a drifted stack: %v", err)
+		}
+		out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(res.PollQueue.URL),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.Attributes["VisibilityTimeout"]; got != strconv.Itoa(spec.VisibilityTimeoutSeconds) {
+			t.Errorf("visibility timeout %s after Apply, want %d", got, spec.VisibilityTimeoutSeconds)
+		}
+		if _, n := redrivePolicy(t, out.Attributes["RedrivePolicy"]); n != strconv.Itoa(spec.MaxReceiveCount) {
+			t.Errorf("maxReceiveCount %s after Apply, want %d", n, spec.MaxReceiveCount)
+		}
+	})
+
 	t.Run("destroy removes everything", func(t *testing.T) {
 		clients := localtest.Clients(t)
 		for i := range 2 {
@@ -165,6 +190,20 @@ func TestApplyCreatesTheTopology(t *testing.T) {
 			t.Errorf("bus %s still exists", topo.BusName)
 		}
 	})
+}
+
+// redrivePolicy decodes an SQS RedrivePolicy attribute into its target ARN
+// and maxReceiveCount (a number on AWS, a string on some emulators).
+func redrivePolicy(t *testing.T, policy string) (string, string) {
+	t.Helper()
+	var p struct {
+		DeadLetterTargetArn string `json:"deadLetterTargetArn"`
+		MaxReceiveCount     any    `json:"maxReceiveCount"`
+	}
+	if err := json.Unmarshal([]byte(policy), &p); err != nil {
+		t.Fatalf("redrive policy %q: %v", policy, err)
+	}
+	return p.DeadLetterTargetArn, fmt.Sprint(p.MaxReceiveCount)
 }
 
 // TestDynamoDBConditionalWriteRefused proves the store's authority

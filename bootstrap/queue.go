@@ -53,9 +53,11 @@ func applyQueue(ctx context.Context, q SQSAPI, spec topology.Queue) (QueueResour
 	return res, nil
 }
 
-// ensureQueue creates the queue with attrs, or, when a queue of that name
-// already exists with other attributes, sets attrs on it. It returns the
-// queue's URL and ARN.
+// ensureQueue creates the queue with attrs or finds the existing one, and
+// (re)sets attrs on it either way: AWS refuses a CreateQueue whose
+// attributes differ from the existing queue's, some emulators silently
+// return the existing queue unchanged, and both must end with attrs in
+// force. It returns the queue's URL and ARN.
 func ensureQueue(ctx context.Context, q SQSAPI, name string, attrs map[string]string) (string, string, error) {
 	var url string
 	out, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
@@ -68,11 +70,11 @@ func ensureQueue(ctx context.Context, q SQSAPI, name string, attrs map[string]st
 			return "", "", fmt.Errorf("bootstrap: get URL of queue %s: %w", name, gerr)
 		}
 		url = aws.ToString(got.QueueUrl)
-		if _, serr := q.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: attrs}); serr != nil {
-			return "", "", fmt.Errorf("bootstrap: update attributes of queue %s: %w", name, serr)
-		}
 	default:
 		return "", "", fmt.Errorf("bootstrap: create queue %s: %w", name, err)
+	}
+	if _, err := q.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: attrs}); err != nil {
+		return "", "", fmt.Errorf("bootstrap: set attributes of queue %s: %w", name, err)
 	}
 	got, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(url),
