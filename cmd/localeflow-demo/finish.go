@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/localstack/runner"
+)
+
+// verdict decides the exit: every change as expected, and the health
+// blocked exactly by the one change that fails on purpose.
+type verdict struct {
+	ChangesOK   bool
+	HealthOK    bool
+	DLQsEmpty   bool
+	Explanation string
+}
+
+func judge(changes []change, views []view, h healthReport, dlqTotal int) verdict {
+	v := verdict{ChangesOK: true, DLQsEmpty: dlqTotal == 0}
+	blockedOnPurpose := 0
+	for i, c := range changes {
+		v.ChangesOK = v.ChangesOK && views[i].OK
+		if c.Expect == expectBlocked {
+			blockedOnPurpose++
+		}
+	}
+	clean := h.Failed == 0 && h.ExpiredLeases == 0 && h.ReleaseFailures == 0
+	switch {
+	case blockedOnPurpose == 0:
+		v.HealthOK = h.Status == monitor.HealthOK && clean && h.RemoteFailures == 0
+		v.Explanation = "nothing fails on purpose, so health must be ok"
+	default:
+		v.HealthOK = h.Status == monitor.HealthBlocked && clean && h.RemoteFailures == blockedOnPurpose
+		v.Explanation = fmt.Sprintf("expected: blocked by exactly %d remote failure (the change that fails on purpose), "+
+			"no failed polls, no expired leases, no failed evidence or delivery", blockedOnPurpose)
+	}
+	return v
+}
+
+func (d *demo) finish(ctx context.Context, changes []change, views []view, timedOut bool, mon MonitorHealth, rel SnapshotLoader, st runner.Stack) error {
+	out := d.out
+	say(out, "")
+	if timedOut {
+		say(out, "Stopped waiting after %s: some changes did not reach a final state.", d.o.timeout)
+	}
+	say(out, "Final state of each change:")
+	for i, c := range changes {
+		mark := "✔"
+		if !views[i].OK {
+			mark = "✘"
+		}
+		text := views[i].Outcome
+		if !views[i].Final {
+			text = "NOT FINISHED: monitor " + views[i].Monitor + "; release " + views[i].Release
+		}
+		say(out, "  %s %-24s %s", mark, shortID(c.EventID), text)
+	}
+
+	var h healthReport
+	var err error
+	if fn := d.fns["health"]; fn != nil {
+		hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		h, err = fromFunction(hctx, fn.Proc)
+		cancel()
+	} else {
+		h, err = computed(ctx, mon, rel, changes)
+	}
+	if err != nil {
+		return fmt.Errorf("health: %w", err)
+	}
+	jsonPath := filepath.Join(d.o.outDir, "health.json")
+	htmlPath := filepath.Join(d.o.outDir, "health.html")
+	_ = os.WriteFile(jsonPath, h.JSON, 0o644)
+	if len(h.HTML) > 0 {
+		_ = os.WriteFile(htmlPath, h.HTML, 0o644)
+	}
+	dlqTotal := 0
+	type dlq struct {
+		name string
+		n    int
+	}
+	var dlqs []dlq
+	for _, q := range []struct{ name, url string }{{d.res.PollQueue.DLQName, d.res.PollQueue.DLQURL}, {d.res.ReleaseQueue.DLQName, d.res.ReleaseQueue.DLQURL}} {
+		n := d.dlqCount(ctx, q.url)
+		dlqs = append(dlqs, dlq{q.name, n})
+		if n != 0 {
+			dlqTotal++
+		}
+	}
+	v := judge(changes, views, h, dlqTotal)
+
+	say(out, "")
+	say(out, "Health: %s (HTTP %d), from %s", upper(h.Status), h.HTTPStatus, h.Source)
+	say(out, "  monitor: %d failed, %d remote failures, %d expired leases; release: %d failed evidence/delivery records",
+		h.Failed, h.RemoteFailures, h.ExpiredLeases, h.ReleaseFailures)
+	for _, c := range changes {
+		if c.Expect == expectBlocked {
+			say(out, "  The BLOCKED status is on purpose: %s (%s) was delivered, then the CMS refused to publish pt-BR (legal_hold).",
+				shortID(c.EventID), c.SiteID)
+			say(out, "  That is what health is for: an operator has to look at it. Everything else finished cleanly.")
+		}
+	}
+	if d.fns["health"] == nil {
+		say(out, "  NOTE: the health function is not built yet; this status uses the monitor core's own health rule.")
+	}
+	if d.fns["coordinator"] == nil {
+		say(out, "  NOTE: the coordinator is not built yet; the release stage did not run.")
+	}
+	say(out, "")
+	say(out, "Where to look:")
+	say(out, "  health page      %s   (JSON: %s)", absPath(htmlPath), absPath(jsonPath))
+	say(out, "                   on AWS: the Function URL of %s-health (IAM auth): 200 when ok, 503 when blocked", d.o.prefix)
+	for _, q := range dlqs {
+		count := fmt.Sprint(q.n)
+		if q.n < 0 {
+			count = "unknown"
+		}
+		say(out, "  dead letters     %-28s %s messages", q.name, count)
+	}
+	say(out, "  function logs    %s", absPath(d.o.outDir)+"/{poller,coordinator,health}.log (JSON, ids and codes only)")
+	say(out, "  runner log       %s", absPath(filepath.Join(d.o.outDir, "runner.log")))
+	say(out, "  runner totals    %s", d.footer(st))
+	say(out, "")
+	say(out, "Stopping the functions, the reference servers and the local resources…")
+	d.passed = v.ChangesOK && v.HealthOK && v.DLQsEmpty && !timedOut
+	switch {
+	case d.passed:
+		say(out, "DEMO OK: every change ended as expected; health is %s as %s.", h.Status, v.Explanation)
+	default:
+		say(out, "DEMO NOT OK: changes as expected: %v; health as expected: %v (%s); DLQs empty: %v.", v.ChangesOK, v.HealthOK, v.Explanation, v.DLQsEmpty)
+	}
+	return nil
+}
+
+func upper(s string) string {
+	if s == "" {
+		return "UNKNOWN"
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 32
+		}
+	}
+	return string(b)
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
