@@ -36,7 +36,7 @@ th,td{border:1px solid #d8dce2;padding:5px 10px;text-align:left;vertical-align:t
 th{background:#eef0f3}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.bad td{background:#fdecea}
-code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}
+code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;white-space:nowrap}
 .reasons code{display:inline-block;margin:0 6px 4px 0;padding:1px 6px;border-radius:4px;background:rgba(255,255,255,.2)}
 p.note{color:#5b6470;font-size:13px;max-width:900px}
 `
