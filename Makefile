@@ -99,10 +99,13 @@ down: ## Stop the stack started by make up
 
 .PHONY: demo
 demo: install ## Current demo: start the local stack, create every resource, print them, stop
-	go build -o $(BUILD)/localeflow-bootstrap ./cmd/localeflow-bootstrap
-	localstack/with-stack.sh $(BUILD)/localeflow-bootstrap -prefix $(DEMO_PREFIX)
-	@echo "== demo: resources above were created on DynamoDB Local + kumo and discarded with the stack."
-	@echo "== The full pipeline demo (change -> poll -> release -> delivery) is not built yet."
+	@echo "== building the functions for this machine ($(BUILD)/local/<fn>/bootstrap, linux/$$(go env GOHOSTARCH)) and the demo driver"
+	@for fn in $(FUNCTIONS); do \
+		GOOS=linux GOARCH=$$(go env GOHOSTARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath \
+			-o $(BUILD)/local/$$fn/bootstrap ./functions/$$fn || exit 1; \
+	done
+	go build -o $(BUILD)/local/localeflow-demo ./cmd/localeflow-demo
+	localstack/with-stack.sh $(BUILD)/local/localeflow-demo -prefix $(DEMO_PREFIX) -bin-dir $(BUILD)/local -out $(BUILD)/local/demo $(DEMO_FLAGS)
 
 .PHONY: test-localstack
 test-localstack: ## Run the integration suite against LocalStack (docker compose; needs Docker)
