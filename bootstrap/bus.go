@@ -59,6 +59,9 @@ func applyRule(ctx context.Context, eb EventBridgeAPI, bus string, r topology.Ru
 		}
 		return RuleResource{}, fmt.Errorf("bootstrap: put target of rule %s: %d failed (%s)", r.Name, targets.FailedEntryCount, code)
 	}
+	if err := removeOtherTargets(ctx, eb, bus, r.Name, q.Logical); err != nil {
+		return RuleResource{}, err
+	}
 	return RuleResource{
 		Name:        r.Name,
 		ARN:         aws.ToString(out.RuleArn),
@@ -66,6 +69,28 @@ func applyRule(ctx context.Context, eb EventBridgeAPI, bus string, r topology.Ru
 		TargetQueue: q.Logical,
 		TargetARN:   q.ARN,
 	}, nil
+}
+
+// removeOtherTargets deletes every target of the rule except keep, so that
+// a rule re-applied on an existing stack delivers to its queue only.
+func removeOtherTargets(ctx context.Context, eb EventBridgeAPI, bus, rule, keep string) error {
+	list, err := eb.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(rule), EventBusName: aws.String(bus)})
+	if err != nil {
+		return fmt.Errorf("bootstrap: list targets of rule %s: %w", rule, err)
+	}
+	var stale []string
+	for _, t := range list.Targets {
+		if id := aws.ToString(t.Id); id != keep {
+			stale = append(stale, id)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	if _, err := eb.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(rule), EventBusName: aws.String(bus), Ids: stale}); err != nil {
+		return fmt.Errorf("bootstrap: remove stale targets of rule %s: %w", rule, err)
+	}
+	return nil
 }
 
 func destroyRule(ctx context.Context, eb EventBridgeAPI, bus, name string) error {

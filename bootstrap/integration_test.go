@@ -165,6 +165,30 @@ func TestApplyCreatesTheTopology(t *testing.T) {
 		}
 	})
 
+	t.Run("apply removes a stray rule target", func(t *testing.T) {
+		rule := topo.Rules[0]
+		other, _ := res.Queue(topo.Rules[1].TargetQueue)
+		out, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{
+			Rule:         aws.String(rule.Name),
+			EventBusName: aws.String(topo.BusName),
+			Targets:      []ebtypes.Target{{Id: aws.String("stray"), Arn: aws.String(other.ARN)}},
+		})
+		if err != nil || out.FailedEntryCount != 0 {
+			t.Fatalf("add a stray target: %v (%d failed)", err, out.FailedEntryCount)
+		}
+		if _, err := bootstrap.Apply(ctx, localtest.Clients(t), topo); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		targets, err := eb.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(rule.Name), EventBusName: aws.String(topo.BusName)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := res.Queue(rule.TargetQueue)
+		if len(targets.Targets) != 1 || aws.ToString(targets.Targets[0].Arn) != want.ARN {
+			t.Fatalf("targets after Apply: %+v, want only %s", targets.Targets, want.ARN)
+		}
+	})
+
 	t.Run("destroy removes everything", func(t *testing.T) {
 		clients := localtest.Clients(t)
 		for i := range 2 {
