@@ -120,7 +120,7 @@ func TestApplyCreatesTheTopology(t *testing.T) {
 			}
 			want, _ := res.Queue(spec.TargetQueue)
 			if len(targets.Targets) != 1 || aws.ToString(targets.Targets[0].Arn) != want.ARN {
-				t.Errorf("rule %s targets %+v, want only %s", spec.Name, targets.Targets, want.ARN)
+				t.Errorf("rule %s targets %v, want only %s", spec.Name, targetARNs(targets.Targets), want.ARN)
 			}
 		}
 	})
@@ -185,7 +185,7 @@ func TestApplyCreatesTheTopology(t *testing.T) {
 		}
 		want, _ := res.Queue(rule.TargetQueue)
 		if len(targets.Targets) != 1 || aws.ToString(targets.Targets[0].Arn) != want.ARN {
-			t.Fatalf("targets after Apply: %+v, want only %s", targets.Targets, want.ARN)
+			t.Fatalf("targets after Apply: %v, want only %s", targetARNs(targets.Targets), want.ARN)
 		}
 	})
 
@@ -214,6 +214,14 @@ func TestApplyCreatesTheTopology(t *testing.T) {
 			t.Errorf("bus %s still exists", topo.BusName)
 		}
 	})
+}
+
+func targetARNs(targets []ebtypes.Target) []string {
+	arns := make([]string, 0, len(targets))
+	for _, t := range targets {
+		arns = append(arns, aws.ToString(t.Arn))
+	}
+	return arns
 }
 
 // redrivePolicy decodes an SQS RedrivePolicy attribute into its target ARN
