@@ -107,6 +107,15 @@ demo: install ## Current demo: start the local stack, create every resource, pri
 	go build -o $(BUILD)/local/localeflow-demo ./cmd/localeflow-demo
 	localstack/with-stack.sh $(BUILD)/local/localeflow-demo -prefix $(DEMO_PREFIX) -bin-dir $(BUILD)/local -out $(BUILD)/local/demo $(DEMO_FLAGS)
 
+.PHONY: demo-localstack
+demo-localstack: install ## The same demo against LocalStack (docker compose; needs Docker)
+	@for fn in $(FUNCTIONS); do \
+		GOOS=linux GOARCH=$$(go env GOHOSTARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath \
+			-o $(BUILD)/local/$$fn/bootstrap ./functions/$$fn || exit 1; \
+	done
+	go build -o $(BUILD)/local/localeflow-demo ./cmd/localeflow-demo
+	localstack/demo.sh $(BUILD)/local -prefix $(DEMO_PREFIX) $(DEMO_FLAGS)
+
 .PHONY: test-localstack
 test-localstack: ## Run the integration suite against LocalStack (docker compose; needs Docker)
 	localstack/test-localstack.sh
