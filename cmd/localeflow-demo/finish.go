@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,6 +65,22 @@ func (d *demo) finish(ctx context.Context, changes []change, views []view, timed
 
 	var h healthReport
 	var err error
+	if sched := d.healthSchedule(st); sched != nil {
+		// One tick of the health schedule, as EventBridge would fire it: the
+		// function emits its metrics and, when blocked, the
+		// localeflow.health.blocked event.
+		resp, ferr := sched.Fire(ctx)
+		var r struct {
+			Status  string   `json:"status"`
+			Reasons []string `json:"reasons"`
+		}
+		if ferr == nil && json.Unmarshal(resp, &r) == nil {
+			say(out, "")
+			say(out, "Health schedule fired (%s): status %s, reasons %v", sched.Name, r.Status, r.Reasons)
+		} else {
+			say(out, "Health schedule fired (%s): invocation failed: %v", sched.Name, ferr)
+		}
+	}
 	if fn := d.fns["health"]; fn != nil {
 		hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		h, err = fromFunction(hctx, fn.Proc)
@@ -93,6 +111,7 @@ func (d *demo) finish(ctx context.Context, changes []change, views []view, timed
 		}
 	}
 	v := judge(changes, views, h, dlqTotal)
+	leaks := contentLeaks(d.o.outDir, changes)
 
 	say(out, "")
 	say(out, "Health: %s (HTTP %d), from %s", upper(h.Status), h.HTTPStatus, h.Source)
@@ -125,9 +144,14 @@ func (d *demo) finish(ctx context.Context, changes []change, views []view, timed
 	say(out, "  function logs    %s", absPath(d.o.outDir)+"/{poller,coordinator,health}.log (JSON, ids and codes only)")
 	say(out, "  runner log       %s", absPath(filepath.Join(d.o.outDir, "runner.log")))
 	say(out, "  runner totals    %s", d.footer(st))
+	if len(leaks) == 0 {
+		say(out, "  content-free     no source or translation text in any function or runner log")
+	} else {
+		say(out, "  CONTENT LEAK     translation or source text found in %v", leaks)
+	}
 	say(out, "")
 	say(out, "Stopping the functions, the reference servers and the local resources…")
-	d.passed = v.ChangesOK && v.HealthOK && v.DLQsEmpty && !timedOut
+	d.passed = v.ChangesOK && v.HealthOK && v.DLQsEmpty && !timedOut && len(leaks) == 0
 	switch {
 	case d.passed:
 		say(out, "DEMO OK: every change ended as expected; health is %s as %s.", h.Status, v.Explanation)
@@ -135,6 +159,44 @@ func (d *demo) finish(ctx context.Context, changes []change, views []view, timed
 		say(out, "DEMO NOT OK: changes as expected: %v; health as expected: %v (%s); DLQs empty: %v.", v.ChangesOK, v.HealthOK, v.Explanation, v.DLQsEmpty)
 	}
 	return nil
+}
+
+// healthSchedule is the schedule that targets the health function.
+func (d *demo) healthSchedule(st runner.Stack) *runner.Schedule {
+	for _, s := range d.topo.Schedules {
+		if s.Function != "health" {
+			continue
+		}
+		for _, sc := range st.Schedules {
+			if sc.Name == s.Name {
+				return sc
+			}
+		}
+	}
+	return nil
+}
+
+// contentLeaks lists the logs in dir that contain a source or translation
+// text of the scenario (they must hold ids, counts and codes only).
+func contentLeaks(dir string, changes []change) []string {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var leaks []string
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+	search:
+		for _, c := range changes {
+			for _, j := range c.Jobs {
+				if bytes.Contains(b, []byte(j.Source)) || bytes.Contains(b, []byte(j.Translation)) {
+					leaks = append(leaks, filepath.Base(p))
+					break search
+				}
+			}
+		}
+	}
+	return leaks
 }
 
 func upper(s string) string {

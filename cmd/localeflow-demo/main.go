@@ -231,7 +231,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	obs := &observer{mon: mon, rel: rel, cms: d.srv.CMS.Stats}
 	tty := o.tty == "always" || (o.tty == "auto" && isTerminal(os.Stdout) && out == os.Stdout)
-	disp := newDisplay(out, tty, start)
+	disp := newDisplay(out, tty, termWidth(os.Stdout), start)
 	views := make([]view, len(changes))
 	deadline := time.Now().Add(o.timeout)
 	timedOut := false

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -232,7 +235,7 @@ func TestDisplay(t *testing.T) {
 	changes := scenario("t5")[:2]
 	views := []view{{Monitor: "watching", Release: "translated 1/2"}, {Monitor: "done", Release: "delivered", Final: true, OK: true}}
 	var plain bytes.Buffer
-	d := newDisplay(&plain, false, time.Now())
+	d := newDisplay(&plain, false, 0, time.Now())
 	d.show(changes, views, "footer")
 	d.show(changes, views, "footer")
 	if n := strings.Count(plain.String(), "\n"); n != 2 || strings.Contains(plain.String(), "\x1b[") {
@@ -244,11 +247,16 @@ func TestDisplay(t *testing.T) {
 		t.Fatalf("a change was not appended:\n%s", plain.String())
 	}
 	var tty bytes.Buffer
-	d = newDisplay(&tty, true, time.Now())
+	d = newDisplay(&tty, true, 40, time.Now())
 	d.show(changes, views, "footer")
 	d.show(changes, views, "footer")
-	if !strings.Contains(tty.String(), "\x1b[7A") || !strings.Contains(tty.String(), "✔ ") || !strings.Contains(tty.String(), "footer") {
+	if !strings.Contains(tty.String(), "\x1b[10A") || !strings.Contains(tty.String(), "✔ ") || !strings.Contains(tty.String(), "footer") {
 		t.Fatalf("tty output:\n%q", tty.String())
+	}
+	for _, line := range strings.Split(tty.String(), "\n") {
+		if n := utf8.RuneCountInString(strings.ReplaceAll(strings.ReplaceAll(line, "\x1b[2K", ""), "\x1b[10A", "")); n > 39 {
+			t.Fatalf("line of %d runes is not clipped to the width: %q", n, line)
+		}
 	}
 }
 
@@ -269,5 +277,23 @@ func TestParseFlags(t *testing.T) {
 	t.Setenv("LOCALEFLOW_RIE", "")
 	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "rie") {
 		t.Fatalf("missing rie: %v", err)
+	}
+}
+
+func TestContentLeaks(t *testing.T) {
+	dir := t.TempDir()
+	changes := scenario("t6")
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("clean.log", `{"msg":"locale approved","event_id":"`+changes[0].EventID+`","target_locale":"de-DE"}`)
+	if leaks := contentLeaks(dir, changes); len(leaks) != 0 {
+		t.Fatalf("clean log flagged: %v", leaks)
+	}
+	write("leaky.log", `{"msg":"oops","text":"`+changes[1].Jobs[1].Translation+`"}`)
+	if leaks := contentLeaks(dir, changes); len(leaks) != 1 || leaks[0] != "leaky.log" {
+		t.Fatalf("leaks %v", leaks)
 	}
 }

@@ -13,13 +13,16 @@ import (
 type display struct {
 	out   io.Writer
 	tty   bool
+	width int
 	start time.Time
 	lines int
 	last  map[string]string
 }
 
-func newDisplay(out io.Writer, tty bool, start time.Time) *display {
-	return &display{out: out, tty: tty, start: start, last: map[string]string{}}
+// newDisplay draws on out; width > 0 clips the lines of the in-place
+// table so that none wraps (a wrapped line breaks the redraw).
+func newDisplay(out io.Writer, tty bool, width int, start time.Time) *display {
+	return &display{out: out, tty: tty, width: width, start: start, last: map[string]string{}}
 }
 
 func pad(s string, n int) string {
@@ -37,23 +40,22 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// rows renders the table body.
+// rows renders the table body: three lines per change.
 func rows(changes []change, views []view) []string {
-	out := []string{
-		pad("CHANGE", 26) + pad("SITE", 14) + pad("LOCALES", 19) + pad("MONITOR (CMS lifecycle)", 46) + "RELEASE (evidence, approval, delivery)",
-	}
+	out := []string{"MONITOR = the poller watching the CMS lifecycle · RELEASE = the coordinator: evidence → approval → signed delivery", ""}
 	for i, c := range changes {
 		v := views[i]
-		mark := "  "
+		mark := "• "
 		switch {
 		case v.Final && v.OK:
 			mark = "✔ "
 		case v.Final:
 			mark = "✘ "
 		}
-		out = append(out, mark+pad(clip(shortID(c.EventID), 24), 24)+pad(c.SiteID, 14)+pad(clip(strings.Join(c.Locales(), ","), 18), 19)+
-			pad(clip(v.Monitor, 45), 46)+clip(v.Release, 60))
-		out = append(out, "    "+c.Story)
+		out = append(out,
+			mark+pad(shortID(c.EventID), 18)+pad(c.SiteID, 14)+pad(strings.Join(c.Locales(), ","), 19)+c.Story,
+			"    monitor: "+v.Monitor,
+			"    release: "+v.Release)
 	}
 	return out
 }
@@ -77,6 +79,9 @@ func (d *display) show(changes []change, views []view, footer string) {
 		}
 		lines := append(rows(changes, views), "", fmt.Sprintf("[%5.1fs] %s", elapsed.Seconds(), footer))
 		for _, l := range lines {
+			if d.width > 1 {
+				l = clip(l, d.width-1)
+			}
 			b.WriteString("\x1b[2K" + l + "\n")
 		}
 		d.lines = len(lines)
