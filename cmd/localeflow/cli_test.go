@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/core/health/healthtest"
+	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/topology"
+)
+
+const base = int64(1_764_460_800_000)
+
+type result struct {
+	code     int
+	out, err string
+}
+
+func runCLI(env map[string]string, args ...string) result {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errOut)
+	return result{code, out.String(), errOut.String()}
+}
+
+func TestUsageErrors(t *testing.T) {
+	env := map[string]string{"LOCALEFLOW_MONITOR_TABLE": "m", "LOCALEFLOW_RELEASE_TABLE": "r"}
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"no command", env, nil, "usage:"},
+		{"unknown command", env, []string{"frob"}, `unknown command "frob"`},
+		{"status without id", env, []string{"status"}, "exactly one EVENT_ID"},
+		{"status with two ids", env, []string{"status", "a", "b"}, "exactly one EVENT_ID"},
+		{"id not a token", env, []string{"requeue", "evt 1"}, "EVENT_ID must match"},
+		{"health with an argument", env, []string{"health", "x"}, "takes no arguments"},
+		{"unknown flag", env, []string{"health", "--frob"}, "flag provided but not defined"},
+		{"bad kind", env, []string{"list", "--kind", "job"}, "--kind must be"},
+		{"bad state", env, []string{"list", "--kind", "evidence", "--state", "watching"}, "--state must be one of"},
+		{"bad segments", env, []string{"audit", "--segments", "0"}, "--segments must be 1..64"},
+		{"no tables", map[string]string{}, []string{"health"}, "set the tables"},
+		{"bad prefix", map[string]string{}, []string{"--prefix", "UPPER CASE", "health"}, "--prefix"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(tc.env, tc.args...)
+			if r.code != exitUsage || !strings.Contains(r.err+r.out, tc.want) {
+				t.Fatalf("exit %d, stderr %q, stdout %q; want 2 and %q", r.code, r.err, r.out, tc.want)
+			}
+		})
+	}
+	if r := runCLI(env, "--help"); r.code != exitOK || !strings.Contains(r.out, "exit codes") {
+		t.Fatalf("--help: %+v", r)
+	}
+}
+
+// TestCommandsOnLocalStack drives every command against DynamoDB Local.
+func TestCommandsOnLocalStack(t *testing.T) {
+	localtest.Require(t)
+	topo := localtest.Topology(t)
+	db := localtest.DynamoDB(t)
+	ctx := context.Background()
+	store, err := monitordb.New(db, topo.Monitor.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ id, variant string }{
+		{"evt-failed", healthtest.Failed}, {"evt-watching", healthtest.Watching}, {"evt-tampered", healthtest.Watching},
+		{"evt-done", healthtest.Terminal},
+	} {
+		if _, _, err := store.Create(ctx, healthtest.MonitorRecord(r.id, r.variant, base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rel := releasedb.New(db, topo.Release.Name)
+	if err := rel.Put(ctx, healthtest.Evidence("evt-watching", "req-1", "retry_wait", base), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(topo.Monitor.Name), Key: map[string]types.AttributeValue{topology.AttrEventID: &types.AttributeValueMemberS{Value: "evt-tampered"}},
+		UpdateExpression: aws.String("SET job_count = :n"), ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "3"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	p := "--prefix=" + topo.Prefix
+
+	r := runCLI(env, p, "health")
+	if r.code != exitBad || !strings.Contains(r.out, "health: blocked") || !strings.Contains(r.out, "lifecycle_monitor.state_invalid") ||
+		!strings.Contains(r.out, "evt-tampered") || !strings.Contains(r.out, "evt-failed") {
+		t.Fatalf("health: %+v", r)
+	}
+	t.Logf("localeflow health:\n%s", r.out)
+	r = runCLI(env, "health", "--json", p)
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || r.code != exitBad || len(doc) != 5 || string(doc["status"]) != `"blocked"` {
+		t.Fatalf("health --json: %+v (%v)", r, err)
+	}
+
+	r = runCLI(env, p, "list", "--state", "failed")
+	if r.code != exitOK || !strings.Contains(r.out, "evt-failed") || !strings.Contains(r.out, "cms.http_503") ||
+		!strings.Contains(r.out, "evt-tampered") || strings.Contains(r.out, "evt-watching") {
+		t.Fatalf("list --state failed: %+v", r)
+	}
+	r = runCLI(env, p, "list", "--kind", "evidence", "--json")
+	var items []map[string]any
+	if err := json.Unmarshal([]byte(r.out), &items); err != nil || len(items) != 1 || items[0]["state"] != "retry_wait" {
+		t.Fatalf("list --kind evidence: %+v", r)
+	}
+
+	r = runCLI(env, p, "status", "evt-watching")
+	if r.code != exitOK || !strings.Contains(r.out, "watching") || !strings.Contains(r.out, "req-1") || !strings.Contains(r.out, "evidence.http_503") {
+		t.Fatalf("status: %+v", r)
+	}
+	if r = runCLI(env, p, "status", "evt-none"); r.code != exitBad || !strings.Contains(r.err, "lifecycle_monitor.event_missing") {
+		t.Fatalf("status of a missing event: %+v", r)
+	}
+	if r = runCLI(env, p, "status", "evt-tampered"); r.code != exitBad || !strings.Contains(r.err, "lifecycle_monitor.state_invalid") {
+		t.Fatalf("status of a tampered record: %+v", r)
+	}
+
+	r = runCLI(env, p, "requeue", "evt-failed")
+	if r.code != exitOK || !strings.Contains(r.out, "requeued evt-failed: failed") || !strings.Contains(r.out, "retry_wait") {
+		t.Fatalf("requeue: %+v", r)
+	}
+	if r = runCLI(env, p, "requeue", "evt-failed", "--json"); r.code != exitBad || !strings.Contains(r.out, `"code":"operator.requeue.not_failed"`) {
+		t.Fatalf("second requeue: %+v", r)
+	}
+	r = runCLI(env, p, "status", "evt-failed", "--json")
+	var st struct {
+		Monitor  struct{ State string } `json:"monitor"`
+		Requeues struct {
+			RequeuedCount int `json:"requeued_count"`
+		} `json:"requeues"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || r.code != exitOK || st.Monitor.State != "retry_wait" || st.Requeues.RequeuedCount != 1 {
+		t.Fatalf("status after requeue: %+v", r)
+	}
+
+	t.Logf("localeflow status evt-failed --json:\n%s", r.out)
+	r = runCLI(env, p, "audit")
+	if r.code != exitBad || !strings.Contains(r.out, "1 invalid") || !strings.Contains(r.out, "evt-tampered") ||
+		!strings.Contains(r.out, "lifecycle_monitor.state_invalid") || !strings.Contains(r.out, "4 monitor records, 1 requeue journal items, 1 release items") {
+		t.Fatalf("audit: %+v", r)
+	}
+}
+
+// TestRuntimeErrorExit3: an unreachable endpoint is a runtime error.
+func TestRuntimeErrorExit3(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	r := runCLI(map[string]string{}, "--prefix=localeflow", "health")
+	if r.code != exitRuntime || !strings.Contains(r.err, "health.unavailable") {
+		t.Fatalf("unreachable: %+v", r)
+	}
+}

@@ -1,0 +1,37 @@
+// Command localeflow is the operator CLI. It works on the same DynamoDB
+// tables as the functions (credentials and endpoints from the standard AWS
+// environment, AWS_ENDPOINT_URL_DYNAMODB included).
+//
+//	localeflow [flags] status EVENT_ID    one change: monitor record, evidence, delivery, requeues
+//	localeflow [flags] health             the health document (same rules as the health function)
+//	localeflow [flags] list [--state S] [--kind monitor|evidence|delivery]
+//	                                      open records and records needing attention
+//	localeflow [flags] requeue EVENT_ID   a failed change back to due with a fresh failure budget
+//	localeflow [flags] audit [--segments N]
+//	                                      full integrity check of both tables (parallel Scan;
+//	                                      on demand only: it reads every item)
+//
+// Flags (before or after the command):
+//
+//	--monitor-table NAME   default $LOCALEFLOW_MONITOR_TABLE
+//	--release-table NAME   default $LOCALEFLOW_RELEASE_TABLE
+//	--prefix P             both tables of the deployment prefix P (topology.New)
+//	--json                 JSON for scripts instead of tables for people
+//
+// Exit codes:
+//
+//	0  ok
+//	1  the answer is bad: health blocked, invalid records found, a record
+//	   invalid or missing, or the change refused (requeue of a record that
+//	   is not failed, or that changed meanwhile)
+//	2  usage: unknown command or flag, missing argument or table, an event
+//	   id that is not a token
+//	3  runtime error: AWS unreachable, throttled, access denied
+//
+// Errors go to stderr as "localeflow: <code>: <detail>" (the code is a
+// stable localeflow error code); with --json, {"code":..., "error":...}.
+//
+// list shows what the sparse indexes hold: successful terminal records and
+// succeeded evidence and deliveries are finished and never listed (audit
+// reads them).
+package main
