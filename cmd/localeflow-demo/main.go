@@ -87,6 +87,8 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.cms.Jitter, "cms-jitter", 40*time.Millisecond, "reference CMS random extra latency")
 	fs.DurationVar(&o.evidence.Latency, "evidence-latency", 80*time.Millisecond, "reference evidence provider latency")
 	fs.DurationVar(&o.evidence.Jitter, "evidence-jitter", 80*time.Millisecond, "reference evidence provider random extra latency")
+	fs.Float64Var(&o.cms.FailureRate, "cms-failure-rate", 0, "share of CMS requests answered 503 at random (0..1), on top of the scripted ones")
+	fs.Float64Var(&o.evidence.FailureRate, "evidence-failure-rate", 0, "share of evidence requests answered 503 at random (0..1)")
 	fs.StringVar(&o.tty, "tty", "auto", "redraw the table in place: auto, always or never")
 	fs.BoolVar(&o.destroy, "destroy", true, "delete the created resources at the end")
 	if err := fs.Parse(args); err != nil {
@@ -100,6 +102,12 @@ func parse(args []string) (options, error) {
 	}
 	if o.timeout <= 0 || o.speedup < 1 {
 		return o, errors.New("-timeout must be positive and -speedup at least 1")
+	}
+	if err := o.cms.Validate(); err != nil {
+		return o, err
+	}
+	if err := o.evidence.Validate(); err != nil {
+		return o, err
 	}
 	switch o.tty {
 	case "auto", "always", "never":
