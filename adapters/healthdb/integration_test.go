@@ -40,16 +40,17 @@ type readMeter struct {
 	requests map[string]int
 	items    map[string]int
 	rcu      float64
+	rcuByOp  map[string]float64
 }
 
 func newReadMeter() *readMeter {
-	return &readMeter{requests: map[string]int{}, items: map[string]int{}}
+	return &readMeter{requests: map[string]int{}, items: map[string]int{}, rcuByOp: map[string]float64{}}
 }
 
 func (m *readMeter) reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.requests, m.items, m.rcu = map[string]int{}, map[string]int{}, 0
+	m.requests, m.items, m.rcu, m.rcuByOp = map[string]int{}, map[string]int{}, 0, map[string]float64{}
 }
 
 func (m *readMeter) snapshot() (map[string]int, map[string]int, float64) {
@@ -111,6 +112,7 @@ func (m *readMeter) install(stack *middleware.Stack) error {
 			}
 			for _, c := range caps {
 				m.rcu += aws.ToFloat64(c.CapacityUnits)
+				m.rcuByOp[op] += aws.ToFloat64(c.CapacityUnits)
 			}
 			return out, md, err
 		}), middleware.After)
@@ -357,26 +359,36 @@ func TestHealthBlockedConditions(t *testing.T) {
 }
 
 // TestHealthReadsOnlyOpenAndAttentionItems is the acceptance check: with
-// 1,000 terminal records and 10 open ones (plus 2 needing attention), a
-// health check reads exactly the 12 items, never a terminal one.
+// 10 open records (monitor and release) and 2 needing attention, a health
+// check reads exactly those 12 items and consumes the same read capacity
+// whether the monitor table holds 0 or 1,000 terminal records.
 func TestHealthReadsOnlyOpenAndAttentionItems(t *testing.T) {
 	b := setup(t)
-	items, rcu, requests := measureHealthReads(t, b, 1000)
-	t.Logf("health check: %d items read, %.1f RCU, requests %v", items, rcu, requests)
-	if items != 12 {
-		t.Fatalf("health read %d items, want 12 (10 open + 2 attention)", items)
+	seedOpen(t, b)
+	before := measureCheck(t, b, 0)
+	seedTerminal(t, b, 1000)
+	after := measureCheck(t, b, 1000)
+	t.Logf("0 terminal: %d items read, %.1f RCU, requests %v", before.items, before.rcu, before.requests)
+	t.Logf("1,000 terminal: %d items read, %.1f RCU, requests %v", after.items, after.rcu, after.requests)
+	b.meter.mu.Lock()
+	t.Logf("RCU by operation (last check): %v", b.meter.rcuByOp)
+	b.meter.mu.Unlock()
+	if before.items != 12 || after.items != 12 {
+		t.Fatalf("health read %d and %d items, want 12 (10 open + 2 attention)", before.items, after.items)
 	}
-	if requests["Scan"] != 0 {
+	if after.rcu != before.rcu || !reflect.DeepEqual(after.requests, before.requests) {
+		t.Fatalf("cost grew with terminal records: %.1f -> %.1f RCU, %v -> %v", before.rcu, after.rcu, before.requests, after.requests)
+	}
+	if after.requests["Scan"] != 0 {
 		t.Fatal("health scanned a table")
 	}
 }
 
-// measureHealthReads seeds terminal terminal records, 10 open records
-// (monitor and release) and 2 attention records, waits until health sees
-// them, and returns what one more check read.
-func measureHealthReads(t testing.TB, b *bundle, terminal int) (int, float64, map[string]int) {
+// seedOpen writes 10 open records (6 monitor watching, 3 evidence, 1
+// delivery) and 2 needing attention (a failed monitor record and a failed
+// evidence request).
+func seedOpen(t testing.TB, b *bundle) {
 	t.Helper()
-	seedTerminal(t, b, terminal)
 	for i := range 6 {
 		b.putMonitor(t, healthtest.MonitorRecord(fmt.Sprintf("evt-open-%d", i), healthtest.Watching, base))
 	}
@@ -384,17 +396,32 @@ func measureHealthReads(t testing.TB, b *bundle, terminal int) (int, float64, ma
 		healthtest.Evidence("evt-open-1", "req-3", "retry_wait", base), healthtest.Delivery("evt-open-2", "pending", base))
 	b.putMonitor(t, healthtest.MonitorRecord("evt-failed", healthtest.Failed, base))
 	b.putRelease(t, healthtest.Evidence("evt-open-3", "req-4", "failed", base))
+}
+
+type cost struct {
+	items    int
+	rcu      float64
+	requests map[string]int
+	elapsed  time.Duration
+}
+
+// measureCheck waits until health sees the 12 seeded items and at least
+// terminal terminal records, then measures one check.
+func measureCheck(t testing.TB, b *bundle, terminal int) cost {
+	t.Helper()
 	b.clock.ms.Store(base + 10)
 	r := b.check(t, func(r health.Report) bool { return len(r.Items) == 12 && r.Monitor.Counts["terminal"] >= terminal })
-	if len(r.Items) != 12 {
-		t.Fatalf("health sees %d items", len(r.Items))
+	if len(r.Items) != 12 || r.Monitor.Counts["terminal"] < terminal {
+		t.Fatalf("health sees %d items, %d terminal", len(r.Items), r.Monitor.Counts["terminal"])
 	}
 	b.meter.reset()
+	start := time.Now()
 	if _, err := b.checker.Check(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	elapsed := time.Since(start)
 	requests, items, rcu := b.meter.snapshot()
-	return items["BatchGetItem"] + items["GetItem"] + items["Scan"], rcu, requests
+	return cost{items: items["BatchGetItem"] + items["GetItem"] + items["Scan"], rcu: rcu, requests: requests, elapsed: elapsed}
 }
 
 func seedTerminal(t testing.TB, b *bundle, n int) {
