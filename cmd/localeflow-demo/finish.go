@@ -32,11 +32,10 @@ func judge(changes []change, views []view, h healthReport, dlqTotal int) verdict
 		}
 	}
 	clean := h.Failed == 0 && h.ExpiredLeases == 0 && h.ReleaseFailures == 0
-	switch {
-	case blockedOnPurpose == 0:
+	if blockedOnPurpose == 0 {
 		v.HealthOK = h.Status == monitor.HealthOK && clean && h.RemoteFailures == 0
 		v.Explanation = "nothing fails on purpose, so health must be ok"
-	default:
+	} else {
 		v.HealthOK = h.Status == monitor.HealthBlocked && clean && h.RemoteFailures == blockedOnPurpose
 		v.Explanation = fmt.Sprintf("expected: blocked by exactly %d remote failure (the change that fails on purpose), "+
 			"no failed polls, no expired leases, no failed evidence or delivery", blockedOnPurpose)

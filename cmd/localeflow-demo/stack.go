@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -157,18 +156,4 @@ var errNotBuilt = errors.New("not built")
 func (f *function) Stop() {
 	f.Proc.Stop()
 	_ = f.logFile.Close()
-}
-
-// tail returns the last n bytes of the function's log.
-func (f *function) tail(n int64) string {
-	r, err := os.Open(f.LogPath)
-	if err != nil {
-		return ""
-	}
-	defer r.Close()
-	if st, err := r.Stat(); err == nil && st.Size() > n {
-		_, _ = r.Seek(-n, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(r)
-	return string(b)
 }

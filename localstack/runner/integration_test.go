@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -229,8 +230,8 @@ func TestIntegrationRIEAnswers(t *testing.T) {
 				}
 				return
 			}
-			fe, ok := err.(*FunctionError)
-			if !ok || fe.Type != tc.wantType {
+			var fe *FunctionError
+			if !errors.As(err, &fe) || fe.Type != tc.wantType {
 				t.Fatalf("err %v, want FunctionError %s", err, tc.wantType)
 			}
 		})

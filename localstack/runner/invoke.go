@@ -196,7 +196,7 @@ func (p *Process) awaitListening(ctx context.Context, addr string) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("runner: aws-lambda-rie exited before listening: %v", p.err)
+			return fmt.Errorf("runner: aws-lambda-rie exited before listening: %w", p.err)
 		case <-ctx.Done():
 			return fmt.Errorf("runner: aws-lambda-rie did not listen on %s: %w", addr, ctx.Err())
 		case <-tick.C:
