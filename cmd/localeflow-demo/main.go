@@ -125,7 +125,7 @@ func isTerminal(f *os.File) bool {
 // say prints one line of narration.
 func say(out io.Writer, format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
 
-func run(ctx context.Context, args []string, out *os.File) int {
+func run(ctx context.Context, args []string, out io.Writer) int {
 	o, err := parse(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "localeflow-demo:", err)
@@ -238,8 +238,13 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	obs := &observer{mon: mon, rel: rel, cms: d.srv.CMS.Stats}
-	tty := o.tty == "always" || (o.tty == "auto" && isTerminal(os.Stdout) && out == os.Stdout)
-	disp := newDisplay(out, tty, termWidth(os.Stdout), start)
+	f, isFile := out.(*os.File)
+	tty := o.tty == "always" || (o.tty == "auto" && isFile && isTerminal(f))
+	width := 0
+	if isFile {
+		width = termWidth(f)
+	}
+	disp := newDisplay(out, tty, width, start)
 	views := make([]view, len(changes))
 	deadline := time.Now().Add(o.timeout)
 	timedOut := false
