@@ -1,0 +1,287 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// HandlerFunc is a function's entry point: the Lambda payload in, the
+// response out (both handlers' Handle methods).
+type HandlerFunc func(ctx context.Context, payload json.RawMessage) (any, error)
+
+// Chaos disturbs the delivery of queue messages the way SQS may.
+type Chaos struct {
+	// Duplicate is the probability that a handled message is delivered
+	// again (sent again with the same body).
+	Duplicate float64
+	// HoldBack is the probability that a received message is held back
+	// and delivered only HoldRounds receives later (a late message).
+	HoldBack   float64
+	HoldRounds int
+	// Reorder shuffles every batch.
+	Reorder bool
+	Seed    uint64
+}
+
+// ESM plays the SQS event source mapping of one function: receive a
+// batch, invoke the handler with the aws:sqs event, delete every message
+// not reported in batchItemFailures (none when the invocation failed).
+type ESM struct {
+	SQS      *sqs.Client
+	QueueURL string
+	Handle   HandlerFunc
+	// BatchSize (default 10), Visibility seconds of a received batch
+	// (default 2: failed messages come back quickly), Timeout of one
+	// invocation (the function's configured timeout; default 60 s).
+	BatchSize  int32
+	Visibility int32
+	Timeout    time.Duration
+	Chaos      Chaos
+	// Sweep, when set, runs every SweepEvery (the scheduled sweep).
+	Sweep      func(ctx context.Context) error
+	SweepEvery time.Duration
+
+	mu    sync.Mutex
+	rng   *rand.Rand
+	held  []heldMessage
+	round int
+	stats ESMStats
+}
+
+type heldMessage struct {
+	body    string
+	release int
+}
+
+// ESMStats counts what the mapping did.
+type ESMStats struct {
+	Invocations   int
+	Messages      int
+	ItemFailures  int
+	BatchFailures int
+	Duplicated    int
+	HeldBack      int
+	Sweeps        int
+	// Durations of every invocation (Lambda billed duration stand-in).
+	Durations []time.Duration
+}
+
+// Stats returns a copy of the counts.
+func (e *ESM) Stats() ESMStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.stats
+	s.Durations = append([]time.Duration(nil), e.stats.Durations...)
+	return s
+}
+
+func (e *ESM) init() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rng == nil {
+		e.rng = rand.New(rand.NewPCG(e.Chaos.Seed, 0x5eed))
+	}
+	if e.BatchSize == 0 {
+		e.BatchSize = 10
+	}
+	if e.Visibility == 0 {
+		e.Visibility = 2
+	}
+	if e.Timeout == 0 {
+		e.Timeout = 60 * time.Second
+	}
+}
+
+func (e *ESM) chance(p float64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return p > 0 && e.rng.Float64() < p
+}
+
+// Run feeds batches to the handler until done() holds while the queue has
+// been empty for quiet consecutive receives, or timeout passes (an error).
+func (e *ESM) Run(ctx context.Context, timeout time.Duration, done func() bool) error {
+	e.init()
+	deadline := time.Now().Add(timeout)
+	lastSweep := time.Now()
+	quiet := 0
+	for time.Now().Before(deadline) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e.Sweep != nil && e.SweepEvery > 0 && time.Since(lastSweep) >= e.SweepEvery {
+			lastSweep = time.Now()
+			if err := e.Sweep(ctx); err != nil {
+				return fmt.Errorf("sweep: %w", err)
+			}
+			e.mu.Lock()
+			e.stats.Sweeps++
+			e.mu.Unlock()
+		}
+		if err := e.releaseHeld(ctx, false); err != nil {
+			return err
+		}
+		n, err := e.Once(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			quiet = 0
+			continue
+		}
+		quiet++
+		e.mu.Lock()
+		held := len(e.held)
+		e.mu.Unlock()
+		if held > 0 && quiet > 3 {
+			if err := e.releaseHeld(ctx, true); err != nil {
+				return err
+			}
+			continue
+		}
+		if quiet >= 3 && done() {
+			return nil
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return fmt.Errorf("esm: not done after %s", timeout)
+}
+
+func (e *ESM) releaseHeld(ctx context.Context, all bool) error {
+	e.mu.Lock()
+	var due []string
+	keep := e.held[:0]
+	for _, h := range e.held {
+		if all || h.release <= e.round {
+			due = append(due, h.body)
+		} else {
+			keep = append(keep, h)
+		}
+	}
+	e.held = keep
+	e.mu.Unlock()
+	for _, body := range due {
+		if _, err := e.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.QueueURL), MessageBody: aws.String(body)}); err != nil {
+			return fmt.Errorf("esm: re-send held message: %w", err)
+		}
+	}
+	return nil
+}
+
+// Once receives one batch and invokes the handler with it; it returns the
+// number of messages received.
+func (e *ESM) Once(ctx context.Context) (int, error) {
+	e.init()
+	out, err := e.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(e.QueueURL), MaxNumberOfMessages: e.BatchSize, WaitTimeSeconds: 0,
+		VisibilityTimeout:           e.Visibility,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("esm: receive: %w", err)
+	}
+	e.mu.Lock()
+	e.round++
+	e.mu.Unlock()
+	if len(out.Messages) == 0 {
+		return 0, nil
+	}
+	var batch events.SQSEvent
+	for _, m := range out.Messages {
+		if e.Chaos.HoldRounds > 0 && e.chance(e.Chaos.HoldBack) {
+			if err := e.delete(ctx, m.ReceiptHandle); err != nil {
+				return 0, err
+			}
+			e.mu.Lock()
+			e.held = append(e.held, heldMessage{body: aws.ToString(m.Body), release: e.round + e.Chaos.HoldRounds})
+			e.stats.HeldBack++
+			e.mu.Unlock()
+			continue
+		}
+		batch.Records = append(batch.Records, events.SQSMessage{
+			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+			Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs",
+			EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:proof", AWSRegion: "us-east-1",
+		})
+	}
+	if e.Chaos.Reorder {
+		e.mu.Lock()
+		e.rng.Shuffle(len(batch.Records), func(i, j int) { batch.Records[i], batch.Records[j] = batch.Records[j], batch.Records[i] })
+		e.mu.Unlock()
+	}
+	if len(batch.Records) == 0 {
+		return len(out.Messages), nil
+	}
+	return len(out.Messages), e.invoke(ctx, batch)
+}
+
+func (e *ESM) invoke(ctx context.Context, batch events.SQSEvent) error {
+	payload, err := json.Marshal(batch)
+	if err != nil {
+		return err
+	}
+	ictx, cancel := context.WithTimeout(ctx, e.Timeout)
+	start := time.Now()
+	res, herr := e.Handle(ictx, payload)
+	took := time.Since(start)
+	cancel()
+	failed := map[string]bool{}
+	if herr == nil {
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		var resp events.SQSEventResponse
+		if err := json.Unmarshal(raw, &resp); err != nil {
+			return fmt.Errorf("esm: response: %w", err)
+		}
+		for _, f := range resp.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+	}
+	e.mu.Lock()
+	e.stats.Invocations++
+	e.stats.Messages += len(batch.Records)
+	e.stats.Durations = append(e.stats.Durations, took)
+	e.stats.ItemFailures += len(failed)
+	if herr != nil {
+		e.stats.BatchFailures++
+	}
+	e.mu.Unlock()
+	if herr != nil {
+		return nil // the whole batch comes back after its visibility timeout
+	}
+	for _, m := range batch.Records {
+		if failed[m.MessageId] {
+			continue
+		}
+		if err := e.delete(ctx, aws.String(m.ReceiptHandle)); err != nil {
+			return err
+		}
+		if e.chance(e.Chaos.Duplicate) {
+			if _, err := e.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.QueueURL), MessageBody: aws.String(m.Body)}); err != nil {
+				return fmt.Errorf("esm: duplicate: %w", err)
+			}
+			e.mu.Lock()
+			e.stats.Duplicated++
+			e.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+func (e *ESM) delete(ctx context.Context, handle *string) error {
+	if _, err := e.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.QueueURL), ReceiptHandle: handle}); err != nil {
+		return fmt.Errorf("esm: delete: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/adapters/cms"
+	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/functions/poller/handler"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// CMSKey is the HMAC key the test CMS and the pollers share.
+var CMSKey = []byte("proof-cms-lifecycle-key-0123456789abcdef")
+
+// FastMonitor is a monitor configuration for real-time runs: polls every
+// PollInterval, retries after 100 ms·2^(n-1) (≤ 1 s), 3 s leases (a CMS
+// client timeout of 1 s fits), up to MaxFailures consecutive failures.
+func FastMonitor(worker string, pollInterval time.Duration, maxFailures int) monitor.Config {
+	return monitor.Config{WorkerID: worker, PollInterval: pollInterval, BaseDelay: 100 * time.Millisecond,
+		MaxDelay: time.Second, Lease: 3 * time.Second, MaxConsecutiveFailures: maxFailures}
+}
+
+// CMSTimeout is the lifecycle client's timeout in FastMonitor runs.
+const CMSTimeout = time.Second
+
+// Lifecycle is the test CMS shared by every poller of a test.
+type Lifecycle struct {
+	*cmstest.CMS
+	URL string
+}
+
+// NewLifecycle starts the signed test CMS on 127.0.0.1 (closed when t ends).
+func NewLifecycle(t testing.TB) *Lifecycle {
+	t.Helper()
+	c := cmstest.New(CMSKey)
+	srv := c.Start()
+	t.Cleanup(srv.Close)
+	return &Lifecycle{CMS: c, URL: srv.URL}
+}
+
+// Poller is one poller function instance wired to the stack.
+type Poller struct {
+	Service *monitor.Service
+	Store   *monitordb.Store
+	Reader  *cms.Client
+	Handler *handler.Handler
+	ESM     *ESM
+}
+
+// NewPoller wires a poller (monitor service on the metered DynamoDB client,
+// signed CMS client, delay queue, bus) and its event source mapping.
+func (s *Stack) NewPoller(t testing.TB, life *Lifecycle, clock core.Clock, cfg monitor.Config, log io.Writer) *Poller {
+	t.Helper()
+	store, err := monitordb.New(s.DB, s.Resources.MonitorTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logger *slog.Logger
+	if log != nil {
+		logger = handler.NewLogger(log, slog.LevelInfo)
+	}
+	svc, err := monitor.NewService(store, clock, logger, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := cms.New(cms.Config{BaseURL: life.URL, Key: CMSKey, Timeout: CMSTimeout, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := handler.New(handler.Config{
+		Monitor: svc, Reader: reader, Clock: clock, Log: logger,
+		Queue: delayqueue.New(s.SQS, s.Resources.PollQueue.URL),
+		Bus:   eventbus.New(s.EB, s.Resources.BusName),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Poller{Service: svc, Store: store, Reader: reader, Handler: h}
+	p.ESM = &ESM{SQS: s.SQS, QueueURL: s.Resources.PollQueue.URL, Handle: h.Handle,
+		Timeout: topology.PollerTimeoutSeconds * time.Second,
+		Sweep: func(ctx context.Context) error {
+			_, err := h.Sweep(ctx)
+			return err
+		}}
+	return p
+}
+
+// ChangeText is the text each test change carries (hashed into its
+// change_sha256, never stored by the monitor).
+func ChangeText(eventID string) string { return "PROOF-SECRET-TEXT Willkommen im Shop " + eventID }
+
+// DispatchedDetail is the localeflow.change.dispatched detail of a change
+// with jobs jobs; its change carries ChangeText.
+func DispatchedDetail(eventID string, jobs int) ([]byte, error) {
+	change := map[string]any{"event_id": eventID, "site_id": "site-proof", "website_version": "v1",
+		"source_sequence": 1, "title": ChangeText(eventID)}
+	raw, err := json.Marshal(change)
+	if err != nil {
+		return nil, err
+	}
+	canonical, err := core.CanonicalizeJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{
+		"change": json.RawMessage(canonical),
+		"dispatch": map[string]any{"event_id": eventID, "payload_sha256": core.SHA256Hex(canonical), "status": "succeeded",
+			"remote_plan_id": "plan-" + eventID, "remote_job_count": jobs, "remote_status": "enqueued",
+			"response_sha256": core.SHA256Hex([]byte("response-" + eventID))},
+	})
+}
+
+// PutChange tells the CMS about a change and scripts its answers.
+func (l *Lifecycle) PutChange(eventID string, steps ...cmstest.Step) {
+	l.Put(cmstest.Change{EventID: eventID, SiteID: "site-proof", PlanID: "plan-" + eventID, WebsiteVersion: "v1",
+		SourceSequence: 1, RequiredLocales: []string{"de-DE"}})
+	l.Script(eventID, steps...)
+}
+
+// Dispatch publishes the change's dispatched event on the bus (the rule
+// routes it to the poll queue).
+func (s *Stack) Dispatch(ctx context.Context, eventID string) error {
+	detail, err := DispatchedDetail(eventID, 1)
+	if err != nil {
+		return err
+	}
+	return eventbus.New(s.EB, s.Resources.BusName).Publish(ctx, topology.DetailChangeDispatched, json.RawMessage(detail))
+}
+
+// Register registers a change directly with the service (no bus).
+func (p *Poller) Register(ctx context.Context, eventID string) error {
+	detail, err := DispatchedDetail(eventID, 1)
+	if err != nil {
+		return err
+	}
+	d, err := monitor.ParseDispatched(detail)
+	if err != nil {
+		return err
+	}
+	if _, err := p.Service.Register(ctx, d); err != nil {
+		return fmt.Errorf("register %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// AllFinal reports whether every id is terminal or failed.
+func (p *Poller) AllFinal(ctx context.Context, ids []string) bool {
+	for _, id := range ids {
+		st, err := p.Service.Status(ctx, id)
+		if err != nil || !st.State.Final() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,206 @@
+// Package meter counts what localeflow asks of AWS, for the cost model.
+//
+// A Meter installs two SDK middlewares on any client (DynamoDB, SQS,
+// EventBridge):
+//
+//   - in the Deserialize step, next to the transport, it counts every HTTP
+//     attempt by service and operation (retries included: AWS bills each);
+//   - in the Initialize step, on DynamoDB calls, it sets
+//     ReturnConsumedCapacity=TOTAL when the caller did not ask for it and
+//     adds up the read and write capacity units the answers report; a
+//     conditional write that fails reports no capacity, so those are
+//     counted separately (ConditionFailures) — AWS still bills them as
+//     writes. For PutEvents it counts entries (EventBridge bills per event,
+//     not per request), for SendMessageBatch the messages.
+package meter
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// Meter accumulates counts; the zero value is not usable, use New.
+type Meter struct {
+	mu                sync.Mutex
+	requests          map[string]int64 // "Service.Operation"
+	readUnits         float64
+	writeUnits        float64
+	conditionFailures int64
+	events            int64
+}
+
+// New returns an empty meter.
+func New() *Meter { return &Meter{requests: map[string]int64{}} }
+
+// Install adds the meter to a client's stack (an APIOptions entry).
+func (m *Meter) Install(stack *middleware.Stack) error {
+	if err := stack.Deserialize.Add(middleware.DeserializeMiddlewareFunc("localeflowMeterAttempts", m.countAttempt), middleware.After); err != nil {
+		return err
+	}
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("localeflowMeterCapacity", m.capacity), middleware.After)
+}
+
+func (m *Meter) countAttempt(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+	key := awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)
+	m.mu.Lock()
+	m.requests[key]++
+	m.mu.Unlock()
+	return next.HandleDeserialize(ctx, in)
+}
+
+func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+	askCapacity(in.Parameters)
+	if p, ok := in.Parameters.(*eventbridge.PutEventsInput); ok {
+		m.mu.Lock()
+		m.events += int64(len(p.Entries))
+		m.mu.Unlock()
+	}
+	out, meta, err := next.HandleInitialize(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	var tcx *types.TransactionCanceledException
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if errors.As(err, &ccf) || errors.As(err, &tcx) {
+		m.conditionFailures++
+	}
+	for _, c := range consumed(out.Result) {
+		if c.ReadCapacityUnits != nil {
+			m.readUnits += *c.ReadCapacityUnits
+		}
+		if c.WriteCapacityUnits != nil {
+			m.writeUnits += *c.WriteCapacityUnits
+		}
+		if c.ReadCapacityUnits == nil && c.WriteCapacityUnits == nil && c.CapacityUnits != nil {
+			// Reads report only CapacityUnits on some operations.
+			m.readUnits += *c.CapacityUnits
+		}
+	}
+	return out, meta, err
+}
+
+func askCapacity(p any) {
+	const total = types.ReturnConsumedCapacityTotal
+	switch in := p.(type) {
+	case *dynamodb.GetItemInput:
+		if in.ReturnConsumedCapacity == "" {
+			in.ReturnConsumedCapacity = total
+		}
+	case *dynamodb.PutItemInput:
+		if in.ReturnConsumedCapacity == "" {
+			in.ReturnConsumedCapacity = total
+		}
+	case *dynamodb.UpdateItemInput:
+		if in.ReturnConsumedCapacity == "" {
+			in.ReturnConsumedCapacity = total
+		}
+	case *dynamodb.DeleteItemInput:
+		if in.ReturnConsumedCapacity == "" {
+			in.ReturnConsumedCapacity = total
+		}
+	case *dynamodb.QueryInput:
+		if in.ReturnConsumedCapacity == "" {
+			in.ReturnConsumedCapacity = total
+		}
+	case *dynamodb.BatchGetItemInput:
+		if in.ReturnConsumedCapacity == "" {
+			in.ReturnConsumedCapacity = total
+		}
+	case *dynamodb.BatchWriteItemInput:
+		if in.ReturnConsumedCapacity == "" {
+			in.ReturnConsumedCapacity = total
+		}
+	case *dynamodb.TransactWriteItemsInput:
+		if in.ReturnConsumedCapacity == "" {
+			in.ReturnConsumedCapacity = total
+		}
+	}
+}
+
+func consumed(result any) []types.ConsumedCapacity {
+	one := func(c *types.ConsumedCapacity) []types.ConsumedCapacity {
+		if c == nil {
+			return nil
+		}
+		return []types.ConsumedCapacity{*c}
+	}
+	switch out := result.(type) {
+	case *dynamodb.GetItemOutput:
+		return one(out.ConsumedCapacity)
+	case *dynamodb.PutItemOutput:
+		return one(out.ConsumedCapacity)
+	case *dynamodb.UpdateItemOutput:
+		return one(out.ConsumedCapacity)
+	case *dynamodb.DeleteItemOutput:
+		return one(out.ConsumedCapacity)
+	case *dynamodb.QueryOutput:
+		return one(out.ConsumedCapacity)
+	case *dynamodb.BatchGetItemOutput:
+		return out.ConsumedCapacity
+	case *dynamodb.BatchWriteItemOutput:
+		return out.ConsumedCapacity
+	case *dynamodb.TransactWriteItemsOutput:
+		return out.ConsumedCapacity
+	}
+	return nil
+}
+
+// Snapshot is what a meter counted.
+type Snapshot struct {
+	// Requests by "Service.Operation" (e.g. "DynamoDB.UpdateItem").
+	Requests          map[string]int64
+	ReadUnits         float64
+	WriteUnits        float64
+	ConditionFailures int64
+	// Events is the number of PutEvents entries.
+	Events int64
+}
+
+// Snapshot returns the counts so far.
+func (m *Meter) Snapshot() Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := Snapshot{Requests: make(map[string]int64, len(m.requests)), ReadUnits: m.readUnits, WriteUnits: m.writeUnits,
+		ConditionFailures: m.conditionFailures, Events: m.events}
+	for k, v := range m.requests {
+		s.Requests[k] = v
+	}
+	return s
+}
+
+// Reset clears every count.
+func (m *Meter) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests = map[string]int64{}
+	m.readUnits, m.writeUnits, m.conditionFailures, m.events = 0, 0, 0, 0
+}
+
+// Service sums the requests of one service ("DynamoDB", "SQS",
+// "EventBridge").
+func (s Snapshot) Service(name string) int64 {
+	var n int64
+	for k, v := range s.Requests {
+		if len(k) > len(name) && k[:len(name)] == name && k[len(name)] == '.' {
+			n += v
+		}
+	}
+	return n
+}
+
+// Operations lists the counted operations in order.
+func (s Snapshot) Operations() []string {
+	ops := make([]string, 0, len(s.Requests))
+	for k := range s.Requests {
+		ops = append(ops, k)
+	}
+	sort.Strings(ops)
+	return ops
+}
