@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/localeflow/localeflow/adapters/healthdb"
@@ -135,5 +136,42 @@ func TestAuditNamesEveryInvalidRecord(t *testing.T) {
 	}
 	if !reflect.DeepEqual(rep.Invalid, want) || rep.MonitorRecords != 31 || rep.JournalItems != 1 || rep.ReleaseItems != 2 {
 		t.Fatalf("audit = %+v\nwant invalid %+v", rep, want)
+	}
+}
+
+// racingClient changes the record (as a concurrent requeue or worker
+// would) just before the requeue transaction is sent.
+type racingClient struct {
+	*dynamodb.Client
+	race func()
+}
+
+func (c racingClient) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.race()
+	return c.Client.TransactWriteItems(ctx, in, opts...)
+}
+
+// TestRequeueLostRace: a record that changed between the read and the
+// write is not requeued, and the journal is untouched (one transaction).
+func TestRequeueLostRace(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	b.putMonitor(t, healthtest.MonitorRecord("evt-1", healthtest.Failed, base))
+	raced := racingClient{Client: b.db, race: func() {
+		b.tamper(t, b.topo.Monitor.Name, monitorKey("evt-1"), "SET updated_ms = :v", map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: fmt.Sprint(base + 7)}})
+	}}
+	q, err := healthdb.NewRequeuer(b.monitor, raced, b.topo.Monitor.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Requeue(ctx, "evt-1", base+10); !core.HasCode(err, healthdb.CodeRequeueLost) || core.IsRetryable(err) {
+		t.Fatalf("requeue across a concurrent change: %v", err)
+	}
+	rec, err := b.monitor.Get(ctx, "evt-1")
+	if err != nil || rec.State != monitor.StateFailed || rec.UpdatedMS != base+7 {
+		t.Fatalf("record = %+v, %v", rec, err)
+	}
+	if _, ok, err := b.requeuer.History(ctx, "evt-1"); ok || err != nil {
+		t.Fatalf("journal written by a lost requeue: %v %v", ok, err)
 	}
 }
