@@ -71,6 +71,7 @@ type ESMStats struct {
 	Duplicated    int
 	HeldBack      int
 	Sweeps        int
+	SweepErrors   int
 	// Durations of every invocation (Lambda billed duration stand-in).
 	Durations []time.Duration
 }
@@ -120,11 +121,14 @@ func (e *ESM) Run(ctx context.Context, timeout time.Duration, done func() bool) 
 		}
 		if e.Sweep != nil && e.SweepEvery > 0 && time.Since(lastSweep) >= e.SweepEvery {
 			lastSweep = time.Now()
-			if err := e.Sweep(ctx); err != nil {
-				return fmt.Errorf("sweep: %w", err)
-			}
+			// A failed sweep is a failed scheduled invocation: the next
+			// tick runs it again.
+			err := e.Sweep(ctx)
 			e.mu.Lock()
 			e.stats.Sweeps++
+			if err != nil {
+				e.stats.SweepErrors++
+			}
 			e.mu.Unlock()
 		}
 		if err := e.releaseHeld(ctx, false); err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-func n(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
+func n(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 // TestCheckerFindsEachBrokenMonitorRule registers valid changes, breaks one
