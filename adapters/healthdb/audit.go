@@ -9,11 +9,11 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -216,7 +216,7 @@ func (a *Auditor) checkMonitor(ctx context.Context, ids []string, add func(Findi
 func checkReleaseItem(item map[string]types.AttributeValue) (Finding, bool) {
 	pk, _ := stringAttr(item, topology.AttrPK)
 	sk, _ := stringAttr(item, topology.AttrSK)
-	eventID, _ := strings.CutPrefix(pk, pkPrefix)
+	eventID, _ := strings.CutPrefix(pk, releasedb.PKPrefix)
 	f := Finding{Kind: releaseKind(sk), EventID: formatKey(eventID), Key: formatKey(sk)}
 	switch f.Kind {
 	case health.KindEvidence, health.KindDelivery:
@@ -230,15 +230,8 @@ func checkReleaseItem(item map[string]types.AttributeValue) (Finding, bool) {
 		return f, ok
 	}
 	f.Code = CodeReleaseRecordInvalid
-	rec := release.NewRecord(sk)
-	if rec == nil || !strings.HasPrefix(pk, pkPrefix) || !core.ValidToken(eventID) || hasIndexKeys(item) {
-		return f, false
-	}
-	if err := attributevalue.UnmarshalMap(item, rec); err != nil {
-		return f, false
-	}
-	id, key := rec.Key()
-	return f, id == eventID && key == sk && rec.RecordVersion() > 0
+	rec, err := releasedb.Decode(item)
+	return f, err == nil && core.ValidToken(eventID) && !hasIndexKeys(item) && rec.RecordVersion() > 0
 }
 
 func releaseKind(sk string) string {

@@ -4,11 +4,11 @@
 //   - ReleaseReader.ReleaseCensus: every key of the release table's sparse
 //     KEYS_ONLY "wake" and "attention" indexes (8 shards each, queried in
 //     parallel), then those evidence and delivery items by strongly
-//     consistent BatchGetItem, each decoded and checked (its index keys must
-//     agree with its state, as adapters/releasedb writes them). It is here,
-//     not in adapters/releasedb, because that store does not expose an
-//     index census; the layout is the one releasedb writes (pk
-//     "event#<id>", sk "evidence#<request>" | "delivery").
+//     consistent BatchGetItem, each decoded by releasedb.Decode and checked
+//     (its index keys must agree with its state, as releasedb.Item writes
+//     them). It is here, not in adapters/releasedb, because that store
+//     exposes no index census; the layout is releasedb's (pk "event#<id>",
+//     sk "evidence#<request>" | "delivery").
 //   - The monitor census is adapters/monitordb.Store.Census (the same
 //     reads on the monitor table); TableItems gives the monitor table's
 //     approximate item count (DescribeTable) for counts.terminal.

@@ -11,19 +11,16 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/topology"
 )
-
-// pkPrefix is adapters/releasedb.PKPrefix (the release table layout).
-const pkPrefix = "event#"
 
 // CensusAPI is the part of *dynamodb.Client an index census uses.
 type CensusAPI interface {
@@ -246,31 +243,25 @@ func hasIndexKeys(item map[string]types.AttributeValue) bool {
 	return false
 }
 
-// DecodeRelease decodes an evidence or delivery item of the release table.
+// DecodeRelease decodes an evidence or delivery item of the release table
+// with adapters/releasedb.Decode (the store's own decoding and key check).
 // It never fails: an item that does not decode, is of another kind, or
 // whose index keys disagree with its state comes back Corrupt.
 func DecodeRelease(item map[string]types.AttributeValue) health.ReleaseRecord {
 	pk, _ := stringAttr(item, topology.AttrPK)
 	sk, _ := stringAttr(item, topology.AttrSK)
-	eventID, _ := strings.CutPrefix(pk, pkPrefix)
+	eventID, _ := strings.CutPrefix(pk, releasedb.PKPrefix)
 	out := health.ReleaseRecord{EventID: eventID, SortKey: sk, Corrupt: true}
-	if !strings.HasPrefix(pk, pkPrefix) || !core.ValidToken(eventID) {
+	rec, err := releasedb.Decode(item)
+	if err != nil || !core.ValidToken(eventID) {
 		return out
 	}
-	rec := release.NewRecord(sk)
 	switch r := rec.(type) {
 	case *release.EvidenceRecord:
 		out.Evidence = r
 	case *release.DeliveryRecord:
 		out.Delivery = r
 	default:
-		return out
-	}
-	if err := attributevalue.UnmarshalMap(item, rec); err != nil {
-		out.Evidence, out.Delivery = nil, nil
-		return out
-	}
-	if id, key := rec.Key(); id != eventID || key != sk {
 		return out
 	}
 	out.Corrupt = !releaseIndexKeysAgree(item, rec)
