@@ -336,3 +336,16 @@ func TestUnknownInvocation(t *testing.T) {
 		t.Fatal("a JSON array was accepted")
 	}
 }
+
+func TestFunctionURLHTMLOK(t *testing.T) {
+	b := setup(t, reportChecker{report: okReport()})
+	resp := urlResponse(t, b.h, "url_get_html.json")
+	for _, want := range []string{"localeflow health: ok", "Nothing needs attention.", "Open items (3)", "evt-watching"} {
+		if !strings.Contains(resp.Body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if resp.StatusCode != 200 || strings.Contains(resp.Body, "Blocked by") {
+		t.Fatalf("ok page: %d", resp.StatusCode)
+	}
+}
