@@ -1,0 +1,262 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/proof/harness"
+	"github.com/localeflow/localeflow/proof/invariant"
+)
+
+type releaseEnv struct {
+	stack *harness.Stack
+	clock *harness.Clock
+	srv   *harness.ReleaseServers
+	c     *harness.Coordinator
+	plans []releasetest.PlanSpec
+}
+
+func newReleaseEnv(t *testing.T, seed uint64, events int, locales ...string) *releaseEnv {
+	t.Helper()
+	e := &releaseEnv{stack: harness.NewStack(t, seed), clock: harness.NewClock(40)}
+	e.srv = harness.NewReleaseServers(t, e.clock)
+	e.c = e.stack.NewCoordinator(t, e.srv, e.clock, "coordinator-a", nil)
+	e.c.ESM.SweepEvery = time.Second
+	for i := range events {
+		e.plans = append(e.plans, releasetest.NewPlan(fmt.Sprintf("evt-rel-%d-%03d", seed, i), locales...))
+	}
+	return e
+}
+
+func (e *releaseEnv) texts() []string {
+	var out []string
+	for _, p := range e.plans {
+		out = append(out, harness.ReleaseTexts(p)...)
+	}
+	return out
+}
+
+func (e *releaseEnv) publish(t *testing.T) {
+	t.Helper()
+	for _, p := range e.plans {
+		if err := e.stack.PublishRelease(context.Background(), e.srv.Fixture, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (e *releaseEnv) allDelivered(ctx context.Context, plans []releasetest.PlanSpec) func() bool {
+	return func() bool {
+		for _, p := range plans {
+			if !e.c.Delivered(ctx, p.EventID) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// wantDeliveredOnce checks that the CMS accepted exactly one delivery for
+// each plan, and that its record says so.
+func (e *releaseEnv) wantDeliveredOnce(t *testing.T, plans []releasetest.PlanSpec) {
+	t.Helper()
+	delivered := e.srv.Delivered()
+	for _, p := range plans {
+		snap, err := e.c.Coordinator.Store.Load(context.Background(), p.EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := delivered[p.EventID]
+		if len(ids) != 1 || snap.Delivery == nil || snap.Delivery.DeliveryID != ids[0] || snap.Delivery.Status != release.StateSucceeded {
+			t.Errorf("%s: CMS deliveries %v, record %+v", p.EventID, ids, snap.Delivery)
+		}
+		if len(snap.Approvals) != len(p.Jobs) {
+			t.Errorf("%s: %d approvals for %d jobs", p.EventID, len(snap.Approvals), len(p.Jobs))
+		}
+	}
+}
+
+func (e *releaseEnv) check(t *testing.T) invariant.Report {
+	t.Helper()
+	return e.stack.Check(t, invariant.Options{Texts: e.texts(), Delivered: e.srv.Delivered()})
+}
+
+// TestReleaseCrashBetweenApprovalAndDelivery: a coordinator approves every
+// locale and prepares the delivery, then dies before sending it (its queue
+// message is gone). The scheduled sweep finds the pending delivery through
+// the wake index and another coordinator delivers it, exactly once.
+func TestReleaseCrashBetweenApprovalAndDelivery(t *testing.T) {
+	e := newReleaseEnv(t, 11, 2, "de-DE", "fr-FR")
+	ctx := context.Background()
+	for _, p := range e.plans {
+		if _, _, err := e.c.Coordinator.Ingest(ctx, "localeflow.plan.accepted", e.srv.Fixture.Detail(p.PlanPayload())); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range p.Jobs {
+			if _, _, err := e.c.Coordinator.Ingest(ctx, "localeflow.job.completed", e.srv.Fixture.Detail(p.ResultPayload(j.TargetLocale, releasetest.ResultOptions{}))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ready := false
+		for step := 0; step < 10 && !ready; step++ {
+			out, err := e.c.Coordinator.RunNextRelease(ctx, p.EventID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ready = out.Status == release.OutcomeDeliveryReady
+		}
+		if !ready {
+			t.Fatalf("%s: delivery never prepared", p.EventID)
+		}
+		// Crash: Deliver is never called, nothing is enqueued.
+	}
+	if calls, _, _, _ := e.srv.CMS.Stats(); calls != 0 {
+		t.Fatalf("CMS called %d times before recovery", calls)
+	}
+	second := e.stack.NewCoordinator(t, e.srv, e.clock, "coordinator-b", nil)
+	second.ESM.SweepEvery = 500 * time.Millisecond
+	if err := second.ESM.Run(ctx, 60*time.Second, e.allDelivered(ctx, e.plans)); err != nil {
+		t.Fatal(err)
+	}
+	e.wantDeliveredOnce(t, e.plans)
+	e.check(t)
+}
+
+// TestReleaseDeliveryAnswerLost: the CMS applies a delivery but its answer
+// never arrives (504 from the proxy after the CMS accepted). The retry
+// carries the same delivery id; the CMS dedupes it; the record ends
+// succeeded and the CMS holds one delivery.
+func TestReleaseDeliveryAnswerLost(t *testing.T) {
+	e := newReleaseEnv(t, 12, 1, "de-DE", "it-IT")
+	e.srv.CMSProxy.Script(harness.AnswerLost, harness.Hang)
+	e.publish(t)
+	ctx := context.Background()
+	if err := e.c.ESM.Run(ctx, 90*time.Second, e.allDelivered(ctx, e.plans)); err != nil {
+		t.Fatal(err)
+	}
+	calls, rejected, duplicates, _ := e.srv.CMS.Stats()
+	if duplicates < 1 || rejected != 0 {
+		t.Fatalf("CMS calls %d rejected %d duplicates %d, want the lost delivery repeated", calls, rejected, duplicates)
+	}
+	e.wantDeliveredOnce(t, e.plans)
+	e.check(t)
+}
+
+// TestReleaseEvidenceFaults: the evidence provider hangs past the client
+// timeout and answers 503; the CMS answers 503 and then a 201 whose body
+// is not JSON. The coordinator retries within its attempt budgets and every
+// release is delivered once.
+func TestReleaseEvidenceFaults(t *testing.T) {
+	e := newReleaseEnv(t, 13, 2, "de-DE", "fr-FR")
+	e.srv.EvidenceProxy.Script(harness.Hang, harness.Status503, harness.Status503)
+	e.srv.CMSProxy.Script(harness.Status503, harness.Malformed)
+	e.publish(t)
+	ctx := context.Background()
+	if err := e.c.ESM.Run(ctx, 120*time.Second, e.allDelivered(ctx, e.plans)); err != nil {
+		t.Fatal(err)
+	}
+	if e.srv.EvidenceProxy.Seen(harness.Hang) != 1 || e.srv.EvidenceProxy.Seen(harness.Status503) != 2 || e.srv.CMSProxy.Seen(harness.Malformed) != 1 {
+		t.Fatal("the injected faults were not all applied")
+	}
+	e.wantDeliveredOnce(t, e.plans)
+	e.check(t)
+}
+
+// evidenceFailed waits until an evidence record of the first plan failed
+// and returns the snapshot.
+func (e *releaseEnv) evidenceFailed(t *testing.T) release.Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	failed := func() bool {
+		snap, err := e.c.Coordinator.Store.Load(ctx, e.plans[0].EventID)
+		if err != nil {
+			return false
+		}
+		for _, ev := range snap.Evidence {
+			if ev.Status == release.StateFailed {
+				return true
+			}
+		}
+		return false
+	}
+	if err := e.c.ESM.Run(ctx, 120*time.Second, failed); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := e.c.Coordinator.Store.Load(ctx, e.plans[0].EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Approvals) != 0 || snap.Delivery != nil {
+		t.Fatalf("approved %d, delivery %+v after failed evidence", len(snap.Approvals), snap.Delivery)
+	}
+	if calls, _, _, _ := e.srv.CMS.Stats(); calls != 0 {
+		t.Fatalf("CMS called %d times", calls)
+	}
+	return snap
+}
+
+// TestReleaseEvidenceExhausted: the provider fails every attempt: the
+// evidence record ends failed at its attempt limit (attention, no wake),
+// nothing is approved and nothing is delivered.
+func TestReleaseEvidenceExhausted(t *testing.T) {
+	e := newReleaseEnv(t, 14, 1, "de-DE")
+	e.srv.Responder.FailFirst = 1000
+	e.publish(t)
+	for _, ev := range e.evidenceFailed(t).Evidence {
+		if ev.Attempts != ev.MaxAttempts || ev.LastErrorCode == "" {
+			t.Fatalf("evidence %+v", ev.Lease)
+		}
+	}
+	e.check(t)
+}
+
+// TestReleaseEvidenceMalformed: the provider answers 200 with a body that
+// is not JSON: a contract violation, failed at once (not retried), nothing
+// approved or delivered.
+func TestReleaseEvidenceMalformed(t *testing.T) {
+	e := newReleaseEnv(t, 16, 1, "de-DE")
+	e.srv.EvidenceProxy.Script(harness.Malformed)
+	e.publish(t)
+	for _, ev := range e.evidenceFailed(t).Evidence {
+		if ev.Attempts != 1 || ev.LastErrorCode != release.CodeEvidenceResponseInvalid {
+			t.Fatalf("evidence %+v, want failed after 1 attempt with %s", ev.Lease, release.CodeEvidenceResponseInvalid)
+		}
+	}
+	e.check(t)
+}
+
+// TestReleaseDuplicatesReorderingAndThrottling: inputs are published twice,
+// messages are duplicated, held back and reordered, two coordinators run
+// at once, and a fraction of DynamoDB calls is throttled or fails with
+// 5xx (before or after applying). Every release is delivered exactly once.
+func TestReleaseDuplicatesReorderingAndThrottling(t *testing.T) {
+	e := newReleaseEnv(t, 15, 4, "de-DE", "fr-FR", "ja-JP")
+	e.publish(t)
+	e.publish(t) // every input twice
+	e.stack.Faults.Fraction = 0.05
+	e.stack.Faults.Enable(true)
+	second := e.stack.NewCoordinator(t, e.srv, e.clock, "coordinator-b", nil)
+	chaos := harness.Chaos{Duplicate: 0.3, HoldBack: 0.2, HoldRounds: 5, Reorder: true}
+	ctx := context.Background()
+	errs := make(chan error, 2)
+	for i, c := range []*harness.Coordinator{e.c, second} {
+		c.ESM.Chaos = chaos
+		c.ESM.Chaos.Seed = uint64(20 + i)
+		c.ESM.SweepEvery = 2 * time.Second
+		go func() { errs <- c.ESM.Run(ctx, 150*time.Second, e.allDelivered(ctx, e.plans)) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.stack.Faults.Enable(false)
+	_, injected := e.stack.Faults.Stats()
+	t.Logf("injected %v; coordinator a %s; b %s", injected, summary(e.c.ESM.Stats()), summary(second.ESM.Stats()))
+	e.wantDeliveredOnce(t, e.plans)
+	e.check(t)
+}
