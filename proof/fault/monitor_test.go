@@ -63,7 +63,7 @@ func (e *monitorEnv) status(t *testing.T, id string) monitor.Status {
 func (e *monitorEnv) run(t *testing.T, ids []string, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	if err := e.p.ESM.Run(ctx, timeout, func() bool { return e.p.AllFinal(ctx, ids) }); err != nil {
+	if err := e.p.ESM.Run(ctx, timeout, func() bool { return e.stack.AllFinal(ctx, ids) }); err != nil {
 		for _, id := range ids {
 			st, _ := e.p.Service.Status(ctx, id)
 			t.Logf("%s: %s %s attempts %d failures %d", id, st.State, st.LastErrorCode, st.PollAttempts, st.ConsecutiveFailures)

@@ -52,7 +52,7 @@ func (e *releaseEnv) publish(t *testing.T) {
 func (e *releaseEnv) allDelivered(ctx context.Context, plans []releasetest.PlanSpec) func() bool {
 	return func() bool {
 		for _, p := range plans {
-			if !e.c.Delivered(ctx, p.EventID) {
+			if !e.stack.Delivered(ctx, p.EventID) {
 				return false
 			}
 		}

@@ -72,6 +72,11 @@ type ESMStats struct {
 	HeldBack      int
 	Sweeps        int
 	SweepErrors   int
+	// Receives counts ReceiveMessage calls, EmptyReceives those that
+	// returned nothing (this player short-polls; Lambda's mapping long
+	// polls, so its empty receives are a fixed cost per queue instead).
+	Receives      int
+	EmptyReceives int
 	// Durations of every invocation (Lambda billed duration stand-in).
 	Durations []time.Duration
 }
@@ -195,6 +200,10 @@ func (e *ESM) Once(ctx context.Context) (int, error) {
 	}
 	e.mu.Lock()
 	e.round++
+	e.stats.Receives++
+	if len(out.Messages) == 0 {
+		e.stats.EmptyReceives++
+	}
 	e.mu.Unlock()
 	if len(out.Messages) == 0 {
 		return 0, nil

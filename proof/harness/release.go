@@ -153,8 +153,9 @@ func ReleaseTexts(plan releasetest.PlanSpec) []string {
 	return out
 }
 
-// Delivered reports whether the event's delivery record succeeded.
-func (c *Coordinator) Delivered(ctx context.Context, eventID string) bool {
-	snap, err := c.Coordinator.Store.Load(ctx, eventID)
+// Delivered reports whether the event's delivery record succeeded (read
+// with the unmetered client).
+func (s *Stack) Delivered(ctx context.Context, eventID string) bool {
+	snap, err := releasedb.New(s.Audit, s.Resources.ReleaseTable).Load(ctx, eventID)
 	return err == nil && snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded
 }

@@ -57,7 +57,7 @@ func (m *Meter) countAttempt(ctx context.Context, in middleware.DeserializeInput
 }
 
 func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-	askCapacity(in.Parameters)
+	write := askCapacity(in.Parameters)
 	if p, ok := in.Parameters.(*eventbridge.PutEventsInput); ok {
 		m.mu.Lock()
 		m.events += int64(len(p.Entries))
@@ -79,15 +79,26 @@ func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, nex
 			m.writeUnits += *c.WriteCapacityUnits
 		}
 		if c.ReadCapacityUnits == nil && c.WriteCapacityUnits == nil && c.CapacityUnits != nil {
-			// Reads report only CapacityUnits on some operations.
-			m.readUnits += *c.CapacityUnits
+			// TOTAL reports only CapacityUnits: the operation says which.
+			if write {
+				m.writeUnits += *c.CapacityUnits
+			} else {
+				m.readUnits += *c.CapacityUnits
+			}
 		}
 	}
 	return out, meta, err
 }
 
-func askCapacity(p any) {
+// askCapacity asks for consumed capacity on DynamoDB inputs and reports
+// whether the operation writes.
+func askCapacity(p any) (write bool) {
 	const total = types.ReturnConsumedCapacityTotal
+	switch p.(type) {
+	case *dynamodb.PutItemInput, *dynamodb.UpdateItemInput, *dynamodb.DeleteItemInput,
+		*dynamodb.BatchWriteItemInput, *dynamodb.TransactWriteItemsInput:
+		write = true
+	}
 	switch in := p.(type) {
 	case *dynamodb.GetItemInput:
 		if in.ReturnConsumedCapacity == "" {
@@ -122,6 +133,7 @@ func askCapacity(p any) {
 			in.ReturnConsumedCapacity = total
 		}
 	}
+	return write
 }
 
 func consumed(result any) []types.ConsumedCapacity {
