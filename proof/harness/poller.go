@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,6 +57,45 @@ type Poller struct {
 	Reader  *cms.Client
 	Handler *handler.Handler
 	ESM     *ESM
+	// Latency records the duration of every poll the handler made
+	// (claim, signed CMS request, verified answer, conditional write).
+	Latency *Latency
+}
+
+// Latency collects durations; safe for concurrent use.
+type Latency struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+// Add records one duration.
+func (l *Latency) Add(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.d = append(l.d, d)
+}
+
+// Values returns a copy of the durations recorded.
+func (l *Latency) Values() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.d...)
+}
+
+// timedMonitor is the monitor service with PollOnce timed (polls that held
+// a lease only).
+type timedMonitor struct {
+	*monitor.Service
+	latency *Latency
+}
+
+func (m timedMonitor) PollOnce(ctx context.Context, eventID string, r monitor.LifecycleReader) (monitor.Outcome, error) {
+	start := time.Now()
+	out, err := m.Service.PollOnce(ctx, eventID, r)
+	if err == nil && out.Polled {
+		m.latency.Add(time.Since(start))
+	}
+	return out, err
 }
 
 // NewPoller wires a poller (monitor service on the metered DynamoDB client,
@@ -78,15 +118,16 @@ func (s *Stack) NewPoller(t testing.TB, life *Lifecycle, clock core.Clock, cfg m
 	if err != nil {
 		t.Fatal(err)
 	}
+	latency := &Latency{}
 	h, err := handler.New(handler.Config{
-		Monitor: svc, Reader: reader, Clock: clock, Log: logger,
+		Monitor: timedMonitor{svc, latency}, Reader: reader, Clock: clock, Log: logger,
 		Queue: delayqueue.New(s.SQS, s.Resources.PollQueue.URL),
 		Bus:   eventbus.New(s.EB, s.Resources.BusName),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Poller{Service: svc, Store: store, Reader: reader, Handler: h}
+	p := &Poller{Service: svc, Store: store, Reader: reader, Handler: h, Latency: latency}
 	p.ESM = &ESM{SQS: s.SQS, QueueURL: s.Resources.PollQueue.URL, Handle: h.Handle,
 		Timeout: topology.PollerTimeoutSeconds * time.Second,
 		Sweep: func(ctx context.Context) error {

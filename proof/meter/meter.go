@@ -35,6 +35,7 @@ type Meter struct {
 	writeUnits        float64
 	conditionFailures int64
 	events            int64
+	calls             int64
 }
 
 // New returns an empty meter.
@@ -58,6 +59,9 @@ func (m *Meter) countAttempt(ctx context.Context, in middleware.DeserializeInput
 
 func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 	write := askCapacity(in.Parameters)
+	m.mu.Lock()
+	m.calls++
+	m.mu.Unlock()
 	if p, ok := in.Parameters.(*eventbridge.PutEventsInput); ok {
 		m.mu.Lock()
 		m.events += int64(len(p.Entries))
@@ -173,6 +177,18 @@ type Snapshot struct {
 	ConditionFailures int64
 	// Events is the number of PutEvents entries.
 	Events int64
+	// Calls counts SDK operation calls; Attempts() - Calls are the SDK's
+	// own retries.
+	Calls int64
+}
+
+// Attempts is the number of HTTP attempts of every service.
+func (s Snapshot) Attempts() int64 {
+	var n int64
+	for _, v := range s.Requests {
+		n += v
+	}
+	return n
 }
 
 // Snapshot returns the counts so far.
@@ -180,7 +196,7 @@ func (m *Meter) Snapshot() Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := Snapshot{Requests: make(map[string]int64, len(m.requests)), ReadUnits: m.readUnits, WriteUnits: m.writeUnits,
-		ConditionFailures: m.conditionFailures, Events: m.events}
+		ConditionFailures: m.conditionFailures, Events: m.events, Calls: m.calls}
 	for k, v := range m.requests {
 		s.Requests[k] = v
 	}
@@ -192,7 +208,7 @@ func (m *Meter) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.requests = map[string]int64{}
-	m.readUnits, m.writeUnits, m.conditionFailures, m.events = 0, 0, 0, 0
+	m.readUnits, m.writeUnits, m.conditionFailures, m.events, m.calls = 0, 0, 0, 0, 0
 }
 
 // Service sums the requests of one service ("DynamoDB", "SQS",
