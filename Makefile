@@ -121,3 +121,22 @@ clean: ## Remove build outputs (keeps the cache)
 	rm -rf $(BUILD)
 
 include infra/infra.mk
+
+.PHONY: proof
+proof: install ## Fault-injection suite + invariant checker tests, then a 1,000-change soak, on the local stack
+	go test -count=1 -run '^$$' -exec true ./proof/... >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	localstack/with-stack.sh go test -count=1 -timeout 20m ./proof/...
+	LOCALEFLOW_SOAK=1 LOCALEFLOW_SOAK_CHANGES=1000 LOCALEFLOW_SOAK_RELEASES=100 LOCALEFLOW_SOAK_BUDGET=4m \
+		localstack/with-stack.sh go test -count=1 -timeout 20m -run '^TestSoak$$' -v ./proof/soak
+
+.PHONY: soak
+soak: install ## Soak: 8 pollers + 2 coordinators over SOAK_CHANGES (10,000) changes and SOAK_RELEASES (1,000) releases, ≤ SOAK_BUDGET (8m)
+	go test -count=1 -run '^$$' -exec true ./proof/soak >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	LOCALEFLOW_SOAK=1 LOCALEFLOW_SOAK_CHANGES=$${SOAK_CHANGES:-10000} LOCALEFLOW_SOAK_RELEASES=$${SOAK_RELEASES:-1000} \
+		LOCALEFLOW_SOAK_BUDGET=$${SOAK_BUDGET:-8m} \
+		localstack/with-stack.sh go test -count=1 -timeout 30m -run '^TestSoak$$' -v ./proof/soak | tee $(BUILD)/soak.txt
+
+.PHONY: cost
+cost: install ## Counted cost benchmarks (requests, capacity units, GB-s, USD) into build/cost.txt
+	go test -count=1 -run '^$$' -exec true ./proof/cost >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	localstack/with-stack.sh go test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./proof/cost | tee $(BUILD)/cost.txt

@@ -131,8 +131,8 @@ func BenchmarkMonitorCost(b *testing.B) {
 	b.ReportMetric(ListPrices.Cost(perChange)*1e6, "usd/1M-changes")
 	b.ReportMetric(ListPrices.Cost(perPoll)*1e6, "usd/1M-polls")
 	b.ReportMetric(ListPrices.Cost(sfn.Scale(1/float64(polls)))*1e6, "sfn-usd/1M-polls")
-	b.Logf("changes %.0f polls %.0f; requests %v (empty receives %d); WCU %.1f (+%d failed conditions) RCU %.1f events %d; invocations %d",
-		n, totalPolls, snap.Requests, empty, snap.WriteUnits, snap.ConditionFailures, snap.ReadUnits, snap.Events, invocations)
+	b.Logf("changes %.0f polls %.0f; requests %v (empty receives %d); WCU %.1f (+%d failed conditions; %.1f units on indexes) RCU %.1f events %d; invocations %d",
+		n, totalPolls, snap.Requests, empty, snap.WriteUnits, snap.ConditionFailures, snap.IndexUnits, snap.ReadUnits, snap.Events, invocations)
 	stack.Check(b, invariant.Options{MaxPollAttempts: polls})
 }
 
@@ -186,8 +186,8 @@ func BenchmarkReleaseCost(b *testing.B) {
 	b.ReportMetric(u.LambdaRequests, "invocations/release")
 	b.ReportMetric(u.LambdaGBSeconds, "GB-s/release")
 	b.ReportMetric(ListPrices.Cost(u)*1e6, "usd/1M-releases")
-	b.Logf("releases %.0f x %d locales; requests %v (empty receives %d); WCU %.1f (+%d failed conditions) RCU %.1f events %d; invocations %d",
-		n, len(locales), snap.Requests, st.EmptyReceives, snap.WriteUnits, snap.ConditionFailures, snap.ReadUnits, snap.Events, st.Invocations)
+	b.Logf("releases %.0f x %d locales; requests %v (empty receives %d); WCU %.1f (+%d failed conditions; %.1f units on indexes) RCU %.1f events %d; invocations %d",
+		n, len(locales), snap.Requests, st.EmptyReceives, snap.WriteUnits, snap.ConditionFailures, snap.IndexUnits, snap.ReadUnits, snap.Events, st.Invocations)
 	texts := []string{}
 	for _, p := range plans {
 		texts = append(texts, harness.ReleaseTexts(p)...)

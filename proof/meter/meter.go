@@ -6,7 +6,7 @@
 //   - in the Deserialize step, next to the transport, it counts every HTTP
 //     attempt by service and operation (retries included: AWS bills each);
 //   - in the Initialize step, on DynamoDB calls, it sets
-//     ReturnConsumedCapacity=TOTAL when the caller did not ask for it and
+//     ReturnConsumedCapacity=INDEXES when the caller did not ask for it and
 //     adds up the read and write capacity units the answers report; a
 //     conditional write that fails reports no capacity, so those are
 //     counted separately (ConditionFailures) — AWS still bills them as
@@ -36,6 +36,7 @@ type Meter struct {
 	conditionFailures int64
 	events            int64
 	calls             int64
+	indexUnits        float64
 }
 
 // New returns an empty meter.
@@ -82,6 +83,11 @@ func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, nex
 		if c.WriteCapacityUnits != nil {
 			m.writeUnits += *c.WriteCapacityUnits
 		}
+		for _, ix := range c.GlobalSecondaryIndexes {
+			if ix.CapacityUnits != nil {
+				m.indexUnits += *ix.CapacityUnits
+			}
+		}
 		if c.ReadCapacityUnits == nil && c.WriteCapacityUnits == nil && c.CapacityUnits != nil {
 			// TOTAL reports only CapacityUnits: the operation says which.
 			if write {
@@ -97,7 +103,7 @@ func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, nex
 // askCapacity asks for consumed capacity on DynamoDB inputs and reports
 // whether the operation writes.
 func askCapacity(p any) (write bool) {
-	const total = types.ReturnConsumedCapacityTotal
+	const total = types.ReturnConsumedCapacityIndexes
 	switch p.(type) {
 	case *dynamodb.PutItemInput, *dynamodb.UpdateItemInput, *dynamodb.DeleteItemInput,
 		*dynamodb.BatchWriteItemInput, *dynamodb.TransactWriteItemsInput:
@@ -180,6 +186,9 @@ type Snapshot struct {
 	// Calls counts SDK operation calls; Attempts() - Calls are the SDK's
 	// own retries.
 	Calls int64
+	// IndexUnits is the part of the units spent on global secondary
+	// indexes (included in ReadUnits/WriteUnits).
+	IndexUnits float64
 }
 
 // Attempts is the number of HTTP attempts of every service.
@@ -196,7 +205,7 @@ func (m *Meter) Snapshot() Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := Snapshot{Requests: make(map[string]int64, len(m.requests)), ReadUnits: m.readUnits, WriteUnits: m.writeUnits,
-		ConditionFailures: m.conditionFailures, Events: m.events, Calls: m.calls}
+		ConditionFailures: m.conditionFailures, Events: m.events, Calls: m.calls, IndexUnits: m.indexUnits}
 	for k, v := range m.requests {
 		s.Requests[k] = v
 	}
@@ -208,7 +217,7 @@ func (m *Meter) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.requests = map[string]int64{}
-	m.readUnits, m.writeUnits, m.conditionFailures, m.events, m.calls = 0, 0, 0, 0, 0
+	m.readUnits, m.writeUnits, m.conditionFailures, m.events, m.calls, m.indexUnits = 0, 0, 0, 0, 0, 0
 }
 
 // Service sums the requests of one service ("DynamoDB", "SQS",
