@@ -1,0 +1,48 @@
+package cost
+
+import (
+	"math"
+	"testing"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
+
+func TestCostPricesEachUnit(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		u    Usage
+		want float64
+	}{
+		{"million writes", Usage{WriteUnits: 1e6}, 0.625},
+		{"million reads", Usage{ReadUnits: 1e6}, 0.125},
+		{"million SQS requests", Usage{SQSRequests: 1e6}, 0.40},
+		{"million Lambda requests", Usage{LambdaRequests: 1e6}, 0.20},
+		{"GB-second", Usage{LambdaGBSeconds: 1}, 0.0000133334},
+		{"million events", Usage{Events: 1e6}, 1.00},
+		{"thousand transitions", Usage{StateTransitions: 1000}, 0.025},
+		{"nothing", Usage{}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ListPrices.Cost(tt.u); !near(got, tt.want) {
+				t.Fatalf("cost %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStepFunctionsPollLoop(t *testing.T) {
+	u := StepFunctionsPollLoop(10, 2, 0.001)
+	if u.StateTransitions != 31 || u.LambdaRequests != 10 || !near(u.LambdaGBSeconds, 0.01) || u.Events != 2 ||
+		u.WriteUnits != 0 || u.SQSRequests != 0 {
+		t.Fatalf("usage %+v", u)
+	}
+	// 10 polls: 31 transitions ($0.000775) + 10 requests ($0.000002) +
+	// 0.01 GB-s + 2 events ($0.000002).
+	want := 31*0.025/1000 + 10*0.2/1e6 + 0.01*0.0000133334 + 2*1.0/1e6
+	if got := ListPrices.Cost(u); !near(got, want) {
+		t.Fatalf("cost %v, want %v", got, want)
+	}
+	if s := u.Scale(0.5); s.StateTransitions != 15.5 || s.Events != 1 {
+		t.Fatalf("scaled %+v", s)
+	}
+}
