@@ -3,6 +3,8 @@ package fault
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,6 +259,146 @@ func TestReleaseDuplicatesReorderingAndThrottling(t *testing.T) {
 	e.stack.Faults.Enable(false)
 	_, injected := e.stack.Faults.Stats()
 	t.Logf("injected %v; coordinator a %s; b %s", injected, summary(e.c.ESM.Stats()), summary(second.ESM.Stats()))
+	e.wantDeliveredOnce(t, e.plans)
+	e.check(t)
+}
+
+// crashingEvidence lets the first evidence call reach the provider, then
+// kills the calling goroutine (runtime.Goexit): the worker dies holding
+// the evidence lease, with the provider's answer in hand and unwritten.
+type crashingEvidence struct {
+	release.EvidenceProvider
+	crashed atomic.Bool
+}
+
+func (p *crashingEvidence) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
+	body, err := p.EvidenceProvider.Obtain(ctx, req)
+	if p.crashed.CompareAndSwap(false, true) {
+		runtime.Goexit()
+	}
+	return body, err
+}
+
+// crashingDelivery lets the first delivery reach the CMS (which applies
+// it), then kills the calling goroutine before the result is written.
+type crashingDelivery struct {
+	release.DeliveryClient
+	crashed atomic.Bool
+}
+
+func (c *crashingDelivery) Deliver(ctx context.Context, siteID, eventID string, body []byte) error {
+	err := c.DeliveryClient.Deliver(ctx, siteID, eventID, body)
+	if c.crashed.CompareAndSwap(false, true) {
+		runtime.Goexit()
+	}
+	return err
+}
+
+// runUntilCrash drives one event's release steps on c in a goroutine that
+// the crashing client kills; it fails the test if the crash never comes.
+func runUntilCrash(t *testing.T, c *release.Coordinator, eventID string) {
+	t.Helper()
+	done := make(chan bool, 1)
+	go func() {
+		finished := false
+		defer func() { done <- finished }()
+		ctx := context.Background()
+		for step := 0; step < 10; step++ {
+			out, err := c.RunNextRelease(ctx, eventID)
+			if err != nil {
+				return
+			}
+			if out.Status == release.OutcomeDeliveryReady {
+				if _, err := c.Deliver(ctx, eventID); err != nil {
+					return
+				}
+			}
+		}
+		finished = true
+	}()
+	if finished := <-done; finished {
+		t.Fatal("the worker never crashed")
+	}
+}
+
+func (e *releaseEnv) ingest(t *testing.T, c *release.Coordinator) {
+	t.Helper()
+	ctx := context.Background()
+	for _, p := range e.plans {
+		if _, _, err := c.Ingest(ctx, "localeflow.plan.accepted", e.srv.Fixture.Detail(p.PlanPayload())); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range p.Jobs {
+			if _, _, err := c.Ingest(ctx, "localeflow.job.completed", e.srv.Fixture.Detail(p.ResultPayload(j.TargetLocale, releasetest.ResultOptions{}))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestReleaseCrashHoldingEvidenceLease: a coordinator claims an evidence
+// request, gets the provider's answer and dies. The lease expires (wake
+// index), the sweep re-enqueues the event, another coordinator reclaims
+// the expired lease as a failed attempt, obtains evidence again, approves
+// and delivers once.
+func TestReleaseCrashHoldingEvidenceLease(t *testing.T) {
+	e := newReleaseEnv(t, 17, 1, "de-DE")
+	e.ingest(t, e.c.Coordinator)
+	crashing := &crashingEvidence{EvidenceProvider: e.c.Coordinator.Evidence}
+	e.c.Coordinator.Evidence = crashing
+	runUntilCrash(t, e.c.Coordinator, e.plans[0].EventID)
+	ctx := context.Background()
+	snap, err := e.c.Coordinator.Store.Load(ctx, e.plans[0].EventID)
+	if err != nil || len(snap.Evidence) != 1 {
+		t.Fatalf("after the crash: %d evidence records, %v", len(snap.Evidence), err)
+	}
+	for _, ev := range snap.Evidence {
+		if ev.Status != release.StateLeased || ev.Attempts != 1 {
+			t.Fatalf("after the crash: evidence %+v", ev.Lease)
+		}
+	}
+	second := e.stack.NewCoordinator(t, e.srv, e.clock, "coordinator-b", nil)
+	second.ESM.SweepEvery = 500 * time.Millisecond
+	if err := second.ESM.Run(ctx, 90*time.Second, e.allDelivered(ctx, e.plans)); err != nil {
+		t.Fatal(err)
+	}
+	snap, err = e.c.Coordinator.Store.Load(ctx, e.plans[0].EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range snap.Evidence {
+		if ev.Status != release.StateSucceeded || ev.Attempts != 2 {
+			t.Fatalf("evidence %+v, want succeeded on the 2nd attempt", ev.Lease)
+		}
+	}
+	e.wantDeliveredOnce(t, e.plans)
+	e.check(t)
+}
+
+// TestReleaseCrashAfterCMSAccepted: a coordinator sends the delivery, the
+// CMS accepts it, and the coordinator dies before writing that. The
+// delivery lease expires, the sweep re-enqueues it, the next attempt sends
+// the same delivery id, the CMS dedupes it: one delivery, record succeeded.
+func TestReleaseCrashAfterCMSAccepted(t *testing.T) {
+	e := newReleaseEnv(t, 18, 1, "de-DE", "fr-FR")
+	e.ingest(t, e.c.Coordinator)
+	e.c.Coordinator.CMS = &crashingDelivery{DeliveryClient: e.c.Coordinator.CMS}
+	runUntilCrash(t, e.c.Coordinator, e.plans[0].EventID)
+	ctx := context.Background()
+	if _, _, _, bundles := e.srv.CMS.Stats(); len(bundles) != 1 {
+		t.Fatalf("the CMS holds %d deliveries after the crash, want 1", len(bundles))
+	}
+	if e.stack.Delivered(ctx, e.plans[0].EventID) {
+		t.Fatal("the crashed delivery was recorded")
+	}
+	second := e.stack.NewCoordinator(t, e.srv, e.clock, "coordinator-b", nil)
+	second.ESM.SweepEvery = 500 * time.Millisecond
+	if err := second.ESM.Run(ctx, 90*time.Second, e.allDelivered(ctx, e.plans)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, duplicates, _ := e.srv.CMS.Stats(); duplicates != 1 {
+		t.Fatalf("CMS duplicates %d, want 1 (the repeated delivery id)", duplicates)
+	}
 	e.wantDeliveredOnce(t, e.plans)
 	e.check(t)
 }
