@@ -192,5 +192,5 @@ func BenchmarkReleaseCost(b *testing.B) {
 	for _, p := range plans {
 		texts = append(texts, harness.ReleaseTexts(p)...)
 	}
-	stack.Check(b, invariant.Options{Texts: texts, Delivered: srv.Delivered()})
+	stack.Check(b, invariant.Options{Texts: texts, Delivered: srv.Delivered(), ApprovalKey: srv.ApprovalKey()})
 }

@@ -84,7 +84,7 @@ func (e *releaseEnv) wantDeliveredOnce(t *testing.T, plans []releasetest.PlanSpe
 
 func (e *releaseEnv) check(t *testing.T) invariant.Report {
 	t.Helper()
-	return e.stack.Check(t, invariant.Options{Texts: e.texts(), Delivered: e.srv.Delivered()})
+	return e.stack.Check(t, invariant.Options{Texts: e.texts(), Delivered: e.srv.Delivered(), ApprovalKey: e.srv.ApprovalKey()})
 }
 
 // TestReleaseCrashBetweenApprovalAndDelivery: a coordinator approves every

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -52,6 +53,13 @@ func NewReleaseServers(t testing.TB, clock *Clock) *ReleaseServers {
 	r.EvidenceProxy = NewProxy(t, r.Evidence.URL)
 	r.CMSProxy = NewProxy(t, r.CMS.URL)
 	return r
+}
+
+// ApprovalKey is the approval authority's public key (for
+// invariant.Options.ApprovalKey).
+func (r *ReleaseServers) ApprovalKey() ed25519.PublicKey {
+	a, _ := r.Fixture.Authorities()
+	return a.PublicKey()
 }
 
 // Delivered is the CMS's accepted deliveries by event id (for

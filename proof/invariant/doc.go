@@ -38,7 +38,8 @@
 //     must equal the stored one; result, source, job and approval hashes
 //     agree; approvals point at a succeeded evidence record of the same
 //     result; a delivery exists only when every job of the plan is
-//     approved;
+//     approved; with Options.ApprovalKey every approval token opens with
+//     the approval authority's public key and binds the stored approval;
 //   - content-free: no text the test used (Options.Texts) appears in any
 //     attribute (strings, binary, nested lists and maps) of a monitor item
 //     or of any release item other than the source and result records;

@@ -2,6 +2,7 @@ package invariant
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sort"
@@ -32,6 +33,7 @@ const (
 	RuleEvidenceBinding   = "release.evidence_binding"
 	RuleHashes            = "release.hashes"
 	RuleApproval          = "release.approval"
+	RuleApprovalSignature = "release.approval_signature"
 	RuleDeliveryPremature = "release.delivery_premature"
 	RuleDeliveredTwice    = "delivery.completed_twice"
 	RuleDeliveryLost      = "delivery.lost"
@@ -65,6 +67,9 @@ type Options struct {
 	// MaxPollAttempts, when > 0, bounds every record's poll_attempts (the
 	// scenario's expectation: no item was polled more than that).
 	MaxPollAttempts int
+	// ApprovalKey, when set, is the approval authority's public key: every
+	// approval token must open with it and bind the stored approval.
+	ApprovalKey ed25519.PublicKey
 	// Segments of each parallel Scan (default 4).
 	Segments int
 }

@@ -2,6 +2,7 @@ package invariant
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"sort"
 	"strings"
@@ -59,6 +60,11 @@ func checkRelease(ctx context.Context, o Options, c *collector, rep *Report) err
 	sort.Strings(ids)
 	for _, id := range ids {
 		checkCollection(c, table, id, snaps[id])
+		if o.ApprovalKey != nil {
+			for jobID, a := range snaps[id].Approvals {
+				checkApprovalToken(c, table, releasedb.PK(id)+"/"+release.SKApprovalPrefx+jobID, a, o.ApprovalKey)
+			}
+		}
 	}
 	if o.Delivered != nil {
 		checkDeliveries(c, table, snaps, o.Delivered)
@@ -244,5 +250,24 @@ func checkDeliveries(c *collector, table string, snaps map[string]*release.Snaps
 		if !found {
 			c.add(table, releasedb.PK(eventID)+"/"+release.SKDelivery, RuleDeliveryLost, "delivery record succeeded but the CMS never accepted it")
 		}
+	}
+}
+
+// checkApprovalToken opens the approval's signed token with the approval
+// authority's public key and compares what it binds with the record.
+func checkApprovalToken(c *collector, table, key string, a *release.ApprovalRecord, pub ed25519.PublicKey) {
+	payload, err := release.OpenToken(release.ApprovalContext, pub, a.Token)
+	var p release.ApprovalPayload
+	if err == nil {
+		err = json.Unmarshal(payload, &p)
+	}
+	if err != nil {
+		c.add(table, key, RuleApprovalSignature, "approval token does not open with the approval key")
+		return
+	}
+	if p.ApprovalID != a.ApprovalID || p.EventID != a.EventID || p.PlanID != a.PlanID || p.JobID != a.JobID ||
+		p.TargetLocale != a.TargetLocale || p.ResultSHA256 != a.ResultSHA256 || p.EvidenceRequestID != a.RequestID ||
+		p.ApprovedAtMS != a.ApprovedMS || p.ExpiresAtMS != a.ExpiresMS {
+		c.add(table, key, RuleApprovalSignature, "signed approval binds other values than the stored record")
 	}
 }

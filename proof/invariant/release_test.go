@@ -64,9 +64,11 @@ func TestCheckerReleaseRules(t *testing.T) {
 	stack, srv, plan := deliveredRelease(t)
 	ctx := context.Background()
 	texts := harness.ReleaseTexts(plan)
+	approval, _ := srv.Fixture.Authorities()
 	check := func(delivered map[string][]string) invariant.Report {
 		t.Helper()
-		rep, err := invariant.Check(ctx, invariant.Options{DB: stack.Audit, ReleaseTable: stack.Resources.ReleaseTable, Texts: texts, Delivered: delivered})
+		rep, err := invariant.Check(ctx, invariant.Options{DB: stack.Audit, ReleaseTable: stack.Resources.ReleaseTable, Texts: texts,
+			Delivered: delivered, ApprovalKey: approval.PublicKey()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,6 +108,7 @@ func TestCheckerReleaseRules(t *testing.T) {
 			broke |= 1
 		case strings.HasPrefix(sk, release.SKApprovalPrefx) && broke&2 == 0:
 			it["note"] = &types.AttributeValueMemberS{Value: texts[0]}
+			it["expires_ms"] = &types.AttributeValueMemberN{Value: "99999999999999"}
 			broke |= 2
 		default:
 			continue
@@ -117,8 +120,8 @@ func TestCheckerReleaseRules(t *testing.T) {
 	if broke != 3 {
 		t.Fatalf("records to break not found (%b)", broke)
 	}
-	t.Run("binding and content", func(t *testing.T) {
-		if r := rules(check(delivered)); !r[invariant.RuleEvidenceBinding] || !r[invariant.RuleContentFree] {
+	t.Run("binding, content and approval signature", func(t *testing.T) {
+		if r := rules(check(delivered)); !r[invariant.RuleEvidenceBinding] || !r[invariant.RuleContentFree] || !r[invariant.RuleApprovalSignature] {
 			t.Fatalf("rules %v", r)
 		}
 	})

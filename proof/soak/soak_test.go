@@ -207,7 +207,7 @@ func TestSoak(t *testing.T) {
 	for _, p := range plans {
 		texts = append(texts, harness.ReleaseTexts(p)...)
 	}
-	rep := stack.Check(t, invariant.Options{Texts: texts, Delivered: srv.Delivered(), MaxPollAttempts: 4})
+	rep := stack.Check(t, invariant.Options{Texts: texts, Delivered: srv.Delivered(), ApprovalKey: srv.ApprovalKey(), MaxPollAttempts: 4})
 	t.Logf("SOAK invariants: %d monitor records %v, %d release items, deliveries %v, 0 violations",
 		rep.MonitorItems, rep.MonitorStates, rep.ReleaseItems, rep.DeliveryStates)
 	if rep.MonitorStates[monitor.StateTerminal] != changes || rep.DeliveryStates["succeeded"] != releases {
