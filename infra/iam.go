@@ -25,6 +25,10 @@ var (
 	// healthTableActions are read-only: the census queries the sparse
 	// indexes, then reads the items by key (GetItem, BatchGetItem).
 	healthTableActions = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"}
+	// healthCountAction: counts.terminal is DescribeTable's approximate
+	// ItemCount of the monitor table minus the records the census read
+	// (adapters/healthdb TableItems), so terminal items are never read.
+	healthCountAction = []string{"dynamodb:DescribeTable"}
 	// sendAction lets a consumer schedule its own delayed follow-up
 	// messages; the receive/delete/visibility actions come from the event
 	// source mapping's grant.
@@ -59,6 +63,7 @@ func (b *builder) grant() {
 		}
 	}
 	b.allow("health", "ReadTables", healthTableActions, tables...)
+	b.allow("health", "CountMonitorItems", healthCountAction, monitor.TableArn())
 	b.allow("health", "QueryIndexes", queryAction, indexes...)
 	b.allow("health", "PublishEvents", putEvents, busArn...)
 

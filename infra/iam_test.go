@@ -107,7 +107,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		),
 		"health": slices.Concat(
 			pairs("log-group HealthFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
-			pairs("table MonitorTable", "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table MonitorTable", "dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Query"),
 			pairs("table MonitorTable/index/wake", "dynamodb:Query"),
 			pairs("table MonitorTable/index/attention", "dynamodb:Query"),
 			pairs("table ReleaseTable", "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"),
