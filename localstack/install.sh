@@ -9,6 +9,8 @@
 #                          no install scripts run)
 #   kumo v0.33.1           built from localstack/tools (Go module proxy)
 #   aws-lambda-rie         built from localstack/tools (Go module proxy)
+#   chromium               Debian package (apt-get, root only), for the health
+#                          page's headless-browser test
 #   Go modules             `go mod download` of every module of the repo, so
 #                          tests can build offline inside the network namespace
 #
@@ -74,6 +76,27 @@ build_tool() {
 	log "$name: installed $bin"
 }
 
+# install_chromium: Debian's chromium renders the health page in the health
+# function's browser test. Installed with apt-get when running as root
+# (CI and the development machines); elsewhere the test skips and says how
+# to install it. LOCALEFLOW_SKIP_CHROMIUM=1 skips the install.
+install_chromium() {
+	if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
+		return
+	fi
+	if [[ ${LOCALEFLOW_SKIP_CHROMIUM:-} == 1 ]]; then
+		log "chromium: skipped (LOCALEFLOW_SKIP_CHROMIUM=1); the health page browser test will skip"
+		return
+	fi
+	if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+		log "warning: chromium is not installed and this is not a root Debian machine; the health page browser test will skip (apt-get install chromium)"
+		return
+	fi
+	log "chromium: apt-get install chromium (Debian package; for the health page test)"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+}
+
 download_modules() {
 	local mod dir
 	while IFS= read -r mod; do
@@ -86,5 +109,6 @@ download_modules() {
 install_dynamodb
 build_tool kumo github.com/sivchari/kumo/cmd/kumo "$KUMO_MODULE" "$KUMO_VERSION" "$KUMO_BIN"
 build_tool aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie "$RIE_MODULE" "$RIE_VERSION" "$RIE_BIN"
+install_chromium
 download_modules
 log "ready: cache $LOCALEFLOW_CACHE"
