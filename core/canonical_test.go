@@ -97,3 +97,16 @@ func FuzzCanonicalizeJSON(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCanonicalizeJSON measures canonicalizing a lifecycle-sized body
+// (the monitor hashes one per completed poll).
+func BenchmarkCanonicalizeJSON(b *testing.B) {
+	body := []byte(`{"schema":"localeflow.cms-lifecycle.v1","request_id":"req-7f3a9c","event_id":"evt-2026-0001","site_id":"site-berlin","plan_id":"plan-42","website_version":"v2026.11.29","source_sequence":7,"status":"processing","required_locales":["de-DE","fr-FR","it-IT","es-ES"],"approved_locales":["de-DE"],"blocked_locales":[["fr-FR","cms.legal_hold"]],"queue_counts":{"pending":2,"done":1},"delivery":null,"tombstone":null}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := CanonicalizeJSON(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
