@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
 // Environment variables read at cold start. Every key comes either from a
@@ -82,14 +84,15 @@ type config struct {
 	EvidenceTimeout time.Duration
 	CMSTimeout      time.Duration
 	Margin          time.Duration
-	LogLevel        string
+	// LogLevel is nil for the default (INFO).
+	LogLevel *slog.Level
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	c := config{
 		ReleaseTable: get(envReleaseTable), ReleaseQueueURL: get(envReleaseQueueURL), EventBus: get(envEventBus),
-		EvidenceBaseURL: get(envEvidenceBaseURL), CMSBaseURL: get(envCMSBaseURL), LogLevel: get(envLogLevel),
+		EvidenceBaseURL: get(envEvidenceBaseURL), CMSBaseURL: get(envCMSBaseURL),
 		Keys: map[string]keySource{}, EvidenceTimeout: defaultEvidenceTimeout, CMSTimeout: defaultCMSTimeout, Margin: defaultMargin,
 	}
 	for _, name := range keyNames {
@@ -135,6 +138,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	duration(envMargin, &c.Margin)
 	integer(envEvidenceAttempts, &c.Release.EvidenceMaxAttempts)
 	integer(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
+	if v := get(envLogLevel); v != "" {
+		level, err := lambdalog.ParseLevel(envLogLevel, v)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.LogLevel = &level
+	}
 	c.Release.DeliveryLease = c.Release.EvidenceLease
 	issuers, err := parseIssuers(get(envReceiptIssuers))
 	if err != nil {
@@ -206,11 +216,6 @@ func (c config) validate() error {
 	}
 	if err := validatePolicy(r); err != nil {
 		errs = append(errs, err)
-	}
-	switch strings.ToUpper(c.LogLevel) {
-	case "", "DEBUG", "INFO", "WARN", "ERROR":
-	default:
-		errs = append(errs, fmt.Errorf("%s must be DEBUG, INFO, WARN or ERROR", envLogLevel))
 	}
 	return errors.Join(errs...)
 }

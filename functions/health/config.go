@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+
+	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
 // Environment variables read at cold start.
@@ -33,14 +35,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	var errs []error
 	if v := strings.TrimSpace(getenv(envLogLevel)); v != "" {
-		var level slog.Level
-		switch strings.ToUpper(v) {
-		case "DEBUG", "INFO", "WARN", "ERROR":
-			_ = level.UnmarshalText([]byte(strings.ToUpper(v)))
-			c.LogLevel = &level
-		default:
-			errs = append(errs, fmt.Errorf("%s must be DEBUG, INFO, WARN or ERROR", envLogLevel))
+		level, err := lambdalog.ParseLevel(envLogLevel, v)
+		if err != nil {
+			errs = append(errs, err)
 		}
+		c.LogLevel = &level
 	}
 	if err := errors.Join(append(errs, c.validate())...); err != nil {
 		return config{}, err

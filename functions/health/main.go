@@ -22,10 +22,11 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/functions/health/handler"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
 func main() {
-	log := handler.NewLogger(os.Stdout, slog.LevelInfo)
+	log := lambdalog.New(os.Stdout, slog.LevelInfo)
 	h, err := build(context.Background(), os.Getenv, os.Stdout, log)
 	if err != nil {
 		log.Error("health cold start failed", "code", "health.config_invalid", "error", err.Error())
@@ -41,7 +42,7 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 		return nil, err
 	}
 	if cfg.LogLevel != nil {
-		log = handler.NewLogger(stdout, *cfg.LogLevel)
+		log = lambdalog.New(stdout, *cfg.LogLevel)
 	}
 	awsCfg, err := awsclient.Load(ctx)
 	if err != nil {

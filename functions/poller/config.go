@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
 // Environment variables read at cold start.
@@ -53,7 +55,8 @@ type config struct {
 	Monitor         monitor.Config
 	Concurrency     int
 	Margin          time.Duration
-	LogLevel        string
+	// LogLevel is nil for the default (INFO).
+	LogLevel *slog.Level
 }
 
 // loadConfig reads the environment through getenv (os.Getenv in main).
@@ -65,7 +68,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 		CMSBaseURL:      strings.TrimSpace(getenv(envCMSBaseURL)),
 		CMSKeySecretARN: strings.TrimSpace(getenv(envCMSKeyARN)),
 		CMSKeyHex:       strings.TrimSpace(getenv(envCMSKeyHex)),
-		LogLevel:        strings.TrimSpace(getenv(envLogLevel)),
 		Monitor:         monitor.Config{WorkerID: strings.TrimSpace(getenv(envWorkerID))},
 	}
 	var errs []error
@@ -95,6 +97,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	duration(envMargin, &c.Margin)
 	integer(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
 	integer(envConcurrency, &c.Concurrency)
+	if v := strings.TrimSpace(getenv(envLogLevel)); v != "" {
+		level, err := lambdalog.ParseLevel(envLogLevel, v)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.LogLevel = &level
+	}
 	if c.CMSTimeout == 0 {
 		c.CMSTimeout = cms.DefaultTimeout
 	}
@@ -151,11 +160,6 @@ func (c config) validate() error {
 	}
 	if c.Margin < 0 {
 		errs = append(errs, fmt.Errorf("%s must not be negative", envMargin))
-	}
-	switch strings.ToUpper(c.LogLevel) {
-	case "", "DEBUG", "INFO", "WARN", "ERROR":
-	default:
-		errs = append(errs, fmt.Errorf("%s must be DEBUG, INFO, WARN or ERROR", envLogLevel))
 	}
 	return errors.Join(errs...)
 }

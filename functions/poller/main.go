@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -23,10 +22,11 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
 func main() {
-	log := handler.NewLogger(os.Stdout, slog.LevelInfo)
+	log := lambdalog.New(os.Stdout, slog.LevelInfo)
 	h, err := build(context.Background(), os.Getenv, log)
 	if err != nil {
 		log.Error("poller cold start failed", "code", "poller.config_invalid", "error", err.Error())
@@ -41,11 +41,8 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	if cfg.LogLevel != "" {
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel))); err == nil {
-			log = handler.NewLogger(os.Stdout, level)
-		}
+	if cfg.LogLevel != nil {
+		log = lambdalog.New(os.Stdout, *cfg.LogLevel)
 	}
 	awsCfg, err := awsclient.Load(ctx)
 	if err != nil {

@@ -1,0 +1,49 @@
+package lambdalog
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+)
+
+// New returns a JSON logger writing to w at level that adds the Lambda
+// request id ("request_id") of the invocation context to every record.
+func New(w io.Writer, level slog.Leveler) *slog.Logger {
+	return slog.New(requestIDHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
+}
+
+// ParseLevel reads a log level setting: DEBUG, INFO, WARN or ERROR in any
+// case. name is the setting's name, used in the error.
+func ParseLevel(name, s string) (slog.Level, error) {
+	var level slog.Level
+	switch v := strings.ToUpper(s); v {
+	case "DEBUG", "INFO", "WARN", "ERROR":
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			return 0, fmt.Errorf("%s: %w", name, err)
+		}
+		return level, nil
+	default:
+		return 0, fmt.Errorf("%s must be DEBUG, INFO, WARN or ERROR", name)
+	}
+}
+
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		r.AddAttrs(slog.String("request_id", lc.AwsRequestID))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
+}
