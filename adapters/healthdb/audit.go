@@ -220,9 +220,7 @@ func checkReleaseItem(item map[string]types.AttributeValue) (Finding, bool) {
 	f := Finding{Kind: releaseKind(sk), EventID: formatKey(eventID), Key: formatKey(sk)}
 	switch f.Kind {
 	case health.KindEvidence, health.KindDelivery:
-		rec := DecodeRelease(item)
-		ok := !rec.Corrupt && ((rec.Evidence != nil && health.ValidEvidence(rec.Evidence)) ||
-			(rec.Delivery != nil && health.ValidDelivery(rec.Delivery)))
+		_, ok := DecodeRelease(item).Lease()
 		f.Code = health.CodeEvidenceInvalid
 		if f.Kind == health.KindDelivery {
 			f.Code = health.CodeDeliveryInvalid

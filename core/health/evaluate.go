@@ -133,17 +133,7 @@ func (r *Report) addRelease(rec ReleaseRecord, nowMS int64) (Item, string) {
 		kind, part, code = KindDelivery, &r.Release.Delivery, CodeDeliveryInvalid
 	}
 	it := Item{Kind: kind, EventID: safeID(rec.EventID), Key: safeKey(rec.SortKey)}
-	var l release.Lease
-	valid := !rec.Corrupt
-	switch {
-	case !valid:
-	case rec.Evidence != nil && rec.Delivery == nil:
-		l, valid = rec.Evidence.Lease, ValidEvidence(rec.Evidence)
-	case rec.Delivery != nil && rec.Evidence == nil:
-		l, valid = rec.Delivery.Lease, ValidDelivery(rec.Delivery)
-	default:
-		valid = false
-	}
+	l, valid := rec.Lease()
 	// Only open and failed records belong in the indexes.
 	if valid && l.Status == release.StateSucceeded {
 		valid = false

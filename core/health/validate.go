@@ -1,66 +1,30 @@
 package health
 
-import (
-	"encoding/base64"
-
-	"github.com/localeflow/localeflow/core"
-	"github.com/localeflow/localeflow/core/release"
-)
-
-// The release coordinator validates its evidence and delivery records with
-// unexported functions (core/release lease.go valid, evidence_state.go
-// validEvidenceRecord, delivery.go deliveryBody); these are the same rules
-// (the reference's _status_from_row), kept here until core/release exports
-// them.
+import "github.com/localeflow/localeflow/core/release"
 
 // ValidEvidence reports whether rec is an evidence record the coordinator
-// could have written.
+// could have written (release.ValidateEvidenceRecord).
 func ValidEvidence(rec *release.EvidenceRecord) bool {
-	return rec != nil && core.ValidToken(rec.RequestID) && core.ValidToken(rec.EventID) &&
-		core.ValidToken(rec.PlanID) && core.ValidToken(rec.JobID) && core.ValidSHA256(rec.ResultSHA256) &&
-		core.ValidToken(rec.EvidenceRevision) && rec.Version > 0 && validLease(rec.Lease)
+	return release.ValidateEvidenceRecord(rec) == nil
 }
 
 // ValidDelivery reports whether rec is a delivery record the coordinator
-// could have written (the stored bundle itself is checked against its hash
-// and signature when it is sent).
+// could have written (release.ValidateDeliveryRecord; the stored bundle
+// itself is checked against its hash and signature when it is sent).
 func ValidDelivery(rec *release.DeliveryRecord) bool {
-	if rec == nil {
-		return false
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(rec.Signature)
-	return err == nil && len(sig) > 0 && core.ValidToken(rec.EventID) && core.ValidToken(rec.PlanID) &&
-		core.ValidToken(rec.SiteID) && core.ValidToken(rec.DeliveryID) && core.ValidSHA256(rec.BundleSHA256) &&
-		core.ValidMillis(rec.PreparedMS) && rec.Version > 0 && validLease(rec.Lease)
+	return release.ValidateDeliveryRecord(rec) == nil
 }
 
-func validLease(l release.Lease) bool {
-	switch l.Status {
-	case release.StatePending, release.StateLeased, release.StateRetryWait, release.StateSucceeded, release.StateFailed:
-	default:
-		return false
+// Lease returns the record's lease and whether the record is valid: not
+// Corrupt, exactly one of Evidence and Delivery set, and that record
+// passing release's validation. The lease is the set record's even when it
+// is invalid (zero when neither or both are set).
+func (r ReleaseRecord) Lease() (release.Lease, bool) {
+	switch {
+	case r.Evidence != nil && r.Delivery == nil:
+		return r.Evidence.Lease, !r.Corrupt && release.ValidateEvidenceRecord(r.Evidence) == nil
+	case r.Delivery != nil && r.Evidence == nil:
+		return r.Delivery.Lease, !r.Corrupt && release.ValidateDeliveryRecord(r.Delivery) == nil
 	}
-	if l.MaxAttempts < 1 || l.MaxAttempts > release.MaxAttempts || l.Attempts < 0 || l.Attempts > l.MaxAttempts {
-		return false
-	}
-	if !core.ValidMillis(l.NextAttemptMS) || !core.ValidMillis(l.CreatedMS) || !core.ValidMillis(l.UpdatedMS) {
-		return false
-	}
-	if l.Status == release.StateLeased {
-		if !core.ValidToken(l.LeaseOwner) || !core.ValidToken(l.LeaseToken) ||
-			!core.ValidMillis(l.LeaseExpiresMS) || l.LeaseExpiresMS <= l.NextAttemptMS {
-			return false
-		}
-	} else if l.LeaseOwner != "" || l.LeaseToken != "" || l.LeaseExpiresMS != 0 {
-		return false
-	}
-	if l.LastErrorCode != "" {
-		if !core.ValidErrorCode(l.LastErrorCode) {
-			return false
-		}
-		if l.Status == release.StatePending || l.Status == release.StateLeased || l.Status == release.StateSucceeded {
-			return false
-		}
-	}
-	return true
+	return release.Lease{}, false
 }

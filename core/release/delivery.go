@@ -165,6 +165,23 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 	return &rec, true, nil
 }
 
+// ValidateDeliveryRecord checks the stored fields of a delivery record:
+// Fail(CodeDeliveryInvalid) unless d is a record the coordinator could have
+// written (prepareDelivery). The bundle itself is checked against the hash
+// and signature when it is sent (deliveryBody).
+func ValidateDeliveryRecord(d *DeliveryRecord) error {
+	if d == nil {
+		return core.Fail(CodeDeliveryInvalid)
+	}
+	sig, err := b64.DecodeString(d.Signature)
+	if err != nil || len(sig) == 0 || !core.ValidToken(d.EventID) || !core.ValidToken(d.PlanID) ||
+		!core.ValidToken(d.SiteID) || !core.ValidToken(d.DeliveryID) || !core.ValidSHA256(d.BundleSHA256) ||
+		!core.ValidMillis(d.PreparedMS) || d.Version <= 0 || !d.Lease.valid() {
+		return core.Fail(CodeDeliveryInvalid)
+	}
+	return nil
+}
+
 // deliveryBody rebuilds and checks the stored delivery (the reference's
 // request_from_row): the bundle rebuilt from the records must hash to the
 // stored hash and carry the publication authority's signature. A delivery

@@ -65,10 +65,17 @@ func validBinding(req *EvidenceRequest) error {
 	return nil
 }
 
-func validEvidenceRecord(r *EvidenceRecord) bool {
-	return core.ValidToken(r.RequestID) && core.ValidToken(r.EventID) && core.ValidToken(r.PlanID) &&
-		core.ValidToken(r.JobID) && core.ValidSHA256(r.ResultSHA256) && core.ValidToken(r.EvidenceRevision) &&
-		r.Version > 0 && r.Lease.valid()
+// ValidateEvidenceRecord checks a stored evidence record with the rules the
+// coordinator applies whenever it reads one (the reference's
+// _status_from_row): Fail(CodeEvidenceStateInvalid) unless r is a record
+// the coordinator could have written.
+func ValidateEvidenceRecord(r *EvidenceRecord) error {
+	if r == nil || !core.ValidToken(r.RequestID) || !core.ValidToken(r.EventID) || !core.ValidToken(r.PlanID) ||
+		!core.ValidToken(r.JobID) || !core.ValidSHA256(r.ResultSHA256) || !core.ValidToken(r.EvidenceRevision) ||
+		r.Version <= 0 || !r.Lease.valid() {
+		return core.Fail(CodeEvidenceStateInvalid)
+	}
+	return nil
 }
 
 func (r *EvidenceRecord) sameBinding(req *EvidenceRequest) bool {
@@ -118,8 +125,8 @@ func (s EvidenceState) Claim(ctx context.Context, snap *Snapshot, req *EvidenceR
 			return nil, err
 		}
 	}
-	if !validEvidenceRecord(rec) {
-		return nil, core.Fail(CodeEvidenceStateInvalid)
+	if err := ValidateEvidenceRecord(rec); err != nil {
+		return nil, err
 	}
 	if !rec.sameBinding(req) {
 		return nil, core.Fail(CodeBindingMismatch)
@@ -240,8 +247,8 @@ func (s EvidenceState) MarkApproved(ctx context.Context, snap *Snapshot, eventID
 		if rec.EventID != eventID || rec.PlanID != planID || rec.JobID != jobID {
 			continue
 		}
-		if !validEvidenceRecord(rec) {
-			return core.Fail(CodeEvidenceStateInvalid)
+		if err := ValidateEvidenceRecord(rec); err != nil {
+			return err
 		}
 		if rec.ResultSHA256 != resultSHA256 {
 			return core.Fail(CodeBindingMismatch)

@@ -14,7 +14,7 @@
 //     consecutive failures ≤ the registration's limit;
 //   - evidence and delivery records are decoded with
 //     adapters/healthdb.DecodeRelease (index keys as adapters/releasedb
-//     writes them) and checked with health.ValidEvidence/ValidDelivery (the
+//     writes them) and checked with release.ValidateEvidenceRecord/ValidateDeliveryRecord (the
 //     coordinator's lease rules: attempts ≤ max_attempts, lease fields only
 //     when leased, codes only where allowed); the other release records
 //     with adapters/releasedb.Decode.

@@ -12,7 +12,6 @@ import (
 	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
-	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -100,17 +99,7 @@ func checkReleaseItem(c *collector, table string, k indexKey, it map[string]type
 		}
 		return true
 	}
-	rec := healthdb.DecodeRelease(it)
-	var l release.Lease
-	valid := !rec.Corrupt
-	switch {
-	case rec.Evidence != nil:
-		valid = valid && health.ValidEvidence(rec.Evidence)
-		l = rec.Evidence.Lease
-	case rec.Delivery != nil:
-		valid = valid && health.ValidDelivery(rec.Delivery)
-		l = rec.Delivery.Lease
-	}
+	l, valid := healthdb.DecodeRelease(it).Lease()
 	if !valid {
 		c.add(table, key, RuleReleaseInvalid, "record invalid or its index keys disagree with status %q", l.Status)
 	}
