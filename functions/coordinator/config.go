@@ -12,9 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/lambdalog"
@@ -66,19 +64,13 @@ const (
 	minKeyBytes            = 16
 )
 
-// keySource is where one key comes from.
-type keySource struct {
-	SecretARN string
-	Hex       string
-}
-
 type config struct {
 	ReleaseTable    string
 	ReleaseQueueURL string
 	EventBus        string
 	EvidenceBaseURL string
 	CMSBaseURL      string
-	Keys            map[string]keySource
+	Keys            map[string]secretkey.Source
 	Issuers         map[string]ed25519.PublicKey
 	Release         release.Config
 	EvidenceTimeout time.Duration
@@ -93,10 +85,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c := config{
 		ReleaseTable: get(envReleaseTable), ReleaseQueueURL: get(envReleaseQueueURL), EventBus: get(envEventBus),
 		EvidenceBaseURL: get(envEvidenceBaseURL), CMSBaseURL: get(envCMSBaseURL),
-		Keys: map[string]keySource{}, EvidenceTimeout: defaultEvidenceTimeout, CMSTimeout: defaultCMSTimeout, Margin: defaultMargin,
+		Keys: map[string]secretkey.Source{}, EvidenceTimeout: defaultEvidenceTimeout, CMSTimeout: defaultCMSTimeout, Margin: defaultMargin,
 	}
 	for _, name := range keyNames {
-		c.Keys[name] = keySource{SecretARN: get("LOCALEFLOW_" + name + "_KEY_SECRET_ARN"), Hex: get("LOCALEFLOW_" + name + "_KEY_HEX")}
+		c.Keys[name] = secretkey.FromEnv(getenv, keyStem(name))
 	}
 	revision := get(envRevision)
 	if revision == "" {
@@ -191,19 +183,8 @@ func (c config) validate() error {
 		errs = append(errs, fmt.Errorf("%s must be a queue URL", envReleaseQueueURL))
 	}
 	for _, name := range keyNames {
-		src := c.Keys[name]
-		arnVar, hexVar := "LOCALEFLOW_"+name+"_KEY_SECRET_ARN", "LOCALEFLOW_"+name+"_KEY_HEX"
-		if (src.SecretARN == "") == (src.Hex == "") {
-			errs = append(errs, fmt.Errorf("set exactly one of %s and %s", arnVar, hexVar))
-			continue
-		}
-		if src.SecretARN != "" && !strings.HasPrefix(src.SecretARN, "arn:") {
-			errs = append(errs, fmt.Errorf("%s must be an ARN", arnVar))
-		}
-		if src.Hex != "" {
-			if _, err := decodeKey(name, []byte(src.Hex), false); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", hexVar, err))
-			}
+		if err := c.Keys[name].Validate(keyCheck(name)); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	r := c.Release
@@ -240,56 +221,23 @@ func validatePolicy(r release.Config) error {
 	return nil
 }
 
-// decodeKey checks key material: HMAC keys need at least 16 bytes, Ed25519
-// keys are a 32-byte seed or a 64-byte private key. raw is binary secret
-// material; otherwise it is hex text.
-func decodeKey(name string, material []byte, raw bool) ([]byte, error) {
-	key := material
-	if !raw {
-		var err error
-		if key, err = hex.DecodeString(strings.TrimSpace(string(material))); err != nil {
-			return nil, errors.New("key is not hex")
-		}
-	}
+// keyStem is the variable stem of one key:
+// LOCALEFLOW_<NAME>_KEY_SECRET_ARN / LOCALEFLOW_<NAME>_KEY_HEX.
+func keyStem(name string) string { return "LOCALEFLOW_" + name + "_KEY" }
+
+// keyCheck is the key material rule of one key: Ed25519 keys are a 32-byte
+// seed or a 64-byte private key, HMAC keys need at least 16 bytes.
+func keyCheck(name string) secretkey.Check {
 	switch name {
 	case keyApproval, keyPublication:
-		if len(key) != ed25519.SeedSize && len(key) != ed25519.PrivateKeySize {
-			return nil, errors.New("Ed25519 key must be a 32-byte seed or a 64-byte private key")
-		}
+		return secretkey.Ed25519
 	default:
-		if len(key) < minKeyBytes {
-			return nil, fmt.Errorf("key must have at least %d bytes", minKeyBytes)
-		}
+		return secretkey.MinBytes(minKeyBytes)
 	}
-	return key, nil
 }
-
-// SecretsAPI is the one Secrets Manager method used.
-type SecretsAPI interface {
-	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
-
-var _ SecretsAPI = (*secretsmanager.Client)(nil)
 
 // key returns one key: from hex in the environment, or from its secret
 // (SecretString = hex, SecretBinary = raw bytes).
-func (c config) key(ctx context.Context, sm SecretsAPI, name string) ([]byte, error) {
-	src := c.Keys[name]
-	if src.Hex != "" {
-		return decodeKey(name, []byte(src.Hex), false)
-	}
-	if sm == nil {
-		return nil, fmt.Errorf("%s key: no Secrets Manager client", strings.ToLower(name))
-	}
-	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(src.SecretARN)})
-	if err != nil {
-		return nil, fmt.Errorf("read %s key secret: %w", strings.ToLower(name), err)
-	}
-	if len(out.SecretBinary) > 0 {
-		return decodeKey(name, out.SecretBinary, true)
-	}
-	if out.SecretString == nil {
-		return nil, fmt.Errorf("%s key secret is empty", strings.ToLower(name))
-	}
-	return decodeKey(name, []byte(*out.SecretString), false)
+func (c config) key(ctx context.Context, sm secretkey.SecretsAPI, name string) ([]byte, error) {
+	return c.Keys[name].Load(ctx, sm, strings.ToLower(name), keyCheck(name))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
 
@@ -87,7 +88,7 @@ func (f fakeSecrets) GetSecretValue(context.Context, *secretsmanager.GetSecretVa
 }
 
 func TestKeyFromSecret(t *testing.T) {
-	c := config{Keys: map[string]keySource{keyApproval: {SecretARN: "arn:x"}, keyEvent: {SecretARN: "arn:y"}}}
+	c := config{Keys: map[string]secretkey.Source{keyApproval: {SecretARN: "arn:x"}, keyEvent: {SecretARN: "arn:y"}}}
 	seed := strings.Repeat("ab", 32)
 	key, err := c.key(context.Background(), fakeSecrets{&secretsmanager.GetSecretValueOutput{SecretString: &seed}}, keyApproval)
 	if err != nil || len(key) != 32 {

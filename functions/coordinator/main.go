@@ -48,6 +48,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/evidence"
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
@@ -77,7 +78,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	var sm SecretsAPI
+	var sm secretkey.SecretsAPI
 	for _, name := range keyNames {
 		if cfg.Keys[name].SecretARN != "" {
 			sm = secretsmanager.NewFromConfig(awsCfg)

@@ -11,10 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-
 	"github.com/localeflow/localeflow/adapters/cms"
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
@@ -27,8 +25,9 @@ const (
 	envPollQueueURL = "LOCALEFLOW_POLL_QUEUE_URL"
 	envEventBus     = "LOCALEFLOW_EVENT_BUS"
 	envCMSBaseURL   = "LOCALEFLOW_CMS_BASE_URL"
-	envCMSKeyARN    = "LOCALEFLOW_CMS_KEY_SECRET_ARN"
-	envCMSKeyHex    = "LOCALEFLOW_CMS_KEY_HEX"
+	envCMSKey       = "LOCALEFLOW_CMS_KEY" // _SECRET_ARN (deployed) or _HEX (local use)
+	envCMSKeyARN    = envCMSKey + "_SECRET_ARN"
+	envCMSKeyHex    = envCMSKey + "_HEX"
 	envCMSTimeout   = "LOCALEFLOW_CMS_TIMEOUT"
 	envLease        = "LOCALEFLOW_MONITOR_LEASE"
 	envPollInterval = "LOCALEFLOW_POLL_INTERVAL"
@@ -48,13 +47,11 @@ type config struct {
 	PollQueueURL string
 	EventBus     string
 	CMSBaseURL   string
-	// Exactly one of CMSKeySecretARN (deployed) and CMSKeyHex (local use).
-	CMSKeySecretARN string
-	CMSKeyHex       string
-	CMSTimeout      time.Duration
-	Monitor         monitor.Config
-	Concurrency     int
-	Margin          time.Duration
+	CMSKey       secretkey.Source
+	CMSTimeout   time.Duration
+	Monitor      monitor.Config
+	Concurrency  int
+	Margin       time.Duration
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
 }
@@ -62,13 +59,12 @@ type config struct {
 // loadConfig reads the environment through getenv (os.Getenv in main).
 func loadConfig(getenv func(string) string) (config, error) {
 	c := config{
-		MonitorTable:    strings.TrimSpace(getenv(envMonitorTable)),
-		PollQueueURL:    strings.TrimSpace(getenv(envPollQueueURL)),
-		EventBus:        strings.TrimSpace(getenv(envEventBus)),
-		CMSBaseURL:      strings.TrimSpace(getenv(envCMSBaseURL)),
-		CMSKeySecretARN: strings.TrimSpace(getenv(envCMSKeyARN)),
-		CMSKeyHex:       strings.TrimSpace(getenv(envCMSKeyHex)),
-		Monitor:         monitor.Config{WorkerID: strings.TrimSpace(getenv(envWorkerID))},
+		MonitorTable: strings.TrimSpace(getenv(envMonitorTable)),
+		PollQueueURL: strings.TrimSpace(getenv(envPollQueueURL)),
+		EventBus:     strings.TrimSpace(getenv(envEventBus)),
+		CMSBaseURL:   strings.TrimSpace(getenv(envCMSBaseURL)),
+		CMSKey:       secretkey.FromEnv(getenv, envCMSKey),
+		Monitor:      monitor.Config{WorkerID: strings.TrimSpace(getenv(envWorkerID))},
 	}
 	var errs []error
 	duration := func(name string, out *time.Duration) {
@@ -135,16 +131,8 @@ func (c config) validate() error {
 	if !strings.HasPrefix(c.PollQueueURL, "https://") && !strings.HasPrefix(c.PollQueueURL, "http://") {
 		errs = append(errs, fmt.Errorf("%s must be a queue URL", envPollQueueURL))
 	}
-	if (c.CMSKeySecretARN == "") == (c.CMSKeyHex == "") {
-		errs = append(errs, fmt.Errorf("set exactly one of %s and %s", envCMSKeyARN, envCMSKeyHex))
-	}
-	if c.CMSKeySecretARN != "" && !strings.HasPrefix(c.CMSKeySecretARN, "arn:") {
-		errs = append(errs, fmt.Errorf("%s must be an ARN", envCMSKeyARN))
-	}
-	if c.CMSKeyHex != "" {
-		if _, err := decodeKeyHex(c.CMSKeyHex); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", envCMSKeyHex, err))
-		}
+	if err := c.CMSKey.Validate(secretkey.MinBytes(cms.MinKeyBytes)); err != nil {
+		errs = append(errs, err)
 	}
 	if c.CMSTimeout <= 0 || c.CMSTimeout > cms.MaxTimeout {
 		errs = append(errs, fmt.Errorf("%s must be in (0, %s]", envCMSTimeout, cms.MaxTimeout))
@@ -164,17 +152,6 @@ func (c config) validate() error {
 	return errors.Join(errs...)
 }
 
-func decodeKeyHex(s string) ([]byte, error) {
-	key, err := hex.DecodeString(strings.TrimSpace(s))
-	if err != nil {
-		return nil, errors.New("key is not hex")
-	}
-	if len(key) < cms.MinKeyBytes {
-		return nil, fmt.Errorf("key must have at least %d bytes", cms.MinKeyBytes)
-	}
-	return key, nil
-}
-
 func randomWorkerID() (string, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -183,36 +160,8 @@ func randomWorkerID() (string, error) {
 	return "poller-" + hex.EncodeToString(b[:]), nil
 }
 
-// SecretsAPI is the one Secrets Manager method used, with the SDK's exact
-// signature.
-type SecretsAPI interface {
-	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
-
-var _ SecretsAPI = (*secretsmanager.Client)(nil)
-
 // cmsKey returns the CMS HMAC key: from LOCALEFLOW_CMS_KEY_HEX, or from the
 // secret (SecretString = the key in hex, or SecretBinary = the raw key).
-func (c config) cmsKey(ctx context.Context, sm SecretsAPI) ([]byte, error) {
-	if c.CMSKeyHex != "" {
-		return decodeKeyHex(c.CMSKeyHex)
-	}
-	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(c.CMSKeySecretARN)})
-	if err != nil {
-		return nil, fmt.Errorf("read CMS key secret: %w", err)
-	}
-	if len(out.SecretBinary) > 0 {
-		if len(out.SecretBinary) < cms.MinKeyBytes {
-			return nil, fmt.Errorf("CMS key secret: key must have at least %d bytes", cms.MinKeyBytes)
-		}
-		return out.SecretBinary, nil
-	}
-	if out.SecretString == nil {
-		return nil, errors.New("CMS key secret is empty")
-	}
-	key, err := decodeKeyHex(*out.SecretString)
-	if err != nil {
-		return nil, fmt.Errorf("CMS key secret: %w", err)
-	}
-	return key, nil
+func (c config) cmsKey(ctx context.Context, sm secretkey.SecretsAPI) ([]byte, error) {
+	return c.CMSKey.Load(ctx, sm, "CMS", secretkey.MinBytes(cms.MinKeyBytes))
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/localeflow/localeflow/adapters/secretkey"
 )
 
 const keyHex = "6c6f63616c65666c6f772d636d732d746573742d6b65792d3030303030303031"
@@ -108,7 +110,7 @@ func (f fakeSecrets) GetSecretValue(_ context.Context, in *secretsmanager.GetSec
 }
 
 func TestCMSKeyFromSecret(t *testing.T) {
-	c := config{CMSKeySecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:cms"}
+	c := config{CMSKey: secretkey.Source{Stem: envCMSKey, SecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:cms"}}
 	raw := []byte("localeflow-cms-test-key-00000001")
 	tests := []struct {
 		name string

@@ -1,0 +1,124 @@
+package secretkey
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+// SecretsAPI is the one Secrets Manager method used, with the SDK's exact
+// signature.
+type SecretsAPI interface {
+	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+var _ SecretsAPI = (*secretsmanager.Client)(nil)
+
+// Check accepts or refuses decoded key material.
+type Check func(key []byte) error
+
+// MinBytes accepts keys of at least n bytes (HMAC keys).
+func MinBytes(n int) Check {
+	return func(key []byte) error {
+		if len(key) < n {
+			return fmt.Errorf("key must have at least %d bytes", n)
+		}
+		return nil
+	}
+}
+
+// Ed25519 accepts a 32-byte seed or a 64-byte private key.
+func Ed25519(key []byte) error {
+	if len(key) != ed25519.SeedSize && len(key) != ed25519.PrivateKeySize {
+		return errors.New("Ed25519 key must be a 32-byte seed or a 64-byte private key")
+	}
+	return nil
+}
+
+// Source is where one key comes from.
+type Source struct {
+	// Stem names the variables: <Stem>_SECRET_ARN and <Stem>_HEX.
+	Stem      string
+	SecretARN string
+	Hex       string
+}
+
+// FromEnv reads the two variables of stem through getenv.
+func FromEnv(getenv func(string) string, stem string) Source {
+	return Source{
+		Stem:      stem,
+		SecretARN: strings.TrimSpace(getenv(stem + "_SECRET_ARN")),
+		Hex:       strings.TrimSpace(getenv(stem + "_HEX")),
+	}
+}
+
+// ARNVar is the name of the secret ARN variable.
+func (s Source) ARNVar() string { return s.Stem + "_SECRET_ARN" }
+
+// HexVar is the name of the hex variable.
+func (s Source) HexVar() string { return s.Stem + "_HEX" }
+
+// Validate checks what can be checked without AWS: exactly one of the two
+// variables is set, the secret is named by an ARN, and hex key material
+// decodes and passes check.
+func (s Source) Validate(check Check) error {
+	switch {
+	case (s.SecretARN == "") == (s.Hex == ""):
+		return fmt.Errorf("set exactly one of %s and %s", s.ARNVar(), s.HexVar())
+	case s.SecretARN != "" && !strings.HasPrefix(s.SecretARN, "arn:"):
+		return fmt.Errorf("%s must be an ARN", s.ARNVar())
+	case s.Hex != "":
+		if _, err := DecodeHex(s.Hex, check); err != nil {
+			return fmt.Errorf("%s: %w", s.HexVar(), err)
+		}
+	}
+	return nil
+}
+
+// Load returns the key: decoded from Hex, or read from the secret
+// (SecretString = hex, SecretBinary = raw bytes), and passed through check.
+// label names the key in errors ("cms" gives "read cms key secret: …").
+func (s Source) Load(ctx context.Context, sm SecretsAPI, label string, check Check) ([]byte, error) {
+	if s.Hex != "" {
+		return DecodeHex(s.Hex, check)
+	}
+	if sm == nil {
+		return nil, fmt.Errorf("%s key: no Secrets Manager client", label)
+	}
+	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(s.SecretARN)})
+	if err != nil {
+		return nil, fmt.Errorf("read %s key secret: %w", label, err)
+	}
+	var key []byte
+	switch {
+	case len(out.SecretBinary) > 0:
+		key, err = out.SecretBinary, check(out.SecretBinary)
+	case out.SecretString != nil:
+		key, err = DecodeHex(*out.SecretString, check)
+	default:
+		return nil, fmt.Errorf("%s key secret is empty", label)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s key secret: %w", label, err)
+	}
+	return key, nil
+}
+
+// DecodeHex decodes hex key material (surrounding space ignored) and
+// passes it through check.
+func DecodeHex(s string, check Check) ([]byte, error) {
+	key, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return nil, errors.New("key is not hex")
+	}
+	if err := check(key); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
