@@ -8,14 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
-	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/internal/envvar"
 )
 
 // Environment variables read at cold start. Every key comes either from a
@@ -81,20 +80,20 @@ type config struct {
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
-	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
+	env := envvar.NewReader(getenv)
 	c := config{
-		ReleaseTable: get(envReleaseTable), ReleaseQueueURL: get(envReleaseQueueURL), EventBus: get(envEventBus),
-		EvidenceBaseURL: get(envEvidenceBaseURL), CMSBaseURL: get(envCMSBaseURL),
+		ReleaseTable: env.String(envReleaseTable), ReleaseQueueURL: env.String(envReleaseQueueURL), EventBus: env.String(envEventBus),
+		EvidenceBaseURL: env.String(envEvidenceBaseURL), CMSBaseURL: env.String(envCMSBaseURL),
 		Keys: map[string]secretkey.Source{}, EvidenceTimeout: defaultEvidenceTimeout, CMSTimeout: defaultCMSTimeout, Margin: defaultMargin,
 	}
 	for _, name := range keyNames {
 		c.Keys[name] = secretkey.FromEnv(getenv, keyStem(name))
 	}
-	revision := get(envRevision)
+	revision := env.String(envRevision)
 	if revision == "" {
 		revision = defaultRevision
 	}
-	worker := get(envWorkerID)
+	worker := env.String(envWorkerID)
 	if worker == "" {
 		var b [8]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -104,41 +103,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.Release = release.DefaultConfig(revision, worker)
 	c.Release.EvidenceLease = defaultEvidenceLease
-	var errs []error
-	duration := func(name string, out *time.Duration) {
-		if v := get(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: not a duration", name))
-			}
-			*out = d
-		}
-	}
-	integer := func(name string, out *int) {
-		if v := get(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: not an integer", name))
-			}
-			*out = n
-		}
-	}
-	duration(envEvidenceLease, &c.Release.EvidenceLease)
-	duration(envEvidenceTimeout, &c.EvidenceTimeout)
-	duration(envCMSTimeout, &c.CMSTimeout)
-	duration(envApprovalTTL, &c.Release.ApprovalTTL)
-	duration(envMargin, &c.Margin)
-	integer(envEvidenceAttempts, &c.Release.EvidenceMaxAttempts)
-	integer(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
-	if v := get(envLogLevel); v != "" {
-		level, err := lambdalog.ParseLevel(envLogLevel, v)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		c.LogLevel = &level
-	}
+	env.Duration(envEvidenceLease, &c.Release.EvidenceLease)
+	env.Duration(envEvidenceTimeout, &c.EvidenceTimeout)
+	env.Duration(envCMSTimeout, &c.CMSTimeout)
+	env.Duration(envApprovalTTL, &c.Release.ApprovalTTL)
+	env.Duration(envMargin, &c.Margin)
+	env.Int(envEvidenceAttempts, &c.Release.EvidenceMaxAttempts)
+	env.Int(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
+	c.LogLevel = env.Level(envLogLevel)
+	errs := []error{env.Err()}
 	c.Release.DeliveryLease = c.Release.EvidenceLease
-	issuers, err := parseIssuers(get(envReceiptIssuers))
+	issuers, err := parseIssuers(env.String(envReceiptIssuers))
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
-	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/internal/envvar"
 )
 
 // Environment variables read at cold start.
@@ -28,20 +27,14 @@ type config struct {
 
 // loadConfig reads the environment through getenv (os.Getenv in main).
 func loadConfig(getenv func(string) string) (config, error) {
+	env := envvar.NewReader(getenv)
 	c := config{
-		MonitorTable: strings.TrimSpace(getenv(envMonitorTable)),
-		ReleaseTable: strings.TrimSpace(getenv(envReleaseTable)),
-		EventBus:     strings.TrimSpace(getenv(envEventBus)),
+		MonitorTable: env.String(envMonitorTable),
+		ReleaseTable: env.String(envReleaseTable),
+		EventBus:     env.String(envEventBus),
+		LogLevel:     env.Level(envLogLevel),
 	}
-	var errs []error
-	if v := strings.TrimSpace(getenv(envLogLevel)); v != "" {
-		level, err := lambdalog.ParseLevel(envLogLevel, v)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		c.LogLevel = &level
-	}
-	if err := errors.Join(append(errs, c.validate())...); err != nil {
+	if err := errors.Join(env.Err(), c.validate()); err != nil {
 		return config{}, err
 	}
 	return c, nil

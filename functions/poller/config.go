@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
-	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/internal/envvar"
 )
 
 // Environment variables read at cold start.
@@ -58,48 +57,25 @@ type config struct {
 
 // loadConfig reads the environment through getenv (os.Getenv in main).
 func loadConfig(getenv func(string) string) (config, error) {
+	env := envvar.NewReader(getenv)
 	c := config{
-		MonitorTable: strings.TrimSpace(getenv(envMonitorTable)),
-		PollQueueURL: strings.TrimSpace(getenv(envPollQueueURL)),
-		EventBus:     strings.TrimSpace(getenv(envEventBus)),
-		CMSBaseURL:   strings.TrimSpace(getenv(envCMSBaseURL)),
+		MonitorTable: env.String(envMonitorTable),
+		PollQueueURL: env.String(envPollQueueURL),
+		EventBus:     env.String(envEventBus),
+		CMSBaseURL:   env.String(envCMSBaseURL),
 		CMSKey:       secretkey.FromEnv(getenv, envCMSKey),
-		Monitor:      monitor.Config{WorkerID: strings.TrimSpace(getenv(envWorkerID))},
+		Monitor:      monitor.Config{WorkerID: env.String(envWorkerID)},
+		LogLevel:     env.Level(envLogLevel),
 	}
-	var errs []error
-	duration := func(name string, out *time.Duration) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: not a duration", name))
-			}
-			*out = d
-		}
-	}
-	integer := func(name string, out *int) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: not an integer", name))
-			}
-			*out = n
-		}
-	}
-	duration(envCMSTimeout, &c.CMSTimeout)
-	duration(envLease, &c.Monitor.Lease)
-	duration(envPollInterval, &c.Monitor.PollInterval)
-	duration(envBaseDelay, &c.Monitor.BaseDelay)
-	duration(envMaxDelay, &c.Monitor.MaxDelay)
-	duration(envMargin, &c.Margin)
-	integer(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
-	integer(envConcurrency, &c.Concurrency)
-	if v := strings.TrimSpace(getenv(envLogLevel)); v != "" {
-		level, err := lambdalog.ParseLevel(envLogLevel, v)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		c.LogLevel = &level
-	}
+	env.Duration(envCMSTimeout, &c.CMSTimeout)
+	env.Duration(envLease, &c.Monitor.Lease)
+	env.Duration(envPollInterval, &c.Monitor.PollInterval)
+	env.Duration(envBaseDelay, &c.Monitor.BaseDelay)
+	env.Duration(envMaxDelay, &c.Monitor.MaxDelay)
+	env.Duration(envMargin, &c.Margin)
+	env.Int(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
+	env.Int(envConcurrency, &c.Concurrency)
+	errs := []error{env.Err()}
 	if c.CMSTimeout == 0 {
 		c.CMSTimeout = cms.DefaultTimeout
 	}

@@ -1,0 +1,74 @@
+package envvar
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/localeflow/localeflow/internal/lambdalog"
+)
+
+// Reader reads variables through getenv (os.Getenv in main) and collects
+// the errors of bad values.
+type Reader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+// NewReader returns a Reader over getenv.
+func NewReader(getenv func(string) string) *Reader {
+	return &Reader{getenv: getenv}
+}
+
+// String returns the variable's value without surrounding space.
+func (r *Reader) String(name string) string {
+	return strings.TrimSpace(r.getenv(name))
+}
+
+// Duration sets *out to the variable's Go duration ("30s", "10m") when it
+// is set.
+func (r *Reader) Duration(name string, out *time.Duration) {
+	if v := r.String(name); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%s: not a duration", name))
+			return
+		}
+		*out = d
+	}
+}
+
+// Int sets *out to the variable's decimal integer when it is set.
+func (r *Reader) Int(name string, out *int) {
+	if v := r.String(name); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%s: not an integer", name))
+			return
+		}
+		*out = n
+	}
+}
+
+// Level returns the variable's log level (DEBUG, INFO, WARN or ERROR in
+// any case), or nil when it is unset or bad.
+func (r *Reader) Level(name string) *slog.Level {
+	v := r.String(name)
+	if v == "" {
+		return nil
+	}
+	level, err := lambdalog.ParseLevel(name, v)
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return nil
+	}
+	return &level
+}
+
+// Err joins the errors of every bad value read so far (nil if none).
+func (r *Reader) Err() error {
+	return errors.Join(r.errs...)
+}

@@ -1,0 +1,75 @@
+package envvar_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/internal/envvar"
+)
+
+func reader(env map[string]string) *envvar.Reader {
+	return envvar.NewReader(func(k string) string { return env[k] })
+}
+
+func TestString(t *testing.T) {
+	if got := reader(map[string]string{"A": "  x y \n"}).String("A"); got != "x y" {
+		t.Fatalf("String = %q", got)
+	}
+}
+
+func TestDurationAndInt(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantD   time.Duration
+		wantN   int
+		wantErr []string // substrings of the joined error; nil = no error
+	}{
+		{"unset keeps defaults", map[string]string{"D": " ", "N": ""}, time.Minute, 7, nil},
+		{"set", map[string]string{"D": " 45s ", "N": "12"}, 45 * time.Second, 12, nil},
+		{"negative", map[string]string{"D": "-1s", "N": "-3"}, -time.Second, -3, nil},
+		{"bad duration", map[string]string{"D": "soon", "N": "2"}, time.Minute, 2, []string{"D: not a duration"}},
+		{"bad integer", map[string]string{"N": "five"}, time.Minute, 7, []string{"N: not an integer"}},
+		{"both bad", map[string]string{"D": "10", "N": "1.5"}, time.Minute, 7, []string{"D: not a duration", "N: not an integer"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := reader(tt.env)
+			d, n := time.Minute, 7
+			r.Duration("D", &d)
+			r.Int("N", &n)
+			if d != tt.wantD || n != tt.wantN {
+				t.Fatalf("d=%s n=%d", d, n)
+			}
+			err := r.Err()
+			if (err != nil) != (tt.wantErr != nil) {
+				t.Fatalf("err = %v", err)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("err = %v, want %q", err, want)
+				}
+			}
+			for _, v := range tt.env {
+				if v != "" && err != nil && strings.Contains(err.Error(), v) {
+					t.Fatalf("error %v echoes the value %q", err, v)
+				}
+			}
+		})
+	}
+}
+
+func TestLevel(t *testing.T) {
+	r := reader(map[string]string{"L": "warn", "BAD": "loud"})
+	if got := r.Level("L"); got == nil || *got != slog.LevelWarn {
+		t.Fatalf("Level(L) = %v", got)
+	}
+	if got := r.Level("UNSET"); got != nil || r.Err() != nil {
+		t.Fatalf("Level(UNSET) = %v, %v", got, r.Err())
+	}
+	if got := r.Level("BAD"); got != nil || r.Err() == nil || !strings.Contains(r.Err().Error(), "BAD must be DEBUG, INFO, WARN or ERROR") {
+		t.Fatalf("Level(BAD) = %v, %v", got, r.Err())
+	}
+}
