@@ -101,12 +101,22 @@ down: ## Stop the stack started by make up
 
 .PHONY: demo
 demo: install ## The pipeline demo: five changes through poller, coordinator, health on the local stack
-	@echo "== building the functions for this machine into $(BUILD)/local/<fn>/bootstrap"
+	@echo "== building the functions for this machine ($(BUILD)/local/<fn>/bootstrap, linux/$$(go env GOHOSTARCH)) and the demo driver"
 	@for fn in $(FUNCTIONS); do \
-		CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -o $(BUILD)/local/$$fn/bootstrap ./functions/$$fn; \
+		GOOS=linux GOARCH=$$(go env GOHOSTARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath \
+			-o $(BUILD)/local/$$fn/bootstrap ./functions/$$fn || exit 1; \
 	done
-	go build -o $(BUILD)/localeflow-demo ./cmd/localeflow-demo
-	localstack/with-stack.sh $(BUILD)/localeflow-demo -prefix $(DEMO_PREFIX) -bin-dir $(BUILD)/local -out $(BUILD)/local/demo
+	go build -o $(BUILD)/local/localeflow-demo ./cmd/localeflow-demo
+	localstack/with-stack.sh $(BUILD)/local/localeflow-demo -prefix $(DEMO_PREFIX) -bin-dir $(BUILD)/local -out $(BUILD)/local/demo $(DEMO_FLAGS)
+
+.PHONY: demo-localstack
+demo-localstack: install ## The same demo against LocalStack (docker compose; needs Docker)
+	@for fn in $(FUNCTIONS); do \
+		GOOS=linux GOARCH=$$(go env GOHOSTARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath \
+			-o $(BUILD)/local/$$fn/bootstrap ./functions/$$fn || exit 1; \
+	done
+	go build -o $(BUILD)/local/localeflow-demo ./cmd/localeflow-demo
+	localstack/demo.sh $(BUILD)/local -prefix $(DEMO_PREFIX) $(DEMO_FLAGS)
 
 .PHONY: demo-resources
 demo-resources: install ## Start the local stack, create every resource of the topology, print them, stop
