@@ -96,7 +96,7 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 		t.Fatalf("cms rejected %d, bundles %d", rejected, len(bundles))
 	}
 	for _, secret := range []string{"SECRET-SOURCE", "SECRET-TARGET", hex.EncodeToString(fx.EventKey)} {
-		if bytes.Contains(fn.Logs(), []byte(secret)) {
+		if bytes.Contains(fn.Logs(t), []byte(secret)) {
 			t.Fatalf("function logs carry %q", secret)
 		}
 	}

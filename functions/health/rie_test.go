@@ -46,10 +46,10 @@ func TestBootstrapUnderRIE(t *testing.T) {
 		t.Fatalf("scheduled response %s", out)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(string(fn.Logs()), `"HealthBlocked":1`) && time.Now().Before(deadline) {
+	for !strings.Contains(string(fn.Logs(t)), `"HealthBlocked":1`) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if logs := string(fn.Logs()); !strings.Contains(logs, `"HealthBlocked":1`) || !strings.Contains(logs, `"Namespace":"Localeflow"`) {
+	if logs := string(fn.Logs(t)); !strings.Contains(logs, `"HealthBlocked":1`) || !strings.Contains(logs, `"Namespace":"Localeflow"`) {
 		t.Fatal("no EMF line on the function's stdout")
 	}
 }

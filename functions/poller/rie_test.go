@@ -70,7 +70,7 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 	if err != nil || st.State != monitor.StateTerminal || st.RemoteStatus != "published" {
 		t.Fatalf("status %+v %v", st, err)
 	}
-	if logs := fn.Logs(); bytes.Contains(logs, []byte(hex.EncodeToString(key))) || bytes.Contains(logs, []byte("/de/preise")) {
+	if logs := fn.Logs(t); bytes.Contains(logs, []byte(hex.EncodeToString(key))) || bytes.Contains(logs, []byte("/de/preise")) {
 		t.Fatal("function logs carry the key or change content")
 	}
 }

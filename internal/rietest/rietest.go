@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 )
@@ -45,8 +44,11 @@ func Build(t testing.TB) *Binary {
 
 // Function is a bootstrap running under the emulator.
 type Function struct {
-	url  string
-	logs *syncBuffer
+	url string
+	// logs is the file the emulator and the function write to: the
+	// process holds it directly, so reading it while they run needs no
+	// lock.
+	logs string
 }
 
 // Start runs the bootstrap under the emulator with the test process's
@@ -59,8 +61,13 @@ func (b *Binary) Start(t testing.TB, env ...string) *Function {
 	cmd := exec.Command(b.rie, "--runtime-interface-emulator-address", "127.0.0.1:"+port,
 		"--runtime-api-address", "127.0.0.1:"+apiPort, b.path)
 	cmd.Env = append(os.Environ(), env...)
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
+	logs := filepath.Join(t.TempDir(), "output.log")
+	out, err := os.Create(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close() // the child keeps its own descriptor
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start rie: %v", err)
 	}
@@ -68,7 +75,8 @@ func (b *Binary) Start(t testing.TB, env ...string) *Function {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() || testing.Verbose() {
-			t.Logf("rie + bootstrap output:\n%s", logs.Bytes())
+			b, _ := os.ReadFile(logs)
+			t.Logf("rie + bootstrap output:\n%s", b)
 		}
 	})
 	return &Function{url: "http://127.0.0.1:" + port + "/2015-03-31/functions/function/invocations", logs: logs}
@@ -97,9 +105,12 @@ func (f *Function) Invoke(t testing.TB, payload []byte) []byte {
 	}
 }
 
-// Logs returns a copy of everything the emulator and the function wrote
-// so far (stdout and stderr).
-func (f *Function) Logs() []byte { return f.logs.Bytes() }
+// Logs returns everything the emulator and the function wrote so far
+// (stdout and stderr).
+func (f *Function) Logs(t testing.TB) []byte {
+	t.Helper()
+	return ReadFile(t, f.logs)
+}
 
 // ReadFile returns a test file (an event under testdata/).
 func ReadFile(t testing.TB, name string) []byte {
@@ -119,23 +130,4 @@ func freePort(t testing.TB) string {
 	}
 	defer ln.Close()
 	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
-}
-
-// syncBuffer is the process output, written by exec's copying goroutines
-// while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }

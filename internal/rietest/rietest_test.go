@@ -5,9 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 )
 
 func TestBuildSkipsWithoutRIE(t *testing.T) {
@@ -22,6 +24,31 @@ func TestBuildSkipsWithoutRIE(t *testing.T) {
 	}
 }
 
+// TestStartRunsTheEmulator starts a stand-in emulator (a shell script)
+// and checks the command line, the environment and the captured output.
+func TestStartRunsTheEmulator(t *testing.T) {
+	dir := t.TempDir()
+	rie := filepath.Join(dir, "rie")
+	script := "#!/bin/sh\necho \"args: $*\"\necho \"env: $RIETEST_SETTING\" >&2\nexec sleep 30\n"
+	if err := os.WriteFile(rie, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fn := (&Binary{rie: rie, path: "/path/to/bootstrap"}).Start(t, "RIETEST_SETTING=on")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(string(fn.Logs(t)), "env: on") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	logs := string(fn.Logs(t))
+	if !strings.Contains(logs, "args: --runtime-interface-emulator-address 127.0.0.1:") ||
+		!strings.Contains(logs, "--runtime-api-address 127.0.0.1:") || !strings.Contains(logs, " /path/to/bootstrap") ||
+		!strings.Contains(logs, "env: on") {
+		t.Fatalf("output %q", logs)
+	}
+	if !strings.HasPrefix(fn.url, "http://127.0.0.1:") || !strings.HasSuffix(fn.url, "/2015-03-31/functions/function/invocations") {
+		t.Fatalf("url %q", fn.url)
+	}
+}
+
 func TestInvokePostsTheEvent(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -32,30 +59,9 @@ func TestInvokePostsTheEvent(t *testing.T) {
 		fmt.Fprintf(w, `{"echo":%s}`, body)
 	}))
 	defer srv.Close()
-	f := &Function{url: srv.URL + "/2015-03-31/functions/function/invocations", logs: &syncBuffer{}}
+	f := &Function{url: srv.URL + "/2015-03-31/functions/function/invocations"}
 	if got := string(f.Invoke(t, []byte(`{"n":1}`))); got != `{"echo":{"n":1}}` {
 		t.Fatalf("response %s", got)
-	}
-}
-
-func TestLogsWhileWritten(t *testing.T) {
-	f := &Function{logs: &syncBuffer{}}
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 100 {
-				_, _ = fmt.Fprintf(f.logs, "line %d\n", i)
-			}
-		}()
-	}
-	for range 100 {
-		_ = f.Logs()
-	}
-	wg.Wait()
-	if n := len(f.Logs()); n != 4*100*len("line 0\n") {
-		t.Fatalf("%d bytes", n)
 	}
 }
 
