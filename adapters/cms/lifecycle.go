@@ -2,22 +2,16 @@ package cms
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/localeflow/localeflow/adapters/signedhttp"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/signing"
 )
 
 // Defaults and limits of the client.
@@ -30,7 +24,7 @@ const (
 	// DefaultMaxBodyBytes limits a lifecycle body; larger is response_invalid.
 	DefaultMaxBodyBytes = 1 << 20
 	// MinKeyBytes is the shortest accepted HMAC key.
-	MinKeyBytes = 16
+	MinKeyBytes = signedhttp.MinKeyBytes
 )
 
 // Error codes produced by the client (besides lifecycle.CodeResponseInvalid
@@ -66,29 +60,24 @@ var _ monitor.LifecycleReader = (*Client)(nil)
 // Client reads signed lifecycle views from the CMS. It is safe for
 // concurrent use.
 type Client struct {
-	base    *url.URL
-	key     []byte
-	timeout time.Duration
-	maxBody int64
-	clock   core.Clock
-	http    *http.Client
+	endpoint *signedhttp.Endpoint
+	maxBody  int64
+}
+
+var codes = signedhttp.Codes{
+	Name: "cms lifecycle", ConfigInvalid: CodeConfigInvalid, RequestInvalid: CodeTargetInvalid,
+	Timeout: CodeTimeout, Cancelled: CodeCancelled, Unavailable: CodeUnavailable,
 }
 
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
-	base, err := parseBase(cfg.BaseURL)
+	endpoint, err := signedhttp.New(codes, signedhttp.Config{
+		BaseURL: cfg.BaseURL, Key: cfg.Key,
+		Timeout: cfg.Timeout, DefaultTimeout: DefaultTimeout, MaxTimeout: MaxTimeout,
+		Clock: cfg.Clock, HTTPClient: cfg.HTTPClient, Transport: defaultTransport(),
+	})
 	if err != nil {
 		return nil, err
-	}
-	if len(cfg.Key) < MinKeyBytes {
-		return nil, core.Wrap(CodeConfigInvalid, false, fmt.Errorf("cms key must have at least %d bytes", MinKeyBytes))
-	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	if timeout < 0 || timeout > MaxTimeout {
-		return nil, core.Wrap(CodeConfigInvalid, false, fmt.Errorf("cms timeout must be in (0, %s]", MaxTimeout))
 	}
 	maxBody := cfg.MaxBodyBytes
 	if maxBody == 0 {
@@ -97,24 +86,7 @@ func New(cfg Config) (*Client, error) {
 	if maxBody < 0 {
 		return nil, core.Wrap(CodeConfigInvalid, false, errors.New("cms max body bytes must be positive"))
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = core.SystemClock{}
-	}
-	hc := &http.Client{Transport: defaultTransport()}
-	if cfg.HTTPClient != nil {
-		copied := *cfg.HTTPClient
-		hc = &copied
-	}
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Client{
-		base:    base,
-		key:     append([]byte(nil), cfg.Key...),
-		timeout: timeout,
-		maxBody: maxBody,
-		clock:   clock,
-		http:    hc,
-	}, nil
+	return &Client{endpoint: endpoint, maxBody: maxBody}, nil
 }
 
 // defaultTransport keeps enough idle connections for a concurrent sweep
@@ -126,23 +98,9 @@ func defaultTransport() *http.Transport {
 	return t
 }
 
-func parseBase(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, core.Wrap(CodeConfigInvalid, false, errors.New("cms base url does not parse"))
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return nil, core.Wrap(CodeConfigInvalid, false, errors.New("cms base url must be http(s)://host[/prefix] without credentials, query or fragment"))
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	return u, nil
-}
-
 // Timeout is the longest one ReadLifecycle attempt can take. The monitor
 // refuses leases that do not outlast it (lifecycle_monitor.lease_too_short).
-func (c *Client) Timeout() time.Duration { return c.timeout }
+func (c *Client) Timeout() time.Duration { return c.endpoint.Timeout() }
 
 // LifecyclePath is the request path of the lifecycle view of one change,
 // relative to the base URL (also the path the CMS test server serves).
@@ -152,13 +110,7 @@ func LifecyclePath(siteID, eventID string) string {
 
 // NewRequestID returns a fresh request id: "req-" + 32 hex digits of
 // crypto-random bytes, a token by construction.
-func NewRequestID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("request id: %w", err)
-	}
-	return "req-" + hex.EncodeToString(b[:]), nil
-}
+func NewRequestID() (string, error) { return signedhttp.NewRequestID() }
 
 // ReadLifecycle performs one signed attempt to read target's lifecycle view
 // and returns it validated against target. Each call is one attempt with its
@@ -167,47 +119,24 @@ func (c *Client) ReadLifecycle(ctx context.Context, target lifecycle.Target) (li
 	if !core.ValidToken(target.SiteID) || !core.ValidToken(target.EventID) {
 		return lifecycle.Response{}, core.Fail(CodeTargetInvalid)
 	}
-	requestID, err := NewRequestID()
+	// The body of an error answer is never read into errors or logs.
+	resp, err := c.endpoint.Do(ctx, signedhttp.Request{
+		Method: http.MethodGet, Path: LifecyclePath(target.SiteID, target.EventID), Accept: "application/json",
+		Read: func(status int) bool { return status == http.StatusOK }, MaxBody: c.maxBody,
+	})
 	if err != nil {
-		return lifecycle.Response{}, core.Wrap(CodeUnavailable, true, err)
+		return lifecycle.Response{}, err
 	}
-	path := c.base.Path + LifecyclePath(target.SiteID, target.EventID)
-	timestamp := strconv.FormatInt(c.clock.Now().Unix(), 10)
-
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.Scheme+"://"+c.base.Host+path, nil)
-	if err != nil {
-		return lifecycle.Response{}, core.Wrap(CodeTargetInvalid, false, errors.New("build lifecycle request"))
+	if resp.Status != http.StatusOK {
+		return lifecycle.Response{}, statusError(resp.Status)
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set(signing.HeaderRequestID, requestID)
-	req.Header.Set(signing.HeaderTimestamp, timestamp)
-	req.Header.Set(signing.HeaderSignature, signing.SignRequest(c.key, http.MethodGet, path, requestID, timestamp, nil))
-
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return lifecycle.Response{}, transportError(ctx, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		// Drain a little so the connection can be reused; the body of an
-		// error answer is never read into errors or logs.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return lifecycle.Response{}, statusError(resp.StatusCode)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
-	if err != nil {
-		return lifecycle.Response{}, transportError(ctx, err)
-	}
-	if int64(len(body)) > c.maxBody {
+	if int64(len(resp.Body)) > c.maxBody {
 		return lifecycle.Response{}, core.Wrap(lifecycle.CodeResponseInvalid, false, errors.New("lifecycle body too large"))
 	}
-	signature := resp.Header.Values(signing.HeaderSignature)
-	if len(signature) != 1 || !signing.VerifyResponse(c.key, requestID, body, signature[0]) {
+	if !c.endpoint.VerifyResponse(resp) {
 		return lifecycle.Response{}, core.Wrap(lifecycle.CodeResponseInvalid, false, errors.New("lifecycle response signature invalid"))
 	}
-	parsed, err := lifecycle.Parse(target, requestID, body)
+	parsed, err := lifecycle.Parse(target, resp.RequestID, resp.Body)
 	if err != nil {
 		return lifecycle.Response{}, fmt.Errorf("lifecycle %s: %w", target.EventID, err)
 	}
@@ -217,36 +146,6 @@ func (c *Client) ReadLifecycle(ctx context.Context, target lifecycle.Target) (li
 // statusError maps a non-200 status: 429 and 5xx are retryable, the rest
 // (other 4xx, 3xx, unexpected 1xx/2xx) are not.
 func statusError(status int) error {
-	code := "cms.http_" + strconv.Itoa(status)
-	if !core.ValidErrorCode(code) {
-		code = "cms.http_invalid"
-	}
 	retryable := status == http.StatusTooManyRequests || (status >= 500 && status <= 599)
-	return core.Wrap(code, retryable, fmt.Errorf("cms answered http %d", status))
-}
-
-// transportError classifies a failure to obtain or read a response. The
-// cause is kept out of the message when it could echo a URL with tokens only;
-// URLs here carry ids, never secrets, so the net error is kept for logs.
-func transportError(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return core.Wrap(CodeTimeout, true, errors.New("cms lifecycle attempt timed out"))
-	case errors.Is(ctx.Err(), context.Canceled):
-		return core.Wrap(CodeCancelled, true, errors.New("cms lifecycle attempt cancelled"))
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return core.Wrap(CodeTimeout, true, errors.New("cms lifecycle attempt timed out"))
-	}
-	return core.Wrap(CodeUnavailable, true, fmt.Errorf("cms unreachable: %w", unwrapURL(err)))
-}
-
-// unwrapURL drops the *url.Error wrapper (method and URL) and keeps the cause.
-func unwrapURL(err error) error {
-	var u *url.Error
-	if errors.As(err, &u) {
-		return u.Err
-	}
-	return err
+	return core.Wrap(signedhttp.StatusCode("cms", status), retryable, fmt.Errorf("cms answered http %d", status))
 }

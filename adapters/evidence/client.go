@@ -3,22 +3,14 @@ package evidence
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/localeflow/localeflow/adapters/signedhttp"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
-	"github.com/localeflow/localeflow/signing"
 )
 
 // Path of the evidence endpoint, relative to the base URL.
@@ -28,7 +20,7 @@ const Path = "/v1/evidence"
 const (
 	DefaultTimeout      = 30 * time.Second
 	DefaultMaxBodyBytes = 256 << 10
-	MinKeyBytes         = 16
+	MinKeyBytes         = signedhttp.MinKeyBytes
 )
 
 // Codes of the client.
@@ -52,60 +44,37 @@ type Config struct {
 
 // Client calls the evidence provider. Safe for concurrent use.
 type Client struct {
-	base    *url.URL
-	key     []byte
-	timeout time.Duration
-	maxBody int64
-	clock   core.Clock
-	http    *http.Client
+	endpoint *signedhttp.Endpoint
+	maxBody  int64
 }
 
 var _ release.EvidenceProvider = (*Client)(nil)
 
+var codes = signedhttp.Codes{
+	Name: "evidence", ConfigInvalid: CodeConfigInvalid, RequestInvalid: CodeConfigInvalid,
+	Timeout: CodeTimeout, Cancelled: CodeCancelled, Unavailable: CodeUnavailable,
+}
+
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
-	base, err := url.Parse(cfg.BaseURL)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" ||
-		base.User != nil || base.RawQuery != "" || base.Fragment != "" {
-		return nil, core.Wrap(CodeConfigInvalid, false, errors.New("evidence base url must be http(s)://host[/prefix]"))
+	endpoint, err := signedhttp.New(codes, signedhttp.Config{
+		BaseURL: cfg.BaseURL, Key: cfg.Key,
+		Timeout: cfg.Timeout, DefaultTimeout: DefaultTimeout, MaxTimeout: release.MaxLease,
+		Clock: cfg.Clock, HTTPClient: cfg.HTTPClient,
+	})
+	if err != nil {
+		return nil, err
 	}
-	base.Path = strings.TrimRight(base.Path, "/")
-	if len(cfg.Key) < MinKeyBytes {
-		return nil, core.Wrap(CodeConfigInvalid, false, fmt.Errorf("evidence key must have at least %d bytes", MinKeyBytes))
-	}
-	c := &Client{base: base, key: append([]byte(nil), cfg.Key...), timeout: cfg.Timeout, maxBody: cfg.MaxBodyBytes, clock: cfg.Clock}
-	if c.timeout == 0 {
-		c.timeout = DefaultTimeout
-	}
-	if c.timeout < 0 || c.timeout > release.MaxLease {
-		return nil, core.Wrap(CodeConfigInvalid, false, errors.New("evidence timeout out of range"))
-	}
+	c := &Client{endpoint: endpoint, maxBody: cfg.MaxBodyBytes}
 	if c.maxBody == 0 {
 		c.maxBody = DefaultMaxBodyBytes
 	}
-	if c.clock == nil {
-		c.clock = core.SystemClock{}
-	}
-	c.http = &http.Client{}
-	if cfg.HTTPClient != nil {
-		copied := *cfg.HTTPClient
-		c.http = &copied
-	}
-	c.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return c, nil
 }
 
 // Timeout is the longest one Obtain can take; the evidence lease must
 // outlast it.
-func (c *Client) Timeout() time.Duration { return c.timeout }
-
-func newRequestID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return "req-" + hex.EncodeToString(b[:]), nil
-}
+func (c *Client) Timeout() time.Duration { return c.endpoint.Timeout() }
 
 // Obtain implements release.EvidenceProvider: one signed attempt.
 func (c *Client) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
@@ -113,44 +82,26 @@ func (c *Client) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]by
 	if err != nil {
 		return nil, err
 	}
-	requestID, err := newRequestID()
+	resp, err := c.endpoint.Do(ctx, signedhttp.Request{
+		Method: http.MethodPost, Path: Path, Body: body,
+		ContentType: "application/json", Accept: "application/json",
+		Read: func(int) bool { return true }, MaxBody: c.maxBody,
+	})
 	if err != nil {
-		return nil, core.Wrap(CodeUnavailable, true, err)
+		return nil, err
 	}
-	path := c.base.Path + Path
-	ts := strconv.FormatInt(c.clock.Now().Unix(), 10)
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.Scheme+"://"+c.base.Host+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, core.Wrap(CodeConfigInvalid, false, errors.New("build evidence request"))
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set(signing.HeaderRequestID, requestID)
-	hreq.Header.Set(signing.HeaderTimestamp, ts)
-	hreq.Header.Set(signing.HeaderSignature, signing.SignRequest(c.key, http.MethodPost, path, requestID, ts, body))
-	resp, err := c.http.Do(hreq)
-	if err != nil {
-		return nil, transportError(ctx, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
-	if err != nil {
-		return nil, transportError(ctx, err)
-	}
-	if resp.StatusCode == http.StatusOK {
-		if int64(len(raw)) > c.maxBody {
+	if resp.Status == http.StatusOK {
+		if int64(len(resp.Body)) > c.maxBody {
 			return nil, core.Fail(CodeTooLarge)
 		}
-		return raw, nil
+		return resp.Body, nil
 	}
-	return nil, statusError(resp.StatusCode, raw)
+	return nil, statusError(resp.Status, resp.Body)
 }
 
 // statusError maps a non-200 answer to a stable code.
 func statusError(status int, body []byte) error {
-	httpCode := fmt.Sprintf("evidence.http_%d", status)
+	httpCode := signedhttp.StatusCode("evidence", status)
 	if status == http.StatusTooManyRequests || status >= 500 {
 		return core.Retry(httpCode)
 	}
@@ -170,15 +121,4 @@ func statusError(status int, body []byte) error {
 		}
 	}
 	return core.Fail(httpCode)
-}
-
-func transportError(ctx context.Context, err error) error {
-	var ne net.Error
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return core.Wrap(CodeTimeout, true, err)
-	case errors.Is(ctx.Err(), context.Canceled):
-		return core.Wrap(CodeCancelled, true, err)
-	}
-	return core.Wrap(CodeUnavailable, true, err)
 }
