@@ -19,39 +19,21 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/localeflow/localeflow/localstack/reference"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "localeflow-cms:", err)
-		os.Exit(2)
-	}
-}
+func main() { reference.Main("localeflow-cms", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-	fs := flag.NewFlagSet("localeflow-cms", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8480", "listen address (loopback only)")
-	keyHex := fs.String("key-hex", "", "HMAC key shared with localeflow, hex (default $LOCALEFLOW_CMS_KEY_HEX)")
-	pubHex := fs.String("publication-public-key", "", "localeflow's publication Ed25519 public key, hex")
-	apvHex := fs.String("approval-public-key", "", "localeflow's approval Ed25519 public key, hex")
-	changes := fs.String("changes", "", "JSON file with a list of changes to register")
-	var faults reference.Faults
-	reference.FaultFlags(fs, &faults)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	key, err := reference.HexKey(*keyHex, "LOCALEFLOW_CMS_KEY_HEX", getenv, 16)
+	cmd := reference.NewCommand("localeflow-cms", "reference CMS", "127.0.0.1:8480", "LOCALEFLOW_CMS_KEY_HEX")
+	pubHex := cmd.Flags.String("publication-public-key", "", "localeflow's publication Ed25519 public key, hex")
+	apvHex := cmd.Flags.String("approval-public-key", "", "localeflow's approval Ed25519 public key, hex")
+	changes := cmd.Flags.String("changes", "", "JSON file with a list of changes to register")
+	key, err := cmd.Parse(args, getenv)
 	if err != nil {
 		return err
 	}
@@ -63,7 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	cms, err := reference.NewCMS(reference.CMSConfig{Key: key, Publication: pub, Approval: apv, Faults: faults})
+	cms, err := reference.NewCMS(reference.CMSConfig{Key: key, Publication: pub, Approval: apv, Faults: cmd.Faults})
 	if err != nil {
 		return err
 	}
@@ -72,17 +54,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	srv, err := reference.Serve(*addr, cms)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	log := slog.New(slog.NewJSONHandler(out, nil))
-	log.Info("reference CMS ready", "url", srv.URL, "changes", n, "latency", faults.Latency.String(), "failure_rate", faults.FailureRate)
-	<-ctx.Done()
-	st := cms.Stats()
-	log.Info("reference CMS stopped", "delivery_calls", st.DeliveryCalls, "rejected", st.Rejected, "injected_failures", st.Injected)
-	return nil
+	return cmd.Serve(ctx, cms, out, []any{"changes", n}, func() []any {
+		st := cms.Stats()
+		return []any{"delivery_calls", st.DeliveryCalls, "rejected", st.Rejected, "injected_failures", st.Injected}
+	})
 }
 
 func publicKey(h, name string) (ed25519.PublicKey, error) {

@@ -15,39 +15,19 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/localeflow/localeflow/localstack/reference"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "localeflow-evidence:", err)
-		os.Exit(2)
-	}
-}
+func main() { reference.Main("localeflow-evidence", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-	fs := flag.NewFlagSet("localeflow-evidence", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8481", "listen address (loopback only)")
-	keyHex := fs.String("key-hex", "", "HMAC key shared with localeflow, hex (default $LOCALEFLOW_EVIDENCE_KEY_HEX)")
-	issuer := fs.String("issuer", "evidence-local", "receipt issuer id")
-	seedHex := fs.String("issuer-seed-hex", "", "issuer Ed25519 seed, 32 bytes hex (default $LOCALEFLOW_ISSUER_SEED_HEX)")
-	reviewer := fs.String("reviewer", "review-beta", "provider id of the independent model reviewer")
-	var faults reference.Faults
-	reference.FaultFlags(fs, &faults)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	key, err := reference.HexKey(*keyHex, "LOCALEFLOW_EVIDENCE_KEY_HEX", getenv, 16)
+	cmd := reference.NewCommand("localeflow-evidence", "reference evidence provider", "127.0.0.1:8481", "LOCALEFLOW_EVIDENCE_KEY_HEX")
+	issuer := cmd.Flags.String("issuer", "evidence-local", "receipt issuer id")
+	seedHex := cmd.Flags.String("issuer-seed-hex", "", "issuer Ed25519 seed, 32 bytes hex (default $LOCALEFLOW_ISSUER_SEED_HEX)")
+	reviewer := cmd.Flags.String("reviewer", "review-beta", "provider id of the independent model reviewer")
+	key, err := cmd.Parse(args, getenv)
 	if err != nil {
 		return err
 	}
@@ -55,21 +35,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	ev, err := reference.NewEvidence(reference.EvidenceConfig{Key: key, Issuer: *issuer, IssuerSeed: seed, Reviewer: *reviewer, Faults: faults})
+	ev, err := reference.NewEvidence(reference.EvidenceConfig{Key: key, Issuer: *issuer, IssuerSeed: seed, Reviewer: *reviewer, Faults: cmd.Faults})
 	if err != nil {
 		return err
 	}
 	defer ev.Close()
-	srv, err := reference.Serve(*addr, ev)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	log := slog.New(slog.NewJSONHandler(out, nil))
-	log.Info("reference evidence provider ready", "url", srv.URL, "receipt_issuers", ev.Issuers(),
-		"latency", faults.Latency.String(), "failure_rate", faults.FailureRate)
-	<-ctx.Done()
-	st := ev.Stats()
-	log.Info("reference evidence provider stopped", "requests", st.Requests, "rejected", st.Rejected, "injected_failures", st.Injected)
-	return nil
+	return cmd.Serve(ctx, ev, out, []any{"receipt_issuers", ev.Issuers()}, func() []any {
+		st := ev.Stats()
+		return []any{"requests", st.Requests, "rejected", st.Rejected, "injected_failures", st.Injected}
+	})
 }
