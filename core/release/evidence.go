@@ -41,30 +41,10 @@ const (
 // (the reference's QualityEvidenceRequest). It carries the texts; it is
 // never stored.
 type EvidenceRequest struct {
-	Schema                    string            `json:"schema"`
-	RequestID                 string            `json:"request_id"`
-	EvidenceRevision          string            `json:"evidence_revision"`
-	EventID                   string            `json:"event_id"`
-	PlanID                    string            `json:"plan_id"`
-	JobID                     string            `json:"job_id"`
-	ResultSHA256              string            `json:"result_sha256"`
-	SourceSHA256              string            `json:"source_sha256"`
-	TargetSHA256              string            `json:"target_sha256"`
-	SourceLocale              string            `json:"source_locale"`
-	TargetLocale              string            `json:"target_locale"`
-	ContentType               string            `json:"content_type"`
-	GlossaryVersion           string            `json:"glossary_version"`
-	PolicyVersion             string            `json:"policy_version"`
-	Provider                  Provider          `json:"provider"`
-	SoftwareVersion           string            `json:"software_version"`
-	SourceText                string            `json:"source_text"`
-	TargetText                string            `json:"target_text"`
-	ReviewConfidence          map[string]string `json:"review_confidence"`
-	QualityProfile            map[string]string `json:"quality_profile"`
-	CommercialProfile         *string           `json:"commercial_profile"`
-	CommercialReview          json.RawMessage   `json:"commercial_review"`
-	HumanReviewRequired       bool              `json:"human_review_required"`
-	IndependentReviewRequired bool              `json:"independent_review_required"`
+	RequestID string `json:"request_id"`
+	EvidenceBinding
+	SourceText string `json:"source_text"`
+	TargetText string `json:"target_text"`
 }
 
 // Canonical is the request's canonical JSON, the body sent to the provider.
@@ -76,9 +56,9 @@ func (r *EvidenceRequest) Canonical() ([]byte, error) {
 	return b, nil
 }
 
-// evidenceBinding is everything the request id commits to: the request
+// EvidenceBinding is everything the request id commits to: the request
 // without its id and texts (the texts are bound through their hashes).
-type evidenceBinding struct {
+type EvidenceBinding struct {
 	Schema                    string            `json:"schema"`
 	EvidenceRevision          string            `json:"evidence_revision"`
 	EventID                   string            `json:"event_id"`
@@ -111,7 +91,7 @@ func BuildEvidenceRequest(eventID, planID string, job PlanJob, sourceText string
 		p := job.CommercialProfile
 		profile = &p
 	}
-	b := evidenceBinding{
+	b := EvidenceBinding{
 		Schema: EvidenceRequestSchema, EvidenceRevision: revision,
 		EventID: eventID, PlanID: planID, JobID: job.JobID, ResultSHA256: resultSHA256,
 		SourceSHA256: r.SourceSHA256, TargetSHA256: r.TargetSHA256,
@@ -125,17 +105,10 @@ func BuildEvidenceRequest(eventID, planID string, job PlanJob, sourceText string
 	if err != nil {
 		return nil, core.Wrap("coordinator.json.invalid", false, err)
 	}
-	return &EvidenceRequest{
-		Schema: b.Schema, RequestID: EvidenceRequestIDPrefix + h, EvidenceRevision: revision,
-		EventID: eventID, PlanID: planID, JobID: job.JobID, ResultSHA256: resultSHA256,
-		SourceSHA256: b.SourceSHA256, TargetSHA256: b.TargetSHA256,
-		SourceLocale: b.SourceLocale, TargetLocale: b.TargetLocale, ContentType: b.ContentType,
-		GlossaryVersion: b.GlossaryVersion, PolicyVersion: b.PolicyVersion, Provider: b.Provider,
-		SoftwareVersion: b.SoftwareVersion, SourceText: sourceText, TargetText: r.Candidate,
-		ReviewConfidence: cloneMap(b.ReviewConfidence), QualityProfile: cloneMap(b.QualityProfile),
-		CommercialProfile: profile, CommercialReview: bytes.Clone(b.CommercialReview),
-		HumanReviewRequired: b.HumanReviewRequired, IndependentReviewRequired: b.IndependentReviewRequired,
-	}, nil
+	// The request owns its maps and review (the result keeps its own).
+	b.ReviewConfidence, b.QualityProfile = cloneMap(b.ReviewConfidence), cloneMap(b.QualityProfile)
+	b.CommercialReview = bytes.Clone(b.CommercialReview)
+	return &EvidenceRequest{RequestID: EvidenceRequestIDPrefix + h, EvidenceBinding: b, SourceText: sourceText, TargetText: r.Candidate}, nil
 }
 
 func cloneMap(m map[string]string) map[string]string {
