@@ -18,6 +18,7 @@
 //	cms.target_invalid                  the target is not a set of tokens (not retryable)
 //
 // The client never logs, and its errors never carry bodies or keys. The
-// CMS delivery client (POST .../deliveries) belongs in this package too, in
-// its own file; package cmstest holds a signed test CMS server.
+// CMS delivery client (POST .../deliveries) is package cmsdelivery; the
+// signed-HTTP plumbing both share is package signedhttp; package cmstest
+// holds a signed test CMS server.
 package cms
