@@ -138,9 +138,18 @@ func (a *Auditor) Audit(ctx context.Context) (AuditReport, error) {
 	return rep, nil
 }
 
-// scan runs a parallel Scan of table and calls visit for every item.
+// scan runs ParallelScan over table with the auditor's segments.
 func (a *Auditor) scan(ctx context.Context, table string, visit func(map[string]types.AttributeValue)) error {
-	segments := max(1, a.Segments)
+	return ParallelScan(ctx, a.db, table, a.Segments, visit)
+}
+
+// ParallelScan reads every item of table with a strongly consistent,
+// segmented parallel Scan and calls visit for each item. visit is called
+// from several goroutines at once and must be safe for that. This is the
+// one full-table read of the project: it serves the on-demand audit and the
+// test-side invariant checker (proof/invariant), never a request path.
+func ParallelScan(ctx context.Context, db ScanAPI, table string, segments int, visit func(map[string]types.AttributeValue)) error {
+	segments = max(1, segments)
 	errs := make([]error, segments)
 	var wg sync.WaitGroup
 	for seg := range segments {
@@ -152,7 +161,7 @@ func (a *Auditor) scan(ctx context.Context, table string, visit func(map[string]
 				ConsistentRead: aws.Bool(true),
 			}
 			for {
-				out, err := a.db.Scan(ctx, in)
+				out, err := db.Scan(ctx, in)
 				if err != nil {
 					errs[seg] = unavailable("audit scan "+table, err)
 					return

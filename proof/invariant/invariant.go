@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -164,38 +165,19 @@ func RequireClean(t testing.TB, o Options) Report {
 	return rep
 }
 
-// scan reads every item of table with a consistent parallel Scan.
+// scan reads every item of table (healthdb.ParallelScan, the audit's scan).
 func scan(ctx context.Context, db API, table string, segments int) ([]map[string]types.AttributeValue, error) {
 	var mu sync.Mutex
 	var items []map[string]types.AttributeValue
-	errs := make([]error, segments)
-	var wg sync.WaitGroup
-	for seg := range segments {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in := &dynamodb.ScanInput{
-				TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-				Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(int32(segments)),
-			}
-			for {
-				out, err := db.Scan(ctx, in)
-				if err != nil {
-					errs[seg] = fmt.Errorf("invariant: scan %s: %w", table, err)
-					return
-				}
-				mu.Lock()
-				items = append(items, out.Items...)
-				mu.Unlock()
-				if len(out.LastEvaluatedKey) == 0 {
-					return
-				}
-				in.ExclusiveStartKey = out.LastEvaluatedKey
-			}
-		}()
+	err := healthdb.ParallelScan(ctx, db, table, segments, func(item map[string]types.AttributeValue) {
+		mu.Lock()
+		items = append(items, item)
+		mu.Unlock()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("invariant: scan %s: %w", table, err)
 	}
-	wg.Wait()
-	return items, errors.Join(errs...)
+	return items, nil
 }
 
 // indexKey is one entry of a sparse index.
