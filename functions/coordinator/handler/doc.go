@@ -14,10 +14,23 @@
 // `delivery_ready` → a delivery at once (or at its backoff); `waiting` on a
 // lease or backoff → a delayed run at that time; an error with a stored
 // wake time (evidence retry_wait, an abandoned lease) → a delayed step at
-// that time. Outputs `localeflow.release.approved`,
-// `localeflow.delivery.ready` and `localeflow.delivery.delivered` are
-// published only by the step that made the change, so duplicate or
-// reordered messages publish nothing twice.
+// that time.
+//
+// Outputs `localeflow.release.approved`, `localeflow.delivery.ready` and
+// `localeflow.delivery.delivered` are published at least once. The step
+// that made the change publishes it after the state write, so a plain
+// duplicate or reordered message (ApproximateReceiveCount 1) publishes
+// nothing. If the publish fails, the message is a batch item failure; its
+// redelivery (ApproximateReceiveCount > 1) finds the change already
+// stored, so before its step it re-publishes the events of the event's
+// stored state, with the same content-free details: release.approved for
+// every stored approval (its signed token must open and name the plan's
+// job), delivery.ready for a prepared delivery, delivery.delivered for a
+// delivered one (only the current delivery state: a delivery that is
+// already delivered does not re-publish ready). Consumers therefore see
+// duplicates — after any redelivery, not only after a failed publish —
+// and must dedupe on the ids (event_id with approval_id or delivery_id
+// and status).
 //
 // Errors: a message whose error is retryable and has no stored wake time
 // is reported in BatchItemFailures (SQS redelivers it, then the DLQ); a

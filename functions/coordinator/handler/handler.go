@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -31,6 +32,9 @@ const (
 	// CodeEventInvalid: the invocation is neither an SQS batch nor the
 	// sweep schedule's event; the invocation fails.
 	CodeEventInvalid = "coordinator.event_invalid"
+	// CodeRepublishRead: a redelivered message could not read the stored
+	// state to re-publish; retryable (the message is redelivered).
+	CodeRepublishRead = "coordinator.republish.read_failed"
 )
 
 // Sweep bounds: the sweep re-enqueues records due within SweepWindow (older
@@ -212,17 +216,29 @@ func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 	if err := json.Unmarshal(body, &probe); err != nil || probe == nil {
 		return core.Wrap(CodeMessageInvalid, false, errors.New("body is not a JSON object"))
 	}
+	redo := receiveCount(m) > 1
 	if _, ok := probe["schema"]; ok {
-		return h.delayed(ctx, body)
+		return h.delayed(ctx, body, redo)
 	}
 	if _, ok := probe["detail-type"]; ok {
-		return h.input(ctx, body)
+		return h.input(ctx, body, redo)
 	}
 	return core.Wrap(CodeMessageInvalid, false, errors.New("body has neither schema nor detail-type"))
 }
 
+// receiveCount is the SQS ApproximateReceiveCount (1 when absent or
+// invalid).
+func receiveCount(m events.SQSMessage) int {
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
 // input stores a signed plan or job event and runs a step for its event.
-func (h *Handler) input(ctx context.Context, body []byte) error {
+// redo marks a redelivered message (see step).
+func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
 	var env struct {
 		Source     string          `json:"source"`
 		DetailType string          `json:"detail-type"`
@@ -236,11 +252,12 @@ func (h *Handler) input(ctx context.Context, body []byte) error {
 		return err
 	}
 	h.log.InfoContext(ctx, "input stored", "event_id", eventID, "detail_type", env.DetailType, "changed", changed)
-	return h.step(ctx, KindRun, eventID)
+	return h.step(ctx, KindRun, eventID, redo)
 }
 
-// delayed handles a delayed step envelope.
-func (h *Handler) delayed(ctx context.Context, body []byte) error {
+// delayed handles a delayed step envelope; redo marks a redelivered
+// message (see step).
+func (h *Handler) delayed(ctx context.Context, body []byte, redo bool) error {
 	env, err := delayqueue.Parse(body)
 	if err != nil {
 		return err
@@ -252,11 +269,19 @@ func (h *Handler) delayed(ctx context.Context, body []byte) error {
 	if _, due := delayqueue.Due(env, now); !due {
 		return h.queue.Resend(ctx, env, now)
 	}
-	return h.step(ctx, env.Kind, env.EventID)
+	return h.step(ctx, env.Kind, env.EventID, redo)
 }
 
-// step runs one release step and schedules the next.
-func (h *Handler) step(ctx context.Context, kind, eventID string) error {
+// step runs one release step and schedules the next. On a redelivered
+// message (redo) it first re-publishes the output events of the event's
+// stored state: an earlier attempt may have written a change and then
+// failed to publish it, and the step below finds nothing left to change.
+func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool) error {
+	if redo {
+		if err := h.republish(ctx, eventID); err != nil {
+			return err
+		}
+	}
 	if !h.hasTime(ctx, h.c.Config.EvidenceLease) {
 		// Not enough time left for a leased step: hand it to a fresh
 		// invocation instead of failing the batch.
@@ -359,14 +384,27 @@ func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
 		return nil
 	}
 	if o.ApprovalID != "" {
-		if err := h.bus.Publish(ctx, topology.DetailReleaseApproved, ReleaseApproved{
+		if err := h.publishApproved(ctx, ReleaseApproved{
 			EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
 		}); err != nil {
-			return fmt.Errorf("publish approved %s: %w", o.EventID, err)
+			return err
 		}
 	}
+	return h.publishDelivery(ctx, Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status})
+}
+
+func (h *Handler) publishApproved(ctx context.Context, d ReleaseApproved) error {
+	if err := h.bus.Publish(ctx, topology.DetailReleaseApproved, d); err != nil {
+		return fmt.Errorf("publish approved %s: %w", d.EventID, err)
+	}
+	return nil
+}
+
+// publishDelivery publishes delivery.ready or delivery.delivered by the
+// detail's status; other statuses publish nothing.
+func (h *Handler) publishDelivery(ctx context.Context, d Delivery) error {
 	detailType := ""
-	switch o.Status {
+	switch d.Status {
 	case release.OutcomeDeliveryReady:
 		detailType = topology.DetailDeliveryReady
 	case release.OutcomeDelivered:
@@ -374,8 +412,73 @@ func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
 	default:
 		return nil
 	}
-	if err := h.bus.Publish(ctx, detailType, Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}); err != nil {
-		return fmt.Errorf("publish %s %s: %w", detailType, o.EventID, err)
+	if err := h.bus.Publish(ctx, detailType, d); err != nil {
+		return fmt.Errorf("publish %s %s: %w", detailType, d.EventID, err)
 	}
 	return nil
+}
+
+// republish publishes, again, the output events of the event's stored
+// state: release.approved for every stored approval whose signed token
+// opens and names the plan's job, and delivery.ready for a prepared
+// (pending, leased or retry_wait) delivery or delivery.delivered for a
+// succeeded one; a failed delivery publishes nothing. The details are the
+// ones the changing step published; consumers dedupe on the ids.
+func (h *Handler) republish(ctx context.Context, eventID string) error {
+	if !core.ValidToken(eventID) {
+		return nil // the step reports the invalid id
+	}
+	snap, err := h.c.Store.Load(ctx, eventID)
+	if err != nil {
+		return core.Wrap(CodeRepublishRead, true, fmt.Errorf("republish %s: %w", eventID, err))
+	}
+	plan := snap.Plan
+	if plan == nil || plan.Event.EventID != eventID {
+		return nil
+	}
+	approved := 0
+	for _, job := range plan.Jobs {
+		rec := snap.Approvals[job.JobID]
+		if rec == nil || !h.approvalBinds(rec, plan, job) {
+			continue
+		}
+		if err := h.publishApproved(ctx, ReleaseApproved{
+			EventID: eventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
+		}); err != nil {
+			return err
+		}
+		approved++
+	}
+	status := ""
+	if d := snap.Delivery; d != nil && d.EventID == eventID && d.PlanID == plan.PlanID && core.ValidToken(d.DeliveryID) {
+		switch d.Status {
+		case release.StatePending, release.StateLeased, release.StateRetryWait:
+			status = release.OutcomeDeliveryReady
+		case release.StateSucceeded:
+			status = release.OutcomeDelivered
+		}
+		if err := h.publishDelivery(ctx, Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}); err != nil {
+			return err
+		}
+	}
+	h.log.InfoContext(ctx, "coordinator events republished", "event_id", eventID, "approved", approved, "delivery_status", status)
+	return nil
+}
+
+// approvalBinds says whether a stored approval's signed token opens and
+// names the plan's job. Expiry does not matter: the approval was made.
+func (h *Handler) approvalBinds(rec *release.ApprovalRecord, plan *release.PlanRecord, job release.PlanJob) bool {
+	if !core.ValidToken(rec.ApprovalID) || rec.JobID != job.JobID || rec.TargetLocale != job.TargetLocale {
+		return false
+	}
+	raw, err := h.c.Approval.Open(rec.Token)
+	if err != nil {
+		return false
+	}
+	var p release.ApprovalPayload
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return false
+	}
+	return p.Schema == release.ApprovalSchema && p.ApprovalID == rec.ApprovalID && p.EventID == plan.Event.EventID &&
+		p.PlanID == plan.PlanID && p.JobID == job.JobID && p.TargetLocale == job.TargetLocale
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"log/slog"
 	"os"
@@ -74,7 +75,11 @@ type published struct {
 type fakeBus struct {
 	mu  sync.Mutex
 	out []published
+	// fail holds, per detail type, how many publishes still fail.
+	fail map[string]int
 }
+
+var errBusDown = errors.New("bus unavailable")
 
 func (b *fakeBus) Publish(_ context.Context, detailType string, detail any) error {
 	raw, err := json.Marshal(detail)
@@ -83,6 +88,10 @@ func (b *fakeBus) Publish(_ context.Context, detailType string, detail any) erro
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.fail[detailType] > 0 {
+		b.fail[detailType]--
+		return errBusDown
+	}
 	b.out = append(b.out, published{detailType, raw})
 	return nil
 }
