@@ -117,7 +117,7 @@ func Apply(ctx context.Context, c Clients, topo topology.Topology) (Resources, e
 	}
 	res := Resources{Prefix: topo.Prefix, MonitorTable: topo.Monitor.Name, ReleaseTable: topo.Release.Name, BusName: topo.BusName}
 	for _, t := range topo.Tables() {
-		if err := applyTable(ctx, c.DynamoDB, t); err != nil {
+		if err := ApplyTable(ctx, c.DynamoDB, t); err != nil {
 			return Resources{}, err
 		}
 	}
@@ -161,7 +161,7 @@ func Destroy(ctx context.Context, c Clients, topo topology.Topology) error {
 		errs = append(errs, destroyQueue(ctx, c.SQS, q.Name), destroyQueue(ctx, c.SQS, q.DLQName))
 	}
 	for _, t := range topo.Tables() {
-		errs = append(errs, destroyTable(ctx, c.DynamoDB, t.Name))
+		errs = append(errs, DestroyTable(ctx, c.DynamoDB, t.Name))
 	}
 	return errors.Join(errs...)
 }

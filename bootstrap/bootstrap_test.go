@@ -39,7 +39,7 @@ func TestCreateTableInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := createTableInput(tt.table)
+			in := CreateTableInput(tt.table)
 			if in.BillingMode != types.BillingModePayPerRequest {
 				t.Errorf("billing mode %q, want PAY_PER_REQUEST", in.BillingMode)
 			}
@@ -82,7 +82,7 @@ func TestCreateTableInput(t *testing.T) {
 
 func TestCheckTableRefusesDrift(t *testing.T) {
 	spec := topology.New("unit").Release
-	in := createTableInput(spec)
+	in := CreateTableInput(spec)
 	matching := func() *types.TableDescription {
 		d := &types.TableDescription{KeySchema: in.KeySchema, AttributeDefinitions: in.AttributeDefinitions}
 		for _, g := range in.GlobalSecondaryIndexes {

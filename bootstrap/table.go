@@ -17,9 +17,9 @@ import (
 // seconds.
 const activePoll = 250 * time.Millisecond
 
-// createTableInput builds the CreateTable request of t: on-demand billing,
+// CreateTableInput builds the CreateTable request of t: on-demand billing,
 // every key attribute defined once, each index projecting only keys.
-func createTableInput(t topology.Table) *dynamodb.CreateTableInput {
+func CreateTableInput(t topology.Table) *dynamodb.CreateTableInput {
 	var defs []types.AttributeDefinition
 	seen := map[string]bool{}
 	define := func(k topology.Key) {
@@ -64,8 +64,10 @@ func createTableInput(t topology.Table) *dynamodb.CreateTableInput {
 	}
 }
 
-func applyTable(ctx context.Context, db DynamoDBAPI, t topology.Table) error {
-	_, err := db.CreateTable(ctx, createTableInput(t))
+// ApplyTable creates table t as topology defines it (or checks an existing
+// one against the definition), waits until it is active and sets its TTL.
+func ApplyTable(ctx context.Context, db DynamoDBAPI, t topology.Table) error {
+	_, err := db.CreateTable(ctx, CreateTableInput(t))
 	if err != nil && !hasCode(err, "ResourceInUseException") {
 		return fmt.Errorf("bootstrap: create table %s: %w", t.Name, err)
 	}
@@ -116,7 +118,7 @@ func tableActive(d *types.TableDescription) bool {
 // checkTable refuses an existing table whose keys or indexes differ from
 // the topology: using it would make local behaviour drift from AWS.
 func checkTable(d *types.TableDescription, t topology.Table) error {
-	want := createTableInput(t)
+	want := CreateTableInput(t)
 	if !sameKeys(d.KeySchema, want.KeySchema) {
 		return fmt.Errorf("bootstrap: table %s exists with a different key schema", t.Name)
 	}
@@ -185,7 +187,8 @@ func applyTTL(ctx context.Context, db DynamoDBAPI, t topology.Table) error {
 	return nil
 }
 
-func destroyTable(ctx context.Context, db DynamoDBAPI, name string) error {
+// DestroyTable deletes a table; a missing table is not an error.
+func DestroyTable(ctx context.Context, db DynamoDBAPI, name string) error {
 	_, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	if err != nil && !hasCode(err, "ResourceNotFoundException") {
 		return fmt.Errorf("bootstrap: delete table %s: %w", name, err)

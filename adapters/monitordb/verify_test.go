@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/bootstrap"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/localtest"
@@ -26,7 +27,7 @@ func TestVerify(t *testing.T) {
 	other := want
 	other.Name = want.Name + "-other"
 	other.Indexes = want.Indexes[:1]
-	if _, err := db.CreateTable(ctx, createTableInput(other)); err != nil {
+	if _, err := db.CreateTable(ctx, bootstrap.CreateTableInput(other)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -53,7 +54,7 @@ func (f fakeDescribe) DescribeTable(context.Context, *dynamodb.DescribeTableInpu
 
 func TestVerifyBackfillingIndex(t *testing.T) {
 	want := topology.New("unit").Monitor
-	in := createTableInput(want)
+	in := bootstrap.CreateTableInput(want)
 	d := &types.TableDescription{TableStatus: types.TableStatusActive, KeySchema: in.KeySchema}
 	for _, g := range in.GlobalSecondaryIndexes {
 		d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, types.GlobalSecondaryIndexDescription{

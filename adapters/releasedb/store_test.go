@@ -21,55 +21,8 @@ import (
 // deletes it when t ends.
 func newTable(t testing.TB) (*dynamodb.Client, string) {
 	t.Helper()
-	localtest.Require(t)
-	db := localtest.DynamoDB(t)
-	table := topology.New(localtest.UniquePrefix(t)).Release
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := db.CreateTable(ctx, createTableInput(table)); err != nil {
-		t.Fatalf("create table %s: %v", table.Name, err)
-	}
-	t.Cleanup(func() {
-		if _, err := db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table.Name)}); err != nil {
-			t.Errorf("delete table %s: %v", table.Name, err)
-		}
-	})
-	return db, table.Name
-}
-
-func createTableInput(t topology.Table) *dynamodb.CreateTableInput {
-	defs := []types.AttributeDefinition{
-		{AttributeName: aws.String(t.Partition.Name), AttributeType: types.ScalarAttributeType(t.Partition.Type)},
-		{AttributeName: aws.String(t.Sort.Name), AttributeType: types.ScalarAttributeType(t.Sort.Type)},
-	}
-	seen := map[string]bool{t.Partition.Name: true, t.Sort.Name: true}
-	var gsis []types.GlobalSecondaryIndex
-	for _, ix := range t.Indexes {
-		for _, k := range []topology.Key{ix.Partition, ix.Sort} {
-			if !seen[k.Name] {
-				seen[k.Name] = true
-				defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(k.Name), AttributeType: types.ScalarAttributeType(k.Type)})
-			}
-		}
-		gsis = append(gsis, types.GlobalSecondaryIndex{
-			IndexName: aws.String(ix.Name),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(ix.Partition.Name), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(ix.Sort.Name), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
-		})
-	}
-	return &dynamodb.CreateTableInput{
-		TableName:            aws.String(t.Name),
-		AttributeDefinitions: defs,
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(t.Partition.Name), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(t.Sort.Name), KeyType: types.KeyTypeRange},
-		},
-		GlobalSecondaryIndexes: gsis,
-		BillingMode:            types.BillingModePayPerRequest,
-	}
+	db, spec := localtest.Table(t, func(topo topology.Topology) topology.Table { return topo.Release })
+	return db, spec.Name
 }
 
 func TestConformanceDynamoDB(t *testing.T) {

@@ -173,6 +173,31 @@ func Stack(t testing.TB) (topology.Topology, bootstrap.Resources) {
 	return topo, res
 }
 
+// Table creates only one table of a fresh, uniquely prefixed topology —
+// pick chooses which, e.g. func(t topology.Topology) topology.Table {
+// return t.Monitor } — through bootstrap.ApplyTable, and deletes it when
+// the test ends. For store tests that need no queues or bus. It returns
+// the client and the table's definition.
+func Table(t testing.TB, pick func(topology.Topology) topology.Table) (*dynamodb.Client, topology.Table) {
+	t.Helper()
+	Require(t)
+	db := DynamoDB(t)
+	spec := pick(topology.New(UniquePrefix(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := bootstrap.DestroyTable(ctx, db, spec.Name); err != nil {
+			t.Errorf("localtest: %v", err)
+		}
+	})
+	if err := bootstrap.ApplyTable(ctx, db, spec); err != nil {
+		t.Fatalf("localtest: %v", err)
+	}
+	return db, spec
+}
+
 // UniquePrefix returns a valid topology prefix made of the test's name
 // (for reading logs) and random hex (for uniqueness across runs and
 // parallel tests).
