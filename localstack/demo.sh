@@ -18,28 +18,7 @@ build=$1
 shift
 [[ -x $build/localeflow-demo ]] || die "$build/localeflow-demo is missing: run make demo-localstack"
 [[ -x $RIE_BIN ]] || die "aws-lambda-rie is not installed at $RIE_BIN: run make install"
-command -v docker >/dev/null || die "docker is not installed: LocalStack needs Docker (make demo runs without it)"
-docker compose version >/dev/null 2>&1 || die "the docker compose plugin is missing"
-compose=(docker compose -f "$LOCALSTACK_DIR/docker-compose.yml")
-
-stop() {
-	if [[ ${LOCALEFLOW_KEEP_LOCALSTACK:-} == 1 ]]; then
-		log "LocalStack left running (LOCALEFLOW_KEEP_LOCALSTACK=1); stop it with: ${compose[*]} down"
-		return
-	fi
-	"${compose[@]}" down --volumes --remove-orphans || true
-}
-trap stop EXIT
-
-log "starting LocalStack"
-"${compose[@]}" up --detach --wait --wait-timeout 180
-
-export AWS_ENDPOINT_URL=http://127.0.0.1:4566
-export AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL
-export AWS_ENDPOINT_URL_SQS=$AWS_ENDPOINT_URL
-export AWS_ENDPOINT_URL_EVENTBRIDGE=$AWS_ENDPOINT_URL
-export AWS_REGION=${AWS_REGION:-us-east-1}
-export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_EC2_METADATA_DISABLED=true
+start_localstack
 
 cd "$REPO_ROOT"
 "$build/localeflow-demo" -rie "$RIE_BIN" -bin-dir "$build" -out "$build/demo-localstack" "$@"
