@@ -9,31 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/internal/logcapture"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var key = []byte("localeflow-cms-main-test-key-01")
 
@@ -49,7 +32,7 @@ func TestRunServesRegisteredChanges(t *testing.T) {
 	}
 	pub, apv := keys()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out logcapture.Buffer
 	done := make(chan error, 1)
 	getenv := func(k string) string {
 		if k == "LOCALEFLOW_CMS_KEY_HEX" {

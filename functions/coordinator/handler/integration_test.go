@@ -1,7 +1,6 @@
 package handler_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -29,6 +28,7 @@ import (
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/internal/logcapture"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -96,24 +96,7 @@ type stack struct {
 	evidence  *evidencetest.Server
 	cms       *cmsdeliverytest.Server
 	h         *handler.Handler
-	logs      *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs      *logcapture.Buffer
 }
 
 func newStack(t *testing.T, responder *releasetest.Responder) *stack {
@@ -130,7 +113,7 @@ func newStack(t *testing.T, responder *releasetest.Responder) *stack {
 		fx: fx, db: localtest.DynamoDB(t), sqs: localtest.SQS(t), table: res.ReleaseTable, queueURL: res.ReleaseQueue.URL,
 		evidence: evidencetest.New(evidenceKey, responder),
 		cms:      cmsdeliverytest.New(cmsKey, publication.PublicKey(), approval.PublicKey()),
-		logs:     &syncBuffer{},
+		logs:     &logcapture.Buffer{},
 	}
 	t.Cleanup(s.evidence.Close)
 	t.Cleanup(s.cms.Close)

@@ -29,6 +29,7 @@ import (
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/monitor/memstore"
 	"github.com/localeflow/localeflow/functions/poller/handler"
+	"github.com/localeflow/localeflow/internal/logcapture"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -106,26 +107,14 @@ type env struct {
 	cms    *cmstest.CMS
 	sqs    *fakeSQS
 	bus    *fakeBus
-	logs   *syncBuffer
+	logs   *logcapture.Buffer
 	h      *handler.Handler
 	lambda lambda.Handler
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func setup(t testing.TB) *env {
 	t.Helper()
-	e := &env{t: t, clock: &clock{now: t0}, store: memstore.New(), sqs: &fakeSQS{}, bus: &fakeBus{}, logs: &syncBuffer{}}
+	e := &env{t: t, clock: &clock{now: t0}, store: memstore.New(), sqs: &fakeSQS{}, bus: &fakeBus{}, logs: &logcapture.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	svc, err := monitor.NewService(e.store, e.clock, log, monitor.Config{WorkerID: "poller-test"})
 	if err != nil {
