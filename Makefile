@@ -91,6 +91,12 @@ fuzz: ## Run each Fuzz target for FUZZTIME (default 10s)
 		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$dir"; \
 	done <<<"$$targets"
 
+SEEDS ?= 10000
+START ?= 1
+.PHONY: sim
+sim: ## Deterministic whole-pipeline simulation over SEEDS seeds from START (VERBOSE=1: full traces)
+	go test -count=1 -timeout 0 -run '^TestSimSeeds$$' ./proof/sim -v -sim.start=$(START) -sim.seeds=$(SEEDS) $(if $(VERBOSE),-sim.verbose,)
+
 .PHONY: up
 up: install ## Start a long-lived local stack in network namespace "localeflow" (run commands with localstack/exec.sh)
 	localstack/up.sh

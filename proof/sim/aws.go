@@ -1,0 +1,230 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// message is one SQS message copy.
+type message struct {
+	id        string
+	body      string
+	visibleAt time.Time
+	receives  int
+}
+
+// Queue is a standard SQS queue drained by a Lambda event source mapping
+// with ReportBatchItemFailures: at-least-once delivery (duplicates),
+// DelaySeconds, a visibility timeout after each receive, redelivery of
+// what the function did not acknowledge, and a DLQ after MaxReceiveCount
+// receives.
+type Queue struct {
+	w        *World
+	def      topology.Queue
+	fn       string
+	msgs     []*message
+	DLQ      []*message
+	sent     int
+	Received int
+}
+
+var _ delayqueue.SQSAPI = (*Queue)(nil)
+
+func newQueue(w *World, def topology.Queue, fn string) *Queue {
+	return &Queue{w: w, def: def, fn: fn}
+}
+
+// put enqueues a body (with a duplicate copy when the seed says so).
+func (q *Queue) put(body string, delay time.Duration) {
+	copies := 1
+	if q.w.faultsOn() && q.w.chance(q.w.Faults.Duplicate) {
+		copies = 2
+	}
+	for range copies {
+		q.sent++
+		q.msgs = append(q.msgs, &message{id: fmt.Sprintf("%s-m%d", q.def.Logical, q.sent), body: body,
+			visibleAt: time.Now().Add(delay)})
+	}
+}
+
+// SendMessage implements delayqueue.SQSAPI.
+func (q *Queue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	body := aws.ToString(in.MessageBody)
+	name := "sqs.Send " + q.def.Logical + " " + envelopeLabel(body)
+	var out *sqs.SendMessageOutput
+	err := q.w.do(ctx, KindSQS, name, func() error { return fmt.Errorf("sqs send: %w", errInjected) },
+		func() (string, error) {
+			if in.DelaySeconds < 0 || in.DelaySeconds > 900 {
+				return "refused: DelaySeconds out of range", fmt.Errorf("InvalidParameterValue: DelaySeconds %d", in.DelaySeconds)
+			}
+			q.put(body, time.Duration(in.DelaySeconds)*time.Second)
+			out = &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("%s-m%d", q.def.Logical, q.sent))}
+			return fmt.Sprintf("delay %ds", in.DelaySeconds), nil
+		})
+	return out, err
+}
+
+func envelopeLabel(body string) string {
+	var e struct {
+		Kind    string `json:"kind"`
+		EventID string `json:"event_id"`
+	}
+	if json.Unmarshal([]byte(body), &e) == nil && e.Kind != "" {
+		return e.Kind + " " + e.EventID
+	}
+	return ""
+}
+
+// receive takes a batch of visible messages (in a seeded order) for the
+// mapping; nil when none is visible. Messages past MaxReceiveCount go to
+// the DLQ instead.
+func (q *Queue) receive(now time.Time) []*message {
+	var visible []*message
+	for _, m := range q.msgs {
+		if !m.visibleAt.After(now) {
+			visible = append(visible, m)
+		}
+	}
+	if len(visible) == 0 {
+		return nil
+	}
+	q.w.rng.Shuffle(len(visible), func(i, j int) { visible[i], visible[j] = visible[j], visible[i] })
+	n := 1 + q.w.rng.IntN(q.def.BatchSize)
+	var batch []*message
+	for _, m := range visible {
+		if len(batch) == n {
+			break
+		}
+		if m.receives >= q.def.MaxReceiveCount {
+			q.remove(m)
+			q.DLQ = append(q.DLQ, m)
+			q.w.record(nil, "sqs.DLQ "+q.def.Logical, m.id+" "+envelopeLabel(m.body))
+			continue
+		}
+		m.receives++
+		m.visibleAt = now.Add(time.Duration(q.def.VisibilityTimeoutSeconds) * time.Second)
+		batch = append(batch, m)
+	}
+	q.Received += len(batch)
+	return batch
+}
+
+func (q *Queue) remove(m *message) {
+	if i := slices.Index(q.msgs, m); i >= 0 {
+		q.msgs = slices.Delete(q.msgs, i, i+1)
+	}
+}
+
+// nextVisible is when the next message becomes visible.
+func (q *Queue) nextVisible() (time.Time, bool) {
+	var t time.Time
+	for _, m := range q.msgs {
+		if t.IsZero() || m.visibleAt.Before(t) {
+			t = m.visibleAt
+		}
+	}
+	return t, !t.IsZero()
+}
+
+// sqsEvent is the event the mapping invokes the function with.
+func sqsEvent(batch []*message) events.SQSEvent {
+	ev := events.SQSEvent{}
+	for _, m := range batch {
+		ev.Records = append(ev.Records, events.SQSMessage{
+			MessageId: m.id, Body: m.body, EventSource: "aws:sqs",
+			Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(m.receives)},
+		})
+	}
+	return ev
+}
+
+// settle applies the function's answer: on success every message not
+// reported as a batch item failure is deleted; an error or a crash
+// deletes nothing (the batch becomes visible again).
+func (q *Queue) settle(batch []*message, resp any, err error, crashed bool) {
+	if crashed || err != nil {
+		return
+	}
+	failed := map[string]bool{}
+	switch r := resp.(type) {
+	case events.SQSEventResponse:
+		for _, f := range r.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+	case *events.SQSEventResponse:
+		for _, f := range r.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+	}
+	for _, m := range batch {
+		if !failed[m.id] {
+			q.remove(m)
+		}
+	}
+}
+
+// Event is one event put on the bus.
+type Event struct {
+	At         time.Duration
+	ID         string
+	DetailType string
+	Detail     json.RawMessage
+}
+
+// Bus is the EventBridge bus: the topology's rules route input detail-types
+// to their queues; every event is captured.
+type Bus struct {
+	w      *World
+	rules  map[string]*Queue // detail-type → target queue
+	Events []Event
+	n      int
+}
+
+var _ eventbus.EventBridgeAPI = (*Bus)(nil)
+
+// PutEvents implements eventbus.EventBridgeAPI.
+func (b *Bus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	name := "bus.Put"
+	for _, e := range in.Entries {
+		name += " " + aws.ToString(e.DetailType)
+	}
+	out := &eventbridge.PutEventsOutput{}
+	err := b.w.do(ctx, KindBus, name, func() error { return fmt.Errorf("put events: %w", errInjected) },
+		func() (string, error) {
+			for _, e := range in.Entries {
+				b.put(aws.ToString(e.DetailType), json.RawMessage(aws.ToString(e.Detail)))
+			}
+			return "ok", nil
+		})
+	return out, err
+}
+
+// put captures an event and routes it.
+func (b *Bus) put(detailType string, detail json.RawMessage) {
+	b.n++
+	id := fmt.Sprintf("ev-%d", b.n)
+	b.Events = append(b.Events, Event{At: b.w.since(), ID: id, DetailType: detailType, Detail: append(json.RawMessage(nil), detail...)})
+	q := b.rules[detailType]
+	if q == nil {
+		return
+	}
+	env, _ := json.Marshal(map[string]any{
+		"version": "0", "id": id, "detail-type": detailType, "source": topology.EventSource,
+		"account": "000000000000", "time": time.Now().UTC().Format(time.RFC3339), "region": "eu-central-1",
+		"resources": []string{}, "detail": detail,
+	})
+	q.put(string(env), 0)
+}

@@ -1,0 +1,434 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/localeflow/localeflow/adapters/cms"
+	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/monitor/memstore"
+	"github.com/localeflow/localeflow/functions/poller/handler"
+	"github.com/localeflow/localeflow/internal/logcapture"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// Secret is in every change's and release's text: it must never appear in
+// a log line or a content-free record.
+const Secret = "SIMSECRET"
+
+var cmsKey = []byte("sim-cms-hmac-key-0123456789abcdef")
+
+// lease is the history of one lease, for the safety checks.
+type lease struct {
+	token   string
+	expires int64
+	open    bool
+	inv     int
+}
+
+// monitorStore gates every call of the real memory store at its call
+// boundary and checks each accepted write against the lease history.
+// Methods the port may gain pass through (embedded) until gated here.
+type monitorStore struct {
+	monitor.Store
+	w      *World
+	mem    *memstore.Store
+	leases map[string]*lease
+}
+
+func storeDown() error { return core.Wrap(monitor.CodeStoreUnavailable, true, errInjected) }
+
+func (s *monitorStore) Create(ctx context.Context, rec monitor.Record) (out monitor.Record, created bool, err error) {
+	err = s.w.do(ctx, KindStore, "monitor.Create "+rec.EventID, storeDown, func() (string, error) {
+		var e error
+		out, created, e = s.mem.Create(ctx, rec)
+		return "created=" + strconv.FormatBool(created), e
+	})
+	return out, created, err
+}
+
+func (s *monitorStore) Get(ctx context.Context, id string) (out monitor.Record, err error) {
+	err = s.w.do(ctx, KindStore, "monitor.Get "+id, storeDown, func() (string, error) {
+		var e error
+		out, e = s.mem.Get(ctx, id)
+		return string(out.State), e
+	})
+	return out, err
+}
+
+func (s *monitorStore) Due(ctx context.Context, nowMS int64, limit int) (ids []string, err error) {
+	err = s.w.do(ctx, KindStore, "monitor.Due", storeDown, func() (string, error) {
+		var e error
+		ids, e = s.mem.Due(ctx, nowMS, limit)
+		return strings.Join(ids, ","), e
+	})
+	return ids, err
+}
+
+func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (out monitor.Record, ok bool, err error) {
+	inv := invocationOf(ctx)
+	err = s.w.do(ctx, KindStore, "monitor.Claim "+id, storeDown, func() (string, error) {
+		var e error
+		out, ok, e = s.mem.Claim(ctx, id, l)
+		if e != nil || !ok {
+			return "not claimed, " + string(out.State), e
+		}
+		if prev := s.leases[id]; prev != nil && prev.open && prev.expires > l.NowMS {
+			s.w.violate("two live leases on %s: #%d holds one until %d, claimed again at %d", id, prev.inv, prev.expires, l.NowMS)
+		}
+		s.leases[id] = &lease{token: l.Token, expires: l.ExpiresMS, open: true, inv: invID(inv)}
+		return fmt.Sprintf("leased until +%dms", l.ExpiresMS-l.NowMS), nil
+	})
+	return out, ok, err
+}
+
+func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (out monitor.Record, err error) {
+	err = s.w.do(ctx, KindStore, "monitor.Transition "+f.EventID+" → "+string(u.State), storeDown, func() (string, error) {
+		var e error
+		out, e = s.mem.Transition(ctx, f, u)
+		if e != nil {
+			return "refused " + core.CodeOf(e), e
+		}
+		l := s.leases[f.EventID]
+		switch {
+		case l == nil || l.token != f.Token:
+			s.w.violate("write to %s accepted under a lease that is not the current one", f.EventID)
+		case !l.open:
+			s.w.violate("write to %s accepted under a lease already finished", f.EventID)
+		case !f.Expired && l.expires <= f.NowMS:
+			s.w.violate("write to %s accepted under an expired lease", f.EventID)
+		}
+		if l != nil {
+			l.open = false
+		}
+		return string(out.State) + " " + out.LastErrorCode + " " + out.RemoteStatus, nil
+	})
+	return out, err
+}
+
+func (s *monitorStore) MarkInvalid(ctx context.Context, id string, nowMS int64) error {
+	return s.w.do(ctx, KindStore, "monitor.MarkInvalid "+id, storeDown, func() (string, error) {
+		if l := s.leases[id]; l != nil {
+			l.open = false
+		}
+		return "failed", s.mem.MarkInvalid(ctx, id, nowMS)
+	})
+}
+
+func (s *monitorStore) Census(ctx context.Context) (recs []monitor.Record, err error) {
+	err = s.w.do(ctx, KindStore, "monitor.Census", storeDown, func() (string, error) {
+		var e error
+		recs, e = s.mem.Census(ctx)
+		return strconv.Itoa(len(recs)), e
+	})
+	return recs, err
+}
+
+func invID(inv *Invocation) int {
+	if inv == nil {
+		return 0
+	}
+	return inv.ID
+}
+
+// cmsTransport serves the scripted CMS in memory: each request is one
+// gated HTTP call (it can fail before reaching the CMS).
+type cmsTransport struct {
+	w   *World
+	cms http.Handler
+}
+
+func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var resp *http.Response
+	name := "http " + req.Method + " " + req.URL.Path
+	err := t.w.do(req.Context(), KindHTTP, name, func() error { return fmt.Errorf("dial %s: %w", req.URL.Host, errInjected) },
+		func() (string, error) {
+			rec := httptest.NewRecorder()
+			t.cms.ServeHTTP(rec, req)
+			resp = rec.Result()
+			if req.Context().Err() != nil {
+				return "client gave up", req.Context().Err()
+			}
+			return strconv.Itoa(resp.StatusCode), nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// skewClock is one warm instance's clock.
+type skewClock struct{ offset time.Duration }
+
+func (c skewClock) Now() time.Time { return time.Now().Add(c.offset) }
+
+// change is one scripted change of the scenario.
+type change struct {
+	id       string
+	dispatch time.Time
+	remote   string // the dispatch's remote_status
+	script   []cmstest.Step
+	tamper   string // "", "schema", "corrupt"
+	tampered bool
+}
+
+// Monitor is the lifecycle monitor's part of the world: the real poller
+// handler and monitor service on the memory store, with the CMS, queue
+// and bus simulated.
+type Monitor struct {
+	w         *World
+	mem       *memstore.Store
+	store     *monitorStore
+	cms       *cmstest.CMS
+	queue     *Queue
+	bus       *Bus
+	instances []*handler.Handler
+	services  []*monitor.Service
+	changes   []*change
+	log       *logcapture.Buffer
+	esmActive int
+	// needOperator lists the changes that ended needing an operator.
+	needOperator []string
+}
+
+func newMonitor(w *World, bus *Bus, log *logcapture.Buffer) (*Monitor, error) {
+	top := topology.New("sim")
+	m := &Monitor{w: w, mem: memstore.New(), cms: cmstest.New(cmsKey), bus: bus, log: log}
+	m.store = &monitorStore{Store: m.mem, w: w, mem: m.mem, leases: map[string]*lease{}}
+	m.queue = newQueue(w, top.PollQueue, "poller")
+	bus.rules[topology.DetailChangeDispatched] = m.queue
+	pageSize := 1 + w.rng.IntN(4)
+	for i := range 2 {
+		clock := skewClock{}
+		if w.Faults.Skew > 0 {
+			clock.offset = time.Duration(w.rng.Int64N(int64(w.Faults.Skew)))
+		}
+		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		svc, err := monitor.NewService(m.store, clock, logger, monitor.Config{WorkerID: fmt.Sprintf("poller-%d", i+1)})
+		if err != nil {
+			return nil, err
+		}
+		reader, err := cms.New(cms.Config{BaseURL: "https://cms.sim.invalid", Key: cmsKey, Clock: clock,
+			HTTPClient: &http.Client{Transport: cmsTransport{w: w, cms: m.cms}}})
+		if err != nil {
+			return nil, err
+		}
+		h, err := handler.New(handler.Config{
+			Monitor: svc, Reader: reader, Queue: delayqueue.New(m.queue, "https://sqs.sim.invalid/poll"),
+			Bus: eventbus.New(bus, "sim-bus"), Clock: clock, Log: logger,
+			Concurrency: w.Faults.WorkerConcurrency, PageSize: pageSize,
+		})
+		if err != nil {
+			return nil, err
+		}
+		m.instances = append(m.instances, h)
+		m.services = append(m.services, svc)
+	}
+	return m, nil
+}
+
+// script draws the changes of one seed and schedules their dispatch.
+func (m *Monitor) script(n int, window time.Duration) {
+	r := m.w.rng
+	nonTerminal := []string{"processing", "publishing", "awaiting_approval", "ready", "queue_recovery"}
+	finals := []string{"published", "published", "published", "cancelled", "deleted", "publication_failed", "publication_blocked"}
+	for i := range n {
+		c := &change{id: fmt.Sprintf("ch-%d", i+1), remote: "enqueued"}
+		c.dispatch = m.w.start.Add(time.Duration(r.Int64N(int64(window))))
+		if r.IntN(12) == 0 {
+			c.remote = []string{"superseded", "cancelled"}[r.IntN(2)]
+		}
+		for range r.IntN(5) {
+			switch k := r.IntN(10); {
+			case k < 6:
+				c.script = append(c.script, cmstest.StatusStep(nonTerminal[r.IntN(len(nonTerminal))]))
+			case k < 9:
+				c.script = append(c.script, cmstest.HTTPStep([]int{429, 500, 503}[r.IntN(3)]))
+			default:
+				c.script = append(c.script, cmstest.Step{Status: "processing", Delay: 15 * time.Second})
+			}
+		}
+		final := cmstest.StatusStep(finals[r.IntN(len(finals))])
+		if r.IntN(40) == 0 {
+			final = cmstest.Step{Status: "published", Fault: []cmstest.Fault{cmstest.FaultBadSignature, cmstest.FaultMalformedBody, cmstest.FaultExtraKey}[r.IntN(3)]}
+		}
+		c.script = append(c.script, final)
+		if r.IntN(6) == 0 {
+			c.tamper = []string{"schema", "corrupt"}[r.IntN(2)]
+		}
+		m.cms.Put(cmstest.Change{EventID: c.id, SiteID: "site-sim", PlanID: "plan-" + c.id, WebsiteVersion: "v1",
+			SourceSequence: 1, RequiredLocales: []string{"de-DE"}})
+		m.cms.Script(c.id, c.script...)
+		m.changes = append(m.changes, c)
+		copies := 1
+		if r.IntN(8) == 0 {
+			copies = 2 // the producer publishes the dispatch twice
+		}
+		for range copies {
+			m.w.at(c.dispatch, "dispatch "+c.id, func() { m.bus.put(topology.DetailChangeDispatched, dispatchedDetail(c)) })
+		}
+		if c.tamper != "" {
+			at := c.dispatch.Add(time.Duration(r.Int64N(int64(5 * time.Minute))))
+			m.w.at(at, "tamper "+c.tamper+" "+c.id, func() { m.tamper(c) })
+		}
+	}
+}
+
+// tamper edits a stored record behind the service's back, as an operator
+// or a bug in another writer would.
+// Only a record still in flight is tampered with: a final record's outcome
+// was already announced.
+func (m *Monitor) tamper(c *change) {
+	m.mem.Tamper(c.id, func(r *monitor.Record) {
+		if r.State.Final() {
+			return
+		}
+		c.tampered = true
+		if c.tamper == "schema" {
+			r.SchemaVersion = monitor.SchemaVersion + 1
+		} else {
+			r.ConsecutiveFailures = -1
+		}
+	})
+	if !c.tampered {
+		m.w.record(nil, "tamper skipped "+c.id, "record final or missing")
+	}
+}
+
+func dispatchedDetail(c *change) json.RawMessage {
+	changeJSON, _ := json.Marshal(map[string]any{"event_id": c.id, "site_id": "site-sim", "website_version": "v1",
+		"source_sequence": 1, "title": Secret + " Willkommen " + c.id})
+	canonical, _ := core.CanonicalizeJSON(changeJSON)
+	raw, _ := json.Marshal(map[string]any{
+		"change": json.RawMessage(canonical),
+		"dispatch": map[string]any{"event_id": c.id, "payload_sha256": core.SHA256Hex(canonical), "status": "succeeded",
+			"remote_plan_id": "plan-" + c.id, "remote_job_count": 1, "remote_status": c.remote,
+			"response_sha256": core.SHA256Hex([]byte("response-" + c.id))},
+	})
+	return raw
+}
+
+const pollerTimeout = time.Duration(topology.PollerTimeoutSeconds) * time.Second
+
+// instance is the warm container an invocation lands on.
+func (m *Monitor) instance() *handler.Handler { return m.instances[m.w.rng.IntN(len(m.instances))] }
+
+// sweep fires the poller's schedule.
+func (m *Monitor) sweep() {
+	h := m.instance()
+	payload := []byte(`{"version":"0","id":"sched","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`)
+	m.w.invoke("poller", "schedule sweep", pollerTimeout, func(ctx context.Context) (any, error) {
+		return h.Handle(ctx, payload)
+	}, nil)
+}
+
+// poll runs the poll queue's event source mapping: up to the seed's
+// concurrency, a batch per invocation.
+func (m *Monitor) poll(now time.Time) bool {
+	started := false
+	for m.esmActive < m.w.Faults.Concurrency {
+		batch := m.queue.receive(now)
+		if batch == nil {
+			break
+		}
+		payload, _ := json.Marshal(sqsEvent(batch))
+		h := m.instance()
+		m.esmActive++
+		ids := make([]string, 0, len(batch))
+		for _, b := range batch {
+			ids = append(ids, b.id)
+		}
+		m.w.invoke("poller", "sqs "+strings.Join(ids, ","), pollerTimeout, func(ctx context.Context) (any, error) {
+			return h.Handle(ctx, payload)
+		}, func(resp any, err error, crashed bool) {
+			m.esmActive--
+			m.queue.settle(batch, resp, err, crashed)
+		})
+		started = true
+	}
+	return started
+}
+
+// check runs the monitor's history checks after the world went quiet.
+func (m *Monitor) check(ctx context.Context, now time.Time) {
+	nowMS := core.Millis(now)
+	terminal := map[string][]string{} // event id → states announced
+	for _, e := range m.bus.Events {
+		if e.DetailType != topology.DetailChangeTerminal {
+			continue
+		}
+		var d struct {
+			EventID string `json:"event_id"`
+			State   string `json:"state"`
+		}
+		if err := json.Unmarshal(e.Detail, &d); err != nil {
+			m.w.violate("terminal event %s does not decode", e.ID)
+			continue
+		}
+		terminal[d.EventID] = append(terminal[d.EventID], d.State)
+	}
+	for _, c := range m.changes {
+		rec, err := m.mem.Get(ctx, c.id)
+		if err != nil {
+			if m.inDLQ(c.id) {
+				continue // the dispatch dead-lettered: the DLQ alarm shows it
+			}
+			m.w.violate("change %s was dispatched but never registered (not in the DLQ either)", c.id)
+			continue
+		}
+		if c.tampered && c.tamper == "schema" {
+			m.needOperator = append(m.needOperator, c.id)
+			if rec.State == monitor.StateLeased {
+				m.w.violate("record %s of another schema version left leased", c.id)
+			}
+			if wake, ok := rec.WakeMS(); ok && wake <= nowMS {
+				m.w.violate("record %s of another schema version is due forever", c.id)
+			}
+			continue
+		}
+		if !rec.State.Final() {
+			m.w.violate("change %s is %s after faults stopped (not terminal or failed)", c.id, rec.State)
+			continue
+		}
+		if rec.State == monitor.StateFailed || lifecycle.IsRemoteFailure(rec.RemoteStatus) {
+			m.needOperator = append(m.needOperator, c.id)
+		}
+		if !contains(terminal[c.id], string(rec.State)) {
+			m.w.violate("change %s ended %s (%s) but localeflow.change.terminal was never published for it",
+				c.id, rec.State, rec.LastErrorCode)
+		}
+		if strings.Contains(string(rec.Lifecycle), Secret) {
+			m.w.violate("monitor record %s holds change text", c.id)
+		}
+	}
+}
+
+func (m *Monitor) inDLQ(id string) bool {
+	for _, msg := range m.queue.DLQ {
+		if strings.Contains(msg.body, `"`+id+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
