@@ -37,7 +37,7 @@ func TestQualityIssuerRefusedAsHumanReview(t *testing.T) {
 	}{
 		{"quality issuer names itself", v.HumanReview, sign(qualityKey, fx.Issuer, release.KindHumanReview), release.CodeReceiptIssuerUntrusted},
 		{"quality key names the human issuer", v.HumanReview, sign(qualityKey, fx.HumanIssuer, release.KindHumanReview), release.CodeReceiptSignature},
-		{"quality issuer as independent review", v.IndependentReview, qualityKey.Receipt(release.KindIndependentModelReview, req.RequestID, req.ResultSHA256, t0, time.Hour), release.CodeReceiptIssuerUntrusted},
+		{"quality issuer as independent review", v.IndependentReview, qualityKey.IndependentReceipt("review-beta", req.RequestID, req.ResultSHA256, t0, time.Hour), release.CodeReceiptIssuerUntrusted},
 		{"human issuer as quality", v.Quality, fx.Receipt(release.KindHumanReview, req.RequestID, req.ResultSHA256, t0, time.Hour), release.CodeReceiptIssuerUntrusted},
 		{"unknown issuer", v.HumanReview, sign(qualityKey, "somebody", release.KindHumanReview), release.CodeReceiptIssuerUnknown},
 	}

@@ -39,6 +39,10 @@ type ReceiptPayload struct {
 	ResultSHA256 string `json:"result_sha256"`
 	IssuedAtMS   int64  `json:"issued_at_ms"`
 	ExpiresAtMS  int64  `json:"expires_at_ms"`
+	// ReviewerID is the independent reviewer's provider id. It is present
+	// in (and only in) independent_model_review receipts, so the reviewer
+	// is a signed fact rather than a claim of the evidence response.
+	ReviewerID string `json:"reviewer_id,omitempty"`
 }
 
 // Verifier checks one receipt against the request and result it must be
@@ -99,13 +103,21 @@ func (v ReceiptVerifier) Verify(receipt, requestID, resultSHA256 string, now tim
 
 func parseReceiptPayload(raw []byte) (ReceiptPayload, error) {
 	const code = CodeReceiptMalformed
-	f, err := object(raw, code, []string{"kind", "issuer", "request_id", "result_sha256", "issued_at_ms", "expires_at_ms"})
+	f, err := object(raw, code, []string{"kind", "issuer", "request_id", "result_sha256", "issued_at_ms", "expires_at_ms"}, "reviewer_id")
 	if err != nil {
 		return ReceiptPayload{}, err
 	}
 	var p ReceiptPayload
 	if p.Kind, err = f.str("kind", code); err != nil {
 		return ReceiptPayload{}, err
+	}
+	switch {
+	case p.Kind == KindIndependentModelReview:
+		if p.ReviewerID, err = f.token("reviewer_id", code); err != nil {
+			return ReceiptPayload{}, err
+		}
+	case f.has("reviewer_id"):
+		return ReceiptPayload{}, core.Fail(code)
 	}
 	if p.Issuer, err = f.token("issuer", code); err != nil {
 		return ReceiptPayload{}, err

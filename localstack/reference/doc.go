@@ -18,7 +18,7 @@
 //     model review answered as the request asks). Each receipt kind is
 //     signed with its own issuer's Ed25519 key (quality, human review,
 //     independent review), as the coordinator trusts each issuer for one
-//     kind only.
+//     kind only; the independent review receipt names the reviewer.
 //
 // Both take Faults: a fixed latency plus jitter, and a rate of requests
 // answered with HTTP 503 {"code":…,"retryable":true} before they reach the

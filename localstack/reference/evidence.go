@@ -33,7 +33,7 @@ type EvidenceConfig struct {
 	ReviewIssuer     string
 	ReviewIssuerSeed []byte
 	// Reviewer is the independent reviewer's provider id (default
-	// review-beta).
+	// review-beta); it is signed into the independent review receipt.
 	Reviewer string
 	Faults   Faults
 }

@@ -29,6 +29,10 @@ type Fixture struct {
 	PublicationKey  []byte
 }
 
+// DefaultReviewer is the independent reviewer's provider id when none is
+// given.
+const DefaultReviewer = "review-beta"
+
 func seed(label string) []byte {
 	s := sha256.Sum256([]byte("localeflow-test-" + label))
 	return s[:]
@@ -191,11 +195,25 @@ func (f Fixture) Detail(payload []byte) []byte {
 	return raw
 }
 
-// Receipt signs a receipt of kind with the kind's issuer.
+// Receipt signs a receipt of kind with the kind's issuer. An independent
+// model review receipt names DefaultReviewer.
 func (f Fixture) Receipt(kind, requestID, resultSHA string, issued time.Time, ttl time.Duration) string {
-	return f.SignReceipt(release.ReceiptPayload{
+	p := release.ReceiptPayload{
 		Kind: kind, RequestID: requestID, ResultSHA256: resultSHA,
 		IssuedAtMS: core.Millis(issued), ExpiresAtMS: core.Millis(issued.Add(ttl)),
+	}
+	if kind == release.KindIndependentModelReview {
+		p.ReviewerID = DefaultReviewer
+	}
+	return f.SignReceipt(p)
+}
+
+// IndependentReceipt signs an independent model review receipt naming
+// reviewer.
+func (f Fixture) IndependentReceipt(reviewer, requestID, resultSHA string, issued time.Time, ttl time.Duration) string {
+	return f.SignReceipt(release.ReceiptPayload{
+		Kind: release.KindIndependentModelReview, RequestID: requestID, ResultSHA256: resultSHA,
+		IssuedAtMS: core.Millis(issued), ExpiresAtMS: core.Millis(issued.Add(ttl)), ReviewerID: reviewer,
 	})
 }
 
@@ -228,7 +246,11 @@ const (
 type Responder struct {
 	Fixture  Fixture
 	Review   Review
-	Reviewer string // independent reviewer id; default "review-beta"
+	Reviewer string // independent reviewer id; default DefaultReviewer
+	// SignedReviewer, when set, is the reviewer named inside the signed
+	// independent review receipt instead of Reviewer (a provider whose
+	// response misstates who reviewed).
+	SignedReviewer string
 	// FailFirst makes the first FailFirst calls fail with FailCode.
 	FailFirst int
 	FailCode  string
@@ -271,13 +293,17 @@ func (r *Responder) Respond(req *release.EvidenceRequest) ([]byte, error) {
 	}
 	reviewer := r.Reviewer
 	if reviewer == "" {
-		reviewer = "review-beta"
+		reviewer = DefaultReviewer
 	}
 	independent := func(id string) map[string]any {
+		signed := id
+		if r.SignedReviewer != "" {
+			signed = r.SignedReviewer
+		}
 		return map[string]any{
 			"schema":   release.IndependentModelReviewSchema,
 			"provider": map[string]any{"id": id, "model_id": "rv-1", "model_version": "2026-09"},
-			"receipt":  r.Fixture.Receipt(release.KindIndependentModelReview, req.RequestID, req.ResultSHA256, now, ttl),
+			"receipt":  r.Fixture.IndependentReceipt(signed, req.RequestID, req.ResultSHA256, now, ttl),
 		}
 	}
 	human := r.Fixture.Receipt(release.KindHumanReview, req.RequestID, req.ResultSHA256, now, ttl)
