@@ -27,7 +27,7 @@ const (
 	envEvidenceBaseURL = "LOCALEFLOW_EVIDENCE_BASE_URL"
 	envCMSBaseURL      = "LOCALEFLOW_CMS_BASE_URL"
 	// envReceiptIssuersShared is the retired single issuer set for all
-	// receipt kinds; it is refused (see issuerEnv).
+	// receipt kinds; it is refused (see loadIssuers).
 	envReceiptIssuersShared = "LOCALEFLOW_RECEIPT_ISSUERS"
 	envIssuersQuality       = "LOCALEFLOW_RECEIPT_ISSUERS_QUALITY"
 	envIssuersHumanReview   = "LOCALEFLOW_RECEIPT_ISSUERS_HUMAN_REVIEW"
