@@ -19,6 +19,12 @@ import (
 // (invalid UTF-8, duplicate keys, non-finite numbers, trailing data).
 const CodeCanonicalInvalid = "canonical.json.invalid"
 
+// CodeCanonicalLoneSurrogate is returned for a string escape that names half
+// of a UTF-16 surrogate pair ("\ud800" alone, or a low surrogate first). Such
+// a string is not I-JSON; decoding would turn it into U+FFFD, so two
+// different texts would share one canonical form and one hash.
+const CodeCanonicalLoneSurrogate = "canonical.json.lone_surrogate"
+
 // maxCanonicalDepth bounds nesting so hostile input cannot exhaust the stack.
 const maxCanonicalDepth = 64
 
@@ -40,6 +46,9 @@ func CanonicalizeJSON(raw []byte) ([]byte, error) {
 	if !utf8.Valid(raw) {
 		return nil, Fail(CodeCanonicalInvalid)
 	}
+	if hasLoneSurrogate(raw) {
+		return nil, Fail(CodeCanonicalLoneSurrogate)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var out bytes.Buffer
@@ -50,6 +59,53 @@ func CanonicalizeJSON(raw []byte) ([]byte, error) {
 		return nil, Fail(CodeCanonicalInvalid)
 	}
 	return out.Bytes(), nil
+}
+
+// hasLoneSurrogate reports whether a string in raw has a \u escape for a
+// surrogate that is not part of a high-then-low pair. raw is valid UTF-8, and
+// UTF-8 cannot encode surrogates, so escapes are the only way to write one.
+// Malformed escapes are left to the decoder, which refuses them.
+func hasLoneSurrogate(raw []byte) bool {
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 < len(raw) && raw[i+1] == 'u' {
+				u, ok := hexUnit(raw, i+2)
+				switch {
+				case !ok || !utf16.IsSurrogate(rune(u)):
+				case u >= 0xdc00:
+					return true // low surrogate without a high one
+				default:
+					low, ok := hexUnit(raw, i+8)
+					if i+7 >= len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' || !ok || low < 0xdc00 || low > 0xdfff {
+						return true // high surrogate without a low one
+					}
+					i += 6
+				}
+				i += 5
+			} else {
+				i++ // the escaped character, which may be '"' or '\\'
+			}
+		}
+	}
+	return false
+}
+
+// hexUnit reads the four hex digits at raw[at:at+4] as one UTF-16 code unit.
+func hexUnit(raw []byte, at int) (uint16, bool) {
+	if at+4 > len(raw) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(raw[at:at+4]), 16, 16)
+	return uint16(v), err == nil
 }
 
 func canonicalValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
@@ -195,7 +251,16 @@ func writeCanonicalString(out *bytes.Buffer, s string) error {
 // for the IEEE-754 double nearest to it (RFC 8785 section 3.2.2.3).
 func canonicalNumber(n json.Number) (string, error) {
 	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+	if err != nil {
+		return "", Fail(CodeCanonicalInvalid)
+	}
+	return canonicalFloat(f)
+}
+
+// canonicalFloat is the ECMAScript serialisation of f; NaN and the
+// infinities have none in JSON and are refused.
+func canonicalFloat(f float64) (string, error) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return "", Fail(CodeCanonicalInvalid)
 	}
 	if f == 0 {

@@ -54,13 +54,24 @@ func runTests(m *testing.M) int {
 // check; the coordinator validates the key itself).
 var issuerKey = strings.Repeat("0f", 32)
 
+// humanKey and reviewKey are the human-review and independent-review
+// issuers' keys: each kind has its own.
+var (
+	humanKey  = strings.Repeat("1e", 32)
+	reviewKey = strings.Repeat("2d", 32)
+)
+
 // testProps are valid props; tests change what they exercise.
 func testProps() *LocaleflowStackProps {
 	return &LocaleflowStackProps{
 		AssetDir:        assetDir,
 		CMSBaseURL:      "https://cms.example.com",
 		EvidenceBaseURL: "https://evidence.example.com/api/",
-		ReceiptIssuers:  " qa-vendor=" + issuerKey + ", reviewer=" + strings.Repeat("ab", 32),
+		ReceiptIssuers: ReceiptIssuers{
+			Quality:           " qa-vendor=" + issuerKey + ", qa-backup=" + strings.Repeat("ab", 32),
+			HumanReview:       "review-desk=" + humanKey,
+			IndependentReview: "review-beta=" + reviewKey + " ",
+		},
 	}
 }
 

@@ -9,7 +9,10 @@
 #   STACK_NAME             CloudFormation stack name (default Localeflow)
 #   CMS_BASE_URL           CMS base URL (required by deploy)
 #   EVIDENCE_BASE_URL      evidence provider base URL (required by deploy)
-#   RECEIPT_ISSUERS        evidence receipt issuers, issuer=<hex Ed25519 public key>,... (required by deploy)
+#   RECEIPT_ISSUERS_QUALITY            quality receipt issuers, issuer=<hex Ed25519 public key>,... (required by deploy)
+#   RECEIPT_ISSUERS_HUMAN_REVIEW       human-review receipt issuers, same form (required by deploy)
+#   RECEIPT_ISSUERS_INDEPENDENT_REVIEW independent-model-review receipt issuers, same form (required by deploy)
+#                          A key may be trusted for one kind only. The retired RECEIPT_ISSUERS is refused.
 #   DELETION_PROTECTION    true|false (default true; deploy-local uses false)
 #   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional)
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
@@ -28,6 +31,9 @@ STACK_NAME ?= Localeflow
 CMS_BASE_URL ?=
 EVIDENCE_BASE_URL ?=
 RECEIPT_ISSUERS ?=
+RECEIPT_ISSUERS_QUALITY ?=
+RECEIPT_ISSUERS_HUMAN_REVIEW ?=
+RECEIPT_ISSUERS_INDEPENDENT_REVIEW ?=
 DELETION_PROTECTION ?= true
 ALARM_TOPIC_ARN ?=
 CDK_FLAGS ?=
@@ -37,7 +43,9 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(LOCALEFLOW_PREFIX),-c prefix=$(LOCALEFLOW_PREFIX)) \
 	$(if $(CMS_BASE_URL),-c cmsBaseUrl=$(CMS_BASE_URL)) \
 	$(if $(EVIDENCE_BASE_URL),-c evidenceBaseUrl=$(EVIDENCE_BASE_URL)) \
-	$(if $(RECEIPT_ISSUERS),-c receiptIssuers=$(RECEIPT_ISSUERS)) \
+	$(if $(RECEIPT_ISSUERS_QUALITY),-c receiptIssuersQuality=$(RECEIPT_ISSUERS_QUALITY)) \
+	$(if $(RECEIPT_ISSUERS_HUMAN_REVIEW),-c receiptIssuersHumanReview=$(RECEIPT_ISSUERS_HUMAN_REVIEW)) \
+	$(if $(RECEIPT_ISSUERS_INDEPENDENT_REVIEW),-c receiptIssuersIndependentReview=$(RECEIPT_ISSUERS_INDEPENDENT_REVIEW)) \
 	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN))
 
 .PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings
@@ -55,9 +63,12 @@ synth: build $(INFRA_CLI_STAMP) ## Synthesize the CloudFormation template offlin
 infra-deploy-settings:
 	@test -n "$(CMS_BASE_URL)" || { echo "deploy: set CMS_BASE_URL=https://..." >&2; exit 2; }
 	@test -n "$(EVIDENCE_BASE_URL)" || { echo "deploy: set EVIDENCE_BASE_URL=https://..." >&2; exit 2; }
-	@test -n "$(RECEIPT_ISSUERS)" || { echo "deploy: set RECEIPT_ISSUERS=issuer=<64 hex>,..." >&2; exit 2; }
+	@test -z "$(RECEIPT_ISSUERS)" || { echo "deploy: RECEIPT_ISSUERS is retired (one issuer set let the quality issuer sign human-review receipts); set RECEIPT_ISSUERS_QUALITY, RECEIPT_ISSUERS_HUMAN_REVIEW and RECEIPT_ISSUERS_INDEPENDENT_REVIEW" >&2; exit 2; }
+	@test -n "$(RECEIPT_ISSUERS_QUALITY)" || { echo "deploy: set RECEIPT_ISSUERS_QUALITY=issuer=<64 hex>,..." >&2; exit 2; }
+	@test -n "$(RECEIPT_ISSUERS_HUMAN_REVIEW)" || { echo "deploy: set RECEIPT_ISSUERS_HUMAN_REVIEW=issuer=<64 hex>,..." >&2; exit 2; }
+	@test -n "$(RECEIPT_ISSUERS_INDEPENDENT_REVIEW)" || { echo "deploy: set RECEIPT_ISSUERS_INDEPENDENT_REVIEW=issuer=<64 hex>,..." >&2; exit 2; }
 
-deploy: infra-deploy-settings build $(INFRA_CLI_STAMP) ## Deploy to AWS with cdk deploy (needs AWS credentials, CMS_BASE_URL, EVIDENCE_BASE_URL, RECEIPT_ISSUERS)
+deploy: infra-deploy-settings build $(INFRA_CLI_STAMP) ## Deploy to AWS with cdk deploy (needs AWS credentials, CMS_BASE_URL, EVIDENCE_BASE_URL, RECEIPT_ISSUERS_{QUALITY,HUMAN_REVIEW,INDEPENDENT_REVIEW})
 	cd infra && $(INFRA_CDK) deploy $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
 
 deploy-local: build $(INFRA_CLI_STAMP) ## Deploy to a running LocalStack with cdklocal (bootstrap + deploy, deletion protection off)

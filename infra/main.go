@@ -24,9 +24,14 @@ const (
 	ctxCMSBaseURL         = "cmsBaseUrl"
 	ctxEvidenceBaseURL    = "evidenceBaseUrl"
 	ctxAlarmTopicArn      = "alarmTopicArn"
-	ctxReceiptIssuers     = "receiptIssuers"
-	ctxNag                = "nag"
-	ctxFunctions          = "functions"
+	// ctxReceiptIssuersShared is the retired single issuer set; run refuses
+	// it so a stale deploy command fails instead of deploying without it.
+	ctxReceiptIssuersShared      = "receiptIssuers"
+	ctxReceiptIssuersQuality     = "receiptIssuersQuality"
+	ctxReceiptIssuersHumanReview = "receiptIssuersHumanReview"
+	ctxReceiptIssuersIndependent = "receiptIssuersIndependentReview"
+	ctxNag                       = "nag"
+	ctxFunctions                 = "functions"
 )
 
 // placeholderURL is used when no base URL is given, so that synth works on a
@@ -67,6 +72,10 @@ func run(appProps *awscdk.AppProps) error {
 	if err != nil {
 		return err
 	}
+	if ctx(ctxReceiptIssuersShared, "") != "" {
+		return fmt.Errorf("infra: context %s is retired (one issuer set let the quality issuer sign human-review receipts): set %s, %s and %s",
+			ctxReceiptIssuersShared, ctxReceiptIssuersQuality, ctxReceiptIssuersHumanReview, ctxReceiptIssuersIndependent)
+	}
 	prefix := ctx(ctxPrefix, "")
 	stackName := ctx(ctxStackName, "Localeflow")
 	props := &LocaleflowStackProps{
@@ -78,8 +87,12 @@ func run(appProps *awscdk.AppProps) error {
 		CMSBaseURL:         ctx(ctxCMSBaseURL, placeholderURL),
 		EvidenceBaseURL:    ctx(ctxEvidenceBaseURL, placeholderURL),
 		AlarmTopicArn:      ctx(ctxAlarmTopicArn, ""),
-		ReceiptIssuers:     ctx(ctxReceiptIssuers, ""),
-		Functions:          fns,
+		ReceiptIssuers: ReceiptIssuers{
+			Quality:           ctx(ctxReceiptIssuersQuality, ""),
+			HumanReview:       ctx(ctxReceiptIssuersHumanReview, ""),
+			IndependentReview: ctx(ctxReceiptIssuersIndependent, ""),
+		},
+		Functions: fns,
 	}
 	stack, err := NewLocaleflowStack(app, stackName, props)
 	if err != nil {
@@ -89,9 +102,9 @@ func run(appProps *awscdk.AppProps) error {
 		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("localeflow:placeholder-url"),
 			jsii.String("cmsBaseUrl/evidenceBaseUrl not set: the functions point at "+placeholderURL+" (fine for synth, not for a deployment)"), nil)
 	}
-	if props.ReceiptIssuers == "" {
+	if props.ReceiptIssuers == (ReceiptIssuers{}) {
 		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("localeflow:no-receipt-issuers"),
-			jsii.String("receiptIssuers not set: the coordinator refuses to start without the evidence issuers' public keys"), nil)
+			jsii.String("receiptIssuersQuality/HumanReview/IndependentReview not set: the coordinator refuses to start without the receipt issuers' public keys"), nil)
 	}
 	if nag {
 		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)

@@ -22,6 +22,10 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 		"deletionProtection": "false",
 		"functions":          `{"coordinator":{"memoryMB":1024}}`,
 		"cmsBaseUrl":         "https://cms.example.com/",
+		// One issuer set per receipt kind.
+		"receiptIssuersQuality":           "qa=" + issuerKey,
+		"receiptIssuersHumanReview":       "desk=" + humanKey,
+		"receiptIssuersIndependentReview": "rv=" + reviewKey,
 	}
 	if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(out)}); err != nil {
 		t.Fatalf("run: %v", err)
@@ -56,6 +60,10 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 				if env[EnvCMSBaseURL] != "https://cms.example.com" || env[EnvEvidenceBaseURL] != placeholderURL {
 					t.Errorf("coordinator URLs %v %v", env[EnvCMSBaseURL], env[EnvEvidenceBaseURL])
 				}
+				if env[EnvReceiptIssuersQuality] != "qa="+issuerKey || env[EnvReceiptIssuersHumanReview] != "desk="+humanKey ||
+					env[EnvReceiptIssuersIndependentReview] != "rv="+reviewKey {
+					t.Errorf("coordinator issuers %v", env)
+				}
 			}
 		}
 	}
@@ -74,6 +82,7 @@ func TestAppRejectsBadContext(t *testing.T) {
 		"nag not bool":                 {"assetDir": assetDir, "nag": "sometimes"},
 		"functions not json":           {"assetDir": assetDir, "functions": "{"},
 		"missing bootstrap":            {"assetDir": t.TempDir()},
+		"retired shared issuers":       {"assetDir": assetDir, "receiptIssuers": "qa=" + issuerKey},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())}); err == nil {

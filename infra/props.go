@@ -33,9 +33,12 @@ const (
 	EnvEvidenceKeySecret    = "LOCALEFLOW_EVIDENCE_KEY_SECRET_ARN"
 	EnvApprovalKeySecret    = "LOCALEFLOW_APPROVAL_KEY_SECRET_ARN"
 	EnvPublicationKeySecret = "LOCALEFLOW_PUBLICATION_KEY_SECRET_ARN"
-	// EnvReceiptIssuers lists the evidence receipt issuers' Ed25519 public
-	// keys ("issuer=<64 hex>,..."), which the coordinator verifies against.
-	EnvReceiptIssuers = "LOCALEFLOW_RECEIPT_ISSUERS"
+	// The receipt issuers' Ed25519 public keys ("issuer=<64 hex>,..."),
+	// one variable per receipt kind: the coordinator trusts each issuer for
+	// its own kind only.
+	EnvReceiptIssuersQuality           = "LOCALEFLOW_RECEIPT_ISSUERS_QUALITY"
+	EnvReceiptIssuersHumanReview       = "LOCALEFLOW_RECEIPT_ISSUERS_HUMAN_REVIEW"
+	EnvReceiptIssuersIndependentReview = "LOCALEFLOW_RECEIPT_ISSUERS_INDEPENDENT_REVIEW"
 )
 
 // The health function publishes its blocked flag as a CloudWatch Embedded
@@ -82,16 +85,26 @@ type LocaleflowStackProps struct {
 	// and of the evidence provider. Required.
 	CMSBaseURL      string
 	EvidenceBaseURL string
-	// ReceiptIssuers are the evidence receipt issuers' Ed25519 public keys,
-	// "issuer=<64 hex>,..." (public, so a plain env var). The coordinator
-	// refuses to start without them; empty leaves the variable unset (synth
+	// ReceiptIssuers are the receipt issuers' Ed25519 public keys per
+	// receipt kind (public, so plain env vars). The coordinator refuses to
+	// start without all three; all empty leaves the variables unset (synth
 	// only).
-	ReceiptIssuers string
+	ReceiptIssuers ReceiptIssuers
 	// AlarmTopicArn, when set, is an existing SNS topic every alarm notifies.
 	AlarmTopicArn string
 	// Functions overrides sizing per function, keyed by topology
 	// Function.Dir ("poller", "coordinator", "health").
 	Functions map[string]FunctionOptions
+}
+
+// ReceiptIssuers lists, per receipt kind, the trusted issuers as
+// "issuer=<64 lowercase hex Ed25519 public key>,...". A key may be trusted
+// for one kind only: the evidence provider's quality key must not be able
+// to sign a human-review receipt.
+type ReceiptIssuers struct {
+	Quality           string
+	HumanReview       string
+	IndependentReview string
 }
 
 // functionConfig is one function with its resolved sizing.
@@ -107,7 +120,7 @@ type stackConfig struct {
 	deletionProtection bool
 	cmsBaseURL         string
 	evidenceBaseURL    string
-	receiptIssuers     string
+	receiptIssuers     ReceiptIssuers
 	alarmTopicArn      string
 	functions          map[string]functionConfig
 	// visibility per queue Logical: the topology value, raised to
@@ -140,7 +153,7 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 	if cfg.evidenceBaseURL, err = baseURL("EvidenceBaseURL", props.EvidenceBaseURL); err != nil {
 		return stackConfig{}, err
 	}
-	if cfg.receiptIssuers, err = issuers(props.ReceiptIssuers); err != nil {
+	if cfg.receiptIssuers, err = receiptIssuers(props.ReceiptIssuers); err != nil {
 		return stackConfig{}, err
 	}
 	if cfg.alarmTopicArn != "" && !validSNSArn(cfg.alarmTopicArn) {
@@ -219,27 +232,61 @@ func baseURL(field, raw string) (string, error) {
 	return strings.TrimRight(raw, "/"), nil
 }
 
-// issuers checks "issuer=<64 hex>,..." and returns it without spaces.
-func issuers(raw string) (string, error) {
-	raw = strings.TrimSpace(raw)
-	if raw == "" {
-		return "", nil
+// receiptIssuers checks the three per-kind issuer lists: all empty (synth
+// only) or all set, each well formed, no key under two kinds.
+func receiptIssuers(r ReceiptIssuers) (ReceiptIssuers, error) {
+	fields := []struct {
+		name string
+		raw  *string
+	}{{"Quality", &r.Quality}, {"HumanReview", &r.HumanReview}, {"IndependentReview", &r.IndependentReview}}
+	set := 0
+	for _, f := range fields {
+		if strings.TrimSpace(*f.raw) != "" {
+			set++
+		}
 	}
+	if set == 0 {
+		return ReceiptIssuers{}, nil
+	}
+	owner := map[string]string{}
+	for _, f := range fields {
+		if strings.TrimSpace(*f.raw) == "" {
+			return ReceiptIssuers{}, fmt.Errorf("infra: ReceiptIssuers.%s is required when any receipt issuers are set (one set per receipt kind)", f.name)
+		}
+		clean, keys, err := issuers("ReceiptIssuers."+f.name, *f.raw)
+		if err != nil {
+			return ReceiptIssuers{}, err
+		}
+		for _, key := range keys {
+			if other, ok := owner[key]; ok && other != f.name {
+				return ReceiptIssuers{}, fmt.Errorf("infra: ReceiptIssuers.%s and ReceiptIssuers.%s share a key: a key may be trusted for one receipt kind only", other, f.name)
+			}
+			owner[key] = f.name
+		}
+		*f.raw = clean
+	}
+	return r, nil
+}
+
+// issuers checks "issuer=<64 hex>,..." and returns it without spaces, with
+// its keys.
+func issuers(field, raw string) (string, []string, error) {
 	seen := map[string]bool{}
-	var out []string
-	for _, part := range strings.Split(raw, ",") {
+	var out, keys []string
+	for _, part := range strings.Split(strings.TrimSpace(raw), ",") {
 		name, key, ok := strings.Cut(strings.TrimSpace(part), "=")
 		b, err := hex.DecodeString(key)
 		if !ok || !core.ValidToken(name) || err != nil || len(b) != ed25519.PublicKeySize || key != strings.ToLower(key) {
-			return "", fmt.Errorf("infra: ReceiptIssuers entry %q is not issuer=<64 lowercase hex digits>", name)
+			return "", nil, fmt.Errorf("infra: %s entry %q is not issuer=<64 lowercase hex digits>", field, name)
 		}
 		if seen[name] {
-			return "", fmt.Errorf("infra: ReceiptIssuers repeats issuer %q", name)
+			return "", nil, fmt.Errorf("infra: %s repeats issuer %q", field, name)
 		}
 		seen[name] = true
 		out = append(out, name+"="+key)
+		keys = append(keys, key)
 	}
-	return strings.Join(out, ","), nil
+	return strings.Join(out, ","), keys, nil
 }
 
 func validSNSArn(arn string) bool {

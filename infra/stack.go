@@ -289,8 +289,10 @@ func (b *builder) env(dir string) map[string]*string {
 		env[EnvReleaseQueueURL] = b.queues[topo.RelQueue.Logical].QueueUrl()
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
 		env[EnvEvidenceBaseURL] = jsii.String(b.cfg.evidenceBaseURL)
-		if b.cfg.receiptIssuers != "" {
-			env[EnvReceiptIssuers] = jsii.String(b.cfg.receiptIssuers)
+		if r := b.cfg.receiptIssuers; r.Quality != "" {
+			env[EnvReceiptIssuersQuality] = jsii.String(r.Quality)
+			env[EnvReceiptIssuersHumanReview] = jsii.String(r.HumanReview)
+			env[EnvReceiptIssuersIndependentReview] = jsii.String(r.IndependentReview)
 		}
 	case "health":
 		env[EnvMonitorTable] = b.tables[topo.Monitor.Logical].TableName()

@@ -96,7 +96,9 @@ func TestFunctionEnvironment(t *testing.T) {
 			EnvCMSBaseURL: "https://cms.example.com", EnvEvidenceBaseURL: "https://evidence.example.com/api",
 			EnvCMSKeySecret: ref("CMSKeySecret"), EnvEventKeySecret: ref("EventKeySecret"), EnvEvidenceKeySecret: ref("EvidenceKeySecret"),
 			EnvApprovalKeySecret: ref("ApprovalKeySecret"), EnvPublicationKeySecret: ref("PublicationKeySecret"),
-			EnvReceiptIssuers: "qa-vendor=" + issuerKey + ",reviewer=" + strings.Repeat("ab", 32),
+			EnvReceiptIssuersQuality:           "qa-vendor=" + issuerKey + ",qa-backup=" + strings.Repeat("ab", 32),
+			EnvReceiptIssuersHumanReview:       "review-desk=" + humanKey,
+			EnvReceiptIssuersIndependentReview: "review-beta=" + reviewKey,
 		},
 		"health": {EnvMonitorTable: monitor, EnvReleaseTable: release, EnvEventBus: bus},
 	}
@@ -590,11 +592,16 @@ func TestInvalidPropsRejected(t *testing.T) {
 		{"negative reserved", func(p *LocaleflowStackProps) {
 			p.Functions = map[string]FunctionOptions{"coordinator": {ReservedConcurrency: -1}}
 		}, "reserved"},
-		{"issuer key too short", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "qa=abcd" }, "ReceiptIssuers"},
-		{"issuer key uppercase", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "qa=" + strings.ToUpper(issuerKey) }, "ReceiptIssuers"},
-		{"issuer without key", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "qa" }, "ReceiptIssuers"},
-		{"issuer bad name", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "q a=" + issuerKey }, "ReceiptIssuers"},
-		{"issuer repeated", func(p *LocaleflowStackProps) { p.ReceiptIssuers = "qa=" + issuerKey + ",qa=" + issuerKey }, "repeats"},
+		{"issuer key too short", func(p *LocaleflowStackProps) { p.ReceiptIssuers.Quality = "qa=abcd" }, "ReceiptIssuers.Quality"},
+		{"issuer key uppercase", func(p *LocaleflowStackProps) { p.ReceiptIssuers.HumanReview = "qa=" + strings.ToUpper(humanKey) }, "ReceiptIssuers.HumanReview"},
+		{"issuer without key", func(p *LocaleflowStackProps) { p.ReceiptIssuers.IndependentReview = "qa" }, "ReceiptIssuers.IndependentReview"},
+		{"issuer bad name", func(p *LocaleflowStackProps) { p.ReceiptIssuers.Quality = "q a=" + issuerKey }, "ReceiptIssuers.Quality"},
+		{"issuer repeated", func(p *LocaleflowStackProps) { p.ReceiptIssuers.Quality = "qa=" + issuerKey + ",qa=" + issuerKey }, "repeats"},
+		{"human review issuers missing", func(p *LocaleflowStackProps) { p.ReceiptIssuers.HumanReview = "" }, "ReceiptIssuers.HumanReview is required"},
+		{"quality key trusted for human review", func(p *LocaleflowStackProps) { p.ReceiptIssuers.HumanReview = "desk=" + issuerKey }, "share a key"},
+		{"human key trusted for independent review", func(p *LocaleflowStackProps) {
+			p.ReceiptIssuers.IndependentReview = "rv=" + humanKey
+		}, "share a key"},
 		{"bad alarm topic", func(p *LocaleflowStackProps) { p.AlarmTopicArn = "arn:aws:sqs:eu-west-1:1:q" }, "SNS"},
 	}
 	for _, tt := range tests {
@@ -644,10 +651,12 @@ func TestParseFunctionOptions(t *testing.T) {
 
 func TestReceiptIssuersUnsetLeavesVariableOut(t *testing.T) {
 	props := testProps()
-	props.ReceiptIssuers = ""
+	props.ReceiptIssuers = ReceiptIssuers{}
 	s := synth(t, props)
 	env := s.props(t, "AWS::Lambda::Function", "CoordinatorFunction")["Environment"].(map[string]any)["Variables"].(map[string]any)
-	if v, ok := env[EnvReceiptIssuers]; ok {
-		t.Errorf("%s = %v without issuers", EnvReceiptIssuers, v)
+	for _, name := range []string{EnvReceiptIssuersQuality, EnvReceiptIssuersHumanReview, EnvReceiptIssuersIndependentReview, "LOCALEFLOW_RECEIPT_ISSUERS"} {
+		if v, ok := env[name]; ok {
+			t.Errorf("%s = %v without issuers", name, v)
+		}
 	}
 }

@@ -19,12 +19,15 @@ import (
 type keys struct {
 	CMS, Event, Evidence          []byte // HMAC
 	ApprovalSeed, PublicationSeed []byte // Ed25519 seeds (localeflow's authorities)
-	IssuerSeed                    []byte // Ed25519 seed of the evidence provider
+	// Ed25519 seeds of the evidence provider's receipt issuers, one per
+	// receipt kind: the coordinator trusts each for its own kind only, so
+	// the legal-text change needs a receipt from the human-review issuer.
+	IssuerSeed, HumanIssuerSeed, ReviewIssuerSeed []byte
 }
 
 func newKeys() (keys, error) {
 	k := keys{}
-	for _, p := range []*[]byte{&k.CMS, &k.Event, &k.Evidence, &k.ApprovalSeed, &k.PublicationSeed, &k.IssuerSeed} {
+	for _, p := range []*[]byte{&k.CMS, &k.Event, &k.Evidence, &k.ApprovalSeed, &k.PublicationSeed, &k.IssuerSeed, &k.HumanIssuerSeed, &k.ReviewIssuerSeed} {
 		*p = make([]byte, 32)
 		if _, err := rand.Read(*p); err != nil {
 			return keys{}, fmt.Errorf("keys: %w", err)
@@ -64,7 +67,11 @@ func startServers(k keys, cmsFaults, evFaults reference.Faults) (*servers, error
 	}
 	s.closers = append(s.closers, func() { _ = cs.Close() })
 	s.CMSURL = cs.URL
-	s.Evidence, err = reference.NewEvidence(reference.EvidenceConfig{Key: k.Evidence, Issuer: "evidence-local", IssuerSeed: k.IssuerSeed, Faults: evFaults})
+	s.Evidence, err = reference.NewEvidence(reference.EvidenceConfig{
+		Key: k.Evidence, Issuer: "evidence-local", IssuerSeed: k.IssuerSeed,
+		HumanIssuer: "human-review-local", HumanIssuerSeed: k.HumanIssuerSeed,
+		ReviewIssuer: "independent-review-local", ReviewIssuerSeed: k.ReviewIssuerSeed, Faults: evFaults,
+	})
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -98,9 +105,9 @@ type function struct {
 
 // functionEnv returns each function's environment (LOCALEFLOW_*, local
 // keys as hex; the AWS endpoints are inherited from the stack).
-func functionEnv(names resourceNames, k keys, s *servers, issuers string) map[string][]string {
+func functionEnv(names resourceNames, k keys, s *servers, issuers reference.ReceiptIssuers) map[string][]string {
 	hx := hex.EncodeToString
-	return map[string][]string{
+	env := map[string][]string{
 		"poller": {
 			"LOCALEFLOW_MONITOR_TABLE=" + names.MonitorTable, "LOCALEFLOW_POLL_QUEUE_URL=" + names.PollQueueURL,
 			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL, "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS),
@@ -111,7 +118,6 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers string) map[st
 		"coordinator": {
 			"LOCALEFLOW_RELEASE_TABLE=" + names.ReleaseTable, "LOCALEFLOW_RELEASE_QUEUE_URL=" + names.ReleaseQueueURL,
 			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_EVIDENCE_BASE_URL=" + s.EvidenceURL, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL,
-			"LOCALEFLOW_RECEIPT_ISSUERS=" + issuers,
 			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event), "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS), "LOCALEFLOW_EVIDENCE_KEY_HEX=" + hx(k.Evidence),
 			"LOCALEFLOW_APPROVAL_KEY_HEX=" + hx(k.ApprovalSeed), "LOCALEFLOW_PUBLICATION_KEY_HEX=" + hx(k.PublicationSeed),
 			"LOCALEFLOW_EVIDENCE_TIMEOUT=5s", "LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_EVIDENCE_LEASE=30s",
@@ -121,6 +127,9 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers string) map[st
 			"LOCALEFLOW_EVENT_BUS=" + names.Bus,
 		},
 	}
+	// One trusted issuer set per receipt kind.
+	env["coordinator"] = append(env["coordinator"], issuers.Env()...)
+	return env
 }
 
 // resourceNames are what the functions need from the created resources.

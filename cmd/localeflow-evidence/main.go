@@ -7,10 +7,14 @@
 //	localeflow-evidence -addr 127.0.0.1:8481 -issuer evidence-local \
 //	  -latency 50ms -failure-rate 0.05
 //
-// Keys: -key-hex or LOCALEFLOW_EVIDENCE_KEY_HEX (HMAC), -issuer-seed-hex
-// or LOCALEFLOW_ISSUER_SEED_HEX (Ed25519 seed, 32 bytes). The ready line
-// carries the LOCALEFLOW_RECEIPT_ISSUERS value the coordinator needs. It
-// stops on SIGINT/SIGTERM.
+// Keys: -key-hex or LOCALEFLOW_EVIDENCE_KEY_HEX (HMAC), and one Ed25519
+// seed (32 bytes hex) per receipt kind, all different: -issuer-seed-hex or
+// LOCALEFLOW_ISSUER_SEED_HEX (quality), -human-issuer-seed-hex or
+// LOCALEFLOW_HUMAN_ISSUER_SEED_HEX (human review), -review-issuer-seed-hex
+// or LOCALEFLOW_REVIEW_ISSUER_SEED_HEX (independent model review). The
+// ready line carries the coordinator's LOCALEFLOW_RECEIPT_ISSUERS_QUALITY,
+// _HUMAN_REVIEW and _INDEPENDENT_REVIEW values. It stops on
+// SIGINT/SIGTERM.
 package main
 
 import (
@@ -24,8 +28,12 @@ func main() { reference.Main("localeflow-evidence", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	cmd := reference.NewCommand("localeflow-evidence", "reference evidence provider", "127.0.0.1:8481", "LOCALEFLOW_EVIDENCE_KEY_HEX")
-	issuer := cmd.Flags.String("issuer", "evidence-local", "receipt issuer id")
-	seedHex := cmd.Flags.String("issuer-seed-hex", "", "issuer Ed25519 seed, 32 bytes hex (default $LOCALEFLOW_ISSUER_SEED_HEX)")
+	issuer := cmd.Flags.String("issuer", "evidence-local", "quality receipt issuer id")
+	seedHex := cmd.Flags.String("issuer-seed-hex", "", "quality issuer Ed25519 seed, 32 bytes hex (default $LOCALEFLOW_ISSUER_SEED_HEX)")
+	humanIssuer := cmd.Flags.String("human-issuer", "human-review-local", "human-review receipt issuer id")
+	humanSeedHex := cmd.Flags.String("human-issuer-seed-hex", "", "human-review issuer Ed25519 seed, 32 bytes hex (default $LOCALEFLOW_HUMAN_ISSUER_SEED_HEX)")
+	reviewIssuer := cmd.Flags.String("review-issuer", "independent-review-local", "independent-review receipt issuer id")
+	reviewSeedHex := cmd.Flags.String("review-issuer-seed-hex", "", "independent-review issuer Ed25519 seed, 32 bytes hex (default $LOCALEFLOW_REVIEW_ISSUER_SEED_HEX)")
 	reviewer := cmd.Flags.String("reviewer", "review-beta", "provider id of the independent model reviewer")
 	key, err := cmd.Parse(args, getenv)
 	if err != nil {
@@ -35,12 +43,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	ev, err := reference.NewEvidence(reference.EvidenceConfig{Key: key, Issuer: *issuer, IssuerSeed: seed, Reviewer: *reviewer, Faults: cmd.Faults})
+	humanSeed, err := reference.HexKey(*humanSeedHex, "LOCALEFLOW_HUMAN_ISSUER_SEED_HEX", getenv, 32)
+	if err != nil {
+		return err
+	}
+	reviewSeed, err := reference.HexKey(*reviewSeedHex, "LOCALEFLOW_REVIEW_ISSUER_SEED_HEX", getenv, 32)
+	if err != nil {
+		return err
+	}
+	ev, err := reference.NewEvidence(reference.EvidenceConfig{
+		Key: key, Issuer: *issuer, IssuerSeed: seed, HumanIssuer: *humanIssuer, HumanIssuerSeed: humanSeed,
+		ReviewIssuer: *reviewIssuer, ReviewIssuerSeed: reviewSeed, Reviewer: *reviewer, Faults: cmd.Faults,
+	})
 	if err != nil {
 		return err
 	}
 	defer ev.Close()
-	return cmd.Serve(ctx, ev, out, []any{"receipt_issuers", ev.Issuers()}, func() []any {
+	iss := ev.Issuers()
+	ready := []any{"receipt_issuers_quality", iss.Quality, "receipt_issuers_human_review", iss.HumanReview, "receipt_issuers_independent_review", iss.IndependentReview}
+	return cmd.Serve(ctx, ev, out, ready, func() []any {
 		st := ev.Stats()
 		return []any{"requests", st.Requests, "rejected", st.Rejected, "injected_failures", st.Injected}
 	})

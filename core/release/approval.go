@@ -82,14 +82,15 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 	if in.ttl <= 0 {
 		return nil, core.Fail(CodeApprovalTTLInvalid)
 	}
-	verify := func(v Verifier, receipt string) error {
-		return guarded(ctx, c.Guard, c.Config.EvidenceLease, func() error {
+	verify := func(v Verifier, receipt string) (p ReceiptPayload, err error) {
+		err = guarded(ctx, c.Guard, c.Config.EvidenceLease, func() error {
 			if v == nil {
 				return core.Fail("verifier.missing")
 			}
-			_, err := v.Verify(receipt, in.requestID, in.resultSHA, in.now)
+			p, err = v.Verify(receipt, in.requestID, in.resultSHA, in.now)
 			return err
 		})
+		return p, err
 	}
 	payload := ApprovalPayload{
 		Schema: ApprovalSchema, EventID: in.plan.Event.EventID, SiteID: in.plan.Event.SiteID,
@@ -98,18 +99,22 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		QualityReceiptSHA256: core.SHA256Hex([]byte(in.evidence.QualityReceipt)),
 		ApprovedAtMS:         core.Millis(in.now), ExpiresAtMS: core.Millis(in.now.Add(in.ttl)),
 	}
-	if err := verify(c.Verifiers.Quality, in.evidence.QualityReceipt); err != nil {
+	if _, err := verify(c.Verifiers.Quality, in.evidence.QualityReceipt); err != nil {
 		return nil, releaseError(err)
 	}
 	if in.evidence.HumanReviewReceipt != "" {
-		if err := verify(c.Verifiers.HumanReview, in.evidence.HumanReviewReceipt); err != nil {
+		if _, err := verify(c.Verifiers.HumanReview, in.evidence.HumanReviewReceipt); err != nil {
 			return nil, releaseError(err)
 		}
 		payload.HumanReviewReceiptSHA256 = core.SHA256Hex([]byte(in.evidence.HumanReviewReceipt))
 	}
 	if r := in.evidence.IndependentReview; r != nil {
-		if err := verify(c.Verifiers.IndependentReview, r.Receipt); err != nil {
+		signed, err := verify(c.Verifiers.IndependentReview, r.Receipt)
+		if err != nil {
 			return nil, releaseError(err)
+		}
+		if err := boundReviewer(signed.ReviewerID, r.Provider.ID, in.result.Provider.ID); err != nil {
+			return nil, err
 		}
 		h, err := core.HashCanonical(r)
 		if err != nil {
@@ -150,6 +155,21 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 	}
 	snap.Approvals[rec.JobID] = &rec
 	return &rec, nil
+}
+
+// boundReviewer checks the reviewer named inside the signed independent
+// review receipt: it must not be the translator (the evidence policy's
+// not_independent) and must be the reviewer the response claims
+// (provider.invalid otherwise). The response's own claim is checked
+// against the translator earlier, but only the receipt is signed.
+func boundReviewer(signed, claimed, translator string) error {
+	if signed == translator {
+		return core.Fail(CodeIndependentNotIndependent)
+	}
+	if signed != claimed {
+		return core.Fail(CodeIndependentProvider)
+	}
+	return nil
 }
 
 func releaseError(err error) error {

@@ -20,6 +20,7 @@ const (
 const (
 	CodeReceiptMalformed       = "receipt.malformed"
 	CodeReceiptIssuerUnknown   = "receipt.issuer_unknown"
+	CodeReceiptIssuerUntrusted = "receipt.issuer_untrusted"
 	CodeReceiptSignature       = "receipt.signature_invalid"
 	CodeReceiptKindMismatch    = "receipt.kind_mismatch"
 	CodeReceiptBindingMismatch = "receipt.binding_mismatch"
@@ -38,6 +39,10 @@ type ReceiptPayload struct {
 	ResultSHA256 string `json:"result_sha256"`
 	IssuedAtMS   int64  `json:"issued_at_ms"`
 	ExpiresAtMS  int64  `json:"expires_at_ms"`
+	// ReviewerID is the independent reviewer's provider id. It is present
+	// in (and only in) independent_model_review receipts, so the reviewer
+	// is a signed fact rather than a claim of the evidence response.
+	ReviewerID string `json:"reviewer_id,omitempty"`
 }
 
 // Verifier checks one receipt against the request and result it must be
@@ -46,11 +51,15 @@ type Verifier interface {
 	Verify(receipt, requestID, resultSHA256 string, now time.Time) (ReceiptPayload, error)
 }
 
-// ReceiptVerifier verifies receipts of one kind with the issuers' Ed25519
-// public keys.
+// ReceiptVerifier verifies receipts of one kind with the Ed25519 public
+// keys of the issuers trusted for that kind.
 type ReceiptVerifier struct {
 	Kind    string
 	Issuers map[string]ed25519.PublicKey
+	// OtherKinds names issuers trusted for other kinds only. A receipt
+	// from one of them is receipt.issuer_untrusted (a known issuer minting
+	// a kind it may not) rather than receipt.issuer_unknown. Optional.
+	OtherKinds map[string]bool
 }
 
 var _ Verifier = ReceiptVerifier{}
@@ -68,6 +77,9 @@ func (v ReceiptVerifier) Verify(receipt, requestID, resultSHA256 string, now tim
 	}
 	key, ok := v.Issuers[p.Issuer]
 	if !ok {
+		if v.OtherKinds[p.Issuer] {
+			return ReceiptPayload{}, core.Fail(CodeReceiptIssuerUntrusted)
+		}
 		return ReceiptPayload{}, core.Fail(CodeReceiptIssuerUnknown)
 	}
 	if _, err := signing.OpenReceipt(key, receipt); err != nil {
@@ -91,13 +103,21 @@ func (v ReceiptVerifier) Verify(receipt, requestID, resultSHA256 string, now tim
 
 func parseReceiptPayload(raw []byte) (ReceiptPayload, error) {
 	const code = CodeReceiptMalformed
-	f, err := object(raw, code, []string{"kind", "issuer", "request_id", "result_sha256", "issued_at_ms", "expires_at_ms"})
+	f, err := object(raw, code, []string{"kind", "issuer", "request_id", "result_sha256", "issued_at_ms", "expires_at_ms"}, "reviewer_id")
 	if err != nil {
 		return ReceiptPayload{}, err
 	}
 	var p ReceiptPayload
 	if p.Kind, err = f.str("kind", code); err != nil {
 		return ReceiptPayload{}, err
+	}
+	switch {
+	case p.Kind == KindIndependentModelReview:
+		if p.ReviewerID, err = f.token("reviewer_id", code); err != nil {
+			return ReceiptPayload{}, err
+		}
+	case f.has("reviewer_id"):
+		return ReceiptPayload{}, core.Fail(code)
 	}
 	if p.Issuer, err = f.token("issuer", code); err != nil {
 		return ReceiptPayload{}, err
@@ -118,4 +138,72 @@ func parseReceiptPayload(raw []byte) (ReceiptPayload, error) {
 		return ReceiptPayload{}, core.Fail(code)
 	}
 	return p, nil
+}
+
+// TrustedIssuers are the receipt issuers' Ed25519 public keys, one set per
+// receipt kind: a key trusted for quality receipts must not be able to
+// mint a human-review receipt.
+type TrustedIssuers struct {
+	Quality           map[string]ed25519.PublicKey
+	HumanReview       map[string]ed25519.PublicKey
+	IndependentReview map[string]ed25519.PublicKey
+}
+
+// Receipt issuer configuration codes.
+const (
+	CodeIssuersMissing    = "release.receipt_issuers.missing"
+	CodeIssuersKeyInvalid = "release.receipt_issuers.key_invalid"
+	CodeIssuersKeyShared  = "release.receipt_issuers.key_shared"
+)
+
+// Validate refuses a kind without issuers, a malformed key, and one key
+// trusted for two kinds (the key's holder could then mint either kind).
+func (t TrustedIssuers) Validate() error {
+	owner := map[string]string{}
+	for _, set := range t.byKind() {
+		if len(set.issuers) == 0 {
+			return core.Fail(CodeIssuersMissing)
+		}
+		for _, key := range set.issuers {
+			if len(key) != ed25519.PublicKeySize {
+				return core.Fail(CodeIssuersKeyInvalid)
+			}
+			if kind, ok := owner[string(key)]; ok && kind != set.kind {
+				return core.Fail(CodeIssuersKeyShared)
+			}
+			owner[string(key)] = set.kind
+		}
+	}
+	return nil
+}
+
+type kindIssuers struct {
+	kind    string
+	issuers map[string]ed25519.PublicKey
+}
+
+func (t TrustedIssuers) byKind() []kindIssuers {
+	return []kindIssuers{
+		{KindQuality, t.Quality}, {KindHumanReview, t.HumanReview}, {KindIndependentModelReview, t.IndependentReview},
+	}
+}
+
+// Verifiers returns one verifier per kind, each trusting only its own
+// kind's issuers and naming the others' so that their receipts are
+// refused as receipt.issuer_untrusted.
+func (t TrustedIssuers) Verifiers() Verifiers {
+	all := t.byKind()
+	v := make([]ReceiptVerifier, len(all))
+	for i, set := range all {
+		others := map[string]bool{}
+		for j, other := range all {
+			for name := range other.issuers {
+				if j != i {
+					others[name] = true
+				}
+			}
+		}
+		v[i] = ReceiptVerifier{Kind: set.kind, Issuers: set.issuers, OtherKinds: others}
+	}
+	return Verifiers{Quality: v[0], HumanReview: v[1], IndependentReview: v[2]}
 }

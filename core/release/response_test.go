@@ -165,6 +165,9 @@ func TestReceiptVerifier(t *testing.T) {
 	other.IssuerKey[0] ^= 1 // a different seed, same issuer name
 	unknown := fx
 	unknown.Issuer = "somebody"
+	// The quality issuer signing a human-review payload: known, valid
+	// signature, but not the kind this verifier checks.
+	qualityOnly := releasetest.Fixture{Issuer: fx.Issuer, IssuerKey: fx.IssuerKey}
 	tests := []struct {
 		name    string
 		receipt string
@@ -176,7 +179,8 @@ func TestReceiptVerifier(t *testing.T) {
 		{"payload not receipt", "v1.e30.AAAA", t0, release.CodeReceiptMalformed},
 		{"unknown issuer", unknown.Receipt(release.KindQuality, req.RequestID, req.ResultSHA256, t0, time.Hour), t0, release.CodeReceiptIssuerUnknown},
 		{"wrong key", other.Receipt(release.KindQuality, req.RequestID, req.ResultSHA256, t0, time.Hour), t0, release.CodeReceiptSignature},
-		{"wrong kind", fx.Receipt(release.KindHumanReview, req.RequestID, req.ResultSHA256, t0, time.Hour), t0, release.CodeReceiptKindMismatch},
+		{"wrong kind", qualityOnly.Receipt(release.KindHumanReview, req.RequestID, req.ResultSHA256, t0, time.Hour), t0, release.CodeReceiptKindMismatch},
+		{"other kind's issuer", fx.Receipt(release.KindHumanReview, req.RequestID, req.ResultSHA256, t0, time.Hour), t0, release.CodeReceiptIssuerUntrusted},
 		{"other request", fx.Receipt(release.KindQuality, "blun-l10n-evidence-x", req.ResultSHA256, t0, time.Hour), t0, release.CodeReceiptBindingMismatch},
 		{"other result", fx.Receipt(release.KindQuality, req.RequestID, strings.Repeat("0", 64), t0, time.Hour), t0, release.CodeReceiptBindingMismatch},
 		{"expired", good, t0.Add(time.Hour), release.CodeReceiptExpired},

@@ -21,22 +21,27 @@ import (
 // Secrets Manager secret (…_SECRET_ARN, deployed) or from hex in the
 // environment (…_HEX, local use only); exactly one of the two.
 const (
-	envReleaseTable     = "LOCALEFLOW_RELEASE_TABLE"
-	envReleaseQueueURL  = "LOCALEFLOW_RELEASE_QUEUE_URL"
-	envEventBus         = "LOCALEFLOW_EVENT_BUS"
-	envEvidenceBaseURL  = "LOCALEFLOW_EVIDENCE_BASE_URL"
-	envCMSBaseURL       = "LOCALEFLOW_CMS_BASE_URL"
-	envReceiptIssuers   = "LOCALEFLOW_RECEIPT_ISSUERS"
-	envRevision         = "LOCALEFLOW_EVIDENCE_REVISION"
-	envWorkerID         = "LOCALEFLOW_WORKER_ID"
-	envEvidenceLease    = "LOCALEFLOW_EVIDENCE_LEASE"
-	envEvidenceAttempts = "LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS"
-	envEvidenceTimeout  = "LOCALEFLOW_EVIDENCE_TIMEOUT"
-	envCMSTimeout       = "LOCALEFLOW_CMS_TIMEOUT"
-	envApprovalTTL      = "LOCALEFLOW_APPROVAL_TTL"
-	envDeliveryAttempts = "LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"
-	envMargin           = "LOCALEFLOW_DEADLINE_MARGIN"
-	envLogLevel         = "LOCALEFLOW_LOG_LEVEL"
+	envReleaseTable    = "LOCALEFLOW_RELEASE_TABLE"
+	envReleaseQueueURL = "LOCALEFLOW_RELEASE_QUEUE_URL"
+	envEventBus        = "LOCALEFLOW_EVENT_BUS"
+	envEvidenceBaseURL = "LOCALEFLOW_EVIDENCE_BASE_URL"
+	envCMSBaseURL      = "LOCALEFLOW_CMS_BASE_URL"
+	// envReceiptIssuersShared is the retired single issuer set for all
+	// receipt kinds; it is refused (see loadIssuers).
+	envReceiptIssuersShared = "LOCALEFLOW_RECEIPT_ISSUERS"
+	envIssuersQuality       = "LOCALEFLOW_RECEIPT_ISSUERS_QUALITY"
+	envIssuersHumanReview   = "LOCALEFLOW_RECEIPT_ISSUERS_HUMAN_REVIEW"
+	envIssuersIndependent   = "LOCALEFLOW_RECEIPT_ISSUERS_INDEPENDENT_REVIEW"
+	envRevision             = "LOCALEFLOW_EVIDENCE_REVISION"
+	envWorkerID             = "LOCALEFLOW_WORKER_ID"
+	envEvidenceLease        = "LOCALEFLOW_EVIDENCE_LEASE"
+	envEvidenceAttempts     = "LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS"
+	envEvidenceTimeout      = "LOCALEFLOW_EVIDENCE_TIMEOUT"
+	envCMSTimeout           = "LOCALEFLOW_CMS_TIMEOUT"
+	envApprovalTTL          = "LOCALEFLOW_APPROVAL_TTL"
+	envDeliveryAttempts     = "LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"
+	envMargin               = "LOCALEFLOW_DEADLINE_MARGIN"
+	envLogLevel             = "LOCALEFLOW_LOG_LEVEL"
 )
 
 // Key names: LOCALEFLOW_<NAME>_KEY_SECRET_ARN / LOCALEFLOW_<NAME>_KEY_HEX.
@@ -70,7 +75,7 @@ type config struct {
 	EvidenceBaseURL string
 	CMSBaseURL      string
 	Keys            map[string]secretkey.Source
-	Issuers         map[string]ed25519.PublicKey
+	Issuers         release.TrustedIssuers
 	Release         release.Config
 	EvidenceTimeout time.Duration
 	CMSTimeout      time.Duration
@@ -113,7 +118,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.LogLevel = env.Level(envLogLevel)
 	errs := []error{env.Err()}
 	c.Release.DeliveryLease = c.Release.EvidenceLease
-	issuers, err := parseIssuers(env.String(envReceiptIssuers))
+	issuers, err := loadIssuers(env)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -124,22 +129,54 @@ func loadConfig(getenv func(string) string) (config, error) {
 	return c, c.validate()
 }
 
-// parseIssuers reads "issuer=hexkey,issuer2=hexkey2" (Ed25519 public keys).
-func parseIssuers(s string) (map[string]ed25519.PublicKey, error) {
+// loadIssuers reads one trusted issuer set per receipt kind. The retired
+// shared variable is refused even next to the per-kind ones: it gave the
+// quality key the power to sign human-review receipts, and a deployment
+// still setting it would believe a rule is in force that is not. A key
+// may be trusted for one kind only.
+func loadIssuers(env *envvar.Reader) (release.TrustedIssuers, error) {
+	if env.String(envReceiptIssuersShared) != "" {
+		return release.TrustedIssuers{}, fmt.Errorf("%s is no longer read (one issuer set for every receipt kind let the quality issuer sign human-review receipts): "+
+			"split it into %s, %s and %s", envReceiptIssuersShared, envIssuersQuality, envIssuersHumanReview, envIssuersIndependent)
+	}
+	var t release.TrustedIssuers
+	var errs []error
+	for _, kind := range []struct {
+		name string
+		set  *map[string]ed25519.PublicKey
+	}{{envIssuersQuality, &t.Quality}, {envIssuersHumanReview, &t.HumanReview}, {envIssuersIndependent, &t.IndependentReview}} {
+		set, err := parseIssuers(kind.name, env.String(kind.name))
+		if err != nil {
+			errs = append(errs, err)
+		}
+		*kind.set = set
+	}
+	if err := errors.Join(errs...); err != nil {
+		return release.TrustedIssuers{}, err
+	}
+	if err := t.Validate(); err != nil {
+		return release.TrustedIssuers{}, fmt.Errorf("%s, %s and %s must not share a key: %w", envIssuersQuality, envIssuersHumanReview, envIssuersIndependent, err)
+	}
+	return t, nil
+}
+
+// parseIssuers reads "issuer=hexkey,issuer2=hexkey2" (Ed25519 public keys)
+// from the variable name.
+func parseIssuers(name, s string) (map[string]ed25519.PublicKey, error) {
 	out := map[string]ed25519.PublicKey{}
 	if s == "" {
-		return nil, fmt.Errorf("%s is required (issuer=hex public key, comma separated)", envReceiptIssuers)
+		return nil, fmt.Errorf("%s is required (issuer=hex public key, comma separated)", name)
 	}
 	for _, part := range strings.Split(s, ",") {
-		name, keyHex, ok := strings.Cut(strings.TrimSpace(part), "=")
+		issuer, keyHex, ok := strings.Cut(strings.TrimSpace(part), "=")
 		key, err := hex.DecodeString(keyHex)
-		if !ok || !core.ValidToken(name) || err != nil || len(key) != ed25519.PublicKeySize {
-			return nil, fmt.Errorf("%s: entry %q is not issuer=<64 hex digits>", envReceiptIssuers, name)
+		if !ok || !core.ValidToken(issuer) || err != nil || len(key) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("%s: entry %q is not issuer=<64 hex digits>", name, issuer)
 		}
-		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("%s: issuer %q repeated", envReceiptIssuers, name)
+		if _, dup := out[issuer]; dup {
+			return nil, fmt.Errorf("%s: issuer %q repeated", name, issuer)
 		}
-		out[name] = ed25519.PublicKey(key)
+		out[issuer] = ed25519.PublicKey(key)
 	}
 	return out, nil
 }

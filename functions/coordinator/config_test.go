@@ -7,12 +7,22 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
+
+// issuerEnv is the issuer variable value trusting the fixture's issuer of
+// kind.
+func issuerEnv(fx releasetest.Fixture, kind string) string {
+	name, key := fx.IssuerFor(kind)
+	return name + "=" + hex.EncodeToString(key.Public().(ed25519.PublicKey))
+}
 
 func baseEnv() map[string]string {
 	fx := releasetest.NewFixture()
@@ -22,7 +32,9 @@ func baseEnv() map[string]string {
 		envEventBus:                      "t-bus",
 		envEvidenceBaseURL:               "http://127.0.0.1:9001",
 		envCMSBaseURL:                    "http://127.0.0.1:9002",
-		envReceiptIssuers:                fx.Issuer + "=" + hex.EncodeToString(fx.IssuerKey.Public().(ed25519.PublicKey)),
+		envIssuersQuality:                issuerEnv(fx, release.KindQuality),
+		envIssuersHumanReview:            issuerEnv(fx, release.KindHumanReview),
+		envIssuersIndependent:            issuerEnv(fx, release.KindIndependentModelReview),
 		"LOCALEFLOW_EVENT_KEY_HEX":       hex.EncodeToString(fx.EventKey),
 		"LOCALEFLOW_CMS_KEY_HEX":         hex.EncodeToString([]byte("cms-key-0123456789")),
 		"LOCALEFLOW_EVIDENCE_KEY_HEX":    hex.EncodeToString([]byte("evidence-key-0123456789")),
@@ -45,8 +57,14 @@ func TestLoadConfig(t *testing.T) {
 		{"secret not arn", map[string]string{"LOCALEFLOW_CMS_KEY_HEX": "", "LOCALEFLOW_CMS_KEY_SECRET_ARN": "name"}, "must be an ARN"},
 		{"short hmac key", map[string]string{"LOCALEFLOW_EVIDENCE_KEY_HEX": "abcd"}, "at least 16 bytes"},
 		{"bad ed25519 key", map[string]string{"LOCALEFLOW_APPROVAL_KEY_HEX": strings.Repeat("ab", 20)}, "Ed25519"},
-		{"no issuers", map[string]string{envReceiptIssuers: ""}, envReceiptIssuers},
-		{"bad issuer", map[string]string{envReceiptIssuers: "x=zz"}, envReceiptIssuers},
+		{"no quality issuers", map[string]string{envIssuersQuality: ""}, envIssuersQuality},
+		{"no human review issuers", map[string]string{envIssuersHumanReview: ""}, envIssuersHumanReview},
+		{"no independent review issuers", map[string]string{envIssuersIndependent: ""}, envIssuersIndependent},
+		{"bad issuer", map[string]string{envIssuersHumanReview: "x=zz"}, envIssuersHumanReview},
+		{"repeated issuer", map[string]string{envIssuersQuality: issuerEnv(releasetest.NewFixture(), release.KindQuality) + "," + issuerEnv(releasetest.NewFixture(), release.KindQuality)}, "repeated"},
+		{"quality key trusted for human review", map[string]string{envIssuersHumanReview: "desk=" + strings.Split(issuerEnv(releasetest.NewFixture(), release.KindQuality), "=")[1]}, release.CodeIssuersKeyShared},
+		{"retired shared issuers alone", map[string]string{envReceiptIssuersShared: issuerEnv(releasetest.NewFixture(), release.KindQuality), envIssuersQuality: "", envIssuersHumanReview: "", envIssuersIndependent: ""}, "split it into " + envIssuersQuality},
+		{"retired shared issuers beside the new ones", map[string]string{envReceiptIssuersShared: issuerEnv(releasetest.NewFixture(), release.KindQuality)}, envReceiptIssuersShared + " is no longer read"},
 		{"lease over 3600s", map[string]string{envEvidenceLease: "2h"}, envEvidenceLease},
 		{"lease not over timeout", map[string]string{envEvidenceLease: "20s"}, "lease_too_short"},
 		{"bad duration", map[string]string{envApprovalTTL: "soon"}, "not a duration"},
@@ -67,7 +85,8 @@ func TestLoadConfig(t *testing.T) {
 					t.Fatal(err)
 				}
 				if c.Release.EvidenceLease != defaultEvidenceLease || c.Release.EvidenceMaxAttempts != 5 || c.Release.DeliveryMaxAttempts != 5 ||
-					c.Release.EvidenceRevision != defaultRevision || !strings.HasPrefix(c.Release.WorkerID, "coordinator-") || len(c.Issuers) != 1 {
+					c.Release.EvidenceRevision != defaultRevision || !strings.HasPrefix(c.Release.WorkerID, "coordinator-") ||
+					len(c.Issuers.Quality) != 1 || len(c.Issuers.HumanReview) != 1 || len(c.Issuers.IndependentReview) != 1 {
 					t.Fatalf("%+v", c.Release)
 				}
 				return
@@ -115,5 +134,31 @@ func TestBuildWiresHandler(t *testing.T) {
 	env[envEvidenceLease] = "10s"
 	if _, err := build(context.Background(), func(k string) string { return env[k] }, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("built with a lease shorter than the client timeouts")
+	}
+}
+
+// TestDeployedVerifiersRefuseQualityIssuerAsHumanReview: the function used
+// to give all three verifiers one shared issuer set, so the evidence
+// provider's quality key could sign a human-review receipt.
+func TestDeployedVerifiersRefuseQualityIssuerAsHumanReview(t *testing.T) {
+	env := baseEnv()
+	c, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := c.Issuers.Verifiers()
+	fx := releasetest.NewFixture()
+	qualityOnly := releasetest.Fixture{Issuer: fx.Issuer, IssuerKey: fx.IssuerKey}
+	now := time.Now()
+	req, sha := "blun-l10n-evidence-x", strings.Repeat("a", 64)
+	forged := qualityOnly.Receipt(release.KindHumanReview, req, sha, now, time.Hour)
+	if _, err := v.HumanReview.Verify(forged, req, sha, now); !core.HasCode(err, release.CodeReceiptIssuerUntrusted) {
+		t.Fatalf("quality-signed human-review receipt: err = %v, want %s", err, release.CodeReceiptIssuerUntrusted)
+	}
+	if _, err := v.HumanReview.Verify(fx.Receipt(release.KindHumanReview, req, sha, now, time.Hour), req, sha, now); err != nil {
+		t.Fatalf("human-review issuer's receipt: %v", err)
+	}
+	if _, err := v.Quality.Verify(fx.Receipt(release.KindQuality, req, sha, now, time.Hour), req, sha, now); err != nil {
+		t.Fatalf("quality issuer's receipt: %v", err)
 	}
 }

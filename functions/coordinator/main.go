@@ -11,7 +11,15 @@
 //	LOCALEFLOW_EVENT_BUS                bus for the output events (required)
 //	LOCALEFLOW_EVIDENCE_BASE_URL        evidence provider base URL (required)
 //	LOCALEFLOW_CMS_BASE_URL             CMS base URL, delivery API (required)
-//	LOCALEFLOW_RECEIPT_ISSUERS          issuer=<Ed25519 public key hex>,... (required)
+//	LOCALEFLOW_RECEIPT_ISSUERS_QUALITY  issuer=<Ed25519 public key hex>,... trusted for
+//	                                    quality receipts (required)
+//	LOCALEFLOW_RECEIPT_ISSUERS_HUMAN_REVIEW
+//	                                    the same for human-review receipts (required)
+//	LOCALEFLOW_RECEIPT_ISSUERS_INDEPENDENT_REVIEW
+//	                                    the same for independent-model-review receipts
+//	                                    (required); a key may appear under one kind only.
+//	                                    The retired shared LOCALEFLOW_RECEIPT_ISSUERS is
+//	                                    refused at cold start.
 //	LOCALEFLOW_<K>_KEY_SECRET_ARN       K ∈ EVENT, CMS, EVIDENCE, APPROVAL, PUBLICATION:
 //	                                    secret with the key as hex (SecretString) or raw
 //	                                    bytes (SecretBinary); HMAC keys ≥ 16 bytes,
@@ -114,12 +122,9 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		EventKey: keys[keyEvent],
 		Evidence: evidenceClient,
 		CMS:      cmsClient,
-		Verifiers: release.Verifiers{
-			Quality:           release.ReceiptVerifier{Kind: release.KindQuality, Issuers: cfg.Issuers},
-			HumanReview:       release.ReceiptVerifier{Kind: release.KindHumanReview, Issuers: cfg.Issuers},
-			IndependentReview: release.ReceiptVerifier{Kind: release.KindIndependentModelReview, Issuers: cfg.Issuers},
-		},
-		Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg.Release,
+		// Each receipt kind trusts only its own issuers.
+		Verifiers: cfg.Issuers.Verifiers(),
+		Approval:  approval, Publication: publication, Clock: clock, Logger: log, Config: cfg.Release,
 	}
 	return handler.New(handler.Config{
 		Coordinator: coord,

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"testing"
@@ -42,7 +41,9 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 	fn := bin.Start(t,
 		envReleaseTable+"="+res.ReleaseTable, envReleaseQueueURL+"="+res.ReleaseQueue.URL, envEventBus+"="+res.BusName,
 		envEvidenceBaseURL+"="+ev.URL, envCMSBaseURL+"="+cms.URL,
-		envReceiptIssuers+"="+fx.Issuer+"="+hex.EncodeToString(fx.IssuerKey.Public().(ed25519.PublicKey)),
+		envIssuersQuality+"="+issuerEnv(fx, release.KindQuality),
+		envIssuersHumanReview+"="+issuerEnv(fx, release.KindHumanReview),
+		envIssuersIndependent+"="+issuerEnv(fx, release.KindIndependentModelReview),
 		"LOCALEFLOW_EVENT_KEY_HEX="+hex.EncodeToString(fx.EventKey),
 		"LOCALEFLOW_EVIDENCE_KEY_HEX="+hex.EncodeToString(evidenceKey),
 		"LOCALEFLOW_CMS_KEY_HEX="+hex.EncodeToString(cmsKey),

@@ -14,9 +14,11 @@
 //     e.g. publication_blocked). A change can fail its first FailFirst
 //     lifecycle answers with HTTP 503.
 //   - Evidence provider: POST /v1/evidence (adapters/evidence/evidencetest:
-//     HMAC-verified canonical requests, receipts signed by the issuer's
-//     Ed25519 key; human review and independent model review answered as
-//     the request asks).
+//     HMAC-verified canonical requests; human review and independent
+//     model review answered as the request asks). Each receipt kind is
+//     signed with its own issuer's Ed25519 key (quality, human review,
+//     independent review), as the coordinator trusts each issuer for one
+//     kind only; the independent review receipt names the reviewer.
 //
 // Both take Faults: a fixed latency plus jitter, and a rate of requests
 // answered with HTTP 503 {"code":…,"retryable":true} before they reach the

@@ -1,6 +1,7 @@
 package reference
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
 
@@ -18,21 +20,44 @@ import (
 type EvidenceConfig struct {
 	// Key is the HMAC key shared with localeflow.
 	Key []byte
-	// Issuer names the receipt issuer; IssuerSeed is its Ed25519 seed.
+	// Issuer names the quality receipt issuer; IssuerSeed is its Ed25519
+	// seed.
 	Issuer     string
 	IssuerSeed []byte
+	// HumanIssuer and HumanIssuerSeed sign human-review receipts, and
+	// ReviewIssuer and ReviewIssuerSeed independent-model-review receipts.
+	// The three seeds must differ: the coordinator trusts each key for its
+	// own receipt kind only.
+	HumanIssuer      string
+	HumanIssuerSeed  []byte
+	ReviewIssuer     string
+	ReviewIssuerSeed []byte
 	// Reviewer is the independent reviewer's provider id (default
-	// review-beta).
+	// review-beta); it is signed into the independent review receipt.
 	Reviewer string
 	Faults   Faults
+}
+
+// ReceiptIssuers are the coordinator's per-kind trusted issuer values,
+// each "issuer=<hex Ed25519 public key>".
+type ReceiptIssuers struct {
+	Quality, HumanReview, IndependentReview string
+}
+
+// Env returns the coordinator variables that trust this provider.
+func (r ReceiptIssuers) Env() []string {
+	return []string{
+		"LOCALEFLOW_RECEIPT_ISSUERS_QUALITY=" + r.Quality,
+		"LOCALEFLOW_RECEIPT_ISSUERS_HUMAN_REVIEW=" + r.HumanReview,
+		"LOCALEFLOW_RECEIPT_ISSUERS_INDEPENDENT_REVIEW=" + r.IndependentReview,
+	}
 }
 
 // Evidence is the reference evidence provider (an http.Handler).
 type Evidence struct {
 	backend   *evidencetest.Server
 	responder *releasetest.Responder
-	issuer    string
-	public    ed25519.PublicKey
+	issuers   ReceiptIssuers
 	faults    *faulty
 }
 
@@ -42,8 +67,14 @@ func NewEvidence(c EvidenceConfig) (*Evidence, error) {
 	if len(c.Key) < 16 {
 		return nil, errors.New("reference: the evidence key needs at least 16 bytes")
 	}
-	if !core.ValidToken(c.Issuer) || len(c.IssuerSeed) != ed25519.SeedSize {
-		return nil, errors.New("reference: the evidence provider needs an issuer token and a 32-byte issuer seed")
+	seeds := [][]byte{c.IssuerSeed, c.HumanIssuerSeed, c.ReviewIssuerSeed}
+	for i, name := range []string{c.Issuer, c.HumanIssuer, c.ReviewIssuer} {
+		if !core.ValidToken(name) || len(seeds[i]) != ed25519.SeedSize {
+			return nil, errors.New("reference: the evidence provider needs an issuer token and a 32-byte seed for each receipt kind (quality, human review, independent review)")
+		}
+	}
+	if bytes.Equal(c.IssuerSeed, c.HumanIssuerSeed) || bytes.Equal(c.IssuerSeed, c.ReviewIssuerSeed) || bytes.Equal(c.HumanIssuerSeed, c.ReviewIssuerSeed) {
+		return nil, errors.New("reference: each receipt kind needs its own issuer seed")
 	}
 	if err := c.Faults.Validate(); err != nil {
 		return nil, err
@@ -51,10 +82,20 @@ func NewEvidence(c EvidenceConfig) (*Evidence, error) {
 	if c.Faults.Code == "" {
 		c.Faults.Code = "evidence.unavailable"
 	}
-	priv := ed25519.NewKeyFromSeed(c.IssuerSeed)
-	fx := releasetest.Fixture{Issuer: c.Issuer, IssuerKey: priv}
+	fx := releasetest.Fixture{
+		Issuer: c.Issuer, IssuerKey: ed25519.NewKeyFromSeed(c.IssuerSeed),
+		HumanIssuer: c.HumanIssuer, HumanIssuerKey: ed25519.NewKeyFromSeed(c.HumanIssuerSeed),
+		ReviewIssuer: c.ReviewIssuer, ReviewIssuerKey: ed25519.NewKeyFromSeed(c.ReviewIssuerSeed),
+	}
+	trusted := func(kind string) string {
+		name, key := fx.IssuerFor(kind)
+		return name + "=" + hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	}
 	r := &releasetest.Responder{Fixture: fx, Review: releasetest.ReviewAuto, Reviewer: c.Reviewer}
-	e := &Evidence{backend: evidencetest.New(c.Key, r), responder: r, issuer: c.Issuer, public: priv.Public().(ed25519.PublicKey)}
+	e := &Evidence{backend: evidencetest.New(c.Key, r), responder: r, issuers: ReceiptIssuers{
+		Quality: trusted(release.KindQuality), HumanReview: trusted(release.KindHumanReview),
+		IndependentReview: trusted(release.KindIndependentModelReview),
+	}}
 	target, err := url.Parse(e.backend.URL)
 	if err != nil {
 		e.backend.Close()
@@ -70,9 +111,8 @@ func (e *Evidence) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.faults.
 // Close stops the backend.
 func (e *Evidence) Close() { e.backend.Close() }
 
-// Issuers is the LOCALEFLOW_RECEIPT_ISSUERS value that trusts this
-// provider: "issuer=<hex public key>".
-func (e *Evidence) Issuers() string { return e.issuer + "=" + hex.EncodeToString(e.public) }
+// Issuers are the per-kind issuer values that trust this provider.
+func (e *Evidence) Issuers() ReceiptIssuers { return e.issuers }
 
 // EvidenceStats is what the provider saw.
 type EvidenceStats struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,9 +25,37 @@ var (
 	evidenceKey = []byte("reference-evidence-key-0123456789")
 )
 
-func issuerSeed() []byte {
-	s := sha256.Sum256([]byte("reference-issuer"))
+func issuerSeed(kind string) []byte {
+	s := sha256.Sum256([]byte("reference-issuer-" + kind))
 	return s[:]
+}
+
+// evidenceConfig has one issuer and seed per receipt kind.
+func evidenceConfig(faults Faults) EvidenceConfig {
+	return EvidenceConfig{
+		Key: evidenceKey, Issuer: "ref-quality", IssuerSeed: issuerSeed("quality"),
+		HumanIssuer: "ref-human", HumanIssuerSeed: issuerSeed("human"),
+		ReviewIssuer: "ref-review", ReviewIssuerSeed: issuerSeed("review"), Faults: faults,
+	}
+}
+
+// trusted parses the provider's advertised issuer values, so the
+// coordinator trusts exactly what the provider says it signs with.
+func trusted(t *testing.T, r ReceiptIssuers) release.TrustedIssuers {
+	t.Helper()
+	parse := func(v string) map[string]ed25519.PublicKey {
+		name, keyHex, _ := strings.Cut(v, "=")
+		key, err := hex.DecodeString(keyHex)
+		if err != nil || len(key) != ed25519.PublicKeySize {
+			t.Fatalf("issuer value %q", v)
+		}
+		return map[string]ed25519.PublicKey{name: key}
+	}
+	ti := release.TrustedIssuers{Quality: parse(r.Quality), HumanReview: parse(r.HumanReview), IndependentReview: parse(r.IndependentReview)}
+	if err := ti.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return ti
 }
 
 type bundle struct {
@@ -52,7 +81,7 @@ func setup(t *testing.T, cmsFaults, evFaults Faults) bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	ev, err := NewEvidence(EvidenceConfig{Key: evidenceKey, Issuer: fx.Issuer, IssuerSeed: issuerSeed(), Faults: evFaults})
+	ev, err := NewEvidence(evidenceConfig(evFaults))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +110,7 @@ func target(s ChangeSpec) lifecycle.Target {
 // reference servers through the real signed clients.
 func (b bundle) coordinator(t *testing.T) *release.Coordinator {
 	t.Helper()
-	verifiers := releasetest.Fixture{Issuer: b.fx.Issuer, IssuerKey: ed25519Key(issuerSeed())}.Verifiers()
+	verifiers := trusted(t, b.evidence.Issuers()).Verifiers()
 	approval, publication := b.fx.Authorities()
 	ev, err := evidence.New(evidence.Config{BaseURL: b.evURL, Key: evidenceKey, Timeout: 5 * time.Second})
 	if err != nil {
@@ -251,12 +280,18 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := NewCMS(CMSConfig{Key: cmsKey, Publication: p.PublicKey(), Approval: a.PublicKey(), Faults: Faults{FailureRate: 1.5}}); err == nil {
 		t.Error("failure rate 1.5 accepted")
 	}
-	if _, err := NewEvidence(EvidenceConfig{Key: evidenceKey, Issuer: "bad issuer", IssuerSeed: issuerSeed()}); err == nil {
-		t.Error("bad issuer accepted")
-	}
-	if _, err := NewEvidence(EvidenceConfig{Key: evidenceKey, Issuer: "iss", IssuerSeed: []byte("short")}); err == nil {
-		t.Error("short seed accepted")
+	for name, change := range map[string]func(*EvidenceConfig){
+		"bad issuer":                      func(c *EvidenceConfig) { c.Issuer = "bad issuer" },
+		"short seed":                      func(c *EvidenceConfig) { c.IssuerSeed = []byte("short") },
+		"no human issuer":                 func(c *EvidenceConfig) { c.HumanIssuer = "" },
+		"no review seed":                  func(c *EvidenceConfig) { c.ReviewIssuerSeed = nil },
+		"quality seed signs human review": func(c *EvidenceConfig) { c.HumanIssuerSeed = c.IssuerSeed },
+		"human seed signs review":         func(c *EvidenceConfig) { c.ReviewIssuerSeed = c.HumanIssuerSeed },
+	} {
+		c := evidenceConfig(Faults{})
+		change(&c)
+		if _, err := NewEvidence(c); err == nil {
+			t.Errorf("%s accepted", name)
+		}
 	}
 }
-
-func ed25519Key(seed []byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(seed) }

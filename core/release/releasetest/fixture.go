@@ -14,14 +14,24 @@ import (
 )
 
 // Fixture holds deterministic test keys and builds signed input events,
-// receipts and evidence responses.
+// receipts and evidence responses. Each receipt kind has its own issuer and
+// key, as deployed: Issuer/IssuerKey sign quality receipts, HumanIssuer and
+// ReviewIssuer the human-review and independent-review receipts.
 type Fixture struct {
-	EventKey       []byte
-	Issuer         string
-	IssuerKey      ed25519.PrivateKey
-	ApprovalSeed   []byte
-	PublicationKey []byte
+	EventKey        []byte
+	Issuer          string
+	IssuerKey       ed25519.PrivateKey
+	HumanIssuer     string
+	HumanIssuerKey  ed25519.PrivateKey
+	ReviewIssuer    string
+	ReviewIssuerKey ed25519.PrivateKey
+	ApprovalSeed    []byte
+	PublicationKey  []byte
 }
+
+// DefaultReviewer is the independent reviewer's provider id when none is
+// given.
+const DefaultReviewer = "review-beta"
 
 func seed(label string) []byte {
 	s := sha256.Sum256([]byte("localeflow-test-" + label))
@@ -31,23 +41,47 @@ func seed(label string) []byte {
 // NewFixture returns the fixture with keys derived from fixed labels.
 func NewFixture() Fixture {
 	return Fixture{
-		EventKey:       seed("event-key"),
-		Issuer:         "evidence-test",
-		IssuerKey:      ed25519.NewKeyFromSeed(seed("issuer")),
-		ApprovalSeed:   seed("approval"),
-		PublicationKey: seed("publication"),
+		EventKey:        seed("event-key"),
+		Issuer:          "evidence-test",
+		IssuerKey:       ed25519.NewKeyFromSeed(seed("issuer")),
+		HumanIssuer:     "human-review-test",
+		HumanIssuerKey:  ed25519.NewKeyFromSeed(seed("human-review-issuer")),
+		ReviewIssuer:    "independent-review-test",
+		ReviewIssuerKey: ed25519.NewKeyFromSeed(seed("independent-review-issuer")),
+		ApprovalSeed:    seed("approval"),
+		PublicationKey:  seed("publication"),
 	}
 }
 
-// Verifiers returns receipt verifiers trusting the fixture's issuer.
-func (f Fixture) Verifiers() release.Verifiers {
-	issuers := map[string]ed25519.PublicKey{f.Issuer: f.IssuerKey.Public().(ed25519.PublicKey)}
-	return release.Verifiers{
-		Quality:           release.ReceiptVerifier{Kind: release.KindQuality, Issuers: issuers},
-		HumanReview:       release.ReceiptVerifier{Kind: release.KindHumanReview, Issuers: issuers},
-		IndependentReview: release.ReceiptVerifier{Kind: release.KindIndependentModelReview, Issuers: issuers},
+// IssuerFor returns the issuer and key that sign receipts of kind. A kind
+// without its own issuer falls back to the quality issuer (which per-kind
+// verifiers then refuse).
+func (f Fixture) IssuerFor(kind string) (string, ed25519.PrivateKey) {
+	switch {
+	case kind == release.KindHumanReview && f.HumanIssuerKey != nil:
+		return f.HumanIssuer, f.HumanIssuerKey
+	case kind == release.KindIndependentModelReview && f.ReviewIssuerKey != nil:
+		return f.ReviewIssuer, f.ReviewIssuerKey
+	}
+	return f.Issuer, f.IssuerKey
+}
+
+// TrustedIssuers trusts each kind's issuer for that kind only.
+func (f Fixture) TrustedIssuers() release.TrustedIssuers {
+	set := func(kind string) map[string]ed25519.PublicKey {
+		name, key := f.IssuerFor(kind)
+		return map[string]ed25519.PublicKey{name: key.Public().(ed25519.PublicKey)}
+	}
+	return release.TrustedIssuers{
+		Quality:           set(release.KindQuality),
+		HumanReview:       set(release.KindHumanReview),
+		IndependentReview: set(release.KindIndependentModelReview),
 	}
 }
+
+// Verifiers returns receipt verifiers trusting each kind's issuer for that
+// kind only.
+func (f Fixture) Verifiers() release.Verifiers { return f.TrustedIssuers().Verifiers() }
 
 // Authorities returns the approval and publication authorities.
 func (f Fixture) Authorities() (*release.Authority, *release.Authority) {
@@ -161,13 +195,34 @@ func (f Fixture) Detail(payload []byte) []byte {
 	return raw
 }
 
-// Receipt signs a receipt with the fixture's issuer.
+// Receipt signs a receipt of kind with the kind's issuer. An independent
+// model review receipt names DefaultReviewer.
 func (f Fixture) Receipt(kind, requestID, resultSHA string, issued time.Time, ttl time.Duration) string {
-	payload, _ := json.Marshal(release.ReceiptPayload{
-		Kind: kind, Issuer: f.Issuer, RequestID: requestID, ResultSHA256: resultSHA,
+	p := release.ReceiptPayload{
+		Kind: kind, RequestID: requestID, ResultSHA256: resultSHA,
 		IssuedAtMS: core.Millis(issued), ExpiresAtMS: core.Millis(issued.Add(ttl)),
+	}
+	if kind == release.KindIndependentModelReview {
+		p.ReviewerID = DefaultReviewer
+	}
+	return f.SignReceipt(p)
+}
+
+// IndependentReceipt signs an independent model review receipt naming
+// reviewer.
+func (f Fixture) IndependentReceipt(reviewer, requestID, resultSHA string, issued time.Time, ttl time.Duration) string {
+	return f.SignReceipt(release.ReceiptPayload{
+		Kind: release.KindIndependentModelReview, RequestID: requestID, ResultSHA256: resultSHA,
+		IssuedAtMS: core.Millis(issued), ExpiresAtMS: core.Millis(issued.Add(ttl)), ReviewerID: reviewer,
 	})
-	return signing.SignReceipt(f.IssuerKey, payload)
+}
+
+// SignReceipt signs p with the issuer of p.Kind, setting p.Issuer.
+func (f Fixture) SignReceipt(p release.ReceiptPayload) string {
+	issuer, key := f.IssuerFor(p.Kind)
+	p.Issuer = issuer
+	payload, _ := json.Marshal(p)
+	return signing.SignReceipt(key, payload)
 }
 
 // Review selects how a Responder answers escalations.
@@ -191,7 +246,11 @@ const (
 type Responder struct {
 	Fixture  Fixture
 	Review   Review
-	Reviewer string // independent reviewer id; default "review-beta"
+	Reviewer string // independent reviewer id; default DefaultReviewer
+	// SignedReviewer, when set, is the reviewer named inside the signed
+	// independent review receipt instead of Reviewer (a provider whose
+	// response misstates who reviewed).
+	SignedReviewer string
 	// FailFirst makes the first FailFirst calls fail with FailCode.
 	FailFirst int
 	FailCode  string
@@ -234,13 +293,17 @@ func (r *Responder) Respond(req *release.EvidenceRequest) ([]byte, error) {
 	}
 	reviewer := r.Reviewer
 	if reviewer == "" {
-		reviewer = "review-beta"
+		reviewer = DefaultReviewer
 	}
 	independent := func(id string) map[string]any {
+		signed := id
+		if r.SignedReviewer != "" {
+			signed = r.SignedReviewer
+		}
 		return map[string]any{
 			"schema":   release.IndependentModelReviewSchema,
 			"provider": map[string]any{"id": id, "model_id": "rv-1", "model_version": "2026-09"},
-			"receipt":  r.Fixture.Receipt(release.KindIndependentModelReview, req.RequestID, req.ResultSHA256, now, ttl),
+			"receipt":  r.Fixture.IndependentReceipt(signed, req.RequestID, req.ResultSHA256, now, ttl),
 		}
 	}
 	human := r.Fixture.Receipt(release.KindHumanReview, req.RequestID, req.ResultSHA256, now, ttl)
