@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/cms"
@@ -169,10 +170,25 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// skewClock is one warm instance's clock.
-type skewClock struct{ offset time.Duration }
+// skewClock is one warm instance's clock: the virtual clock plus an
+// offset that the world may step (forward or back) while faults last.
+type skewClock struct{ offset *atomic.Int64 }
 
-func (c skewClock) Now() time.Time { return time.Now().Add(c.offset) }
+func (c skewClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// newClock draws an instance's clock and, on seeds with skew, schedules a
+// clock step within the fault window.
+func (w *World) newClock(name string) skewClock {
+	c := skewClock{offset: &atomic.Int64{}}
+	if w.Faults.Skew <= 0 {
+		return c
+	}
+	c.offset.Store(w.rng.Int64N(int64(w.Faults.Skew)))
+	at := w.start.Add(time.Duration(w.rng.Int64N(int64(w.faultsEnd.Sub(w.start)))))
+	step := w.rng.Int64N(2*int64(w.Faults.Skew)) - int64(w.Faults.Skew)
+	w.at(at, fmt.Sprintf("clock step %s %+dms", name, step/int64(time.Millisecond)), func() { c.offset.Add(step) })
+	return c
+}
 
 // change is one scripted change of the scenario.
 type change struct {
@@ -211,10 +227,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer) (*Monitor, error) {
 	bus.rules[topology.DetailChangeDispatched] = m.queue
 	pageSize := 1 + w.rng.IntN(4)
 	for i := range 2 {
-		clock := skewClock{}
-		if w.Faults.Skew > 0 {
-			clock.offset = time.Duration(w.rng.Int64N(int64(w.Faults.Skew)))
-		}
+		clock := w.newClock(fmt.Sprintf("poller-%d", i+1))
 		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		svc, err := monitor.NewService(m.store, clock, logger, monitor.Config{WorkerID: fmt.Sprintf("poller-%d", i+1)})
 		if err != nil {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -147,6 +148,7 @@ type releaseJob struct {
 	payloads [][]byte
 	text     map[string]string // payload sha256 → candidate text
 	failed   bool
+	human    bool // the result requires a human review (legal content)
 }
 
 type releaseSpec struct {
@@ -167,28 +169,39 @@ type Release struct {
 	esmActive int
 	// needOperator lists the releases blocked for good.
 	needOperator []string
+	// receipts the provider issued, by the SHA-256 of the receipt string.
+	receipts map[string]issued
+	// rogue: the provider signs human-review receipts with its quality key.
+	rogue bool
 }
+
+// issued is what a receipt's signed payload says.
+type issued struct{ kind, issuer string }
 
 const coordinatorTimeout = time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second
 
 func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers) (*Release, error) {
 	top := topology.New("sim")
-	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus}
+	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus, receipts: map[string]issued{}}
 	r.store = &releaseStore{Store: r.mem, w: w, mem: r.mem}
 	r.queue = newQueue(w, top.RelQueue, "coordinator")
 	bus.rules[topology.DetailPlanAccepted] = r.queue
 	bus.rules[topology.DetailJobCompleted] = r.queue
 	peers.Responder.FailFirst = w.rng.IntN(3)
+	if w.rng.IntN(10) == 0 {
+		// A misbehaving provider: its human-review receipts are signed by
+		// the quality issuer, which no deployment trusts for that kind.
+		r.rogue = true
+		peers.Responder.Fixture.HumanIssuer, peers.Responder.Fixture.HumanIssuerKey = "", nil
+	}
+	evidenceHandler := r.captureReceipts(peers.Evidence.Config.Handler)
 	peers.Responder.Clock = core.ClockFunc(time.Now)
 	peers.Delivery.FailFirst(w.rng.IntN(3))
 	for i := range 2 {
-		clock := skewClock{}
-		if w.Faults.Skew > 0 {
-			clock.offset = time.Duration(w.rng.Int64N(int64(w.Faults.Skew)))
-		}
+		clock := w.newClock(fmt.Sprintf("coordinator-%d", i+1))
 		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		ev, err := evidence.New(evidence.Config{BaseURL: "https://evidence.sim.invalid", Key: evidenceKey, Timeout: 30 * time.Second,
-			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "evidence", handler: peers.Evidence.Config.Handler}}})
+			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "evidence", handler: evidenceHandler}}})
 		if err != nil {
 			return nil, err
 		}
@@ -235,7 +248,8 @@ func (r *Release) script(n int, window time.Duration) {
 				job.failed = true
 				job.payloads = append(job.payloads, spec.plan.FailedPayload(l))
 			} else {
-				opts := releasetest.ResultOptions{HumanReviewRequired: rng.IntN(6) == 0}
+				job.human = rng.IntN(6) == 0
+				opts := releasetest.ResultOptions{HumanReviewRequired: job.human}
 				variants := 1
 				if rng.IntN(6) == 0 {
 					variants = 2 // a second, different, validly signed result for the job
@@ -346,6 +360,86 @@ func (r *Release) check(ctx context.Context) {
 	}
 }
 
+// captureReceipts records every receipt the provider answers with.
+func (r *Release) captureReceipts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, req)
+		var body struct {
+			Quality     string `json:"quality_receipt"`
+			Human       string `json:"human_review_receipt"`
+			Independent *struct {
+				Receipt string `json:"receipt"`
+			} `json:"independent_model_review"`
+		}
+		if json.Unmarshal(rec.Body.Bytes(), &body) == nil {
+			for _, rc := range []string{body.Quality, body.Human} {
+				r.noteReceipt(rc)
+			}
+			if body.Independent != nil {
+				r.noteReceipt(body.Independent.Receipt)
+			}
+		}
+		for k, v := range rec.Header() {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(rec.Code)
+		_, _ = rw.Write(rec.Body.Bytes())
+	})
+}
+
+func (r *Release) noteReceipt(receipt string) {
+	parts := strings.Split(receipt, ".")
+	if len(parts) != 3 {
+		return
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return
+	}
+	var p struct {
+		Kind   string `json:"kind"`
+		Issuer string `json:"issuer"`
+	}
+	if json.Unmarshal(raw, &p) == nil {
+		r.receipts[core.SHA256Hex([]byte(receipt))] = issued{kind: p.Kind, issuer: p.Issuer}
+	}
+}
+
+// checkApproval: a delivered locale's approval was made on receipts from
+// the issuers trusted for their kind, with a human review where the result
+// asked for one.
+func (r *Release) checkApproval(id string, job *releaseJob, token string) {
+	approval, _ := r.peers.Fixture.Authorities()
+	raw, err := approval.Open(token)
+	if err != nil {
+		r.w.violate("release %s: delivered %s with an approval that does not open", id, job.locale)
+		return
+	}
+	var p release.ApprovalPayload
+	if err := json.Unmarshal(raw, &p); err != nil {
+		r.w.violate("release %s: approval payload of %s does not decode", id, job.locale)
+		return
+	}
+	fx := r.peers.Fixture
+	want := map[string]string{release.KindQuality: fx.Issuer, release.KindHumanReview: fx.HumanIssuer}
+	for kind, sum := range map[string]string{release.KindQuality: p.QualityReceiptSHA256, release.KindHumanReview: p.HumanReviewReceiptSHA256} {
+		if sum == "" {
+			continue
+		}
+		got, ok := r.receipts[sum]
+		switch {
+		case !ok:
+			r.w.violate("release %s: approval of %s names a %s receipt the provider never issued", id, job.locale, kind)
+		case got.kind != kind || got.issuer != want[kind]:
+			r.w.violate("release %s: approval of %s rests on a %s receipt issued by %q (kind %s)", id, job.locale, kind, got.issuer, got.kind)
+		}
+	}
+	if job.human && p.HumanReviewReceiptSHA256 == "" {
+		r.w.violate("release %s: %s needed a human review and was approved without one", id, job.locale)
+	}
+}
+
 // checkBundle: everything delivered is the accepted result of its job,
 // and every locale of the plan is approved.
 func (r *Release) checkBundle(spec *releaseSpec, snap release.Snapshot, b release.Bundle) {
@@ -366,6 +460,11 @@ func (r *Release) checkBundle(spec *releaseSpec, snap release.Snapshot, b releas
 		}
 		if snap.Approvals[l.JobID] == nil || snap.Approvals[l.JobID].ApprovalID != l.ApprovalID {
 			r.w.violate("release %s: delivered %s without its stored approval", id, l.TargetLocale)
+		}
+		for _, j := range spec.jobs {
+			if j.locale == l.TargetLocale {
+				r.checkApproval(id, j, l.Approval)
+			}
 		}
 	}
 }
