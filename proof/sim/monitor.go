@@ -204,17 +204,16 @@ type change struct {
 // handler and monitor service on the memory store, with the CMS, queue
 // and bus simulated.
 type Monitor struct {
-	w         *World
-	mem       *memstore.Store
-	store     *monitorStore
-	cms       *cmstest.CMS
-	queue     *Queue
-	bus       *Bus
-	instances []*handler.Handler
-	services  []*monitor.Service
-	changes   []*change
-	log       *logcapture.Buffer
-	esmActive int
+	w        *World
+	mem      *memstore.Store
+	store    *monitorStore
+	cms      *cmstest.CMS
+	queue    *Queue
+	bus      *Bus
+	fn       *Function
+	services []*monitor.Service
+	changes  []*change
+	log      *logcapture.Buffer
 	// needOperator lists the changes that ended needing an operator.
 	needOperator []string
 }
@@ -224,6 +223,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer) (*Monitor, error) {
 	m := &Monitor{w: w, mem: memstore.New(), cms: cmstest.New(cmsKey), bus: bus, log: log}
 	m.store = &monitorStore{Store: m.mem, w: w, mem: m.mem, leases: map[string]*lease{}}
 	m.queue = newQueue(w, top.PollQueue, "poller")
+	m.fn = &Function{w: w, name: "poller", timeout: time.Duration(topology.PollerTimeoutSeconds) * time.Second, queue: m.queue}
 	bus.rules[topology.DetailChangeDispatched] = m.queue
 	pageSize := 1 + w.rng.IntN(4)
 	for i := range 2 {
@@ -246,7 +246,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer) (*Monitor, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.instances = append(m.instances, h)
+		m.fn.instances = append(m.fn.instances, h.Handle)
 		m.services = append(m.services, svc)
 	}
 	return m, nil
@@ -331,47 +331,6 @@ func dispatchedDetail(c *change) json.RawMessage {
 			"response_sha256": core.SHA256Hex([]byte("response-" + c.id))},
 	})
 	return raw
-}
-
-const pollerTimeout = time.Duration(topology.PollerTimeoutSeconds) * time.Second
-
-// instance is the warm container an invocation lands on.
-func (m *Monitor) instance() *handler.Handler { return m.instances[m.w.rng.IntN(len(m.instances))] }
-
-// sweep fires the poller's schedule.
-func (m *Monitor) sweep() {
-	h := m.instance()
-	payload := []byte(`{"version":"0","id":"sched","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`)
-	m.w.invoke("poller", "schedule sweep", pollerTimeout, func(ctx context.Context) (any, error) {
-		return h.Handle(ctx, payload)
-	}, nil)
-}
-
-// poll runs the poll queue's event source mapping: up to the seed's
-// concurrency, a batch per invocation.
-func (m *Monitor) poll(now time.Time) bool {
-	started := false
-	for m.esmActive < m.w.Faults.Concurrency {
-		batch := m.queue.receive(now)
-		if batch == nil {
-			break
-		}
-		payload, _ := json.Marshal(sqsEvent(batch))
-		h := m.instance()
-		m.esmActive++
-		ids := make([]string, 0, len(batch))
-		for _, b := range batch {
-			ids = append(ids, b.id)
-		}
-		m.w.invoke("poller", "sqs "+strings.Join(ids, ","), pollerTimeout, func(ctx context.Context) (any, error) {
-			return h.Handle(ctx, payload)
-		}, func(resp any, err error, crashed bool) {
-			m.esmActive--
-			m.queue.settle(batch, resp, err, crashed)
-		})
-		started = true
-	}
-	return started
 }
 
 // check runs the monitor's history checks after the world went quiet.

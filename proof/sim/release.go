@@ -158,15 +158,14 @@ type releaseSpec struct {
 
 // Release is the coordinator's part of the world.
 type Release struct {
-	w         *World
-	peers     *Peers
-	mem       *releasetest.MemStore
-	store     *releaseStore
-	queue     *Queue
-	bus       *Bus
-	instances []*handler.Handler
-	releases  []*releaseSpec
-	esmActive int
+	w        *World
+	peers    *Peers
+	mem      *releasetest.MemStore
+	store    *releaseStore
+	queue    *Queue
+	bus      *Bus
+	fn       *Function
+	releases []*releaseSpec
 	// needOperator lists the releases blocked for good.
 	needOperator []string
 	// receipts the provider issued, by the SHA-256 of the receipt string.
@@ -178,13 +177,12 @@ type Release struct {
 // issued is what a receipt's signed payload says.
 type issued struct{ kind, issuer string }
 
-const coordinatorTimeout = time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second
-
 func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers) (*Release, error) {
 	top := topology.New("sim")
 	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus, receipts: map[string]issued{}}
 	r.store = &releaseStore{Store: r.mem, w: w, mem: r.mem}
 	r.queue = newQueue(w, top.RelQueue, "coordinator")
+	r.fn = &Function{w: w, name: "coordinator", timeout: time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second, queue: r.queue}
 	bus.rules[topology.DetailPlanAccepted] = r.queue
 	bus.rules[topology.DetailJobCompleted] = r.queue
 	peers.Responder.FailFirst = w.rng.IntN(3)
@@ -222,7 +220,7 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers) (*Rele
 		if err != nil {
 			return nil, err
 		}
-		r.instances = append(r.instances, h)
+		r.fn.instances = append(r.fn.instances, h.Handle)
 	}
 	return r, nil
 }
@@ -269,43 +267,6 @@ func (r *Release) script(n int, window time.Duration) {
 		}
 		r.releases = append(r.releases, spec)
 	}
-}
-
-func (r *Release) instance() *handler.Handler { return r.instances[r.w.rng.IntN(len(r.instances))] }
-
-// sweep fires the coordinator's schedule.
-func (r *Release) sweep() {
-	h := r.instance()
-	payload := []byte(`{"version":"0","id":"sched","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`)
-	r.w.invoke("coordinator", "schedule sweep", coordinatorTimeout, func(ctx context.Context) (any, error) {
-		return h.Handle(ctx, payload)
-	}, nil)
-}
-
-// poll runs the release queue's event source mapping.
-func (r *Release) poll(now time.Time) bool {
-	started := false
-	for r.esmActive < r.w.Faults.Concurrency {
-		batch := r.queue.receive(now)
-		if batch == nil {
-			break
-		}
-		payload, _ := json.Marshal(sqsEvent(batch))
-		h := r.instance()
-		r.esmActive++
-		ids := make([]string, 0, len(batch))
-		for _, b := range batch {
-			ids = append(ids, b.id)
-		}
-		r.w.invoke("coordinator", "sqs "+strings.Join(ids, ","), coordinatorTimeout, func(ctx context.Context) (any, error) {
-			return h.Handle(ctx, payload)
-		}, func(resp any, err error, crashed bool) {
-			r.esmActive--
-			r.queue.settle(batch, resp, err, crashed)
-		})
-		started = true
-	}
-	return started
 }
 
 // check runs the release history checks.

@@ -64,11 +64,11 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 		return Result{Seed: seed, Violations: []string{"setup: " + err.Error()}}
 	}
 	rel.script(1+w.rng.IntN(3), opts.FaultWindow*3/4)
-	w.every(time.Minute, until, "schedule poller sweep", mon.sweep)
-	w.every(5*time.Minute, until, "schedule release sweep", rel.sweep)
+	w.every(time.Minute, until, "schedule poller sweep", mon.fn.schedule)
+	w.every(5*time.Minute, until, "schedule release sweep", rel.fn.schedule)
 	w.loop(wait, until, func(now time.Time) (bool, time.Time) {
-		started := mon.poll(now)
-		started = rel.poll(now) || started
+		started := mon.fn.poll(now)
+		started = rel.fn.poll(now) || started
 		next, _ := mon.queue.nextVisible()
 		if t, ok := rel.queue.nextVisible(); ok && (next.IsZero() || t.Before(next)) {
 			next = t
