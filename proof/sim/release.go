@@ -149,6 +149,7 @@ type releaseJob struct {
 	text     map[string]string // payload sha256 → candidate text
 	failed   bool
 	human    bool // the result requires a human review (legal content)
+	labels   []string
 }
 
 type releaseSpec struct {
@@ -245,6 +246,7 @@ func (r *Release) script(n int, window time.Duration) {
 			if rng.IntN(12) == 0 {
 				job.failed = true
 				job.payloads = append(job.payloads, spec.plan.FailedPayload(l))
+				job.labels = append(job.labels, " (failed)")
 			} else {
 				job.human = rng.IntN(6) == 0
 				opts := releasetest.ResultOptions{HumanReviewRequired: job.human}
@@ -257,11 +259,12 @@ func (r *Release) script(n int, window time.Duration) {
 					p := spec.plan.ResultPayload(l, opts)
 					job.payloads = append(job.payloads, p)
 					job.text[core.SHA256Hex(p)] = opts.Candidate
+					job.labels = append(job.labels, []string{"", " (second result)"}[v])
 				}
 			}
-			for _, p := range job.payloads {
+			for i, p := range job.payloads {
 				detail := fx.Detail(p)
-				r.w.at(at, "job "+spec.plan.EventID+" "+l, func() { r.bus.put(topology.DetailJobCompleted, detail) })
+				r.w.at(at, "job "+spec.plan.EventID+" "+l+job.labels[i], func() { r.bus.put(topology.DetailJobCompleted, detail) })
 			}
 			spec.jobs = append(spec.jobs, job)
 		}

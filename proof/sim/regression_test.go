@@ -1,0 +1,131 @@
+package sim
+
+import (
+	"flag"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var flagFind = flag.Int("sim.find", 0, "search this many seeds for one that reaches each regression's situation and print it")
+
+// regression is a defect the simulator found, kept as one seed that reaches
+// the situation the defect needs. The situation check keeps the case
+// honest: when a code change moves the seed's history elsewhere, the case
+// fails and asks for a new seed (go test -run TestSimRegressions -sim.find=2000).
+type regression struct {
+	name    string
+	seed    uint64
+	reaches func(r Result) bool
+}
+
+func stepMatches(r Result, pattern string) bool {
+	re := regexp.MustCompile(pattern)
+	for _, s := range r.Trace {
+		if re.MatchString(s.Call + " | " + s.Outcome) {
+			return true
+		}
+	}
+	return false
+}
+
+// inSweepAfter reports whether some schedule-sweep invocation has a step
+// matching pattern.
+func inSweep(r Result, pattern string) bool {
+	re := regexp.MustCompile(pattern)
+	sweeps := map[int]bool{}
+	for _, s := range r.Trace {
+		if s.Call == "START" && s.Outcome == "schedule sweep" {
+			sweeps[s.Inv] = true
+		}
+		if sweeps[s.Inv] && re.MatchString(s.Call+" | "+s.Outcome) {
+			return true
+		}
+	}
+	return false
+}
+
+// failsAfter reports whether an invocation failed (injected failure, an
+// error or a crash) after a step matching pattern.
+func failsAfter(r Result, pattern string) bool {
+	re := regexp.MustCompile(pattern)
+	after := map[int]bool{}
+	for _, s := range r.Trace {
+		if after[s.Inv] && (s.Call == "CRASH" || strings.Contains(s.Outcome, "injected") ||
+			strings.Contains(s.Outcome, "reported as failed") || strings.HasPrefix(s.Outcome, "refused")) {
+			return true
+		}
+		if s.Inv != 0 && re.MatchString(s.Call+" | "+s.Outcome) {
+			after[s.Inv] = true
+		}
+	}
+	return false
+}
+
+var regressions = []regression{
+	{"outcome_after_lease_expiry_reclaim", 0, func(r Result) bool {
+		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
+	}},
+	{"outcome_after_integrity_failure", 0, func(r Result) bool {
+		return stepMatches(r, `^monitor\.MarkInvalid `)
+	}},
+	{"outcome_after_publish_failure_on_sweep", 0, func(r Result) bool {
+		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
+	}},
+	{"schema_altered_record_not_left_leased", 0, func(r Result) bool {
+		return stepMatches(r, `^tamper schema `)
+	}},
+	{"sweep_reaches_records_behind_unclaimable_head", 0, func(r Result) bool {
+		return stepMatches(r, `^tamper schema `) && inSweep(r, `^monitor\.Transition .* \| (retry_wait|failed) lease_expired`)
+	}},
+	{"refused_result_never_delivered", 0, func(r Result) bool {
+		return r.Faults.Concurrency > 1 && stepMatches(r, `^job rel-\d+ \S+ \(second result\)`)
+	}},
+	{"approval_announced_after_a_later_failure", 0, func(r Result) bool {
+		return failsAfter(r, `^release\.Put rel-\d+ approval#`)
+	}},
+	{"blocked_release_shows_in_health", 0, func(r Result) bool {
+		return stepMatches(r, `^job rel-\d+ \S+ \(failed\)`)
+	}},
+}
+
+// TestSimRegressions replays one seed per defect the simulator found and
+// checks that the seed still reaches the defect's situation.
+func TestSimRegressions(t *testing.T) {
+	if *flagFind > 0 {
+		findRegressionSeeds(t)
+		return
+	}
+	for _, c := range regressions {
+		t.Run(c.name, func(t *testing.T) {
+			if c.seed == 0 {
+				t.Skip("no seed chosen yet: go test -run TestSimRegressions -sim.find=2000")
+			}
+			res := runSeed(t, c.seed)
+			if !c.reaches(res) {
+				t.Fatalf("seed %d no longer reaches the situation; choose another with -sim.find", c.seed)
+			}
+			if len(res.Violations) > 0 {
+				t.Fatal(res.Report())
+			}
+		})
+	}
+}
+
+func findRegressionSeeds(t *testing.T) {
+	found := map[string]uint64{}
+	for seed := uint64(1); seed <= uint64(*flagFind) && len(found) < len(regressions); seed++ {
+		res := runSeed(t, seed)
+		for _, c := range regressions {
+			if _, ok := found[c.name]; !ok && c.reaches(res) {
+				found[c.name] = seed
+				t.Logf("%s: seed %d (violations: %d)", c.name, seed, len(res.Violations))
+			}
+		}
+	}
+	for _, c := range regressions {
+		if _, ok := found[c.name]; !ok {
+			t.Errorf("%s: no seed among %d reaches it", c.name, *flagFind)
+		}
+	}
+}
