@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -209,6 +209,11 @@ func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Updat
 	} else {
 		update = update.Remove(expression.Name(attrAttentionShard)).Remove(expression.Name(attrAttentionMS))
 	}
+	if u.State.Final() {
+		update = update.Set(expression.Name(attrOutboxShard), shard).Set(expression.Name(attrOutboxMS), expression.Value(u.UpdatedMS))
+	} else {
+		update = update.Remove(expression.Name(attrOutboxShard)).Remove(expression.Name(attrOutboxMS))
+	}
 	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
 	if err != nil {
 		return monitor.Record{}, err
@@ -249,6 +254,8 @@ func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) er
 		Set(expression.Name(attrUpdatedMS), expression.Value(nowMS)).
 		Set(expression.Name(attrAttentionShard), shard).
 		Set(expression.Name(attrAttentionMS), expression.Value(nowMS)).
+		Set(expression.Name(attrOutboxShard), shard).
+		Set(expression.Name(attrOutboxMS), expression.Value(nowMS)).
 		Remove(expression.Name(attrLeaseOwner)).
 		Remove(expression.Name(attrLeaseToken)).
 		Remove(expression.Name(attrLeaseExpiresMS)).
@@ -275,10 +282,69 @@ func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) er
 	return nil
 }
 
-// wakeKey is one entry of the wake index.
+// Announced implements monitor.Store: one UpdateItem conditional on the
+// outbox key, removing it.
+func (s *Store) Announced(ctx context.Context, eventID string, finishedMS int64) error {
+	update := expression.Remove(expression.Name(attrOutboxShard)).Remove(expression.Name(attrOutboxMS))
+	expr, err := build(expression.NewBuilder().
+		WithCondition(expression.Name(attrOutboxMS).Equal(expression.Value(finishedMS))).WithUpdate(update))
+	if err != nil {
+		return err
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(eventID),
+		ConditionExpression:       expr.Condition(),
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ReturnConsumedCapacity:    s.capacity.mode(),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil
+	}
+	if err != nil {
+		return unavailable("announced", err)
+	}
+	s.capacity.add(out.ConsumedCapacity, true)
+	return nil
+}
+
+// Owed implements monitor.Store: one paginated KEYS_ONLY Query per shard of
+// the sparse outbox index (outbox_shard = s AND outbox_ms <= before),
+// merged in outbox order.
+func (s *Store) Owed(ctx context.Context, beforeMS int64, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var all []wakeKey
+	for shard := range topology.WakeShards {
+		keys, err := s.rangeShard(ctx, topology.IndexOutbox, attrOutboxShard, attrOutboxMS, shard, beforeMS, limit, nil)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, keys...)
+	}
+	sortKeys(all)
+	ids := make([]string, 0, min(limit, len(all)))
+	for _, k := range all[:min(limit, len(all))] {
+		ids = append(ids, k.EventID)
+	}
+	return ids, nil
+}
+
+func sortKeys(all []wakeKey) {
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].WakeMS != all[j].WakeMS {
+			return all[i].WakeMS < all[j].WakeMS
+		}
+		return all[i].EventID < all[j].EventID
+	})
+}
+
+// wakeKey is one entry of a sparse index: the event id and the sort key.
 type wakeKey struct {
-	EventID string `dynamodbav:"event_id"`
-	WakeMS  int64  `dynamodbav:"wake_ms"`
+	EventID string
+	WakeMS  int64
 }
 
 // Due implements monitor.Store: one paginated KEYS_ONLY Query per shard of
@@ -306,12 +372,7 @@ func (s *Store) Due(ctx context.Context, nowMS int64, limit int) ([]string, erro
 	for _, r := range results {
 		all = append(all, r...)
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].WakeMS != all[j].WakeMS {
-			return all[i].WakeMS < all[j].WakeMS
-		}
-		return all[i].EventID < all[j].EventID
-	})
+	sortKeys(all)
 	ids := make([]string, 0, min(limit, len(all)))
 	for _, k := range all[:min(limit, len(all))] {
 		ids = append(ids, k.EventID)
@@ -320,18 +381,25 @@ func (s *Store) Due(ctx context.Context, nowMS int64, limit int) ([]string, erro
 }
 
 func (s *Store) dueShard(ctx context.Context, shard int, nowMS int64, limit int) ([]wakeKey, error) {
-	keyCond := expression.Key(attrWakeShard).Equal(expression.Value(shard)).
-		And(expression.Key(attrWakeMS).LessThanEqual(expression.Value(nowMS)))
+	return s.rangeShard(ctx, topology.IndexWake, attrWakeShard, attrWakeMS, shard, nowMS, limit, nil)
+}
+
+// rangeShard reads up to limit keys of one shard of a sparse index whose
+// sort key is ≤ upTo, in sort order, starting after start when it is set.
+func (s *Store) rangeShard(ctx context.Context, index, shardAttr, sortAttr string, shard int, upTo int64, limit int, start map[string]types.AttributeValue) ([]wakeKey, error) {
+	keyCond := expression.Key(shardAttr).Equal(expression.Value(shard)).
+		And(expression.Key(sortAttr).LessThanEqual(expression.Value(upTo)))
 	expr, err := build(expression.NewBuilder().WithKeyCondition(keyCond))
 	if err != nil {
 		return nil, err
 	}
 	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(topology.IndexWake),
+		TableName: aws.String(s.table), IndexName: aws.String(index),
 		KeyConditionExpression:    expr.KeyCondition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 		ScanIndexForward:          aws.Bool(true),
+		ExclusiveStartKey:         start,
 		ReturnConsumedCapacity:    s.capacity.mode(),
 	}
 	var keys []wakeKey
@@ -339,14 +407,21 @@ func (s *Store) dueShard(ctx context.Context, shard int, nowMS int64, limit int)
 		in.Limit = aws.Int32(int32(min(limit-len(keys), 1000)))
 		out, err := s.db.Query(ctx, in)
 		if err != nil {
-			return nil, unavailable("due", err)
+			return nil, unavailable("query "+index, err)
 		}
 		s.capacity.add(out.ConsumedCapacity, false)
-		var page []wakeKey
-		if err := attributevalue.UnmarshalListOfMaps(out.Items, &page); err != nil {
-			return nil, core.Wrap(monitor.CodeDatabaseIntegrity, false, fmt.Errorf("monitordb due: decode index page: %w", err))
+		for _, it := range out.Items {
+			id, okID := it[attrEventID].(*types.AttributeValueMemberS)
+			n, okN := it[sortAttr].(*types.AttributeValueMemberN)
+			var ms int64
+			if okN {
+				ms, err = strconv.ParseInt(n.Value, 10, 64)
+			}
+			if !okID || !okN || err != nil {
+				return nil, core.Wrap(monitor.CodeDatabaseIntegrity, false, fmt.Errorf("monitordb: %s index entry does not decode", index))
+			}
+			keys = append(keys, wakeKey{EventID: id.Value, WakeMS: ms})
 		}
-		keys = append(keys, page...)
 		if len(out.LastEvaluatedKey) == 0 {
 			break
 		}

@@ -83,6 +83,7 @@ func (s *Service) Register(ctx context.Context, d Dispatched) (Status, error) {
 	if reg.remoteStatus == "superseded" || reg.remoteStatus == "cancelled" {
 		rec.State = StateTerminal
 		rec.RemoteStatus = reg.remoteStatus
+		rec.OutboxMS = now
 	}
 	stored, created, err := s.store.Create(ctx, rec)
 	if err != nil {

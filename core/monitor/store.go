@@ -41,9 +41,17 @@ type Store interface {
 	// CodeClockRegressed, or CodeCompletionLost when the store cannot tell).
 	Transition(ctx context.Context, f Fence, u Update) (Record, error)
 	// MarkInvalid sets a record that failed validation to failed with
-	// CodeStateInvalid at nowMS, dropping its lease and wake position. It
-	// does nothing when the record does not exist.
+	// CodeStateInvalid at nowMS, dropping its lease and wake position and
+	// setting its outbox key to nowMS (the outcome is owed). It does
+	// nothing when the record does not exist.
 	MarkInvalid(ctx context.Context, eventID string, nowMS int64) error
+	// Owed lists up to limit event ids whose outbox key is ≤ beforeMS,
+	// earliest first (a sparse index of final records whose outcome was
+	// not announced yet). It may be stale.
+	Owed(ctx context.Context, beforeMS int64, limit int) ([]string, error)
+	// Announced clears the outbox key of eventID if it equals finishedMS;
+	// it does nothing otherwise (cleared already, or no record).
+	Announced(ctx context.Context, eventID string, finishedMS int64) error
 	// Census returns every record that can wake or needs attention (see
 	// Record.NeedsAttention); its cost never depends on other records.
 	Census(ctx context.Context) ([]Record, error)
@@ -71,9 +79,16 @@ type Fence struct {
 	Expired bool
 }
 
+// FenceOf is the live fence of the lease held on rec (as a claim returned
+// it), for a finishing write at nowMS.
+func FenceOf(rec Record, nowMS int64) Fence {
+	return Fence{EventID: rec.EventID, Owner: rec.LeaseOwner, Token: rec.LeaseToken, NowMS: nowMS}
+}
+
 // Update is the mutable part of a record a finishing write sets. The lease
 // fields are always cleared; poll_attempts is kept. When SetSnapshot is
-// false the stored remote status and snapshot are kept.
+// false the stored remote status and snapshot are kept. A final State also
+// sets the outbox key to UpdatedMS (the outcome is owed until announced).
 type Update struct {
 	State               State
 	ConsecutiveFailures int
@@ -125,6 +140,20 @@ func ApplyUpdate(r Record, u Update) Record {
 		r.Lifecycle = append([]byte(nil), u.Lifecycle...)
 	}
 	r.UpdatedMS = u.UpdatedMS
+	r.OutboxMS = 0
+	if u.State.Final() {
+		r.OutboxMS = u.UpdatedMS
+	}
+	return r
+}
+
+// ApplyInvalid is the record MarkInvalid writes.
+func ApplyInvalid(r Record, nowMS int64) Record {
+	r.State = StateFailed
+	r.LastErrorCode = CodeStateInvalid
+	r.LeaseOwner, r.LeaseToken, r.LeaseExpiresMS = "", "", 0
+	r.UpdatedMS = nowMS
+	r.OutboxMS = nowMS
 	return r
 }
 

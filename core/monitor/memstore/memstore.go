@@ -118,11 +118,42 @@ func (s *Store) MarkInvalid(_ context.Context, eventID string, nowMS int64) erro
 	if !ok {
 		return nil
 	}
-	cur.State = monitor.StateFailed
-	cur.LastErrorCode = monitor.CodeStateInvalid
-	cur.LeaseOwner, cur.LeaseToken, cur.LeaseExpiresMS = "", "", 0
-	cur.UpdatedMS = nowMS
-	s.records[eventID] = cur
+	s.records[eventID] = monitor.ApplyInvalid(cur, nowMS)
+	return nil
+}
+
+// Owed implements monitor.Store.
+func (s *Store) Owed(_ context.Context, beforeMS int64, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []monitor.Record
+	for _, r := range s.records {
+		if r.OutboxMS != 0 && r.OutboxMS <= beforeMS {
+			all = append(all, r)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].OutboxMS != all[j].OutboxMS {
+			return all[i].OutboxMS < all[j].OutboxMS
+		}
+		return all[i].EventID < all[j].EventID
+	})
+	ids := make([]string, 0, min(limit, len(all)))
+	for _, r := range all[:min(max(limit, 0), len(all))] {
+		ids = append(ids, r.EventID)
+	}
+	return ids, nil
+}
+
+// Announced implements monitor.Store.
+func (s *Store) Announced(_ context.Context, eventID string, finishedMS int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[eventID]
+	if ok && cur.OutboxMS == finishedMS {
+		cur.OutboxMS = 0
+		s.records[eventID] = cur
+	}
 	return nil
 }
 

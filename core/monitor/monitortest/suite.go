@@ -359,11 +359,14 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		}
 		rec, _ := s.Get(ctx, "evt-1")
 		if rec.State != monitor.StateFailed || rec.LastErrorCode != monitor.CodeStateInvalid || rec.LeaseToken != "" ||
-			rec.LeaseOwner != "" || rec.LeaseExpiresMS != 0 || rec.UpdatedMS != T0+2 {
+			rec.LeaseOwner != "" || rec.LeaseExpiresMS != 0 || rec.UpdatedMS != T0+2 || rec.OutboxMS != T0+2 {
 			t.Fatalf("record = %+v", rec)
 		}
 		if ids, _ := s.Due(ctx, T0+1_000_000, 10); len(ids) != 0 {
 			t.Fatalf("failed record still due: %v", ids)
+		}
+		if ids, _ := s.Owed(ctx, T0+2, 10); strings.Join(ids, ",") != "evt-1" {
+			t.Fatalf("record marked invalid owes no outcome: Owed = %v", ids)
 		}
 		if err := s.MarkInvalid(ctx, "evt-none", T0); err != nil {
 			t.Fatalf("MarkInvalid of a missing record: %v", err)
@@ -405,6 +408,80 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		sort.Strings(ids)
 		if strings.Join(ids, ",") != "evt-blocked,evt-failed,evt-pending" {
 			t.Fatalf("Census = %v", ids)
+		}
+	})
+	t.Run("outbox: final writes owe an outcome until announced", func(t *testing.T) {
+		s := h.New(t)
+		// evt-a: terminal at registration; evt-b: completed terminal;
+		// evt-c: failed; evt-d: watching (owes nothing).
+		a := NewRecord("evt-a", T0)
+		a.State, a.RemoteStatus, a.OutboxMS = monitor.StateTerminal, "cancelled", T0
+		create(t, s, a)
+		finish := func(id string, now int64, u monitor.Update) monitor.Record {
+			t.Helper()
+			create(t, s, NewRecord(id, T0))
+			l := lease("w", now)
+			held := claim(t, s, id, l)
+			if u.SetSnapshot {
+				snap := Snapshot(held, u.RemoteStatus)
+				u.LifecycleSHA256, u.Lifecycle = snap.SHA256, snap.Canonical
+			}
+			got, err := s.Transition(ctx, monitor.FenceOf(held, now), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			equalRecords(t, got, monitor.ApplyUpdate(held, u))
+			return got
+		}
+		b := finish("evt-b", T0+10, monitor.Update{State: monitor.StateTerminal, NextPollMS: T0 + 10, SetSnapshot: true, RemoteStatus: "published", UpdatedMS: T0 + 10})
+		c := finish("evt-c", T0+20, monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0 + 20, UpdatedMS: T0 + 20})
+		d := finish("evt-d", T0+30, monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 30_030, SetSnapshot: true, RemoteStatus: "processing", UpdatedMS: T0 + 30})
+		if b.OutboxMS != T0+10 || c.OutboxMS != T0+20 || d.OutboxMS != 0 {
+			t.Fatalf("outbox keys %d %d %d", b.OutboxMS, c.OutboxMS, d.OutboxMS)
+		}
+		for _, id := range []string{"evt-a", "evt-b", "evt-c", "evt-d"} {
+			rec, err := s.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := monitor.Validate(rec); err != nil {
+				t.Fatalf("%s invalid: %v", id, err)
+			}
+		}
+		check := func(before int64, limit int, want ...string) {
+			t.Helper()
+			got, err := s.Owed(ctx, before, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("Owed(%d, %d) = %v, want %v", before, limit, got, want)
+			}
+		}
+		check(T0-1, 10)
+		check(T0+10, 10, "evt-a", "evt-b")
+		check(T0+1_000_000, 10, "evt-a", "evt-b", "evt-c")
+		check(T0+1_000_000, 2, "evt-a", "evt-b")
+		// A stale version does not clear; the right one does, once.
+		if err := s.Announced(ctx, "evt-b", T0+9); err != nil {
+			t.Fatal(err)
+		}
+		check(T0+1_000_000, 10, "evt-a", "evt-b", "evt-c")
+		for range 2 {
+			if err := s.Announced(ctx, "evt-b", T0+10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Announced(ctx, "evt-none", T0+10); err != nil {
+			t.Fatalf("Announced of a missing record: %v", err)
+		}
+		check(T0+1_000_000, 10, "evt-a", "evt-c")
+		rec, _ := s.Get(ctx, "evt-b")
+		want := b
+		want.OutboxMS = 0
+		equalRecords(t, rec, want)
+		if _, err := monitor.Validate(rec); err != nil {
+			t.Fatalf("announced record invalid: %v", err)
 		}
 	})
 	t.Run("service over the store", func(t *testing.T) {

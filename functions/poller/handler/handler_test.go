@@ -75,11 +75,23 @@ func (f *fakeSQS) Sent() []*sqs.SendMessageInput {
 type fakeBus struct {
 	mu      sync.Mutex
 	details []map[string]any
+	// fail makes the next fail calls fail.
+	fail int
+}
+
+func (f *fakeBus) failNext(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = n
 }
 
 func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fail > 0 {
+		f.fail--
+		return nil, errors.New("eventbridge unavailable")
+	}
 	for _, e := range in.Entries {
 		if *e.DetailType != topology.DetailChangeTerminal || *e.Source != "localeflow" {
 			return nil, errors.New("unexpected entry")

@@ -1,0 +1,127 @@
+package monitor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/core/monitor"
+)
+
+// announceOwed asserts the outcome owed for id, announces it and checks that it
+// is no longer owed.
+func announceOwed(t *testing.T, b bundle, id string, state monitor.State, code string) monitor.Announcement {
+	t.Helper()
+	ctx := context.Background()
+	a, ok, err := b.svc.Announcement(ctx, id)
+	if err != nil || !ok {
+		t.Fatalf("Announcement(%s) = %v, %v: the outcome is not owed", id, ok, err)
+	}
+	if a.EventID != id || a.State != state || a.ErrorCode != code || a.OutcomeID != monitor.OutcomeID(id, state, a.FinishedMS) {
+		t.Fatalf("announcement = %+v, want %s/%s", a, state, code)
+	}
+	// The sweep sees it once the grace has passed.
+	b.clock.Advance(monitor.OutboxGrace)
+	ids, err := b.svc.OwedOutcomes(ctx, 10)
+	if err != nil || len(ids) != 1 || ids[0] != id {
+		t.Fatalf("OwedOutcomes = %v, %v", ids, err)
+	}
+	again, _, _ := b.svc.Announcement(ctx, id)
+	if again.OutcomeID != a.OutcomeID {
+		t.Fatalf("outcome id changed between reads: %s then %s", a.OutcomeID, again.OutcomeID)
+	}
+	if err := b.svc.Announced(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := b.svc.Announcement(ctx, id); ok || err != nil {
+		t.Fatalf("still owed after Announced: %v, %v", ok, err)
+	}
+	if ids, _ := b.svc.OwedOutcomes(ctx, 10); len(ids) != 0 {
+		t.Fatalf("OwedOutcomes after Announced = %v", ids)
+	}
+	return a
+}
+
+func TestOutcomeOwedAfterReclaimToFailed(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, monitor.Config{Lease: time.Minute})
+	register(t, b, "evt-1")
+	for i := 1; i <= 5; i++ {
+		c := claimOne(t, b, "evt-1")
+		b.clock.Set(c.LeaseExpires)
+		out, err := b.svc.PollOnce(ctx, "evt-1", reader())
+		if err != nil || out.Polled {
+			t.Fatalf("reclaim %d = %+v, %v", i, out, err)
+		}
+		if i < 5 {
+			if out.Owed != nil {
+				t.Fatalf("reclaim %d owes an outcome: %+v", i, out.Owed)
+			}
+			b.clock.Set(out.NextPoll)
+			continue
+		}
+		if out.State != monitor.StateFailed || out.Owed == nil || out.Owed.ErrorCode != monitor.ReclaimErrorCode {
+			t.Fatalf("reclaim to failed = %+v (owed %+v)", out, out.Owed)
+		}
+	}
+	announceOwed(t, b, "evt-1", monitor.StateFailed, monitor.ReclaimErrorCode)
+}
+
+func TestOutcomeOwedAfterStateInvalid(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, monitor.Config{})
+	register(t, b, "evt-1")
+	b.store.Tamper("evt-1", func(r *monitor.Record) { r.JobCount = 9 })
+	_, err := b.svc.PollOnce(ctx, "evt-1", reader())
+	wantCode(t, err, monitor.CodeStateInvalid)
+	a := announceOwed(t, b, "evt-1", monitor.StateFailed, monitor.CodeStateInvalid)
+	if a.SiteID != "" || a.PlanID != "" {
+		t.Fatalf("announcement of an invalid record carries its identity: %+v", a)
+	}
+}
+
+func TestOutcomeOwedAfterTerminalPollAndRegistration(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, monitor.Config{})
+	register(t, b, "evt-1")
+	out, err := b.svc.PollOnce(ctx, "evt-1", reader(answer("published")))
+	if err != nil || out.State != monitor.StateTerminal || out.Owed == nil || out.Owed.RemoteStatus != "published" ||
+		out.Owed.SiteID != "site-berlin" || out.Owed.PlanID != "plan-42" || out.Owed.LifecycleSHA256 == "" {
+		t.Fatalf("terminal poll = %+v (owed %+v), %v", out, out.Owed, err)
+	}
+	a := announceOwed(t, b, "evt-1", monitor.StateTerminal, "")
+	if a.OutcomeID != out.Owed.OutcomeID {
+		t.Fatalf("outcome id of the poll %s differs from the stored one %s", out.Owed.OutcomeID, a.OutcomeID)
+	}
+
+	d, err := monitor.ParseDispatched([]byte(detail(t, "evt-2", "cancelled")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.svc.Register(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.Announcement(); !ok {
+		t.Fatalf("terminal registration owes no outcome: %+v", st)
+	}
+	announceOwed(t, b, "evt-2", monitor.StateTerminal, "")
+}
+
+func TestAnnouncedKeepsANewerOutcome(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, monitor.Config{})
+	register(t, b, "evt-1")
+	out, err := b.svc.PollOnce(ctx, "evt-1", reader(answer("published")))
+	if err != nil || out.Owed == nil {
+		t.Fatalf("poll = %+v, %v", out, err)
+	}
+	stale := *out.Owed
+	stale.FinishedMS--
+	if err := b.svc.Announced(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := b.svc.Announcement(ctx, "evt-1"); !ok {
+		t.Fatal("a stale Announced cleared the outbox")
+	}
+}

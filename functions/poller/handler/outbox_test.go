@@ -1,0 +1,122 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/functions/poller/handler"
+)
+
+func (e *env) sweep() handler.SweepResult {
+	e.t.Helper()
+	out, err := e.invoke(testdata(e.t, "scheduled.json"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var res handler.SweepResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+func (e *env) owedIDs() []string {
+	e.t.Helper()
+	ids, err := e.store.Owed(context.Background(), 1<<62, 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ids
+}
+
+// A terminal event whose publish fails on the sweep path stays owed and is
+// published by a later sweep, with the same outcome id.
+func TestSweepRepublishesOutcomeWhosePublishFailed(t *testing.T) {
+	e := setup(t)
+	e.cms.Script("evt-poller-0001", cmstest.StatusStep("published"))
+	e.intake()
+	before := len(e.bus.Details())
+	e.bus.failNext(1)
+	if res := e.sweep(); res.Polled != 1 || res.Terminal != 1 || res.Errors != 1 {
+		t.Fatalf("sweep %+v", res)
+	}
+	if len(e.bus.Details()) != before || len(e.owedIDs()) != 1 {
+		t.Fatalf("failed publish: %d events, owed %v", len(e.bus.Details())-before, e.owedIDs())
+	}
+	// Within the grace nothing is re-published; after it, once.
+	if res := e.sweep(); res.Owed != 0 || len(e.bus.Details()) != before {
+		t.Fatalf("sweep within the grace %+v", res)
+	}
+	e.clock.Advance(monitor.OutboxGrace)
+	if res := e.sweep(); res.Owed != 1 || res.Announced != 1 || res.Errors != 0 {
+		t.Fatalf("sweep after the grace %+v", res)
+	}
+	d := e.bus.Details()[before:]
+	st := e.status("evt-poller-0001")
+	if len(d) != 1 || d[0]["event_id"] != "evt-poller-0001" || d[0]["state"] != "terminal" || d[0]["remote_status"] != "published" ||
+		d[0]["outcome_id"] != monitor.OutcomeID("evt-poller-0001", monitor.StateTerminal, st.Updated.UnixMilli()) {
+		t.Fatalf("re-published events %v", d)
+	}
+	if len(e.owedIDs()) != 0 {
+		t.Fatal("outcome still owed after its publish")
+	}
+	if res := e.sweep(); res.Owed != 0 || len(e.bus.Details()) != before+1 {
+		t.Fatalf("a published outcome was published again: %+v", res)
+	}
+}
+
+// The fifth expired lease drives the change to failed: its outcome is
+// announced by the sweep that reclaims it.
+func TestReclaimToFailedIsAnnounced(t *testing.T) {
+	e := setup(t)
+	e.intake()
+	ctx := context.Background()
+	for i := range 5 {
+		c, ok, err := e.svc.Claim(ctx, "evt-poller-0001")
+		if err != nil || !ok {
+			t.Fatalf("claim %d: %v %v", i, ok, err)
+		}
+		e.clock.Advance(c.LeaseExpires.Sub(e.clock.Now()))
+		e.sweep() // reclaims
+		if st := e.status("evt-poller-0001"); i < 4 {
+			e.clock.Advance(st.NextPoll.Sub(e.clock.Now()))
+		}
+	}
+	st := e.status("evt-poller-0001")
+	if st.State != monitor.StateFailed || st.LastErrorCode != monitor.ReclaimErrorCode {
+		t.Fatalf("status %s %s", st.State, st.LastErrorCode)
+	}
+	d := e.bus.Details()
+	if len(d) == 0 || d[len(d)-1]["state"] != "failed" || d[len(d)-1]["error_code"] != monitor.ReclaimErrorCode ||
+		d[len(d)-1]["site_id"] != "site-berlin" {
+		t.Fatalf("terminal events %v", d)
+	}
+	if len(e.owedIDs()) != 0 {
+		t.Fatal("outcome still owed")
+	}
+}
+
+// A tampered record marked failed with state_invalid while its message is
+// handled is announced (with its identity null), then the message is
+// acknowledged.
+func TestStateInvalidIsAnnounced(t *testing.T) {
+	e := setup(t)
+	e.intake()
+	e.store.Tamper("evt-poller-0001", func(r *monitor.Record) { r.JobCount = 9 })
+	before := len(e.bus.Details())
+	resp := e.invokeSQS(batchOf(t, 1, *e.sqs.Sent()[0].MessageBody))
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %+v", resp.BatchItemFailures)
+	}
+	d := e.bus.Details()[before:]
+	if len(d) != 1 || d[0]["event_id"] != "evt-poller-0001" || d[0]["state"] != "failed" ||
+		d[0]["error_code"] != monitor.CodeStateInvalid || d[0]["site_id"] != nil || d[0]["plan_id"] != nil || d[0]["outcome_id"] == nil {
+		t.Fatalf("terminal events %v", d)
+	}
+	if len(e.owedIDs()) != 0 {
+		t.Fatal("outcome still owed")
+	}
+}
