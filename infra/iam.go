@@ -46,6 +46,7 @@ func (b *builder) grant() {
 
 	b.allow("poller", "MonitorItems", pollerMonitorActions, monitor.TableArn())
 	b.allow("poller", "MonitorWakeIndex", queryAction, indexArn(monitor, topology.IndexWake))
+	b.allow("poller", "MonitorOutboxIndex", queryAction, indexArn(monitor, topology.IndexOutbox))
 	b.allow("poller", "PollQueueSend", sendAction, b.queues[topo.PollQueue.Logical].QueueArn())
 	b.allow("poller", "PublishEvents", putEvents, busArn...)
 
@@ -59,6 +60,10 @@ func (b *builder) grant() {
 		table := b.tables[t.Logical]
 		tables = append(tables, table.TableArn())
 		for _, ix := range t.Indexes {
+			if ix.Name == topology.IndexOutbox {
+				// Only the poller publishes owed outcomes.
+				continue
+			}
 			indexes = append(indexes, indexArn(table, ix.Name))
 		}
 	}
