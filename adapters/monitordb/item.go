@@ -160,6 +160,11 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 	if it.Lifecycle != "" {
 		rec.Lifecycle = []byte(it.Lifecycle)
 	}
+	if it.SchemaVersion != 0 && it.SchemaVersion != monitor.SchemaVersion {
+		// Another layout: its attributes and index keys are not ours to
+		// judge; validation reports it as lifecycle_monitor.schema_altered.
+		return rec
+	}
 	for name := range av {
 		if !knownAttributes[name] {
 			rec.Corrupt = true

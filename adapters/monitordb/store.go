@@ -124,6 +124,7 @@ func (s *Store) Get(ctx context.Context, eventID string) (monitor.Record, error)
 func (s *Store) Claim(ctx context.Context, eventID string, l monitor.Lease) (monitor.Record, bool, error) {
 	now := expression.Value(l.NowMS)
 	cond := expression.And(
+		expression.Name(attrSchemaVersion).Equal(expression.Value(monitor.SchemaVersion)),
 		expression.Name(attrState).In(
 			expression.Value(string(monitor.StatePending)),
 			expression.Value(string(monitor.StateWatching)),
@@ -278,6 +279,36 @@ func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) er
 	}
 	if err != nil {
 		return unavailable("mark invalid", err)
+	}
+	return nil
+}
+
+// Park implements monitor.Store: one UpdateItem, conditional on the item
+// existing with another schema_version, that removes its wake keys and
+// sets its attention keys.
+func (s *Store) Park(ctx context.Context, eventID string, nowMS int64) error {
+	update := expression.Set(expression.Name(attrAttentionShard), expression.Value(Shard(eventID))).
+		Set(expression.Name(attrAttentionMS), expression.Value(nowMS)).
+		Remove(expression.Name(attrWakeShard)).
+		Remove(expression.Name(attrWakeMS))
+	cond := expression.And(expression.AttributeExists(expression.Name(attrEventID)),
+		expression.Name(attrSchemaVersion).NotEqual(expression.Value(monitor.SchemaVersion)))
+	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(eventID),
+		ConditionExpression:       expr.Condition(),
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil
+	}
+	if err != nil {
+		return unavailable("park", err)
 	}
 	return nil
 }

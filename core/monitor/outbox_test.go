@@ -125,3 +125,26 @@ func TestAnnouncedKeepsANewerOutcome(t *testing.T) {
 		t.Fatal("a stale Announced cleared the outbox")
 	}
 }
+
+// A record written by another schema version is refused before it is
+// leased: it stays as it was, leaves due discovery and blocks health.
+func TestSchemaAlteredRecordIsNeverLeased(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, monitor.Config{Lease: time.Minute})
+	register(t, b, "evt-1")
+	b.store.Tamper("evt-1", func(r *monitor.Record) { r.SchemaVersion = monitor.SchemaVersion + 1 })
+	_, err := b.svc.PollOnce(ctx, "evt-1", reader())
+	wantCode(t, err, monitor.CodeSchemaAltered)
+	rec, _ := b.store.Get(ctx, "evt-1")
+	if rec.State != monitor.StatePending || rec.LeaseToken != "" || rec.PollAttempts != 0 {
+		t.Fatalf("record of another schema version was changed: %+v", rec)
+	}
+	b.clock.Advance(time.Hour)
+	if ids, err := b.svc.Due(ctx, 10); err != nil || len(ids) != 0 {
+		t.Fatalf("still due: %v, %v", ids, err)
+	}
+	h, err := b.svc.Health(ctx)
+	if err != nil || h.Status != monitor.HealthBlocked || h.Failed != 1 || h.ExpiredLeases != 0 || h.Due != 0 {
+		t.Fatalf("health = %+v, %v", h, err)
+	}
+}

@@ -131,13 +131,20 @@ func (s *Service) status(ctx context.Context, rec Record, now int64) (Status, er
 	return statusOf(rec, snap, now), nil
 }
 
-// validated runs Validate and marks a record that fails it as failed.
+// validated runs Validate and marks a record that fails it as failed (or
+// parks a record of another schema version).
 func (s *Service) validated(ctx context.Context, rec Record, now int64) (*lifecycle.Response, error) {
 	snap, err := Validate(rec)
 	if err == nil {
 		return snap, nil
 	}
 	s.log.ErrorContext(ctx, "monitor record invalid", "event_id", safeID(rec.EventID), "code", core.CodeOf(err))
+	if core.HasCode(err, CodeSchemaAltered) && core.ValidToken(rec.EventID) {
+		// Not ours to change: out of due discovery, into health's attention.
+		if perr := s.store.Park(context.WithoutCancel(ctx), rec.EventID, now); perr != nil {
+			return nil, errors.Join(err, fmt.Errorf("park %s: %w", rec.EventID, perr))
+		}
+	}
 	if core.HasCode(err, CodeStateInvalid) && core.ValidToken(rec.EventID) &&
 		!(rec.State == StateFailed && rec.LastErrorCode == CodeStateInvalid) {
 		if merr := s.store.MarkInvalid(context.WithoutCancel(ctx), rec.EventID, now); merr != nil {

@@ -28,8 +28,9 @@ type Store interface {
 	// first. It may be stale (eventually consistent); the conditional
 	// writes decide.
 	Due(ctx context.Context, nowMS int64, limit int) ([]string, error)
-	// Claim leases a record if, at write time, its state is claimable,
-	// next_poll_ms ≤ lease.NowMS and updated_ms ≤ lease.NowMS: it applies
+	// Claim leases a record if, at write time, its schema_version is
+	// SchemaVersion, its state is claimable, next_poll_ms ≤ lease.NowMS and
+	// updated_ms ≤ lease.NowMS (Claimable): it applies
 	// ApplyClaim and returns the new record with ok=true. Otherwise it
 	// writes nothing and returns the current record with ok=false.
 	// CodeEventMissing when there is no record.
@@ -45,6 +46,11 @@ type Store interface {
 	// setting its outbox key to nowMS (the outcome is owed). It does
 	// nothing when the record does not exist.
 	MarkInvalid(ctx context.Context, eventID string, nowMS int64) error
+	// Park takes a record of another schema version (one this code must not
+	// change) out of due discovery and into the census of records needing
+	// attention, changing nothing else. It does nothing when the record does
+	// not exist or has this code's SchemaVersion.
+	Park(ctx context.Context, eventID string, nowMS int64) error
 	// Owed lists up to limit event ids whose outbox key is ≤ beforeMS,
 	// earliest first (a sparse index of final records whose outcome was
 	// not announced yet). It may be stale.
@@ -122,9 +128,11 @@ func ApplyClaim(r Record, l Lease) Record {
 	return r
 }
 
-// Claimable reports whether the claim condition holds for r at nowMS.
+// Claimable reports whether the claim condition holds for r at nowMS. A
+// record of another schema version is never claimable: the claim would
+// write a lease that validation then refuses, leaving it leased by nobody.
 func Claimable(r Record, nowMS int64) bool {
-	return r.State.Claimable() && r.NextPollMS <= nowMS && r.UpdatedMS <= nowMS
+	return r.SchemaVersion == SchemaVersion && r.State.Claimable() && r.NextPollMS <= nowMS && r.UpdatedMS <= nowMS
 }
 
 // ApplyUpdate is the record a successful Transition writes.

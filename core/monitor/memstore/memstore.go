@@ -14,12 +14,14 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	records map[string]monitor.Record
+	// parked holds the records Park took out of due discovery.
+	parked map[string]bool
 }
 
 var _ monitor.Store = (*Store)(nil)
 
 // New returns an empty store.
-func New() *Store { return &Store{records: map[string]monitor.Record{}} }
+func New() *Store { return &Store{records: map[string]monitor.Record{}, parked: map[string]bool{}} }
 
 func clone(r monitor.Record) monitor.Record {
 	r.Lifecycle = append([]byte(nil), r.Lifecycle...)
@@ -61,7 +63,7 @@ func (s *Store) Due(_ context.Context, nowMS int64, limit int) ([]string, error)
 	}
 	var all []due
 	for id, r := range s.records {
-		if wake, ok := r.WakeMS(); ok && wake <= nowMS {
+		if wake, ok := r.WakeMS(); ok && wake <= nowMS && !s.parked[id] {
 			all = append(all, due{id, wake})
 		}
 	}
@@ -122,6 +124,16 @@ func (s *Store) MarkInvalid(_ context.Context, eventID string, nowMS int64) erro
 	return nil
 }
 
+// Park implements monitor.Store.
+func (s *Store) Park(_ context.Context, eventID string, _ int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.records[eventID]; ok && cur.SchemaVersion != monitor.SchemaVersion {
+		s.parked[eventID] = true
+	}
+	return nil
+}
+
 // Owed implements monitor.Store.
 func (s *Store) Owed(_ context.Context, beforeMS int64, limit int) ([]string, error) {
 	s.mu.Lock()
@@ -163,7 +175,7 @@ func (s *Store) Census(_ context.Context) ([]monitor.Record, error) {
 	defer s.mu.Unlock()
 	var out []monitor.Record
 	for _, r := range s.records {
-		if _, wakes := r.WakeMS(); wakes || r.NeedsAttention() {
+		if _, wakes := r.WakeMS(); wakes || r.NeedsAttention() || s.parked[r.EventID] {
 			out = append(out, clone(r))
 		}
 	}
@@ -184,6 +196,7 @@ func (s *Store) Tamper(eventID string, edit func(*monitor.Record)) bool {
 	}
 	edit(&cur)
 	s.records[eventID] = cur
+	delete(s.parked, eventID)
 	return true
 }
 

@@ -161,6 +161,44 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		_, _, err := s.Claim(ctx, "evt-none", lease("w", T0))
 		wantCode(t, err, monitor.CodeEventMissing)
 	})
+	t.Run("claim refuses another schema version and park moves it to attention", func(t *testing.T) {
+		s := h.New(t)
+		rec := NewRecord("evt-1", T0)
+		create(t, s, rec)
+		h.Tamper(t, s, "evt-1", func(r *monitor.Record) { r.SchemaVersion = monitor.SchemaVersion + 1 })
+		altered, _ := s.Get(ctx, "evt-1")
+		cur, ok, err := s.Claim(ctx, "evt-1", lease("w", T0+1))
+		if ok || err != nil {
+			t.Fatalf("claim of another schema version = %v, %v", ok, err)
+		}
+		equalRecords(t, cur, altered)
+		if ids, _ := s.Due(ctx, T0+1, 10); strings.Join(ids, ",") != "evt-1" {
+			t.Fatalf("Due before park = %v", ids)
+		}
+		if err := s.Park(ctx, "evt-1", T0+2); err != nil {
+			t.Fatal(err)
+		}
+		if ids, _ := s.Due(ctx, T0+1_000_000, 10); len(ids) != 0 {
+			t.Fatalf("parked record still due: %v", ids)
+		}
+		recs, err := s.Census(ctx)
+		if err != nil || len(recs) != 1 || recs[0].EventID != "evt-1" {
+			t.Fatalf("Census = %v, %v", recs, err)
+		}
+		read, _ := s.Get(ctx, "evt-1")
+		equalRecords(t, read, altered)
+		// Park never touches a record of this version.
+		create(t, s, NewRecord("evt-2", T0))
+		if err := s.Park(ctx, "evt-2", T0+2); err != nil {
+			t.Fatal(err)
+		}
+		if ids, _ := s.Due(ctx, T0+1, 10); strings.Join(ids, ",") != "evt-2" {
+			t.Fatalf("Due after parking a current record = %v", ids)
+		}
+		if err := s.Park(ctx, "evt-none", T0); err != nil {
+			t.Fatalf("Park of a missing record: %v", err)
+		}
+	})
 	t.Run("claim refuses final states", func(t *testing.T) {
 		s := h.New(t)
 		rec := NewRecord("evt-1", T0)
