@@ -168,19 +168,35 @@ func (s *Store) Claim(ctx context.Context, eventID string, l monitor.Lease) (mon
 	return decode(out.Attributes), true, nil
 }
 
-// Transition implements monitor.Store: one UpdateItem fenced on the lease.
+// Transition implements monitor.Store: one UpdateItem fenced on the whole
+// claim.
 func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (monitor.Record, error) {
 	now := expression.Value(f.NowMS)
 	expiry := expression.Name(attrLeaseExpiresMS).GreaterThan(now)
 	if f.Expired {
 		expiry = expression.Name(attrLeaseExpiresMS).LessThanEqual(now)
 	}
+	eq := func(name string, v any) expression.ConditionBuilder {
+		return expression.Name(name).Equal(expression.Value(v))
+	}
+	// The whole claim (monitor.Fence): a write never applies a failure
+	// count or limit the stored record does not have.
 	cond := expression.And(
-		expression.Name(attrState).Equal(expression.Value(string(monitor.StateLeased))),
-		expression.Name(attrLeaseToken).Equal(expression.Value(f.Token)),
-		expression.Name(attrLeaseOwner).Equal(expression.Value(f.Owner)),
+		eq(attrState, string(monitor.StateLeased)),
+		eq(attrLeaseToken, f.Token),
+		eq(attrLeaseOwner, f.Owner),
 		expiry,
 		expression.Name(attrUpdatedMS).LessThanEqual(now),
+		eq(attrLeaseExpiresMS, f.LeaseExpiresMS),
+		eq(attrPollAttempts, f.Attempt),
+		eq(attrFailures, f.ConsecutiveFailures),
+		eq(attrMaxFailures, f.MaxConsecutiveFailures),
+		eq(attrSiteID, f.SiteID),
+		eq(attrPlanID, f.PlanID),
+		eq(attrWebsiteVersion, f.WebsiteVersion),
+		eq(attrSourceSequence, f.SourceSequence),
+		eq(attrJobCount, f.JobCount),
+		eq(attrChangeSHA256, f.ChangeSHA256),
 	)
 	update := expression.Set(expression.Name(attrState), expression.Value(string(u.State))).
 		Set(expression.Name(attrFailures), expression.Value(u.ConsecutiveFailures)).

@@ -148,3 +148,40 @@ func TestSchemaAlteredRecordIsNeverLeased(t *testing.T) {
 		t.Fatalf("health = %+v, %v", h, err)
 	}
 }
+
+// A finishing write whose claim's failure limit, failure count or attempt
+// differs from the stored record is claim_lost: it never writes a failure
+// count the record's own limit forbids.
+func TestFinishFencesOnTheWholeClaim(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		edit func(*monitor.Claim)
+	}{
+		{"raised failure limit", func(c *monitor.Claim) { c.MaxConsecutiveFailures, c.ConsecutiveFailures = 20, 5 }},
+		{"other failure count", func(c *monitor.Claim) { c.ConsecutiveFailures = 3 }},
+		{"other attempt", func(c *monitor.Claim) { c.Attempt = 7 }},
+		{"other identity", func(c *monitor.Claim) { c.PlanID = "plan-other" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setup(t, monitor.Config{})
+			register(t, b, "evt-1")
+			c := claimOne(t, b, "evt-1")
+			held, _ := b.store.Get(ctx, "evt-1")
+			forged := c
+			tt.edit(&forged)
+			_, err := b.svc.Retry(ctx, forged, "cms.timeout")
+			wantCode(t, err, monitor.CodeClaimLost)
+			_, err = b.svc.Fail(ctx, forged, "cms.http_404")
+			wantCode(t, err, monitor.CodeClaimLost)
+			rec, _ := b.store.Get(ctx, "evt-1")
+			if rec.State != monitor.StateLeased || rec.ConsecutiveFailures != held.ConsecutiveFailures || rec.UpdatedMS != held.UpdatedMS {
+				t.Fatalf("forged claim changed the record: %+v", rec)
+			}
+			// The real claim still finishes.
+			if st, err := b.svc.Retry(ctx, c, "cms.timeout"); err != nil || st.State != monitor.StateRetryWait {
+				t.Fatalf("retry with the real claim = %+v, %v", st, err)
+			}
+		})
+	}
+}

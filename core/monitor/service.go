@@ -261,7 +261,8 @@ func (s *Service) reclaim(ctx context.Context, rec Record, now int64) (Status, e
 	if failures >= rec.MaxConsecutiveFailures {
 		u.State, u.NextPollMS = StateFailed, now
 	}
-	f := Fence{EventID: rec.EventID, Owner: rec.LeaseOwner, Token: rec.LeaseToken, NowMS: now, Expired: true}
+	f := FenceOf(rec, now)
+	f.Expired = true
 	next, err := s.store.Transition(ctx, f, u)
 	if err != nil {
 		if core.HasCode(err, CodeStoreUnavailable) {
@@ -346,7 +347,7 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 }
 
 func (s *Service) finish(ctx context.Context, c Claim, u Update, lostCode string) (Status, error) {
-	f := Fence{EventID: c.EventID, Owner: c.LeaseOwner, Token: c.LeaseToken, NowMS: u.UpdatedMS}
+	f := fenceOfClaim(c, u.UpdatedMS)
 	rec, err := s.store.Transition(ctx, f, u)
 	if err != nil {
 		if core.HasCode(err, CodeCompletionLost) {

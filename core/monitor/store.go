@@ -71,24 +71,66 @@ type Lease struct {
 	ExpiresMS int64
 }
 
-// Fence is the condition of a finishing write. A live fence (Expired
-// false) requires state = leased AND lease_token = Token AND lease_owner =
-// Owner AND lease_expires_ms > NowMS AND updated_ms <= NowMS. An expired
-// fence (reclaiming someone else's lease) requires state = leased AND
-// lease_token = Token AND lease_owner = Owner AND lease_expires_ms <= NowMS
-// AND updated_ms <= NowMS.
+// Fence is the condition of a finishing write: the whole claim, as the
+// reference's live-claim check has it. A live fence (Expired false)
+// requires state = leased AND lease_token = Token AND lease_owner = Owner
+// AND lease_expires_ms = LeaseExpiresMS AND poll_attempts = Attempt AND
+// consecutive_failures = ConsecutiveFailures AND max_consecutive_failures =
+// MaxConsecutiveFailures AND the identity (site, plan, website version,
+// source sequence, job count, change hash) equal to the claim's, AND
+// lease_expires_ms > NowMS AND updated_ms <= NowMS. An expired fence
+// (reclaiming someone else's lease) requires the same with
+// lease_expires_ms <= NowMS. A finishing write therefore never applies a
+// failure count or limit the stored record does not have.
 type Fence struct {
 	EventID string
 	Owner   string
 	Token   string
 	NowMS   int64
 	Expired bool
+
+	SiteID                 string
+	PlanID                 string
+	WebsiteVersion         string
+	SourceSequence         int64
+	JobCount               int
+	ChangeSHA256           string
+	Attempt                int
+	ConsecutiveFailures    int
+	MaxConsecutiveFailures int
+	LeaseExpiresMS         int64
 }
 
 // FenceOf is the live fence of the lease held on rec (as a claim returned
 // it), for a finishing write at nowMS.
 func FenceOf(rec Record, nowMS int64) Fence {
-	return Fence{EventID: rec.EventID, Owner: rec.LeaseOwner, Token: rec.LeaseToken, NowMS: nowMS}
+	return Fence{
+		EventID: rec.EventID, Owner: rec.LeaseOwner, Token: rec.LeaseToken, NowMS: nowMS,
+		SiteID: rec.SiteID, PlanID: rec.PlanID, WebsiteVersion: rec.WebsiteVersion,
+		SourceSequence: rec.SourceSequence, JobCount: rec.JobCount, ChangeSHA256: rec.ChangeSHA256,
+		Attempt: rec.PollAttempts, ConsecutiveFailures: rec.ConsecutiveFailures,
+		MaxConsecutiveFailures: rec.MaxConsecutiveFailures, LeaseExpiresMS: rec.LeaseExpiresMS,
+	}
+}
+
+func fenceOfClaim(c Claim, nowMS int64) Fence {
+	return Fence{
+		EventID: c.EventID, Owner: c.LeaseOwner, Token: c.LeaseToken, NowMS: nowMS,
+		SiteID: c.SiteID, PlanID: c.PlanID, WebsiteVersion: c.WebsiteVersion,
+		SourceSequence: c.SourceSequence, JobCount: c.JobCount, ChangeSHA256: c.ChangeSHA256,
+		Attempt: c.Attempt, ConsecutiveFailures: c.ConsecutiveFailures,
+		MaxConsecutiveFailures: c.MaxConsecutiveFailures, LeaseExpiresMS: core.Millis(c.LeaseExpires),
+	}
+}
+
+// SameClaim reports whether the stored record r holds exactly the claim f
+// describes (everything but the times checked against NowMS).
+func SameClaim(r Record, f Fence) bool {
+	return r.State == StateLeased && r.LeaseToken == f.Token && r.LeaseOwner == f.Owner &&
+		r.LeaseExpiresMS == f.LeaseExpiresMS && r.PollAttempts == f.Attempt &&
+		r.ConsecutiveFailures == f.ConsecutiveFailures && r.MaxConsecutiveFailures == f.MaxConsecutiveFailures &&
+		r.SiteID == f.SiteID && r.PlanID == f.PlanID && r.WebsiteVersion == f.WebsiteVersion &&
+		r.SourceSequence == f.SourceSequence && r.JobCount == f.JobCount && r.ChangeSHA256 == f.ChangeSHA256
 }
 
 // Update is the mutable part of a record a finishing write sets. The lease
@@ -167,14 +209,15 @@ func ApplyInvalid(r Record, nowMS int64) Record {
 
 // CheckFence explains whether f holds for the current record: nil when it
 // holds, else CodeClaimMissing (no record), CodeClaimLost (not leased, or
-// leased by another token or owner), CodeLeaseExpired, CodeClockRegressed
+// not exactly this claim: another token, owner, lease expiry, attempt,
+// failure count or limit, or identity), CodeLeaseExpired, CodeClockRegressed
 // (updated_ms > now), in the reference's order of checks. For an expired
 // fence, a lease still live is CodeClaimLost.
 func CheckFence(current Record, exists bool, f Fence) error {
 	switch {
 	case !exists:
 		return core.Fail(CodeClaimMissing)
-	case current.State != StateLeased || current.LeaseToken != f.Token || current.LeaseOwner != f.Owner:
+	case !SameClaim(current, f):
 		return core.Fail(CodeClaimLost)
 	case !f.Expired && current.LeaseExpiresMS <= f.NowMS:
 		return core.Fail(CodeLeaseExpired)

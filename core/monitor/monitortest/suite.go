@@ -72,6 +72,12 @@ func claim(t *testing.T, s monitor.Store, id string, l monitor.Lease) monitor.Re
 	return rec
 }
 
+func expiredFence(held monitor.Record, now int64) monitor.Fence {
+	f := monitor.FenceOf(held, now)
+	f.Expired = true
+	return f
+}
+
 func wantCode(t *testing.T, err error, code string) {
 	t.Helper()
 	if !core.HasCode(err, code) {
@@ -242,7 +248,7 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		snap := Snapshot(held, "processing")
 		u := monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 30_020, SetSnapshot: true,
 			RemoteStatus: snap.Status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0 + 20}
-		got, err := s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20}, u)
+		got, err := s.Transition(ctx, monitor.FenceOf(held, T0+20), u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +262,7 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		l2 := lease("w2", T0+30_020)
 		held = claim(t, s, "evt-1", l2)
 		u2 := monitor.Update{State: monitor.StateRetryWait, ConsecutiveFailures: 1, NextPollMS: T0 + 40_000, LastErrorCode: "cms.timeout", UpdatedMS: T0 + 30_030}
-		got, err = s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l2.Owner, Token: l2.Token, NowMS: T0 + 30_030}, u2)
+		got, err = s.Transition(ctx, monitor.FenceOf(held, T0+30_030), u2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,18 +277,29 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		l := lease("w1", T0+10)
 		held := claim(t, s, "evt-1", l)
 		u := monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0 + 20, UpdatedMS: T0 + 20}
-		live := monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20}
+		live := monitor.FenceOf(held, T0+20)
+		with := func(edit func(*monitor.Fence)) monitor.Fence {
+			f := live
+			edit(&f)
+			return f
+		}
 		cases := []struct {
 			name string
 			f    monitor.Fence
 			code string
 		}{
-			{"other token", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: "tok-other", NowMS: T0 + 20}, monitor.CodeClaimLost},
-			{"other owner", monitor.Fence{EventID: "evt-1", Owner: "w9", Token: l.Token, NowMS: T0 + 20}, monitor.CodeClaimLost},
-			{"lease expired", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: held.LeaseExpiresMS}, monitor.CodeLeaseExpired},
-			{"clock regressed", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 9}, monitor.CodeClockRegressed},
-			{"missing", monitor.Fence{EventID: "evt-none", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20}, monitor.CodeClaimMissing},
-			{"expired fence on a live lease", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20, Expired: true}, monitor.CodeClaimLost},
+			{"other token", with(func(f *monitor.Fence) { f.Token = "tok-other" }), monitor.CodeClaimLost},
+			{"other owner", with(func(f *monitor.Fence) { f.Owner = "w9" }), monitor.CodeClaimLost},
+			{"lease expired", with(func(f *monitor.Fence) { f.NowMS = held.LeaseExpiresMS }), monitor.CodeLeaseExpired},
+			{"clock regressed", with(func(f *monitor.Fence) { f.NowMS = T0 + 9 }), monitor.CodeClockRegressed},
+			{"missing", with(func(f *monitor.Fence) { f.EventID = "evt-none" }), monitor.CodeClaimMissing},
+			{"expired fence on a live lease", with(func(f *monitor.Fence) { f.Expired = true }), monitor.CodeClaimLost},
+			{"other poll attempt", with(func(f *monitor.Fence) { f.Attempt++ }), monitor.CodeClaimLost},
+			{"other failure limit", with(func(f *monitor.Fence) { f.MaxConsecutiveFailures = 20 }), monitor.CodeClaimLost},
+			{"other failure count", with(func(f *monitor.Fence) { f.ConsecutiveFailures = 4 }), monitor.CodeClaimLost},
+			{"other lease expiry", with(func(f *monitor.Fence) { f.LeaseExpiresMS++ }), monitor.CodeClaimLost},
+			{"other identity", with(func(f *monitor.Fence) { f.JobCount = 9 }), monitor.CodeClaimLost},
+			{"other change", with(func(f *monitor.Fence) { f.ChangeSHA256 = strings.Repeat("0", 64) }), monitor.CodeClaimLost},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -307,12 +324,12 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		held := claim(t, s, "evt-1", l)
 		now := held.LeaseExpiresMS
 		u := monitor.Update{State: monitor.StateRetryWait, ConsecutiveFailures: 1, LastErrorCode: monitor.ReclaimErrorCode, NextPollMS: now + 5000, UpdatedMS: now}
-		got, err := s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: now, Expired: true}, u)
+		got, err := s.Transition(ctx, expiredFence(held, now), u)
 		if err != nil {
 			t.Fatal(err)
 		}
 		equalRecords(t, got, monitor.ApplyUpdate(held, u))
-		_, err = s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: now, Expired: true}, u)
+		_, err = s.Transition(ctx, expiredFence(held, now), u)
 		wantCode(t, err, monitor.CodeClaimLost)
 	})
 	t.Run("due lists wakeable records in wake order", func(t *testing.T) {
@@ -332,15 +349,15 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		create(t, s, d)
 		create(t, s, NewRecord("evt-e", T0))
 		le := lease("w", T0)
-		claim(t, s, "evt-e", le)
-		if _, err := s.Transition(ctx, monitor.Fence{EventID: "evt-e", Owner: le.Owner, Token: le.Token, NowMS: T0}, monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
+		he := claim(t, s, "evt-e", le)
+		if _, err := s.Transition(ctx, monitor.FenceOf(he, T0), monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
 			t.Fatal(err)
 		}
 		create(t, s, NewRecord("evt-f", T0))
 		lf := lease("w", T0)
 		heldF := claim(t, s, "evt-f", lf)
 		snap := Snapshot(heldF, "ready")
-		if _, err := s.Transition(ctx, monitor.Fence{EventID: "evt-f", Owner: lf.Owner, Token: lf.Token, NowMS: T0}, monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 1, SetSnapshot: true, RemoteStatus: "ready", LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
+		if _, err := s.Transition(ctx, monitor.FenceOf(heldF, T0), monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 1, SetSnapshot: true, RemoteStatus: "ready", LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
 			t.Fatal(err)
 		}
 		check := func(now int64, limit int, want ...string) {
@@ -426,13 +443,13 @@ func RunStoreSuite(t *testing.T, h Harness) {
 			l := lease("w", T0)
 			held := claim(t, s, id, l)
 			snap := Snapshot(held, status)
-			if _, err := s.Transition(ctx, monitor.Fence{EventID: id, Owner: l.Owner, Token: l.Token, NowMS: T0}, monitor.Update{State: monitor.StateTerminal, NextPollMS: T0, SetSnapshot: true, RemoteStatus: status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
+			if _, err := s.Transition(ctx, monitor.FenceOf(held, T0), monitor.Update{State: monitor.StateTerminal, NextPollMS: T0, SetSnapshot: true, RemoteStatus: status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		l := lease("w", T0)
-		claim(t, s, "evt-failed", l)
-		if _, err := s.Transition(ctx, monitor.Fence{EventID: "evt-failed", Owner: l.Owner, Token: l.Token, NowMS: T0}, monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
+		hf := claim(t, s, "evt-failed", l)
+		if _, err := s.Transition(ctx, monitor.FenceOf(hf, T0), monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
 			t.Fatal(err)
 		}
 		recs, err := s.Census(ctx)
