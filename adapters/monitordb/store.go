@@ -394,41 +394,86 @@ type wakeKey struct {
 	WakeMS  int64
 }
 
-// Due implements monitor.Store: one paginated KEYS_ONLY Query per shard of
-// the sparse wake index (wake_shard = s AND wake_ms <= now), run in
-// parallel, merged in wake order.
+// Due implements monitor.Store: DuePage from the head.
 func (s *Store) Due(ctx context.Context, nowMS int64, limit int) ([]string, error) {
+	ids, _, err := s.DuePage(ctx, nowMS, limit, monitor.DueCursor{})
+	return ids, err
+}
+
+// DuePage implements monitor.Store: one paginated KEYS_ONLY Query per shard
+// of the sparse wake index (wake_shard = s AND wake_ms <= now), each
+// starting after the cursor's entry for its shard (ExclusiveStartKey), run
+// in parallel and merged in wake order. Each shard's entries are taken as
+// a prefix of its own query order, so the cursor of a shard is the last
+// entry taken from it; a shard whose query ended and was taken whole is
+// done.
+func (s *Store) DuePage(ctx context.Context, nowMS int64, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error) {
 	if limit <= 0 {
-		return nil, nil
+		return nil, cursor, nil
 	}
 	results := make([][]wakeKey, topology.WakeShards)
 	errs := make([]error, topology.WakeShards)
 	var wg sync.WaitGroup
 	for shard := range topology.WakeShards {
+		if cursor.Done[shard] {
+			continue
+		}
+		var start map[string]types.AttributeValue
+		if after, ok := cursor.After[shard]; ok {
+			start = map[string]types.AttributeValue{
+				attrEventID:   &types.AttributeValueMemberS{Value: after.EventID},
+				attrWakeShard: &types.AttributeValueMemberN{Value: strconv.Itoa(shard)},
+				attrWakeMS:    &types.AttributeValueMemberN{Value: strconv.FormatInt(after.WakeMS, 10)},
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[shard], errs[shard] = s.dueShard(ctx, shard, nowMS, limit)
+			results[shard], errs[shard] = s.rangeShard(ctx, topology.IndexWake, attrWakeShard, attrWakeMS, shard, nowMS, limit, start)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, cursor, err
 	}
-	var all []wakeKey
-	for _, r := range results {
-		all = append(all, r...)
+	// Merge the shards' heads.
+	taken := make([]int, topology.WakeShards)
+	var ids []string
+	for len(ids) < limit {
+		best := -1
+		for shard, r := range results {
+			if taken[shard] < len(r) && (best < 0 || less(r[taken[shard]], results[best][taken[best]])) {
+				best = shard
+			}
+		}
+		if best < 0 {
+			break
+		}
+		ids = append(ids, results[best][taken[best]].EventID)
+		taken[best]++
 	}
-	sortKeys(all)
-	ids := make([]string, 0, min(limit, len(all)))
-	for _, k := range all[:min(limit, len(all))] {
-		ids = append(ids, k.EventID)
+	next := cursor
+	for shard, r := range results {
+		if cursor.Done[shard] {
+			continue
+		}
+		var last *monitor.DueEntry
+		if taken[shard] > 0 {
+			k := r[taken[shard]-1]
+			last = &monitor.DueEntry{WakeMS: k.WakeMS, EventID: k.EventID}
+		}
+		// Fewer than limit entries means the shard's query ended.
+		done := len(r) < limit && taken[shard] == len(r)
+		next = next.Advance(shard, last, done)
 	}
-	return ids, nil
+	return ids, next, nil
 }
 
-func (s *Store) dueShard(ctx context.Context, shard int, nowMS int64, limit int) ([]wakeKey, error) {
-	return s.rangeShard(ctx, topology.IndexWake, attrWakeShard, attrWakeMS, shard, nowMS, limit, nil)
+func less(a, b wakeKey) bool {
+	if a.WakeMS != b.WakeMS {
+		return a.WakeMS < b.WakeMS
+	}
+	return a.EventID < b.EventID
 }
 
 // rangeShard reads up to limit keys of one shard of a sparse index whose

@@ -180,6 +180,24 @@ func (s *Service) Due(ctx context.Context, limit int) ([]string, error) {
 	return ids, nil
 }
 
+// DuePage lists up to limit due ids after cursor and the cursor after
+// them (an empty page: nothing more is due). A sweep pages through the
+// whole wake index once, so entries it cannot claim never hide others.
+func (s *Service) DuePage(ctx context.Context, limit int, cursor DueCursor) ([]string, DueCursor, error) {
+	now, err := s.now()
+	if err != nil {
+		return nil, cursor, err
+	}
+	if limit <= 0 {
+		return nil, cursor, nil
+	}
+	ids, next, err := s.store.DuePage(ctx, now, limit, cursor)
+	if err != nil {
+		return nil, cursor, fmt.Errorf("due: %w", err)
+	}
+	return ids, next, nil
+}
+
 // Claim leases eventID for this worker when it is due. ok=false means it
 // was not claimable (not due, held by a live lease, terminal, failed); an
 // expired lease found on the way is reclaimed as a failure first.

@@ -28,6 +28,12 @@ type Store interface {
 	// first. It may be stale (eventually consistent); the conditional
 	// writes decide.
 	Due(ctx context.Context, nowMS int64, limit int) ([]string, error)
+	// DuePage is Due continued from cursor: it lists up to limit due ids
+	// that come after the cursor's positions and returns the cursor after
+	// them (an empty page: nothing more is due). Entries a page skipped
+	// stay behind the cursor, so a listing never stalls on entries that
+	// cannot be claimed.
+	DuePage(ctx context.Context, nowMS int64, limit int, cursor DueCursor) ([]string, DueCursor, error)
 	// Claim leases a record if, at write time, its schema_version is
 	// SchemaVersion, its state is claimable, next_poll_ms ≤ lease.NowMS and
 	// updated_ms ≤ lease.NowMS (Claimable): it applies
@@ -61,6 +67,49 @@ type Store interface {
 	// Census returns every record that can wake or needs attention (see
 	// Record.NeedsAttention); its cost never depends on other records.
 	Census(ctx context.Context) ([]Record, error)
+}
+
+// DueCursor is where a listing of due ids continues: per partition of the
+// wake index (a store with one ordering uses partition 0), the last entry
+// listed. The zero value starts at the head.
+type DueCursor struct {
+	// After holds, per partition, the last entry listed.
+	After map[int]DueEntry
+	// Done marks partitions that have nothing more to list.
+	Done map[int]bool
+}
+
+// DueEntry is one position in the wake index.
+type DueEntry struct {
+	WakeMS  int64
+	EventID string
+}
+
+// Less orders entries by wake time, then event id.
+func (e DueEntry) Less(o DueEntry) bool {
+	if e.WakeMS != o.WakeMS {
+		return e.WakeMS < o.WakeMS
+	}
+	return e.EventID < o.EventID
+}
+
+// Advance returns a copy of c with partition p moved to last (when set)
+// and marked done when done is true.
+func (c DueCursor) Advance(p int, last *DueEntry, done bool) DueCursor {
+	next := DueCursor{After: map[int]DueEntry{}, Done: map[int]bool{}}
+	for k, v := range c.After {
+		next.After[k] = v
+	}
+	for k, v := range c.Done {
+		next.Done[k] = v
+	}
+	if last != nil {
+		next.After[p] = *last
+	}
+	if done {
+		next.Done[p] = true
+	}
+	return next
 }
 
 // Lease is what a claim writes.

@@ -54,33 +54,37 @@ func (s *Store) Get(_ context.Context, eventID string) (monitor.Record, error) {
 }
 
 // Due implements monitor.Store.
-func (s *Store) Due(_ context.Context, nowMS int64, limit int) ([]string, error) {
+func (s *Store) Due(ctx context.Context, nowMS int64, limit int) ([]string, error) {
+	ids, _, err := s.DuePage(ctx, nowMS, limit, monitor.DueCursor{})
+	return ids, err
+}
+
+// DuePage implements monitor.Store with one ordering (partition 0).
+func (s *Store) DuePage(_ context.Context, nowMS int64, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	type due struct {
-		id   string
-		wake int64
+	if limit <= 0 || cursor.Done[0] {
+		return nil, cursor, nil
 	}
-	var all []due
+	after, started := cursor.After[0]
+	var all []monitor.DueEntry
 	for id, r := range s.records {
-		if wake, ok := r.WakeMS(); ok && wake <= nowMS && !s.parked[id] {
-			all = append(all, due{id, wake})
+		wake, ok := r.WakeMS()
+		e := monitor.DueEntry{WakeMS: wake, EventID: id}
+		if ok && wake <= nowMS && !s.parked[id] && (!started || after.Less(e)) {
+			all = append(all, e)
 		}
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].wake != all[j].wake {
-			return all[i].wake < all[j].wake
-		}
-		return all[i].id < all[j].id
-	})
-	ids := make([]string, 0, min(limit, len(all)))
-	for _, d := range all {
-		if len(ids) == limit {
-			break
-		}
-		ids = append(ids, d.id)
+	sort.Slice(all, func(i, j int) bool { return all[i].Less(all[j]) })
+	n := min(limit, len(all))
+	ids := make([]string, 0, n)
+	for _, e := range all[:n] {
+		ids = append(ids, e.EventID)
 	}
-	return ids, nil
+	if n == 0 {
+		return ids, cursor.Advance(0, nil, true), nil
+	}
+	return ids, cursor.Advance(0, &all[n-1], false), nil
 }
 
 // Claim implements monitor.Store.

@@ -405,6 +405,60 @@ func RunStoreSuite(t *testing.T, h Harness) {
 			t.Fatalf("Due did not return the earliest: %v..%v", sorted[0], sorted[149])
 		}
 	})
+	t.Run("due pages continue after the cursor, ties and shards included", func(t *testing.T) {
+		s := h.New(t)
+		const n = 37
+		want := map[string]bool{}
+		for i := range n {
+			rec := NewRecord(fmt.Sprintf("evt-%03d", i), T0)
+			// Three wake times only: many ties, spread over every shard.
+			rec.NextPollMS = T0 + int64(i%3)
+			create(t, s, rec)
+			want[rec.EventID] = true
+		}
+		notDue := NewRecord("evt-later", T0)
+		notDue.NextPollMS = T0 + 1000
+		create(t, s, notDue)
+		var cursor monitor.DueCursor
+		seen := map[string]bool{}
+		for page := 0; ; page++ {
+			if page > n {
+				t.Fatal("paging does not end")
+			}
+			ids, next, err := s.DuePage(ctx, T0+10, 5, cursor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) > 5 {
+				t.Fatalf("page of %d ids, limit 5", len(ids))
+			}
+			if len(ids) == 0 {
+				break
+			}
+			for _, id := range ids {
+				if seen[id] || !want[id] {
+					t.Fatalf("page %d: %s listed twice or not due", page, id)
+				}
+				seen[id] = true
+			}
+			cursor = next
+		}
+		if len(seen) != n {
+			t.Fatalf("paging listed %d of %d due ids", len(seen), n)
+		}
+		// The first page is the earliest (ties in any order).
+		ids, _, err := s.DuePage(ctx, T0+10, 3, monitor.DueCursor{})
+		if err != nil || len(ids) != 3 {
+			t.Fatalf("first page = %v, %v", ids, err)
+		}
+		for _, id := range ids {
+			var i int
+			fmt.Sscanf(id, "evt-%03d", &i)
+			if i%3 != 0 {
+				t.Fatalf("first page %v holds %s, which is not among the earliest", ids, id)
+			}
+		}
+	})
 	t.Run("mark invalid", func(t *testing.T) {
 		s := h.New(t)
 		create(t, s, NewRecord("evt-1", T0))

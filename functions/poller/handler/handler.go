@@ -48,6 +48,7 @@ type Monitor interface {
 	Register(ctx context.Context, d monitor.Dispatched) (monitor.Status, error)
 	Status(ctx context.Context, eventID string) (monitor.Status, error)
 	Due(ctx context.Context, limit int) ([]string, error)
+	DuePage(ctx context.Context, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error)
 	PollOnce(ctx context.Context, eventID string, reader monitor.LifecycleReader) (monitor.Outcome, error)
 	OwedOutcomes(ctx context.Context, limit int) ([]string, error)
 	Announcement(ctx context.Context, eventID string) (monitor.Announcement, bool, error)

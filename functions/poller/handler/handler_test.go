@@ -122,6 +122,7 @@ type env struct {
 	logs   *logcapture.Buffer
 	h      *handler.Handler
 	lambda lambda.Handler
+	cmsURL string
 }
 
 func setup(t testing.TB) *env {
@@ -136,6 +137,7 @@ func setup(t testing.TB) *env {
 	e.cms = cmstest.New(testKey)
 	srv := e.cms.Start()
 	t.Cleanup(srv.Close)
+	e.cmsURL = srv.URL
 	e.cms.Put(cmstest.Change{EventID: "evt-poller-0001", SiteID: "site-berlin", PlanID: "plan-42",
 		WebsiteVersion: "v2026.11.29", SourceSequence: 7, RequiredLocales: []string{"de-DE", "fr-FR"}})
 	client, err := cms.New(cms.Config{BaseURL: srv.URL, Key: testKey, Timeout: 2 * time.Second, Clock: e.clock})

@@ -3,9 +3,15 @@ package handler_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
+	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 )
@@ -119,4 +125,51 @@ func TestStateInvalidIsAnnounced(t *testing.T) {
 	if len(e.owedIDs()) != 0 {
 		t.Fatal("outcome still owed")
 	}
+}
+
+// Due entries that cannot be claimed (here: updated in the future, as a
+// clock step back leaves them) fill whole pages at the head of the wake
+// index; the sweep pages past them and still polls the change behind.
+func TestSweepPagesPastUnclaimableHead(t *testing.T) {
+	e := setup(t)
+	e.h = mustHandler(t, e, 2)
+	e.cms.Script("evt-poller-0001", cmstest.StatusStep("processing"))
+	e.intake()
+	for i := range 5 {
+		id := fmt.Sprintf("evt-stuck-%d", i)
+		registerDirect(t, e.svc, id, "site-berlin", 1)
+		e.store.Tamper(id, func(r *monitor.Record) {
+			r.CreatedMS -= 1000
+			r.NextPollMS = r.CreatedMS
+			r.UpdatedMS = e.clock.Now().Add(time.Hour).UnixMilli()
+		})
+	}
+	res, err := e.h.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Polled != 1 || res.Skipped != 5 || res.Listed != 6 || res.Stopped != handler.StopDrained {
+		t.Fatalf("sweep %+v", res)
+	}
+	if st := e.status("evt-poller-0001"); st.State != monitor.StateWatching || st.PollAttempts != 1 {
+		t.Fatalf("change behind the unclaimable head was not polled: %s %d", st.State, st.PollAttempts)
+	}
+}
+
+// mustHandler is e's handler with page size pageSize.
+func mustHandler(t *testing.T, e *env, pageSize int) *handler.Handler {
+	t.Helper()
+	client, err := cms.New(cms.Config{BaseURL: e.cmsURL, Key: testKey, Timeout: 2 * time.Second, Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := handler.New(handler.Config{
+		Monitor: e.svc, Reader: client, Clock: e.clock, Log: slog.New(slog.NewJSONHandler(e.logs, nil)),
+		Queue: delayqueue.New(e.sqs, "https://sqs.local/poll"), Bus: eventbus.New(e.bus, "lf-bus"),
+		PageSize: pageSize,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -136,27 +136,31 @@ func (h *Handler) announceOne(ctx context.Context, id string) oneResult {
 	return oneResult{announced: ok}
 }
 
-// feed lists due ids page by page and hands each new one to a worker. A
-// page with no new id ends the sweep: what was listed is done or in flight
-// (leased, so no longer due).
+// feed pages through the due ids with a cursor (per wake shard) and hands
+// each new one to a worker; an empty page ends the sweep. Entries that
+// cannot be claimed stay behind the cursor, so they never hide due changes
+// after them.
 func (h *Handler) feed(ctx context.Context, work chan<- sweepItem) (stopped string, listed int, err error) {
 	seen := map[string]bool{}
+	var cursor monitor.DueCursor
 	for {
 		if !h.budget(ctx) {
 			return StopDeadline, listed, nil
 		}
-		ids, err := h.mon.Due(ctx, h.pageSize)
+		ids, next, err := h.mon.DuePage(ctx, h.pageSize, cursor)
 		if err != nil {
 			h.log.ErrorContext(ctx, "poller sweep listing failed", "code", codeOr(err, "poller.unexpected"))
 			return StopError, listed, err
 		}
-		fresh := 0
+		if len(ids) == 0 {
+			return StopDrained, listed, nil
+		}
+		cursor = next
 		for _, id := range ids {
 			if seen[id] {
 				continue
 			}
 			seen[id] = true
-			fresh++
 			listed++
 			if !h.budget(ctx) {
 				return StopDeadline, listed, nil
@@ -166,9 +170,6 @@ func (h *Handler) feed(ctx context.Context, work chan<- sweepItem) (stopped stri
 			case <-ctx.Done():
 				return StopDeadline, listed, nil
 			}
-		}
-		if fresh == 0 {
-			return StopDrained, listed, nil
 		}
 	}
 }
