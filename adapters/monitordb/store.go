@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -49,8 +50,15 @@ func New(db API, table string) (*Store, error) {
 	return &Store{db: db, table: table}, nil
 }
 
-// unavailable wraps an SDK failure: retryable, nothing changed.
+// unavailable wraps an SDK failure: retryable, nothing changed — except
+// DynamoDB's ValidationException (an item above the size limit, a
+// malformed request), which the same request would get again:
+// lifecycle_monitor.store_rejected, not retryable.
 func unavailable(op string, err error) error {
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
+		return core.Wrap(monitor.CodeStoreRejected, false, fmt.Errorf("monitordb %s: %w", op, err))
+	}
 	return core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("monitordb %s: %w", op, err))
 }
 

@@ -1,11 +1,16 @@
 package monitor_test
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/monitor/memstore"
 )
 
 // announceOwed asserts the outcome owed for id, announces it and checks that it
@@ -183,5 +188,68 @@ func TestFinishFencesOnTheWholeClaim(t *testing.T) {
 				t.Fatalf("retry with the real claim = %+v, %v", st, err)
 			}
 		})
+	}
+}
+
+// oversizeReader answers with a lifecycle response whose snapshot is above
+// the cap (as a client that skipped the check would).
+type oversizeReader struct{}
+
+func (oversizeReader) Timeout() time.Duration { return time.Second }
+
+func (oversizeReader) ReadLifecycle(_ context.Context, target lifecycle.Target) (lifecycle.Response, error) {
+	body := lifecycleBody(target.EventID, "processing", "req-big")
+	body = bytes.Replace(body, []byte(`"delivery":null`), []byte(`"delivery":{"note":"`+strings.Repeat("x", lifecycle.MaxSnapshotBytes)+`"}`), 1)
+	canonical, err := core.CanonicalizeJSON(body)
+	if err != nil {
+		return lifecycle.Response{}, err
+	}
+	return lifecycle.Response{RequestID: "req-big", EventID: target.EventID, SiteID: target.SiteID, PlanID: target.PlanID,
+		WebsiteVersion: target.WebsiteVersion, SourceSequence: target.SourceSequence, Status: "processing",
+		Canonical: canonical, SHA256: core.SHA256Hex(canonical)}, nil
+}
+
+// An answer above the snapshot cap is refused before anything is written:
+// the change fails with response_invalid at once instead of looping
+// through lease expiries on a store that cannot hold it.
+func TestOversizeAnswerFailsAsResponseInvalid(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, monitor.Config{})
+	register(t, b, "evt-1")
+	out, err := b.svc.PollOnce(ctx, "evt-1", oversizeReader{})
+	if err != nil || out.State != monitor.StateFailed || out.ErrorCode != monitor.CodeResponseInvalid {
+		t.Fatalf("poll = %+v, %v", out, err)
+	}
+	rec, _ := b.store.Get(ctx, "evt-1")
+	if rec.Lifecycle != nil {
+		t.Fatalf("oversize snapshot was stored (%d bytes)", len(rec.Lifecycle))
+	}
+}
+
+// rejectingStore refuses every finishing write that stores a snapshot, as
+// DynamoDB refuses an item above its size limit.
+type rejectingStore struct{ *memstore.Store }
+
+func (s rejectingStore) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (monitor.Record, error) {
+	if u.SetSnapshot {
+		return monitor.Record{}, core.Fail(monitor.CodeStoreRejected)
+	}
+	return s.Store.Transition(ctx, f, u)
+}
+
+// A write the store rejects for good fails the change with
+// store_rejected instead of leaving its lease to expire.
+func TestStoreRejectedCompletionFailsTheChange(t *testing.T) {
+	ctx := context.Background()
+	st := rejectingStore{memstore.New()}
+	clock := &manualClock{now: t0}
+	svc, err := monitor.NewService(st, clock, nil, monitor.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, bundle{store: st.Store, clock: clock, svc: svc}, "evt-1")
+	out, err := svc.PollOnce(ctx, "evt-1", reader(answer("processing")))
+	if err != nil || out.State != monitor.StateFailed || out.ErrorCode != monitor.CodeStoreRejected || out.Owed == nil {
+		t.Fatalf("poll = %+v, %v", out, err)
 	}
 }
