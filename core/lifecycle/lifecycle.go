@@ -226,7 +226,10 @@ func counts(raw json.RawMessage, out *map[string]int64) bool {
 	result := make(map[string]int64, len(m))
 	for k, v := range m {
 		var n int64
-		if !core.ValidToken(k) || len(v) == 0 || bytes.ContainsAny(v, ".eE-\"") || json.Unmarshal(v, &n) != nil || n < 0 {
+		// Digits only: null (which json.Unmarshal reads as 0), bools,
+		// strings, signs, fractions and exponents are not counts.
+		if !core.ValidToken(k) || len(v) == 0 || v[0] < '0' || v[0] > '9' || bytes.ContainsAny(v, ".eE-\"") ||
+			json.Unmarshal(v, &n) != nil || n < 0 {
 			return false
 		}
 		result[k] = n

@@ -139,3 +139,11 @@ func TestParseRefusesSnapshotAboveTheCap(t *testing.T) {
 		t.Fatalf("cap %d leaves too little room under the 400 KB item limit", MaxSnapshotBytes)
 	}
 }
+
+// A JSON null is not an integer: a queue count of null is refused.
+func TestParseRefusesNullQueueCount(t *testing.T) {
+	body := strings.Replace(vectorBody, `"queue_counts":{"pending":2}`, `"queue_counts":{"pending":null}`, 1)
+	if _, err := Parse(vectorTarget, "req-7f3a9c", []byte(body)); core.CodeOf(err) != CodeResponseInvalid {
+		t.Fatalf("null queue count: %v", err)
+	}
+}
