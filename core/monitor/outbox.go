@@ -8,9 +8,9 @@ import (
 	"github.com/localeflow/localeflow/core"
 )
 
-// OutboxGrace is how long an owed outcome is left to the path that
-// finished the change (which publishes it right after its finishing write)
-// before a sweep re-publishes it.
+// OutboxGrace is the default Config.OutboxGrace: how long an owed outcome
+// is left to the path that finished the change (which publishes it right
+// after its finishing write) before a sweep re-publishes it.
 const OutboxGrace = 30 * time.Second
 
 // OutcomeSchema is the schema string hashed into an outcome id.
@@ -60,7 +60,7 @@ func newAnnouncement(eventID, siteID, planID string, state State, remote, code, 
 }
 
 // OwedOutcomes lists up to limit event ids whose outcome has been owed for
-// at least OutboxGrace (the sweep re-publishes them).
+// at least Config.OutboxGrace (the sweep re-publishes them).
 func (s *Service) OwedOutcomes(ctx context.Context, limit int) ([]string, error) {
 	now, err := s.now()
 	if err != nil {
@@ -69,7 +69,7 @@ func (s *Service) OwedOutcomes(ctx context.Context, limit int) ([]string, error)
 	if limit <= 0 {
 		return nil, nil
 	}
-	ids, err := s.store.Owed(ctx, now-OutboxGrace.Milliseconds(), limit)
+	ids, err := s.store.Owed(ctx, now-s.cfg.OutboxGrace.Milliseconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("owed outcomes: %w", err)
 	}
