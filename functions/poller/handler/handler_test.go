@@ -75,8 +75,10 @@ func (f *fakeSQS) Sent() []*sqs.SendMessageInput {
 type fakeBus struct {
 	mu      sync.Mutex
 	details []map[string]any
-	// fail makes the next fail calls fail.
-	fail int
+	// fail makes the next fail calls fail; refuse fails every call for
+	// those event ids.
+	fail   int
+	refuse map[string]bool
 }
 
 func (f *fakeBus) failNext(n int) {
@@ -99,6 +101,9 @@ func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _
 		var d map[string]any
 		if err := json.Unmarshal([]byte(*e.Detail), &d); err != nil {
 			return nil, err
+		}
+		if id, _ := d["event_id"].(string); f.refuse[id] {
+			return nil, errors.New("eventbridge refuses " + id)
 		}
 		f.details = append(f.details, d)
 	}

@@ -173,3 +173,54 @@ func mustHandler(t *testing.T, e *env, pageSize int) *handler.Handler {
 	}
 	return h
 }
+
+// Owed outcomes that cannot be published now fill whole pages at the head
+// of the outbox; the sweep still publishes the ones behind them.
+func TestSweepAnnouncesPastUnpublishableOutbox(t *testing.T) {
+	e := setup(t)
+	e.h = mustHandler(t, e, 2)
+	refused := map[string]bool{}
+	for i := range 5 {
+		id := fmt.Sprintf("evt-owed-%d", i)
+		registerDirect(t, e.svc, id, "site-berlin", 1)
+		e.cms.Put(cmstest.Change{EventID: id, SiteID: "site-berlin", PlanID: "plan-" + id, WebsiteVersion: "v1",
+			SourceSequence: 1, RequiredLocales: []string{"de-DE"}})
+		e.cms.Script(id, cmstest.StatusStep("published"))
+		if i < 4 {
+			refused[id] = true
+		}
+		// Finish each a moment apart so the refused ones come first.
+		if _, err := e.svc.PollOnce(context.Background(), id, e.reader(t)); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Millisecond)
+	}
+	e.bus.mu.Lock()
+	e.bus.refuse = refused
+	e.bus.mu.Unlock()
+	e.clock.Advance(monitor.OutboxGrace)
+	res, err := e.h.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Owed != 5 || res.Announced != 1 || res.Errors != 4 {
+		t.Fatalf("sweep %+v", res)
+	}
+	if ids := e.owedIDs(); len(ids) != 4 || refused["evt-owed-4"] {
+		t.Fatalf("still owed %v", ids)
+	}
+	d := e.bus.Details()
+	if len(d) != 1 || d[0]["event_id"] != "evt-owed-4" {
+		t.Fatalf("published %v", d)
+	}
+}
+
+// reader is a CMS client for e's test CMS.
+func (e *env) reader(t *testing.T) monitor.LifecycleReader {
+	t.Helper()
+	client, err := cms.New(cms.Config{BaseURL: e.cmsURL, Key: testKey, Timeout: 2 * time.Second, Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}

@@ -90,27 +90,26 @@ type sweepItem struct {
 	owed bool
 }
 
-// feedOwed lists the owed outcomes page by page and hands each new one to
-// a worker; a page with no new id ends it (what failed stays owed for the
-// next sweep).
+// feedOwed lists the owed outcomes and hands each new one to a worker.
+// Each listing asks for one page more than the last, so outcomes that
+// cannot be announced now (they stay owed for the next sweep) never hide
+// the ones behind them; it ends when a listing comes back short.
 func (h *Handler) feedOwed(ctx context.Context, work chan<- sweepItem) (stopped string, listed int) {
 	seen := map[string]bool{}
-	for {
-		if ctx.Err() != nil {
+	for limit := h.pageSize; ; limit += h.pageSize {
+		if !h.budget(ctx) {
 			return StopDeadline, listed
 		}
-		ids, err := h.mon.OwedOutcomes(ctx, h.pageSize)
+		ids, err := h.mon.OwedOutcomes(ctx, limit)
 		if err != nil {
 			h.log.ErrorContext(ctx, "poller outbox listing failed", "code", codeOr(err, "poller.unexpected"))
 			return StopError, listed
 		}
-		fresh := 0
 		for _, id := range ids {
 			if seen[id] {
 				continue
 			}
 			seen[id] = true
-			fresh++
 			listed++
 			select {
 			case work <- sweepItem{id: id, owed: true}:
@@ -118,7 +117,7 @@ func (h *Handler) feedOwed(ctx context.Context, work chan<- sweepItem) (stopped 
 				return StopDeadline, listed
 			}
 		}
-		if fresh == 0 {
+		if len(ids) < limit {
 			return StopDrained, listed
 		}
 	}
