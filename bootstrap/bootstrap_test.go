@@ -15,10 +15,11 @@ import (
 func TestCreateTableInput(t *testing.T) {
 	topo := topology.New("unit")
 	tests := []struct {
-		name      string
-		table     topology.Table
-		wantKeys  []string
-		wantAttrs map[string]types.ScalarAttributeType
+		name        string
+		table       topology.Table
+		wantKeys    []string
+		wantAttrs   map[string]types.ScalarAttributeType
+		wantIndexes int
 	}{
 		{
 			name:     "monitor: hash key only",
@@ -26,7 +27,9 @@ func TestCreateTableInput(t *testing.T) {
 			wantKeys: []string{"event_id/HASH"},
 			wantAttrs: map[string]types.ScalarAttributeType{
 				"event_id": "S", "wake_shard": "N", "wake_ms": "N", "attention_shard": "N", "attention_ms": "N",
+				"outbox_shard": "N", "outbox_ms": "N",
 			},
+			wantIndexes: 3, // wake, attention, outbox
 		},
 		{
 			name:     "release: hash and range key",
@@ -35,6 +38,7 @@ func TestCreateTableInput(t *testing.T) {
 			wantAttrs: map[string]types.ScalarAttributeType{
 				"pk": "S", "sk": "S", "wake_shard": "N", "wake_ms": "N", "attention_shard": "N", "attention_ms": "N",
 			},
+			wantIndexes: 2,
 		},
 	}
 	for _, tt := range tests {
@@ -68,8 +72,8 @@ func TestCreateTableInput(t *testing.T) {
 					t.Errorf("attribute %s type %q, want %q", name, got[name], typ)
 				}
 			}
-			if len(in.GlobalSecondaryIndexes) != 2 {
-				t.Fatalf("%d indexes, want 2", len(in.GlobalSecondaryIndexes))
+			if len(in.GlobalSecondaryIndexes) != tt.wantIndexes {
+				t.Fatalf("%d indexes, want %d", len(in.GlobalSecondaryIndexes), tt.wantIndexes)
 			}
 			for _, g := range in.GlobalSecondaryIndexes {
 				if g.Projection.ProjectionType != types.ProjectionTypeKeysOnly {

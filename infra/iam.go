@@ -20,6 +20,9 @@ var (
 	// collection with one Query and writes every state change as a PutItem
 	// conditional on the version read.
 	coordinatorReleaseActions = []string{"dynamodb:PutItem", "dynamodb:Query"}
+	// pollerVerifyAction: at cold start the poller checks the monitor
+	// table's key schema and indexes (monitordb.Verify).
+	pollerVerifyAction = []string{"dynamodb:DescribeTable"}
 	// queryAction reads an index (due discovery, attention lists).
 	queryAction = []string{"dynamodb:Query"}
 	// healthTableActions are read-only: the census queries the sparse
@@ -45,7 +48,9 @@ func (b *builder) grant() {
 	busArn := []*string{b.bus.EventBusArn()}
 
 	b.allow("poller", "MonitorItems", pollerMonitorActions, monitor.TableArn())
+	b.allow("poller", "VerifyMonitorTable", pollerVerifyAction, monitor.TableArn())
 	b.allow("poller", "MonitorWakeIndex", queryAction, indexArn(monitor, topology.IndexWake))
+	b.allow("poller", "MonitorOutboxIndex", queryAction, indexArn(monitor, topology.IndexOutbox))
 	b.allow("poller", "PollQueueSend", sendAction, b.queues[topo.PollQueue.Logical].QueueArn())
 	b.allow("poller", "PublishEvents", putEvents, busArn...)
 
@@ -59,6 +64,10 @@ func (b *builder) grant() {
 		table := b.tables[t.Logical]
 		tables = append(tables, table.TableArn())
 		for _, ix := range t.Indexes {
+			if ix.Name == topology.IndexOutbox {
+				// Only the poller publishes owed outcomes.
+				continue
+			}
 			indexes = append(indexes, indexArn(table, ix.Name))
 		}
 	}

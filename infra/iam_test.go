@@ -87,8 +87,9 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	want := map[string][]string{
 		"poller": slices.Concat(
 			pairs("log-group PollerFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
-			pairs("table MonitorTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+			pairs("table MonitorTable", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
 			pairs("table MonitorTable/index/wake", "dynamodb:Query"),
+			pairs("table MonitorTable/index/outbox", "dynamodb:Query"),
 			pairs("queue PollQueue", append([]string{"sqs:SendMessage"}, consume...)...),
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
@@ -190,7 +191,8 @@ func (n resourceNames) describe(t testing.TB, res any) string {
 			suffix, _ := parts[1].(string)
 			base := n.describe(t, parts[0])
 			if strings.HasPrefix(base, "table ") && strings.HasPrefix(suffix, "/index/") &&
-				(suffix == "/index/"+topology.IndexWake || suffix == "/index/"+topology.IndexAttention) {
+				(suffix == "/index/"+topology.IndexWake || suffix == "/index/"+topology.IndexAttention ||
+					suffix == "/index/"+topology.IndexOutbox) {
 				return base + suffix
 			}
 		}

@@ -47,6 +47,12 @@ const (
 	// (failed, remote failure); health reads it instead of scanning.
 	AttrAttentionShard = "attention_shard"
 	AttrAttentionMS    = "attention_ms"
+	// Sparse outbox index (monitor table): present only on final records
+	// whose localeflow.change.terminal is still owed; outbox_ms is the time
+	// of the finishing write (it versions the outcome). Publishing the event
+	// removes both; the sweep re-publishes what is left.
+	AttrOutboxShard = "outbox_shard"
+	AttrOutboxMS    = "outbox_ms"
 	// Records that expire carry a TTL attribute in epoch seconds.
 	AttrExpiresAt = "expires_at"
 )
@@ -55,6 +61,7 @@ const (
 const (
 	IndexWake      = "wake"
 	IndexAttention = "attention"
+	IndexOutbox    = "outbox"
 )
 
 // WakeShards is the number of partitions of the sparse indexes. Items are
@@ -200,6 +207,12 @@ func New(prefix string) Topology {
 		Sort:      Key{AttrAttentionMS, KeyNumber},
 		KeysOnly:  true,
 	}
+	outbox := Index{
+		Name:      IndexOutbox,
+		Partition: Key{AttrOutboxShard, KeyNumber},
+		Sort:      Key{AttrOutboxMS, KeyNumber},
+		KeysOnly:  true,
+	}
 	queue := func(logical, stem string, consumerTimeout int) Queue {
 		return Queue{
 			Logical:                  logical,
@@ -219,7 +232,7 @@ func New(prefix string) Topology {
 			Logical:   "MonitorTable",
 			Name:      prefix + "-monitor",
 			Partition: Key{AttrEventID, KeyString},
-			Indexes:   []Index{wake, attention},
+			Indexes:   []Index{wake, attention, outbox},
 		},
 		Release: Table{
 			Logical:      "ReleaseTable",

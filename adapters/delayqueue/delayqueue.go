@@ -148,8 +148,11 @@ func jsonString(raw json.RawMessage, out *string) bool {
 	return len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, out) == nil
 }
 
+// jsonInt accepts a JSON integer written with digits only: null, a bool,
+// a string, a sign, a fraction or an exponent is refused (json.Unmarshal
+// alone would read null as 0).
 func jsonInt(raw json.RawMessage, out *int64) bool {
-	if len(raw) == 0 || bytes.ContainsAny(raw, ".eE+\"") {
+	if len(raw) == 0 || raw[0] < '0' || raw[0] > '9' || bytes.ContainsAny(raw, ".eE+\"") {
 		return false
 	}
 	return json.Unmarshal(raw, out) == nil

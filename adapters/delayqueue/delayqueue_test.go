@@ -134,6 +134,8 @@ func TestParse(t *testing.T) {
 		{"exponent time", `{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt-1","not_before_ms":1e3}`, false},
 		{"negative time", `{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt-1","not_before_ms":-1}`, false},
 		{"string time", `{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt-1","not_before_ms":"1"}`, false},
+		{"null time", `{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt-1","not_before_ms":null}`, false},
+		{"bool time", `{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt-1","not_before_ms":true}`, false},
 		{"huge time", `{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt-1","not_before_ms":99999999999999999999}`, false},
 		{"bad event", `{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt/1","not_before_ms":1}`, false},
 		{"bad kind", `{"schema":"localeflow.delayed.v1","kind":"POLL","event_id":"evt-1","not_before_ms":1}`, false},

@@ -80,11 +80,18 @@ func (p *Publisher) Publish(ctx context.Context, detailType string, detail any) 
 
 // ChangeTerminal is the detail of localeflow.change.terminal: a monitored
 // change reached terminal (the CMS's final status) or failed (monitoring
-// gave up). Every key is always present; absent values are null.
+// gave up). Every key is always present; absent values are null. The event
+// is published at least once: consumers dedupe on OutcomeID.
 type ChangeTerminal struct {
 	EventID string `json:"event_id"`
-	SiteID  string `json:"site_id"`
-	PlanID  string `json:"plan_id"`
+	// OutcomeID is stable across re-publishes of one outcome (SHA-256 hex
+	// of the event id, the final state and the finishing write's time).
+	OutcomeID string `json:"outcome_id"`
+	// SiteID and PlanID are null only for a record that failed validation
+	// (error_code lifecycle_monitor.state_invalid): its stored identity is
+	// not trusted.
+	SiteID *string `json:"site_id"`
+	PlanID *string `json:"plan_id"`
 	// State is the monitor state: "terminal" or "failed".
 	State string `json:"state"`
 	// RemoteStatus is the CMS status last seen (null before any poll).

@@ -35,7 +35,9 @@ func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _
 func TestPublish(t *testing.T) {
 	status := "published"
 	sha := "ab" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
-	detail := eventbus.ChangeTerminal{EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1", State: "terminal", RemoteStatus: &status, LifecycleSHA256: &sha}
+	site, plan := "site-1", "plan-1"
+	outcome := "cd" + sha[2:]
+	detail := eventbus.ChangeTerminal{EventID: "evt-1", OutcomeID: outcome, SiteID: &site, PlanID: &plan, State: "terminal", RemoteStatus: &status, LifecycleSHA256: &sha}
 	tests := []struct {
 		name      string
 		bus       fakeBus
@@ -67,7 +69,7 @@ func TestPublish(t *testing.T) {
 			if err := json.Unmarshal([]byte(*e.Detail), &got); err != nil {
 				t.Fatal(err)
 			}
-			want := map[string]any{"event_id": "evt-1", "site_id": "site-1", "plan_id": "plan-1", "state": "terminal",
+			want := map[string]any{"event_id": "evt-1", "outcome_id": outcome, "site_id": "site-1", "plan_id": "plan-1", "state": "terminal",
 				"remote_status": "published", "error_code": nil, "lifecycle_sha256": sha}
 			if len(got) != len(want) {
 				t.Fatalf("detail keys %v, want %v", got, want)

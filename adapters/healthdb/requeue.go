@@ -178,6 +178,9 @@ func (q *Requeuer) Requeue(ctx context.Context, eventID string, nowMS int64) (Re
 	after := before
 	after.State, after.ConsecutiveFailures, after.NextPollMS = monitor.StateRetryWait, 0, nowMS
 	after.LastErrorCode, after.UpdatedMS = RequeuedErrorCode, nowMS
+	// A failure outcome not announced yet is moot once the change is
+	// monitored again: the requeued record leaves the outbox.
+	after.OutboxMS = 0
 	if _, err := monitor.Validate(after); err != nil {
 		// A valid failed record always yields a valid requeued one; this
 		// guards the monitor's rules changing under us.
@@ -226,7 +229,9 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 		Set(expression.Name(topology.AttrWakeShard), expression.Value(shard)).
 		Set(expression.Name(topology.AttrWakeMS), expression.Value(after.NextPollMS)).
 		Remove(expression.Name(topology.AttrAttentionShard)).
-		Remove(expression.Name(topology.AttrAttentionMS))
+		Remove(expression.Name(topology.AttrAttentionMS)).
+		Remove(expression.Name(topology.AttrOutboxShard)).
+		Remove(expression.Name(topology.AttrOutboxMS))
 	rexpr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(update).Build()
 	if err != nil {
 		return nil, fmt.Errorf("healthdb: build requeue expression: %w", err)

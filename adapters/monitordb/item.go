@@ -2,6 +2,7 @@ package monitordb
 
 import (
 	"hash/fnv"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -39,6 +40,8 @@ const (
 	attrWakeMS          = topology.AttrWakeMS
 	attrAttentionShard  = topology.AttrAttentionShard
 	attrAttentionMS     = topology.AttrAttentionMS
+	attrOutboxShard     = topology.AttrOutboxShard
+	attrOutboxMS        = topology.AttrOutboxMS
 )
 
 // item is the stored form. Optional attributes are omitted when empty.
@@ -70,6 +73,8 @@ type item struct {
 	WakeMS                 *int64 `dynamodbav:"wake_ms,omitempty"`
 	AttentionShard         *int   `dynamodbav:"attention_shard,omitempty"`
 	AttentionMS            *int64 `dynamodbav:"attention_ms,omitempty"`
+	OutboxShard            *int   `dynamodbav:"outbox_shard,omitempty"`
+	OutboxMS               int64  `dynamodbav:"outbox_ms,omitempty"`
 }
 
 var knownAttributes = map[string]bool{
@@ -80,7 +85,7 @@ var knownAttributes = map[string]bool{
 	attrLeaseToken: true, attrLeaseExpiresMS: true, attrLastErrorCode: true,
 	attrRemoteStatus: true, attrLifecycleSHA256: true, attrLifecycle: true,
 	attrCreatedMS: true, attrUpdatedMS: true, attrWakeShard: true, attrWakeMS: true,
-	attrAttentionShard: true, attrAttentionMS: true,
+	attrAttentionShard: true, attrAttentionMS: true, attrOutboxShard: true, attrOutboxMS: true,
 }
 
 // Shard is the wake and attention index partition of eventID.
@@ -101,7 +106,11 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		LeaseOwner: rec.LeaseOwner, LeaseToken: rec.LeaseToken, LeaseExpiresMS: rec.LeaseExpiresMS,
 		LastErrorCode: rec.LastErrorCode, RemoteStatus: rec.RemoteStatus,
 		LifecycleSHA256: rec.LifecycleSHA256, Lifecycle: string(rec.Lifecycle),
-		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS,
+		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS,
+	}
+	if rec.OutboxMS != 0 {
+		shard := Shard(rec.EventID)
+		it.OutboxShard = &shard
 	}
 	if wake, ok := rec.WakeMS(); ok {
 		shard := Shard(rec.EventID)
@@ -130,8 +139,13 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 			}
 			return ""
 		}
+		// The outbox key too: the outcome owed for it must stay findable.
+		var outbox int64
+		if v, ok := av[attrOutboxMS].(*types.AttributeValueMemberN); ok {
+			outbox, _ = strconv.ParseInt(v.Value, 10, 64)
+		}
 		return monitor.Record{EventID: str(attrEventID), State: monitor.State(str(attrState)),
-			LastErrorCode: str(attrLastErrorCode), Corrupt: true}
+			LastErrorCode: str(attrLastErrorCode), OutboxMS: outbox, Corrupt: true}
 	}
 	rec := monitor.Record{
 		EventID: it.EventID, SiteID: it.SiteID, PlanID: it.PlanID, WebsiteVersion: it.WebsiteVersion,
@@ -141,10 +155,15 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 		NextPollMS: it.NextPollMS, LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken,
 		LeaseExpiresMS: it.LeaseExpiresMS, LastErrorCode: it.LastErrorCode, RemoteStatus: it.RemoteStatus,
 		LifecycleSHA256: it.LifecycleSHA256, CreatedMS: it.CreatedMS, UpdatedMS: it.UpdatedMS,
-		SchemaVersion: it.SchemaVersion,
+		OutboxMS: it.OutboxMS, SchemaVersion: it.SchemaVersion,
 	}
 	if it.Lifecycle != "" {
 		rec.Lifecycle = []byte(it.Lifecycle)
+	}
+	if it.SchemaVersion != 0 && it.SchemaVersion != monitor.SchemaVersion {
+		// Another layout: its attributes and index keys are not ours to
+		// judge; validation reports it as lifecycle_monitor.schema_altered.
+		return rec
 	}
 	for name := range av {
 		if !knownAttributes[name] {
@@ -170,5 +189,8 @@ func indexKeysAgree(rec monitor.Record, it item) bool {
 	if attention != (it.AttentionShard != nil && it.AttentionMS != nil) || (it.AttentionShard == nil) != (it.AttentionMS == nil) {
 		return false
 	}
-	return !attention || *it.AttentionShard == shard
+	if attention && *it.AttentionShard != shard {
+		return false
+	}
+	return (it.OutboxShard != nil) == (rec.OutboxMS != 0) && (it.OutboxShard == nil || *it.OutboxShard == shard)
 }

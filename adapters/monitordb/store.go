@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -49,8 +50,15 @@ func New(db API, table string) (*Store, error) {
 	return &Store{db: db, table: table}, nil
 }
 
-// unavailable wraps an SDK failure: retryable, nothing changed.
+// unavailable wraps an SDK failure: retryable, nothing changed — except
+// DynamoDB's ValidationException (an item above the size limit, a
+// malformed request), which the same request would get again:
+// lifecycle_monitor.store_rejected, not retryable.
 func unavailable(op string, err error) error {
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
+		return core.Wrap(monitor.CodeStoreRejected, false, fmt.Errorf("monitordb %s: %w", op, err))
+	}
 	return core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("monitordb %s: %w", op, err))
 }
 
@@ -124,6 +132,7 @@ func (s *Store) Get(ctx context.Context, eventID string) (monitor.Record, error)
 func (s *Store) Claim(ctx context.Context, eventID string, l monitor.Lease) (monitor.Record, bool, error) {
 	now := expression.Value(l.NowMS)
 	cond := expression.And(
+		expression.Name(attrSchemaVersion).Equal(expression.Value(monitor.SchemaVersion)),
 		expression.Name(attrState).In(
 			expression.Value(string(monitor.StatePending)),
 			expression.Value(string(monitor.StateWatching)),
@@ -167,19 +176,35 @@ func (s *Store) Claim(ctx context.Context, eventID string, l monitor.Lease) (mon
 	return decode(out.Attributes), true, nil
 }
 
-// Transition implements monitor.Store: one UpdateItem fenced on the lease.
+// Transition implements monitor.Store: one UpdateItem fenced on the whole
+// claim.
 func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (monitor.Record, error) {
 	now := expression.Value(f.NowMS)
 	expiry := expression.Name(attrLeaseExpiresMS).GreaterThan(now)
 	if f.Expired {
 		expiry = expression.Name(attrLeaseExpiresMS).LessThanEqual(now)
 	}
+	eq := func(name string, v any) expression.ConditionBuilder {
+		return expression.Name(name).Equal(expression.Value(v))
+	}
+	// The whole claim (monitor.Fence): a write never applies a failure
+	// count or limit the stored record does not have.
 	cond := expression.And(
-		expression.Name(attrState).Equal(expression.Value(string(monitor.StateLeased))),
-		expression.Name(attrLeaseToken).Equal(expression.Value(f.Token)),
-		expression.Name(attrLeaseOwner).Equal(expression.Value(f.Owner)),
+		eq(attrState, string(monitor.StateLeased)),
+		eq(attrLeaseToken, f.Token),
+		eq(attrLeaseOwner, f.Owner),
 		expiry,
 		expression.Name(attrUpdatedMS).LessThanEqual(now),
+		eq(attrLeaseExpiresMS, f.LeaseExpiresMS),
+		eq(attrPollAttempts, f.Attempt),
+		eq(attrFailures, f.ConsecutiveFailures),
+		eq(attrMaxFailures, f.MaxConsecutiveFailures),
+		eq(attrSiteID, f.SiteID),
+		eq(attrPlanID, f.PlanID),
+		eq(attrWebsiteVersion, f.WebsiteVersion),
+		eq(attrSourceSequence, f.SourceSequence),
+		eq(attrJobCount, f.JobCount),
+		eq(attrChangeSHA256, f.ChangeSHA256),
 	)
 	update := expression.Set(expression.Name(attrState), expression.Value(string(u.State))).
 		Set(expression.Name(attrFailures), expression.Value(u.ConsecutiveFailures)).
@@ -208,6 +233,11 @@ func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Updat
 		update = update.Set(expression.Name(attrAttentionShard), shard).Set(expression.Name(attrAttentionMS), expression.Value(u.UpdatedMS))
 	} else {
 		update = update.Remove(expression.Name(attrAttentionShard)).Remove(expression.Name(attrAttentionMS))
+	}
+	if u.State.Final() {
+		update = update.Set(expression.Name(attrOutboxShard), shard).Set(expression.Name(attrOutboxMS), expression.Value(u.UpdatedMS))
+	} else {
+		update = update.Remove(expression.Name(attrOutboxShard)).Remove(expression.Name(attrOutboxMS))
 	}
 	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
 	if err != nil {
@@ -249,6 +279,8 @@ func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) er
 		Set(expression.Name(attrUpdatedMS), expression.Value(nowMS)).
 		Set(expression.Name(attrAttentionShard), shard).
 		Set(expression.Name(attrAttentionMS), expression.Value(nowMS)).
+		Set(expression.Name(attrOutboxShard), shard).
+		Set(expression.Name(attrOutboxMS), expression.Value(nowMS)).
 		Remove(expression.Name(attrLeaseOwner)).
 		Remove(expression.Name(attrLeaseToken)).
 		Remove(expression.Name(attrLeaseExpiresMS)).
@@ -275,43 +307,79 @@ func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) er
 	return nil
 }
 
-// wakeKey is one entry of the wake index.
-type wakeKey struct {
-	EventID string `dynamodbav:"event_id"`
-	WakeMS  int64  `dynamodbav:"wake_ms"`
+// Park implements monitor.Store: one UpdateItem, conditional on the item
+// existing with another schema_version, that removes its wake keys and
+// sets its attention keys.
+func (s *Store) Park(ctx context.Context, eventID string, nowMS int64) error {
+	update := expression.Set(expression.Name(attrAttentionShard), expression.Value(Shard(eventID))).
+		Set(expression.Name(attrAttentionMS), expression.Value(nowMS)).
+		Remove(expression.Name(attrWakeShard)).
+		Remove(expression.Name(attrWakeMS))
+	cond := expression.And(expression.AttributeExists(expression.Name(attrEventID)),
+		expression.Name(attrSchemaVersion).NotEqual(expression.Value(monitor.SchemaVersion)))
+	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(eventID),
+		ConditionExpression:       expr.Condition(),
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil
+	}
+	if err != nil {
+		return unavailable("park", err)
+	}
+	return nil
 }
 
-// Due implements monitor.Store: one paginated KEYS_ONLY Query per shard of
-// the sparse wake index (wake_shard = s AND wake_ms <= now), run in
-// parallel, merged in wake order.
-func (s *Store) Due(ctx context.Context, nowMS int64, limit int) ([]string, error) {
+// Announced implements monitor.Store: one UpdateItem conditional on the
+// outbox key, removing it.
+func (s *Store) Announced(ctx context.Context, eventID string, finishedMS int64) error {
+	update := expression.Remove(expression.Name(attrOutboxShard)).Remove(expression.Name(attrOutboxMS))
+	expr, err := build(expression.NewBuilder().
+		WithCondition(expression.Name(attrOutboxMS).Equal(expression.Value(finishedMS))).WithUpdate(update))
+	if err != nil {
+		return err
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(eventID),
+		ConditionExpression:       expr.Condition(),
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ReturnConsumedCapacity:    s.capacity.mode(),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil
+	}
+	if err != nil {
+		return unavailable("announced", err)
+	}
+	s.capacity.add(out.ConsumedCapacity, true)
+	return nil
+}
+
+// Owed implements monitor.Store: one paginated KEYS_ONLY Query per shard of
+// the sparse outbox index (outbox_shard = s AND outbox_ms <= before),
+// merged in outbox order.
+func (s *Store) Owed(ctx context.Context, beforeMS int64, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	results := make([][]wakeKey, topology.WakeShards)
-	errs := make([]error, topology.WakeShards)
-	var wg sync.WaitGroup
-	for shard := range topology.WakeShards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[shard], errs[shard] = s.dueShard(ctx, shard, nowMS, limit)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
 	var all []wakeKey
-	for _, r := range results {
-		all = append(all, r...)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].WakeMS != all[j].WakeMS {
-			return all[i].WakeMS < all[j].WakeMS
+	for shard := range topology.WakeShards {
+		keys, err := s.rangeShard(ctx, topology.IndexOutbox, attrOutboxShard, attrOutboxMS, shard, beforeMS, limit, nil)
+		if err != nil {
+			return nil, err
 		}
-		return all[i].EventID < all[j].EventID
-	})
+		all = append(all, keys...)
+	}
+	sortKeys(all)
 	ids := make([]string, 0, min(limit, len(all)))
 	for _, k := range all[:min(limit, len(all))] {
 		ids = append(ids, k.EventID)
@@ -319,19 +387,119 @@ func (s *Store) Due(ctx context.Context, nowMS int64, limit int) ([]string, erro
 	return ids, nil
 }
 
-func (s *Store) dueShard(ctx context.Context, shard int, nowMS int64, limit int) ([]wakeKey, error) {
-	keyCond := expression.Key(attrWakeShard).Equal(expression.Value(shard)).
-		And(expression.Key(attrWakeMS).LessThanEqual(expression.Value(nowMS)))
+func sortKeys(all []wakeKey) {
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].WakeMS != all[j].WakeMS {
+			return all[i].WakeMS < all[j].WakeMS
+		}
+		return all[i].EventID < all[j].EventID
+	})
+}
+
+// wakeKey is one entry of a sparse index: the event id and the sort key.
+type wakeKey struct {
+	EventID string
+	WakeMS  int64
+}
+
+// Due implements monitor.Store: DuePage from the head.
+func (s *Store) Due(ctx context.Context, nowMS int64, limit int) ([]string, error) {
+	ids, _, err := s.DuePage(ctx, nowMS, limit, monitor.DueCursor{})
+	return ids, err
+}
+
+// DuePage implements monitor.Store: one paginated KEYS_ONLY Query per shard
+// of the sparse wake index (wake_shard = s AND wake_ms <= now), each
+// starting after the cursor's entry for its shard (ExclusiveStartKey), run
+// in parallel and merged in wake order. Each shard's entries are taken as
+// a prefix of its own query order, so the cursor of a shard is the last
+// entry taken from it; a shard whose query ended and was taken whole is
+// done.
+func (s *Store) DuePage(ctx context.Context, nowMS int64, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error) {
+	if limit <= 0 {
+		return nil, cursor, nil
+	}
+	results := make([][]wakeKey, topology.WakeShards)
+	errs := make([]error, topology.WakeShards)
+	var wg sync.WaitGroup
+	for shard := range topology.WakeShards {
+		if cursor.Done[shard] {
+			continue
+		}
+		var start map[string]types.AttributeValue
+		if after, ok := cursor.After[shard]; ok {
+			start = map[string]types.AttributeValue{
+				attrEventID:   &types.AttributeValueMemberS{Value: after.EventID},
+				attrWakeShard: &types.AttributeValueMemberN{Value: strconv.Itoa(shard)},
+				attrWakeMS:    &types.AttributeValueMemberN{Value: strconv.FormatInt(after.WakeMS, 10)},
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[shard], errs[shard] = s.rangeShard(ctx, topology.IndexWake, attrWakeShard, attrWakeMS, shard, nowMS, limit, start)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, cursor, err
+	}
+	// Merge the shards' heads.
+	taken := make([]int, topology.WakeShards)
+	var ids []string
+	for len(ids) < limit {
+		best := -1
+		for shard, r := range results {
+			if taken[shard] < len(r) && (best < 0 || less(r[taken[shard]], results[best][taken[best]])) {
+				best = shard
+			}
+		}
+		if best < 0 {
+			break
+		}
+		ids = append(ids, results[best][taken[best]].EventID)
+		taken[best]++
+	}
+	next := cursor
+	for shard, r := range results {
+		if cursor.Done[shard] {
+			continue
+		}
+		var last *monitor.DueEntry
+		if taken[shard] > 0 {
+			k := r[taken[shard]-1]
+			last = &monitor.DueEntry{WakeMS: k.WakeMS, EventID: k.EventID}
+		}
+		// Fewer than limit entries means the shard's query ended.
+		done := len(r) < limit && taken[shard] == len(r)
+		next = next.Advance(shard, last, done)
+	}
+	return ids, next, nil
+}
+
+func less(a, b wakeKey) bool {
+	if a.WakeMS != b.WakeMS {
+		return a.WakeMS < b.WakeMS
+	}
+	return a.EventID < b.EventID
+}
+
+// rangeShard reads up to limit keys of one shard of a sparse index whose
+// sort key is ≤ upTo, in sort order, starting after start when it is set.
+func (s *Store) rangeShard(ctx context.Context, index, shardAttr, sortAttr string, shard int, upTo int64, limit int, start map[string]types.AttributeValue) ([]wakeKey, error) {
+	keyCond := expression.Key(shardAttr).Equal(expression.Value(shard)).
+		And(expression.Key(sortAttr).LessThanEqual(expression.Value(upTo)))
 	expr, err := build(expression.NewBuilder().WithKeyCondition(keyCond))
 	if err != nil {
 		return nil, err
 	}
 	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(topology.IndexWake),
+		TableName: aws.String(s.table), IndexName: aws.String(index),
 		KeyConditionExpression:    expr.KeyCondition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 		ScanIndexForward:          aws.Bool(true),
+		ExclusiveStartKey:         start,
 		ReturnConsumedCapacity:    s.capacity.mode(),
 	}
 	var keys []wakeKey
@@ -339,14 +507,21 @@ func (s *Store) dueShard(ctx context.Context, shard int, nowMS int64, limit int)
 		in.Limit = aws.Int32(int32(min(limit-len(keys), 1000)))
 		out, err := s.db.Query(ctx, in)
 		if err != nil {
-			return nil, unavailable("due", err)
+			return nil, unavailable("query "+index, err)
 		}
 		s.capacity.add(out.ConsumedCapacity, false)
-		var page []wakeKey
-		if err := attributevalue.UnmarshalListOfMaps(out.Items, &page); err != nil {
-			return nil, core.Wrap(monitor.CodeDatabaseIntegrity, false, fmt.Errorf("monitordb due: decode index page: %w", err))
+		for _, it := range out.Items {
+			id, okID := it[attrEventID].(*types.AttributeValueMemberS)
+			n, okN := it[sortAttr].(*types.AttributeValueMemberN)
+			var ms int64
+			if okN {
+				ms, err = strconv.ParseInt(n.Value, 10, 64)
+			}
+			if !okID || !okN || err != nil {
+				return nil, core.Wrap(monitor.CodeDatabaseIntegrity, false, fmt.Errorf("monitordb: %s index entry does not decode", index))
+			}
+			keys = append(keys, wakeKey{EventID: id.Value, WakeMS: ms})
 		}
-		keys = append(keys, page...)
 		if len(out.LastEvaluatedKey) == 0 {
 			break
 		}

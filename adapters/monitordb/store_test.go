@@ -2,6 +2,7 @@ package monitordb
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,5 +153,32 @@ func TestStoreErrorsAreCoreErrors(t *testing.T) {
 	}
 	if _, err := bad.Due(ctx, 1, 10); !core.HasCode(err, monitor.CodeStoreUnavailable) {
 		t.Fatalf("Due on a missing table = %v", err)
+	}
+}
+
+// DynamoDB refuses an item above 400 KB with a ValidationException: that is
+// store_rejected, not retryable (retrying would loop through lease
+// expiries), and nothing is written.
+func TestOversizeItemIsRejectedNotRetried(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := newStore(t)
+	if _, _, err := s.Create(ctx, monitortest.NewRecord("evt-big", monitortest.T0)); err != nil {
+		t.Fatal(err)
+	}
+	l := monitor.Lease{Owner: "w", Token: "tok-big", NowMS: monitortest.T0 + 1, ExpiresMS: monitortest.T0 + 60_000}
+	held, ok, err := s.Claim(ctx, "evt-big", l)
+	if err != nil || !ok {
+		t.Fatalf("claim = %v, %v", ok, err)
+	}
+	big := []byte(`{"x":"` + strings.Repeat("x", 450_000) + `"}`)
+	u := monitor.Update{State: monitor.StateWatching, NextPollMS: monitortest.T0 + 30_000, SetSnapshot: true,
+		RemoteStatus: "processing", LifecycleSHA256: core.SHA256Hex(big), Lifecycle: big, UpdatedMS: monitortest.T0 + 2}
+	_, err = s.Transition(ctx, monitor.FenceOf(held, monitortest.T0+2), u)
+	if !core.HasCode(err, monitor.CodeStoreRejected) || core.IsRetryable(err) {
+		t.Fatalf("oversize write = %v (retryable %v), want %s not retryable", err, core.IsRetryable(err), monitor.CodeStoreRejected)
+	}
+	read, err := s.Get(ctx, "evt-big")
+	if err != nil || read.State != monitor.StateLeased || read.Lifecycle != nil {
+		t.Fatalf("record after the refused write = %+v, %v", read, err)
 	}
 }

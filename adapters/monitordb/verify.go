@@ -20,8 +20,9 @@ type DescribeAPI interface {
 
 var _ DescribeAPI = (*dynamodb.Client)(nil)
 
-// Verify checks, once at cold start, that the table is the one the store
-// was written for: key schema and both sparse KEYS_ONLY indexes as in
+// Verify checks, once at cold start (the poller's, before it handles
+// anything), that the table is the one the store was written for: key
+// schema and every sparse KEYS_ONLY index (wake, attention, outbox) as in
 // topology.Monitor (else lifecycle_monitor.schema_altered), and the table
 // and its indexes ACTIVE (else lifecycle_monitor.database_integrity: an
 // index still backfilling would silently hide due items).

@@ -91,6 +91,14 @@ var keys = []string{
 	"blocked_locales", "queue_counts", "delivery", "tombstone",
 }
 
+// MaxSnapshotBytes caps the canonical form of an answer (the snapshot the
+// monitor stores in its record): 128 KiB. A DynamoDB item holds at most
+// 400 KB, names and values included; the rest of a monitor record is under
+// 2 KB, so the cap leaves more than half the item free, and it keeps a
+// claim or finishing write (billed by item size, 1 KB per write unit)
+// bounded. A larger answer is lifecycle_monitor.response_invalid.
+const MaxSnapshotBytes = 128 << 10
+
 func invalid() error { return core.Fail(CodeResponseInvalid) }
 
 // Parse validates body as the lifecycle response for target and requestID.
@@ -98,7 +106,7 @@ func invalid() error { return core.Fail(CodeResponseInvalid) }
 // stored snapshot, whose request id is only checked to be a token).
 func Parse(target Target, requestID string, body []byte) (Response, error) {
 	canonical, err := core.CanonicalizeJSON(body)
-	if err != nil {
+	if err != nil || len(canonical) > MaxSnapshotBytes {
 		return Response{}, invalid()
 	}
 	var fields map[string]json.RawMessage
@@ -218,7 +226,10 @@ func counts(raw json.RawMessage, out *map[string]int64) bool {
 	result := make(map[string]int64, len(m))
 	for k, v := range m {
 		var n int64
-		if !core.ValidToken(k) || len(v) == 0 || bytes.ContainsAny(v, ".eE-\"") || json.Unmarshal(v, &n) != nil || n < 0 {
+		// Digits only: null (which json.Unmarshal reads as 0), bools,
+		// strings, signs, fractions and exponents are not counts.
+		if !core.ValidToken(k) || len(v) == 0 || v[0] < '0' || v[0] > '9' || bytes.ContainsAny(v, ".eE-\"") ||
+			json.Unmarshal(v, &n) != nil || n < 0 {
 			return false
 		}
 		result[k] = n

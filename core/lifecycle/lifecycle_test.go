@@ -114,3 +114,36 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// An answer whose snapshot would not fit the store is refused here, before
+// anything is written: the cap sits well below DynamoDB's 400 KB item.
+func TestParseRefusesSnapshotAboveTheCap(t *testing.T) {
+	withDelivery := func(n int) string {
+		// The canonical form adds the delivery object's bytes to the body.
+		pad := strings.Repeat("x", n)
+		return strings.Replace(vectorBody, `"delivery":null`, `"delivery":{"note":"`+pad+`"}`, 1)
+	}
+	base, err := Parse(vectorTarget, "req-7f3a9c", []byte(withDelivery(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits := MaxSnapshotBytes - len(base.Canonical)
+	if r, err := Parse(vectorTarget, "req-7f3a9c", []byte(withDelivery(fits))); err != nil || len(r.Canonical) != MaxSnapshotBytes {
+		t.Fatalf("answer of exactly the cap: %d bytes, %v", len(r.Canonical), err)
+	}
+	_, err = Parse(vectorTarget, "req-7f3a9c", []byte(withDelivery(fits+1)))
+	if core.CodeOf(err) != CodeResponseInvalid {
+		t.Fatalf("answer one byte above the cap: %v", err)
+	}
+	if MaxSnapshotBytes*3 > 400_000 {
+		t.Fatalf("cap %d leaves too little room under the 400 KB item limit", MaxSnapshotBytes)
+	}
+}
+
+// A JSON null is not an integer: a queue count of null is refused.
+func TestParseRefusesNullQueueCount(t *testing.T) {
+	body := strings.Replace(vectorBody, `"queue_counts":{"pending":2}`, `"queue_counts":{"pending":null}`, 1)
+	if _, err := Parse(vectorTarget, "req-7f3a9c", []byte(body)); core.CodeOf(err) != CodeResponseInvalid {
+		t.Fatalf("null queue count: %v", err)
+	}
+}

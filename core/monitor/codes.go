@@ -50,6 +50,11 @@ const (
 	// CodeStoreUnavailable wraps a store failure (network, throttling):
 	// retryable, the state did not change.
 	CodeStoreUnavailable = "lifecycle_monitor.store_unavailable"
+	// CodeStoreRejected: the store refused the request itself (DynamoDB's
+	// ValidationException, e.g. an item above its size limit). Not
+	// retryable: the same write would be refused again; the state did not
+	// change.
+	CodeStoreRejected = "lifecycle_monitor.store_rejected"
 
 	// ReclaimErrorCode is last_error_code of a lease that expired before
 	// its holder finished (the reference stores it without a prefix).

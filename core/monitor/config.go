@@ -36,6 +36,10 @@ type Config struct {
 	Lease time.Duration
 	// MaxConsecutiveFailures is bound into each registration (1..20).
 	MaxConsecutiveFailures int
+	// OutboxGrace is how long an owed outcome is left to the path that
+	// finished the change before a sweep re-publishes it (OutboxGrace
+	// below, when zero).
+	OutboxGrace time.Duration
 }
 
 // DefaultConfig is the reference's configuration.
@@ -61,6 +65,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxConsecutiveFailures == 0 {
 		c.MaxConsecutiveFailures = DefaultMaxConsecutiveFailures
 	}
+	if c.OutboxGrace == 0 {
+		c.OutboxGrace = OutboxGrace
+	}
 	return c
 }
 
@@ -78,6 +85,9 @@ func (c Config) Validate() error {
 	}
 	if !validDuration(c.Lease, MaxLease) {
 		return core.Fail(CodeLeaseInvalid)
+	}
+	if !validDuration(c.OutboxGrace, MaxDelay) {
+		return core.Fail(CodeDelayInvalid)
 	}
 	if c.MaxConsecutiveFailures < 1 || c.MaxConsecutiveFailures > MaxFailures {
 		return core.Fail(CodeMaxFailuresInvalid)

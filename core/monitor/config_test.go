@@ -11,7 +11,7 @@ import (
 func TestDefaultConfigIsTheReferences(t *testing.T) {
 	c := monitor.DefaultConfig()
 	if c.PollInterval != 30*time.Second || c.BaseDelay != 5*time.Second || c.MaxDelay != 300*time.Second ||
-		c.Lease != 600*time.Second || c.MaxConsecutiveFailures != 5 {
+		c.Lease != 600*time.Second || c.MaxConsecutiveFailures != 5 || c.OutboxGrace != 30*time.Second {
 		t.Fatalf("defaults = %+v", c)
 	}
 	if err := c.Validate(); err != nil {
@@ -41,6 +41,9 @@ func TestConfigValidate(t *testing.T) {
 		{"failures 20", func(c *monitor.Config) { c.MaxConsecutiveFailures = 20 }, ""},
 		{"failures 21", func(c *monitor.Config) { c.MaxConsecutiveFailures = 21 }, monitor.CodeMaxFailuresInvalid},
 		{"failures negative", func(c *monitor.Config) { c.MaxConsecutiveFailures = -1 }, monitor.CodeMaxFailuresInvalid},
+		{"outbox grace 1 s", func(c *monitor.Config) { c.OutboxGrace = time.Second }, ""},
+		{"outbox grace negative", func(c *monitor.Config) { c.OutboxGrace = -time.Second }, monitor.CodeDelayInvalid},
+		{"outbox grace over limit", func(c *monitor.Config) { c.OutboxGrace = day + time.Millisecond }, monitor.CodeDelayInvalid},
 		{"worker not a token", func(c *monitor.Config) { c.WorkerID = "worker 1" }, monitor.CodeWorkerInvalid},
 		{"worker too long", func(c *monitor.Config) { c.WorkerID = string(make([]byte, 129)) }, monitor.CodeWorkerInvalid},
 	}

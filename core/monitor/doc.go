@@ -16,7 +16,15 @@
 //
 // Every record read from a store is validated (Validate). A record that is
 // impossible or tampered with is marked failed with
-// lifecycle_monitor.state_invalid; nothing ever panics on stored data.
+// lifecycle_monitor.state_invalid; nothing ever panics on stored data. A
+// record another schema version wrote is never leased (the claim condition
+// requires this version) and is parked out of due discovery.
+//
+// Every write that makes a record final (terminal, failed, a reclaim at the
+// failure limit, state_invalid, a superseded or cancelled registration)
+// also sets its outbox key: the outcome (Announcement, with a stable
+// OutcomeID) is owed until the caller publishes it and calls Announced;
+// OwedOutcomes lists what is still owed after Config.OutboxGrace.
 //
 // The binding hash (binding_sha256) is the SHA-256 of the RFC 8785 form of
 // the binding object

@@ -109,8 +109,13 @@ func (s *Service) poll(ctx context.Context, c Claim, reader LifecycleReader) (Ou
 	var err error
 	if readErr == nil {
 		st, err = s.Complete(wctx, c, resp)
-		if core.HasCode(err, CodeResponseInvalid) {
+		switch {
+		case core.HasCode(err, CodeResponseInvalid):
 			st, err = s.Fail(wctx, c, CodeResponseInvalid)
+		case core.HasCode(err, CodeStoreRejected):
+			// The store will never take this answer: fail the change
+			// (a small write) rather than let the lease expire.
+			st, err = s.Fail(wctx, c, CodeStoreRejected)
 		}
 	} else {
 		st, err = s.finishReadError(wctx, ctx, c, readErr)

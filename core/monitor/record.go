@@ -39,6 +39,10 @@ type Record struct {
 	Lifecycle []byte
 	CreatedMS int64
 	UpdatedMS int64
+	// OutboxMS is set (to the time of the finishing write, = UpdatedMS) on
+	// a final record whose localeflow.change.terminal is still owed; 0 once
+	// the event was published (or for a record that is not final).
+	OutboxMS int64
 	// SchemaVersion of the stored layout; stores set SchemaVersion.
 	SchemaVersion int
 	// Corrupt is set by a store when the stored item could not be decoded
@@ -178,6 +182,18 @@ type Status struct {
 	Tombstone       json.RawMessage
 	Created         time.Time
 	Updated         time.Time
+	// OutboxMS is the record's outbox key: non-zero while the change's
+	// outcome is owed (see Announcement).
+	OutboxMS int64
+}
+
+// Announcement returns the outcome owed for a final change, ok=false when
+// none is owed.
+func (s Status) Announcement() (Announcement, bool) {
+	if !s.State.Final() || s.OutboxMS == 0 {
+		return Announcement{}, false
+	}
+	return newAnnouncement(s.EventID, s.SiteID, s.PlanID, s.State, s.RemoteStatus, s.LastErrorCode, s.LifecycleSHA256, s.OutboxMS), true
 }
 
 func statusOf(r Record, snap *lifecycle.Response, now int64) Status {
@@ -191,6 +207,7 @@ func statusOf(r Record, snap *lifecycle.Response, now int64) Status {
 		RequiredLocales: []string{}, ApprovedLocales: []string{},
 		BlockedLocales: []lifecycle.BlockedLocale{}, QueueCounts: map[string]int64{},
 		Created: core.FromMillis(r.CreatedMS), Updated: core.FromMillis(r.UpdatedMS),
+		OutboxMS: r.OutboxMS,
 	}
 	if r.State == StateLeased {
 		s.LeaseExpires = core.FromMillis(r.LeaseExpiresMS)
@@ -223,14 +240,21 @@ type Outcome struct {
 	Polled bool
 	// LeaseExpires is set when State is leased (held by someone else).
 	LeaseExpires time.Time
+	// Owed is the outcome still owed for a final change (nil when none is):
+	// the caller publishes it and then calls Service.Announced.
+	Owed *Announcement
 }
 
 func outcomeOf(s Status, polled bool) Outcome {
-	return Outcome{
+	out := Outcome{
 		EventID: s.EventID, State: s.State, RemoteStatus: s.RemoteStatus, Attempt: s.PollAttempts,
 		ConsecutiveFailures: s.ConsecutiveFailures, NextPoll: s.NextPoll, ErrorCode: s.LastErrorCode,
 		Polled: polled, LeaseExpires: s.LeaseExpires,
 	}
+	if a, ok := s.Announcement(); ok {
+		out.Owed = &a
+	}
+	return out
 }
 
 // Health statuses.

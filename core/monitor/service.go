@@ -83,6 +83,7 @@ func (s *Service) Register(ctx context.Context, d Dispatched) (Status, error) {
 	if reg.remoteStatus == "superseded" || reg.remoteStatus == "cancelled" {
 		rec.State = StateTerminal
 		rec.RemoteStatus = reg.remoteStatus
+		rec.OutboxMS = now
 	}
 	stored, created, err := s.store.Create(ctx, rec)
 	if err != nil {
@@ -130,13 +131,20 @@ func (s *Service) status(ctx context.Context, rec Record, now int64) (Status, er
 	return statusOf(rec, snap, now), nil
 }
 
-// validated runs Validate and marks a record that fails it as failed.
+// validated runs Validate and marks a record that fails it as failed (or
+// parks a record of another schema version).
 func (s *Service) validated(ctx context.Context, rec Record, now int64) (*lifecycle.Response, error) {
 	snap, err := Validate(rec)
 	if err == nil {
 		return snap, nil
 	}
 	s.log.ErrorContext(ctx, "monitor record invalid", "event_id", safeID(rec.EventID), "code", core.CodeOf(err))
+	if core.HasCode(err, CodeSchemaAltered) && core.ValidToken(rec.EventID) {
+		// Not ours to change: out of due discovery, into health's attention.
+		if perr := s.store.Park(context.WithoutCancel(ctx), rec.EventID, now); perr != nil {
+			return nil, errors.Join(err, fmt.Errorf("park %s: %w", rec.EventID, perr))
+		}
+	}
 	if core.HasCode(err, CodeStateInvalid) && core.ValidToken(rec.EventID) &&
 		!(rec.State == StateFailed && rec.LastErrorCode == CodeStateInvalid) {
 		if merr := s.store.MarkInvalid(context.WithoutCancel(ctx), rec.EventID, now); merr != nil {
@@ -170,6 +178,24 @@ func (s *Service) Due(ctx context.Context, limit int) ([]string, error) {
 		return nil, fmt.Errorf("due: %w", err)
 	}
 	return ids, nil
+}
+
+// DuePage lists up to limit due ids after cursor and the cursor after
+// them (an empty page: nothing more is due). A sweep pages through the
+// whole wake index once, so entries it cannot claim never hide others.
+func (s *Service) DuePage(ctx context.Context, limit int, cursor DueCursor) ([]string, DueCursor, error) {
+	now, err := s.now()
+	if err != nil {
+		return nil, cursor, err
+	}
+	if limit <= 0 {
+		return nil, cursor, nil
+	}
+	ids, next, err := s.store.DuePage(ctx, now, limit, cursor)
+	if err != nil {
+		return nil, cursor, fmt.Errorf("due: %w", err)
+	}
+	return ids, next, nil
 }
 
 // Claim leases eventID for this worker when it is due. ok=false means it
@@ -253,7 +279,8 @@ func (s *Service) reclaim(ctx context.Context, rec Record, now int64) (Status, e
 	if failures >= rec.MaxConsecutiveFailures {
 		u.State, u.NextPollMS = StateFailed, now
 	}
-	f := Fence{EventID: rec.EventID, Owner: rec.LeaseOwner, Token: rec.LeaseToken, NowMS: now, Expired: true}
+	f := FenceOf(rec, now)
+	f.Expired = true
 	next, err := s.store.Transition(ctx, f, u)
 	if err != nil {
 		if core.HasCode(err, CodeStoreUnavailable) {
@@ -338,7 +365,7 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 }
 
 func (s *Service) finish(ctx context.Context, c Claim, u Update, lostCode string) (Status, error) {
-	f := Fence{EventID: c.EventID, Owner: c.LeaseOwner, Token: c.LeaseToken, NowMS: u.UpdatedMS}
+	f := fenceOfClaim(c, u.UpdatedMS)
 	rec, err := s.store.Transition(ctx, f, u)
 	if err != nil {
 		if core.HasCode(err, CodeCompletionLost) {

@@ -28,8 +28,15 @@ type Store interface {
 	// first. It may be stale (eventually consistent); the conditional
 	// writes decide.
 	Due(ctx context.Context, nowMS int64, limit int) ([]string, error)
-	// Claim leases a record if, at write time, its state is claimable,
-	// next_poll_ms ≤ lease.NowMS and updated_ms ≤ lease.NowMS: it applies
+	// DuePage is Due continued from cursor: it lists up to limit due ids
+	// that come after the cursor's positions and returns the cursor after
+	// them (an empty page: nothing more is due). Entries a page skipped
+	// stay behind the cursor, so a listing never stalls on entries that
+	// cannot be claimed.
+	DuePage(ctx context.Context, nowMS int64, limit int, cursor DueCursor) ([]string, DueCursor, error)
+	// Claim leases a record if, at write time, its schema_version is
+	// SchemaVersion, its state is claimable, next_poll_ms ≤ lease.NowMS and
+	// updated_ms ≤ lease.NowMS (Claimable): it applies
 	// ApplyClaim and returns the new record with ok=true. Otherwise it
 	// writes nothing and returns the current record with ok=false.
 	// CodeEventMissing when there is no record.
@@ -41,12 +48,68 @@ type Store interface {
 	// CodeClockRegressed, or CodeCompletionLost when the store cannot tell).
 	Transition(ctx context.Context, f Fence, u Update) (Record, error)
 	// MarkInvalid sets a record that failed validation to failed with
-	// CodeStateInvalid at nowMS, dropping its lease and wake position. It
-	// does nothing when the record does not exist.
+	// CodeStateInvalid at nowMS, dropping its lease and wake position and
+	// setting its outbox key to nowMS (the outcome is owed). It does
+	// nothing when the record does not exist.
 	MarkInvalid(ctx context.Context, eventID string, nowMS int64) error
+	// Park takes a record of another schema version (one this code must not
+	// change) out of due discovery and into the census of records needing
+	// attention, changing nothing else. It does nothing when the record does
+	// not exist or has this code's SchemaVersion.
+	Park(ctx context.Context, eventID string, nowMS int64) error
+	// Owed lists up to limit event ids whose outbox key is ≤ beforeMS,
+	// earliest first (a sparse index of final records whose outcome was
+	// not announced yet). It may be stale.
+	Owed(ctx context.Context, beforeMS int64, limit int) ([]string, error)
+	// Announced clears the outbox key of eventID if it equals finishedMS;
+	// it does nothing otherwise (cleared already, or no record).
+	Announced(ctx context.Context, eventID string, finishedMS int64) error
 	// Census returns every record that can wake or needs attention (see
 	// Record.NeedsAttention); its cost never depends on other records.
 	Census(ctx context.Context) ([]Record, error)
+}
+
+// DueCursor is where a listing of due ids continues: per partition of the
+// wake index (a store with one ordering uses partition 0), the last entry
+// listed. The zero value starts at the head.
+type DueCursor struct {
+	// After holds, per partition, the last entry listed.
+	After map[int]DueEntry
+	// Done marks partitions that have nothing more to list.
+	Done map[int]bool
+}
+
+// DueEntry is one position in the wake index.
+type DueEntry struct {
+	WakeMS  int64
+	EventID string
+}
+
+// Less orders entries by wake time, then event id.
+func (e DueEntry) Less(o DueEntry) bool {
+	if e.WakeMS != o.WakeMS {
+		return e.WakeMS < o.WakeMS
+	}
+	return e.EventID < o.EventID
+}
+
+// Advance returns a copy of c with partition p moved to last (when set)
+// and marked done when done is true.
+func (c DueCursor) Advance(p int, last *DueEntry, done bool) DueCursor {
+	next := DueCursor{After: map[int]DueEntry{}, Done: map[int]bool{}}
+	for k, v := range c.After {
+		next.After[k] = v
+	}
+	for k, v := range c.Done {
+		next.Done[k] = v
+	}
+	if last != nil {
+		next.After[p] = *last
+	}
+	if done {
+		next.Done[p] = true
+	}
+	return next
 }
 
 // Lease is what a claim writes.
@@ -57,23 +120,72 @@ type Lease struct {
 	ExpiresMS int64
 }
 
-// Fence is the condition of a finishing write. A live fence (Expired
-// false) requires state = leased AND lease_token = Token AND lease_owner =
-// Owner AND lease_expires_ms > NowMS AND updated_ms <= NowMS. An expired
-// fence (reclaiming someone else's lease) requires state = leased AND
-// lease_token = Token AND lease_owner = Owner AND lease_expires_ms <= NowMS
-// AND updated_ms <= NowMS.
+// Fence is the condition of a finishing write: the whole claim, as the
+// reference's live-claim check has it. A live fence (Expired false)
+// requires state = leased AND lease_token = Token AND lease_owner = Owner
+// AND lease_expires_ms = LeaseExpiresMS AND poll_attempts = Attempt AND
+// consecutive_failures = ConsecutiveFailures AND max_consecutive_failures =
+// MaxConsecutiveFailures AND the identity (site, plan, website version,
+// source sequence, job count, change hash) equal to the claim's, AND
+// lease_expires_ms > NowMS AND updated_ms <= NowMS. An expired fence
+// (reclaiming someone else's lease) requires the same with
+// lease_expires_ms <= NowMS. A finishing write therefore never applies a
+// failure count or limit the stored record does not have.
 type Fence struct {
 	EventID string
 	Owner   string
 	Token   string
 	NowMS   int64
 	Expired bool
+
+	SiteID                 string
+	PlanID                 string
+	WebsiteVersion         string
+	SourceSequence         int64
+	JobCount               int
+	ChangeSHA256           string
+	Attempt                int
+	ConsecutiveFailures    int
+	MaxConsecutiveFailures int
+	LeaseExpiresMS         int64
+}
+
+// FenceOf is the live fence of the lease held on rec (as a claim returned
+// it), for a finishing write at nowMS.
+func FenceOf(rec Record, nowMS int64) Fence {
+	return Fence{
+		EventID: rec.EventID, Owner: rec.LeaseOwner, Token: rec.LeaseToken, NowMS: nowMS,
+		SiteID: rec.SiteID, PlanID: rec.PlanID, WebsiteVersion: rec.WebsiteVersion,
+		SourceSequence: rec.SourceSequence, JobCount: rec.JobCount, ChangeSHA256: rec.ChangeSHA256,
+		Attempt: rec.PollAttempts, ConsecutiveFailures: rec.ConsecutiveFailures,
+		MaxConsecutiveFailures: rec.MaxConsecutiveFailures, LeaseExpiresMS: rec.LeaseExpiresMS,
+	}
+}
+
+func fenceOfClaim(c Claim, nowMS int64) Fence {
+	return Fence{
+		EventID: c.EventID, Owner: c.LeaseOwner, Token: c.LeaseToken, NowMS: nowMS,
+		SiteID: c.SiteID, PlanID: c.PlanID, WebsiteVersion: c.WebsiteVersion,
+		SourceSequence: c.SourceSequence, JobCount: c.JobCount, ChangeSHA256: c.ChangeSHA256,
+		Attempt: c.Attempt, ConsecutiveFailures: c.ConsecutiveFailures,
+		MaxConsecutiveFailures: c.MaxConsecutiveFailures, LeaseExpiresMS: core.Millis(c.LeaseExpires),
+	}
+}
+
+// SameClaim reports whether the stored record r holds exactly the claim f
+// describes (everything but the times checked against NowMS).
+func SameClaim(r Record, f Fence) bool {
+	return r.State == StateLeased && r.LeaseToken == f.Token && r.LeaseOwner == f.Owner &&
+		r.LeaseExpiresMS == f.LeaseExpiresMS && r.PollAttempts == f.Attempt &&
+		r.ConsecutiveFailures == f.ConsecutiveFailures && r.MaxConsecutiveFailures == f.MaxConsecutiveFailures &&
+		r.SiteID == f.SiteID && r.PlanID == f.PlanID && r.WebsiteVersion == f.WebsiteVersion &&
+		r.SourceSequence == f.SourceSequence && r.JobCount == f.JobCount && r.ChangeSHA256 == f.ChangeSHA256
 }
 
 // Update is the mutable part of a record a finishing write sets. The lease
 // fields are always cleared; poll_attempts is kept. When SetSnapshot is
-// false the stored remote status and snapshot are kept.
+// false the stored remote status and snapshot are kept. A final State also
+// sets the outbox key to UpdatedMS (the outcome is owed until announced).
 type Update struct {
 	State               State
 	ConsecutiveFailures int
@@ -107,9 +219,11 @@ func ApplyClaim(r Record, l Lease) Record {
 	return r
 }
 
-// Claimable reports whether the claim condition holds for r at nowMS.
+// Claimable reports whether the claim condition holds for r at nowMS. A
+// record of another schema version is never claimable: the claim would
+// write a lease that validation then refuses, leaving it leased by nobody.
 func Claimable(r Record, nowMS int64) bool {
-	return r.State.Claimable() && r.NextPollMS <= nowMS && r.UpdatedMS <= nowMS
+	return r.SchemaVersion == SchemaVersion && r.State.Claimable() && r.NextPollMS <= nowMS && r.UpdatedMS <= nowMS
 }
 
 // ApplyUpdate is the record a successful Transition writes.
@@ -125,19 +239,34 @@ func ApplyUpdate(r Record, u Update) Record {
 		r.Lifecycle = append([]byte(nil), u.Lifecycle...)
 	}
 	r.UpdatedMS = u.UpdatedMS
+	r.OutboxMS = 0
+	if u.State.Final() {
+		r.OutboxMS = u.UpdatedMS
+	}
+	return r
+}
+
+// ApplyInvalid is the record MarkInvalid writes.
+func ApplyInvalid(r Record, nowMS int64) Record {
+	r.State = StateFailed
+	r.LastErrorCode = CodeStateInvalid
+	r.LeaseOwner, r.LeaseToken, r.LeaseExpiresMS = "", "", 0
+	r.UpdatedMS = nowMS
+	r.OutboxMS = nowMS
 	return r
 }
 
 // CheckFence explains whether f holds for the current record: nil when it
 // holds, else CodeClaimMissing (no record), CodeClaimLost (not leased, or
-// leased by another token or owner), CodeLeaseExpired, CodeClockRegressed
+// not exactly this claim: another token, owner, lease expiry, attempt,
+// failure count or limit, or identity), CodeLeaseExpired, CodeClockRegressed
 // (updated_ms > now), in the reference's order of checks. For an expired
 // fence, a lease still live is CodeClaimLost.
 func CheckFence(current Record, exists bool, f Fence) error {
 	switch {
 	case !exists:
 		return core.Fail(CodeClaimMissing)
-	case current.State != StateLeased || current.LeaseToken != f.Token || current.LeaseOwner != f.Owner:
+	case !SameClaim(current, f):
 		return core.Fail(CodeClaimLost)
 	case !f.Expired && current.LeaseExpiresMS <= f.NowMS:
 		return core.Fail(CodeLeaseExpired)

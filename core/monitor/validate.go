@@ -12,7 +12,8 @@ import (
 // the binding hash matches, counters and times are consistent, lease fields
 // exist exactly when leased, an error code exists exactly in retry_wait and
 // failed, and a stored snapshot is a valid lifecycle answer for this change
-// whose status and hash match the record. It returns the parsed snapshot
+// whose status and hash match the record, and an outbox key exists only on
+// a final record (at its finishing write's time). It returns the parsed snapshot
 // (nil when there is none) or lifecycle_monitor.state_invalid, or
 // lifecycle_monitor.schema_altered for a record of another layout version.
 func Validate(r Record) (*lifecycle.Response, error) {
@@ -38,7 +39,8 @@ func validRecord(r Record) (*lifecycle.Response, bool) {
 		r.PollAttempts < 0 || r.ConsecutiveFailures < 0 ||
 		r.MaxConsecutiveFailures < 1 || r.MaxConsecutiveFailures > MaxFailures ||
 		r.ConsecutiveFailures > r.MaxConsecutiveFailures ||
-		r.NextPollMS < r.CreatedMS || r.UpdatedMS < r.CreatedMS {
+		r.NextPollMS < r.CreatedMS || r.UpdatedMS < r.CreatedMS ||
+		(r.OutboxMS != 0 && (!r.State.Final() || r.OutboxMS != r.UpdatedMS)) {
 		return nil, false
 	}
 	binding, err := Binding(r.EventID, r.SiteID, r.PlanID, r.WebsiteVersion, r.SourceSequence, r.JobCount, r.ChangeSHA256, r.MaxConsecutiveFailures)

@@ -23,49 +23,93 @@ import (
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/topology"
 )
 
 func main() {
 	log := lambdalog.New(os.Stdout, slog.LevelInfo)
-	h, err := build(context.Background(), os.Getenv, log)
+	h, err := coldStart(context.Background(), os.Getenv, log)
 	if err != nil {
-		log.Error("poller cold start failed", "code", "poller.config_invalid", "error", err.Error())
+		code := core.CodeOf(err)
+		if code == "" {
+			code = "poller.config_invalid"
+		}
+		log.Error("poller cold start failed", "code", code, "error", err.Error())
 		os.Exit(1)
 	}
 	lambda.Start(h.Handle)
 }
 
-// build reads the configuration and wires the handler once per cold start.
-func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler.Handler, error) {
-	cfg, err := loadConfig(getenv)
+// coldStart wires the handler and then checks, once, that the monitor
+// table is the one the store was written for (monitordb.Verify: key schema
+// and the sparse KEYS_ONLY indexes of topology, all ACTIVE). A table with
+// another key schema or a missing index fails the cold start with
+// lifecycle_monitor.schema_altered (lifecycle_monitor.database_integrity
+// while an index is still building), rather than polls that silently miss
+// due changes or owed outcomes.
+func coldStart(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler.Handler, error) {
+	h, w, err := wire(ctx, getenv, log)
 	if err != nil {
 		return nil, err
+	}
+	if err := monitordb.Verify(ctx, w.db, monitorTable(w.table)); err != nil {
+		return nil, fmt.Errorf("monitor table %s: %w", w.table, err)
+	}
+	return h, nil
+}
+
+// monitorTable is the topology's monitor table under the configured name
+// (keys and indexes do not depend on the prefix).
+func monitorTable(name string) topology.Table {
+	t := topology.New(topology.DefaultPrefix).Monitor
+	t.Name = name
+	return t
+}
+
+// build reads the configuration and wires the handler (no AWS call is
+// made; coldStart adds the table check).
+func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler.Handler, error) {
+	h, _, err := wire(ctx, getenv, log)
+	return h, err
+}
+
+// wired is what the table check needs from wiring.
+type wired struct {
+	db    monitordb.DescribeAPI
+	table string
+}
+
+func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler.Handler, wired, error) {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return nil, wired{}, err
 	}
 	if cfg.LogLevel != nil {
 		log = lambdalog.New(os.Stdout, *cfg.LogLevel)
 	}
 	awsCfg, err := awsclient.Load(ctx)
 	if err != nil {
-		return nil, err
+		return nil, wired{}, err
 	}
 	key, err := cfg.cmsKey(ctx, secretsmanager.NewFromConfig(awsCfg))
 	if err != nil {
-		return nil, err
+		return nil, wired{}, err
 	}
 	reader, err := cms.New(cms.Config{BaseURL: cfg.CMSBaseURL, Key: key, Timeout: cfg.CMSTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("cms client: %w", err)
+		return nil, wired{}, fmt.Errorf("cms client: %w", err)
 	}
-	store, err := monitordb.New(awsclient.DynamoDB(awsCfg), cfg.MonitorTable)
+	db := awsclient.DynamoDB(awsCfg)
+	store, err := monitordb.New(db, cfg.MonitorTable)
 	if err != nil {
-		return nil, fmt.Errorf("monitor store: %w", err)
+		return nil, wired{}, fmt.Errorf("monitor store: %w", err)
 	}
 	clock := core.SystemClock{}
 	svc, err := monitor.NewService(store, clock, log, cfg.Monitor)
 	if err != nil {
-		return nil, err
+		return nil, wired{}, err
 	}
-	return handler.New(handler.Config{
+	h, err := handler.New(handler.Config{
 		Monitor:     svc,
 		Reader:      reader,
 		Queue:       delayqueue.New(awsclient.SQS(awsCfg), cfg.PollQueueURL),
@@ -75,4 +119,8 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Concurrency: cfg.Concurrency,
 		Margin:      cfg.Margin,
 	})
+	if err != nil {
+		return nil, wired{}, err
+	}
+	return h, wired{db: db, table: cfg.MonitorTable}, nil
 }

@@ -27,6 +27,8 @@ const (
 	RuleWakeKeys          = "index.wake_keys"
 	RuleFinalWakes        = "index.final_wakes"
 	RuleAttentionKeys     = "index.attention_keys"
+	RuleOutboxKeys        = "index.outbox_keys"
+	RuleOutcomeOwed       = "outcome.owed"
 	RuleIndexContents     = "index.contents"
 	RuleAttempts          = "attempts.limit"
 	RuleContentFree       = "content_free"
@@ -65,6 +67,9 @@ type Options struct {
 	// delivery ids it accepted (a duplicate of the same delivery id counts
 	// once, as the CMS dedupes on it).
 	Delivered map[string][]string
+	// OutcomesAnnounced, when set, requires every outcome to have been
+	// announced: no monitor record may still carry outbox keys.
+	OutcomesAnnounced bool
 	// MaxPollAttempts, when > 0, bounds every record's poll_attempts (the
 	// scenario's expectation: no item was polled more than that).
 	MaxPollAttempts int

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/adapters/cms/cmstest"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/proof/harness"
 	"github.com/localeflow/localeflow/proof/invariant"
@@ -40,6 +41,7 @@ func TestCheckerFindsEachBrokenMonitorRule(t *testing.T) {
 		{id: "evt-final-wakes", set: map[string]types.AttributeValue{"state": s("terminal"), "remote_status": s("cancelled")}, rule: invariant.RuleFinalWakes},
 		{id: "evt-no-wake", drop: []string{topology.AttrWakeShard, topology.AttrWakeMS}, rule: invariant.RuleWakeKeys},
 		{id: "evt-attention", set: map[string]types.AttributeValue{topology.AttrAttentionShard: n(0), topology.AttrAttentionMS: n(1)}, rule: invariant.RuleAttentionKeys},
+		{id: "evt-outbox-open", set: map[string]types.AttributeValue{topology.AttrOutboxShard: n(0), topology.AttrOutboxMS: n(1)}, rule: invariant.RuleOutboxKeys},
 		{id: "evt-attempts", set: map[string]types.AttributeValue{"consecutive_failures": n(9)}, rule: invariant.RuleAttempts},
 		{id: "evt-text", set: map[string]types.AttributeValue{"note": s("copy: " + harness.ChangeText("evt-text"))}, rule: invariant.RuleContentFree},
 		{id: "evt-binding", set: map[string]types.AttributeValue{"binding_sha256": s(fmt.Sprintf("%064d", 7))}, rule: invariant.RuleMonitorInvalid},
@@ -98,5 +100,37 @@ func TestCheckerFindsEachBrokenMonitorRule(t *testing.T) {
 	rec, err := p.Store.Get(ctx, "evt-clean")
 	if err != nil || rec.State != monitor.StatePending || rec.EventID != "evt-clean" {
 		t.Fatalf("clean record %+v %v", rec, err)
+	}
+}
+
+// TestCheckerFindsOutcomesNeverAnnounced: a final record still in the
+// outbox is reported when every outcome must have been announced, and no
+// longer once it was.
+func TestCheckerFindsOutcomesNeverAnnounced(t *testing.T) {
+	stack := harness.NewStack(t, 1)
+	life := harness.NewLifecycle(t)
+	p := stack.NewPoller(t, life, harness.NewClock(1), harness.FastMonitor("checker", time.Second, 5), nil)
+	ctx := context.Background()
+	life.PutChange("evt-owed", cmstest.StatusStep("published"))
+	if err := p.Register(ctx, "evt-owed"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Service.PollOnce(ctx, "evt-owed", p.Reader)
+	if err != nil || out.Owed == nil {
+		t.Fatalf("poll = %+v, %v", out, err)
+	}
+	opts := invariant.Options{DB: stack.Audit, MonitorTable: stack.Resources.MonitorTable, OutcomesAnnounced: true}
+	rep, err := invariant.Check(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Violations) != 1 || rep.Violations[0].Rule != invariant.RuleOutcomeOwed {
+		t.Fatalf("violations %v, want one %s", rep.Violations, invariant.RuleOutcomeOwed)
+	}
+	if err := p.Service.Announced(ctx, *out.Owed); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = invariant.Check(ctx, opts); err != nil || len(rep.Violations) != 0 {
+		t.Fatalf("after Announced: %v, %v", rep.Violations, err)
 	}
 }

@@ -57,6 +57,11 @@ func checkMonitor(ctx context.Context, o Options, c *collector, rep *Report) err
 	if err != nil {
 		return err
 	}
+	outbox, err := queryIndex(ctx, o.DB, table, topology.IndexOutbox, topology.AttrOutboxShard, monitorKey)
+	if err != nil {
+		return err
+	}
+	indexAgrees(c, table, topology.IndexOutbox, topology.AttrOutboxMS, outbox, byIndexKey(byID))
 	indexAgrees(c, table, topology.IndexWake, topology.AttrWakeMS, wake, byIndexKey(byID))
 	indexAgrees(c, table, topology.IndexAttention, topology.AttrAttentionMS, attention, byIndexKey(byID))
 	return nil
@@ -153,6 +158,17 @@ func checkMonitorItem(c *collector, table, id string, it map[string]types.Attrib
 	needs := monitor.Record{State: state, RemoteStatus: remote}.NeedsAttention()
 	if needs != (hasAttShard && hasAttMS) || hasAttShard != hasAttMS || (needs && attShard != shard) {
 		c.add(table, id, RuleAttentionKeys, "state %s remote %q: attention keys (%v,%v) shard %d", state, remote, hasAttShard, hasAttMS, attShard)
+	}
+	outShard, hasOutShard := num(it, topology.AttrOutboxShard)
+	outMS, hasOutMS := num(it, topology.AttrOutboxMS)
+	updated, _ := num(it, "updated_ms")
+	switch {
+	case hasOutShard != hasOutMS:
+		c.add(table, id, RuleOutboxKeys, "outbox keys (%v,%v)", hasOutShard, hasOutMS)
+	case hasOutMS && (!state.Final() || outShard != shard || outMS != updated):
+		c.add(table, id, RuleOutboxKeys, "state %s outbox (%d,%d), want a final record at (%d, updated_ms %d)", state, outShard, outMS, shard, updated)
+	case hasOutMS && o.OutcomesAnnounced:
+		c.add(table, id, RuleOutcomeOwed, "state %s: outcome of %d never announced", state, outMS)
 	}
 	attempts, _ := num(it, "poll_attempts")
 	failures, _ := num(it, "consecutive_failures")

@@ -14,12 +14,14 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	records map[string]monitor.Record
+	// parked holds the records Park took out of due discovery.
+	parked map[string]bool
 }
 
 var _ monitor.Store = (*Store)(nil)
 
 // New returns an empty store.
-func New() *Store { return &Store{records: map[string]monitor.Record{}} }
+func New() *Store { return &Store{records: map[string]monitor.Record{}, parked: map[string]bool{}} }
 
 func clone(r monitor.Record) monitor.Record {
 	r.Lifecycle = append([]byte(nil), r.Lifecycle...)
@@ -52,33 +54,37 @@ func (s *Store) Get(_ context.Context, eventID string) (monitor.Record, error) {
 }
 
 // Due implements monitor.Store.
-func (s *Store) Due(_ context.Context, nowMS int64, limit int) ([]string, error) {
+func (s *Store) Due(ctx context.Context, nowMS int64, limit int) ([]string, error) {
+	ids, _, err := s.DuePage(ctx, nowMS, limit, monitor.DueCursor{})
+	return ids, err
+}
+
+// DuePage implements monitor.Store with one ordering (partition 0).
+func (s *Store) DuePage(_ context.Context, nowMS int64, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	type due struct {
-		id   string
-		wake int64
+	if limit <= 0 || cursor.Done[0] {
+		return nil, cursor, nil
 	}
-	var all []due
+	after, started := cursor.After[0]
+	var all []monitor.DueEntry
 	for id, r := range s.records {
-		if wake, ok := r.WakeMS(); ok && wake <= nowMS {
-			all = append(all, due{id, wake})
+		wake, ok := r.WakeMS()
+		e := monitor.DueEntry{WakeMS: wake, EventID: id}
+		if ok && wake <= nowMS && !s.parked[id] && (!started || after.Less(e)) {
+			all = append(all, e)
 		}
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].wake != all[j].wake {
-			return all[i].wake < all[j].wake
-		}
-		return all[i].id < all[j].id
-	})
-	ids := make([]string, 0, min(limit, len(all)))
-	for _, d := range all {
-		if len(ids) == limit {
-			break
-		}
-		ids = append(ids, d.id)
+	sort.Slice(all, func(i, j int) bool { return all[i].Less(all[j]) })
+	n := min(limit, len(all))
+	ids := make([]string, 0, n)
+	for _, e := range all[:n] {
+		ids = append(ids, e.EventID)
 	}
-	return ids, nil
+	if n == 0 {
+		return ids, cursor.Advance(0, nil, true), nil
+	}
+	return ids, cursor.Advance(0, &all[n-1], false), nil
 }
 
 // Claim implements monitor.Store.
@@ -118,11 +124,52 @@ func (s *Store) MarkInvalid(_ context.Context, eventID string, nowMS int64) erro
 	if !ok {
 		return nil
 	}
-	cur.State = monitor.StateFailed
-	cur.LastErrorCode = monitor.CodeStateInvalid
-	cur.LeaseOwner, cur.LeaseToken, cur.LeaseExpiresMS = "", "", 0
-	cur.UpdatedMS = nowMS
-	s.records[eventID] = cur
+	s.records[eventID] = monitor.ApplyInvalid(cur, nowMS)
+	return nil
+}
+
+// Park implements monitor.Store.
+func (s *Store) Park(_ context.Context, eventID string, _ int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.records[eventID]; ok && cur.SchemaVersion != monitor.SchemaVersion {
+		s.parked[eventID] = true
+	}
+	return nil
+}
+
+// Owed implements monitor.Store.
+func (s *Store) Owed(_ context.Context, beforeMS int64, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []monitor.Record
+	for _, r := range s.records {
+		if r.OutboxMS != 0 && r.OutboxMS <= beforeMS {
+			all = append(all, r)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].OutboxMS != all[j].OutboxMS {
+			return all[i].OutboxMS < all[j].OutboxMS
+		}
+		return all[i].EventID < all[j].EventID
+	})
+	ids := make([]string, 0, min(limit, len(all)))
+	for _, r := range all[:min(max(limit, 0), len(all))] {
+		ids = append(ids, r.EventID)
+	}
+	return ids, nil
+}
+
+// Announced implements monitor.Store.
+func (s *Store) Announced(_ context.Context, eventID string, finishedMS int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[eventID]
+	if ok && cur.OutboxMS == finishedMS {
+		cur.OutboxMS = 0
+		s.records[eventID] = cur
+	}
 	return nil
 }
 
@@ -132,7 +179,7 @@ func (s *Store) Census(_ context.Context) ([]monitor.Record, error) {
 	defer s.mu.Unlock()
 	var out []monitor.Record
 	for _, r := range s.records {
-		if _, wakes := r.WakeMS(); wakes || r.NeedsAttention() {
+		if _, wakes := r.WakeMS(); wakes || r.NeedsAttention() || s.parked[r.EventID] {
 			out = append(out, clone(r))
 		}
 	}
@@ -153,6 +200,7 @@ func (s *Store) Tamper(eventID string, edit func(*monitor.Record)) bool {
 	}
 	edit(&cur)
 	s.records[eventID] = cur
+	delete(s.parked, eventID)
 	return true
 }
 

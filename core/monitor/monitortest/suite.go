@@ -72,6 +72,12 @@ func claim(t *testing.T, s monitor.Store, id string, l monitor.Lease) monitor.Re
 	return rec
 }
 
+func expiredFence(held monitor.Record, now int64) monitor.Fence {
+	f := monitor.FenceOf(held, now)
+	f.Expired = true
+	return f
+}
+
 func wantCode(t *testing.T, err error, code string) {
 	t.Helper()
 	if !core.HasCode(err, code) {
@@ -161,6 +167,44 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		_, _, err := s.Claim(ctx, "evt-none", lease("w", T0))
 		wantCode(t, err, monitor.CodeEventMissing)
 	})
+	t.Run("claim refuses another schema version and park moves it to attention", func(t *testing.T) {
+		s := h.New(t)
+		rec := NewRecord("evt-1", T0)
+		create(t, s, rec)
+		h.Tamper(t, s, "evt-1", func(r *monitor.Record) { r.SchemaVersion = monitor.SchemaVersion + 1 })
+		altered, _ := s.Get(ctx, "evt-1")
+		cur, ok, err := s.Claim(ctx, "evt-1", lease("w", T0+1))
+		if ok || err != nil {
+			t.Fatalf("claim of another schema version = %v, %v", ok, err)
+		}
+		equalRecords(t, cur, altered)
+		if ids, _ := s.Due(ctx, T0+1, 10); strings.Join(ids, ",") != "evt-1" {
+			t.Fatalf("Due before park = %v", ids)
+		}
+		if err := s.Park(ctx, "evt-1", T0+2); err != nil {
+			t.Fatal(err)
+		}
+		if ids, _ := s.Due(ctx, T0+1_000_000, 10); len(ids) != 0 {
+			t.Fatalf("parked record still due: %v", ids)
+		}
+		recs, err := s.Census(ctx)
+		if err != nil || len(recs) != 1 || recs[0].EventID != "evt-1" {
+			t.Fatalf("Census = %v, %v", recs, err)
+		}
+		read, _ := s.Get(ctx, "evt-1")
+		equalRecords(t, read, altered)
+		// Park never touches a record of this version.
+		create(t, s, NewRecord("evt-2", T0))
+		if err := s.Park(ctx, "evt-2", T0+2); err != nil {
+			t.Fatal(err)
+		}
+		if ids, _ := s.Due(ctx, T0+1, 10); strings.Join(ids, ",") != "evt-2" {
+			t.Fatalf("Due after parking a current record = %v", ids)
+		}
+		if err := s.Park(ctx, "evt-none", T0); err != nil {
+			t.Fatalf("Park of a missing record: %v", err)
+		}
+	})
 	t.Run("claim refuses final states", func(t *testing.T) {
 		s := h.New(t)
 		rec := NewRecord("evt-1", T0)
@@ -204,7 +248,7 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		snap := Snapshot(held, "processing")
 		u := monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 30_020, SetSnapshot: true,
 			RemoteStatus: snap.Status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0 + 20}
-		got, err := s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20}, u)
+		got, err := s.Transition(ctx, monitor.FenceOf(held, T0+20), u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +262,7 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		l2 := lease("w2", T0+30_020)
 		held = claim(t, s, "evt-1", l2)
 		u2 := monitor.Update{State: monitor.StateRetryWait, ConsecutiveFailures: 1, NextPollMS: T0 + 40_000, LastErrorCode: "cms.timeout", UpdatedMS: T0 + 30_030}
-		got, err = s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l2.Owner, Token: l2.Token, NowMS: T0 + 30_030}, u2)
+		got, err = s.Transition(ctx, monitor.FenceOf(held, T0+30_030), u2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,18 +277,29 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		l := lease("w1", T0+10)
 		held := claim(t, s, "evt-1", l)
 		u := monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0 + 20, UpdatedMS: T0 + 20}
-		live := monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20}
+		live := monitor.FenceOf(held, T0+20)
+		with := func(edit func(*monitor.Fence)) monitor.Fence {
+			f := live
+			edit(&f)
+			return f
+		}
 		cases := []struct {
 			name string
 			f    monitor.Fence
 			code string
 		}{
-			{"other token", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: "tok-other", NowMS: T0 + 20}, monitor.CodeClaimLost},
-			{"other owner", monitor.Fence{EventID: "evt-1", Owner: "w9", Token: l.Token, NowMS: T0 + 20}, monitor.CodeClaimLost},
-			{"lease expired", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: held.LeaseExpiresMS}, monitor.CodeLeaseExpired},
-			{"clock regressed", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 9}, monitor.CodeClockRegressed},
-			{"missing", monitor.Fence{EventID: "evt-none", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20}, monitor.CodeClaimMissing},
-			{"expired fence on a live lease", monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: T0 + 20, Expired: true}, monitor.CodeClaimLost},
+			{"other token", with(func(f *monitor.Fence) { f.Token = "tok-other" }), monitor.CodeClaimLost},
+			{"other owner", with(func(f *monitor.Fence) { f.Owner = "w9" }), monitor.CodeClaimLost},
+			{"lease expired", with(func(f *monitor.Fence) { f.NowMS = held.LeaseExpiresMS }), monitor.CodeLeaseExpired},
+			{"clock regressed", with(func(f *monitor.Fence) { f.NowMS = T0 + 9 }), monitor.CodeClockRegressed},
+			{"missing", with(func(f *monitor.Fence) { f.EventID = "evt-none" }), monitor.CodeClaimMissing},
+			{"expired fence on a live lease", with(func(f *monitor.Fence) { f.Expired = true }), monitor.CodeClaimLost},
+			{"other poll attempt", with(func(f *monitor.Fence) { f.Attempt++ }), monitor.CodeClaimLost},
+			{"other failure limit", with(func(f *monitor.Fence) { f.MaxConsecutiveFailures = 20 }), monitor.CodeClaimLost},
+			{"other failure count", with(func(f *monitor.Fence) { f.ConsecutiveFailures = 4 }), monitor.CodeClaimLost},
+			{"other lease expiry", with(func(f *monitor.Fence) { f.LeaseExpiresMS++ }), monitor.CodeClaimLost},
+			{"other identity", with(func(f *monitor.Fence) { f.JobCount = 9 }), monitor.CodeClaimLost},
+			{"other change", with(func(f *monitor.Fence) { f.ChangeSHA256 = strings.Repeat("0", 64) }), monitor.CodeClaimLost},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -269,12 +324,12 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		held := claim(t, s, "evt-1", l)
 		now := held.LeaseExpiresMS
 		u := monitor.Update{State: monitor.StateRetryWait, ConsecutiveFailures: 1, LastErrorCode: monitor.ReclaimErrorCode, NextPollMS: now + 5000, UpdatedMS: now}
-		got, err := s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: now, Expired: true}, u)
+		got, err := s.Transition(ctx, expiredFence(held, now), u)
 		if err != nil {
 			t.Fatal(err)
 		}
 		equalRecords(t, got, monitor.ApplyUpdate(held, u))
-		_, err = s.Transition(ctx, monitor.Fence{EventID: "evt-1", Owner: l.Owner, Token: l.Token, NowMS: now, Expired: true}, u)
+		_, err = s.Transition(ctx, expiredFence(held, now), u)
 		wantCode(t, err, monitor.CodeClaimLost)
 	})
 	t.Run("due lists wakeable records in wake order", func(t *testing.T) {
@@ -294,15 +349,15 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		create(t, s, d)
 		create(t, s, NewRecord("evt-e", T0))
 		le := lease("w", T0)
-		claim(t, s, "evt-e", le)
-		if _, err := s.Transition(ctx, monitor.Fence{EventID: "evt-e", Owner: le.Owner, Token: le.Token, NowMS: T0}, monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
+		he := claim(t, s, "evt-e", le)
+		if _, err := s.Transition(ctx, monitor.FenceOf(he, T0), monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
 			t.Fatal(err)
 		}
 		create(t, s, NewRecord("evt-f", T0))
 		lf := lease("w", T0)
 		heldF := claim(t, s, "evt-f", lf)
 		snap := Snapshot(heldF, "ready")
-		if _, err := s.Transition(ctx, monitor.Fence{EventID: "evt-f", Owner: lf.Owner, Token: lf.Token, NowMS: T0}, monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 1, SetSnapshot: true, RemoteStatus: "ready", LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
+		if _, err := s.Transition(ctx, monitor.FenceOf(heldF, T0), monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 1, SetSnapshot: true, RemoteStatus: "ready", LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
 			t.Fatal(err)
 		}
 		check := func(now int64, limit int, want ...string) {
@@ -350,6 +405,60 @@ func RunStoreSuite(t *testing.T, h Harness) {
 			t.Fatalf("Due did not return the earliest: %v..%v", sorted[0], sorted[149])
 		}
 	})
+	t.Run("due pages continue after the cursor, ties and shards included", func(t *testing.T) {
+		s := h.New(t)
+		const n = 37
+		want := map[string]bool{}
+		for i := range n {
+			rec := NewRecord(fmt.Sprintf("evt-%03d", i), T0)
+			// Three wake times only: many ties, spread over every shard.
+			rec.NextPollMS = T0 + int64(i%3)
+			create(t, s, rec)
+			want[rec.EventID] = true
+		}
+		notDue := NewRecord("evt-later", T0)
+		notDue.NextPollMS = T0 + 1000
+		create(t, s, notDue)
+		var cursor monitor.DueCursor
+		seen := map[string]bool{}
+		for page := 0; ; page++ {
+			if page > n {
+				t.Fatal("paging does not end")
+			}
+			ids, next, err := s.DuePage(ctx, T0+10, 5, cursor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) > 5 {
+				t.Fatalf("page of %d ids, limit 5", len(ids))
+			}
+			if len(ids) == 0 {
+				break
+			}
+			for _, id := range ids {
+				if seen[id] || !want[id] {
+					t.Fatalf("page %d: %s listed twice or not due", page, id)
+				}
+				seen[id] = true
+			}
+			cursor = next
+		}
+		if len(seen) != n {
+			t.Fatalf("paging listed %d of %d due ids", len(seen), n)
+		}
+		// The first page is the earliest (ties in any order).
+		ids, _, err := s.DuePage(ctx, T0+10, 3, monitor.DueCursor{})
+		if err != nil || len(ids) != 3 {
+			t.Fatalf("first page = %v, %v", ids, err)
+		}
+		for _, id := range ids {
+			var i int
+			fmt.Sscanf(id, "evt-%03d", &i)
+			if i%3 != 0 {
+				t.Fatalf("first page %v holds %s, which is not among the earliest", ids, id)
+			}
+		}
+	})
 	t.Run("mark invalid", func(t *testing.T) {
 		s := h.New(t)
 		create(t, s, NewRecord("evt-1", T0))
@@ -359,11 +468,14 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		}
 		rec, _ := s.Get(ctx, "evt-1")
 		if rec.State != monitor.StateFailed || rec.LastErrorCode != monitor.CodeStateInvalid || rec.LeaseToken != "" ||
-			rec.LeaseOwner != "" || rec.LeaseExpiresMS != 0 || rec.UpdatedMS != T0+2 {
+			rec.LeaseOwner != "" || rec.LeaseExpiresMS != 0 || rec.UpdatedMS != T0+2 || rec.OutboxMS != T0+2 {
 			t.Fatalf("record = %+v", rec)
 		}
 		if ids, _ := s.Due(ctx, T0+1_000_000, 10); len(ids) != 0 {
 			t.Fatalf("failed record still due: %v", ids)
+		}
+		if ids, _ := s.Owed(ctx, T0+2, 10); strings.Join(ids, ",") != "evt-1" {
+			t.Fatalf("record marked invalid owes no outcome: Owed = %v", ids)
 		}
 		if err := s.MarkInvalid(ctx, "evt-none", T0); err != nil {
 			t.Fatalf("MarkInvalid of a missing record: %v", err)
@@ -385,13 +497,13 @@ func RunStoreSuite(t *testing.T, h Harness) {
 			l := lease("w", T0)
 			held := claim(t, s, id, l)
 			snap := Snapshot(held, status)
-			if _, err := s.Transition(ctx, monitor.Fence{EventID: id, Owner: l.Owner, Token: l.Token, NowMS: T0}, monitor.Update{State: monitor.StateTerminal, NextPollMS: T0, SetSnapshot: true, RemoteStatus: status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
+			if _, err := s.Transition(ctx, monitor.FenceOf(held, T0), monitor.Update{State: monitor.StateTerminal, NextPollMS: T0, SetSnapshot: true, RemoteStatus: status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		l := lease("w", T0)
-		claim(t, s, "evt-failed", l)
-		if _, err := s.Transition(ctx, monitor.Fence{EventID: "evt-failed", Owner: l.Owner, Token: l.Token, NowMS: T0}, monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
+		hf := claim(t, s, "evt-failed", l)
+		if _, err := s.Transition(ctx, monitor.FenceOf(hf, T0), monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
 			t.Fatal(err)
 		}
 		recs, err := s.Census(ctx)
@@ -405,6 +517,80 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		sort.Strings(ids)
 		if strings.Join(ids, ",") != "evt-blocked,evt-failed,evt-pending" {
 			t.Fatalf("Census = %v", ids)
+		}
+	})
+	t.Run("outbox: final writes owe an outcome until announced", func(t *testing.T) {
+		s := h.New(t)
+		// evt-a: terminal at registration; evt-b: completed terminal;
+		// evt-c: failed; evt-d: watching (owes nothing).
+		a := NewRecord("evt-a", T0)
+		a.State, a.RemoteStatus, a.OutboxMS = monitor.StateTerminal, "cancelled", T0
+		create(t, s, a)
+		finish := func(id string, now int64, u monitor.Update) monitor.Record {
+			t.Helper()
+			create(t, s, NewRecord(id, T0))
+			l := lease("w", now)
+			held := claim(t, s, id, l)
+			if u.SetSnapshot {
+				snap := Snapshot(held, u.RemoteStatus)
+				u.LifecycleSHA256, u.Lifecycle = snap.SHA256, snap.Canonical
+			}
+			got, err := s.Transition(ctx, monitor.FenceOf(held, now), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			equalRecords(t, got, monitor.ApplyUpdate(held, u))
+			return got
+		}
+		b := finish("evt-b", T0+10, monitor.Update{State: monitor.StateTerminal, NextPollMS: T0 + 10, SetSnapshot: true, RemoteStatus: "published", UpdatedMS: T0 + 10})
+		c := finish("evt-c", T0+20, monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0 + 20, UpdatedMS: T0 + 20})
+		d := finish("evt-d", T0+30, monitor.Update{State: monitor.StateWatching, NextPollMS: T0 + 30_030, SetSnapshot: true, RemoteStatus: "processing", UpdatedMS: T0 + 30})
+		if b.OutboxMS != T0+10 || c.OutboxMS != T0+20 || d.OutboxMS != 0 {
+			t.Fatalf("outbox keys %d %d %d", b.OutboxMS, c.OutboxMS, d.OutboxMS)
+		}
+		for _, id := range []string{"evt-a", "evt-b", "evt-c", "evt-d"} {
+			rec, err := s.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := monitor.Validate(rec); err != nil {
+				t.Fatalf("%s invalid: %v", id, err)
+			}
+		}
+		check := func(before int64, limit int, want ...string) {
+			t.Helper()
+			got, err := s.Owed(ctx, before, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("Owed(%d, %d) = %v, want %v", before, limit, got, want)
+			}
+		}
+		check(T0-1, 10)
+		check(T0+10, 10, "evt-a", "evt-b")
+		check(T0+1_000_000, 10, "evt-a", "evt-b", "evt-c")
+		check(T0+1_000_000, 2, "evt-a", "evt-b")
+		// A stale version does not clear; the right one does, once.
+		if err := s.Announced(ctx, "evt-b", T0+9); err != nil {
+			t.Fatal(err)
+		}
+		check(T0+1_000_000, 10, "evt-a", "evt-b", "evt-c")
+		for range 2 {
+			if err := s.Announced(ctx, "evt-b", T0+10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Announced(ctx, "evt-none", T0+10); err != nil {
+			t.Fatalf("Announced of a missing record: %v", err)
+		}
+		check(T0+1_000_000, 10, "evt-a", "evt-c")
+		rec, _ := s.Get(ctx, "evt-b")
+		want := b
+		want.OutboxMS = 0
+		equalRecords(t, rec, want)
+		if _, err := monitor.Validate(rec); err != nil {
+			t.Fatalf("announced record invalid: %v", err)
 		}
 	})
 	t.Run("service over the store", func(t *testing.T) {

@@ -5,12 +5,25 @@
 //
 // An EventBridge scheduled event (detail-type "Scheduled Event") runs a
 // sweep: due event ids are listed page by page through the monitor service
-// (which reads the sharded sparse wake index) and each is polled once with
-// monitor.Service.PollOnce by a bounded pool of workers (Concurrency,
-// default 64). No poll is started when the time left before the Lambda
-// deadline is below the CMS client's timeout plus Margin; each event id is
-// polled at most once per sweep. The sweep is the safety net for a lost
-// delayed message.
+// (which reads the sharded sparse wake index with a cursor per shard, so
+// entries that cannot be claimed never hide the ones behind them) and each
+// is polled once with monitor.Service.PollOnce by a bounded pool of workers
+// (Concurrency, default 64). No poll is started when the time left before
+// the Lambda deadline is below the CMS client's timeout plus Margin; each
+// event id is polled at most once per sweep. Then the sweep publishes the
+// outcomes still owed (the monitor's outbox: final records whose
+// localeflow.change.terminal was not published within
+// monitor.Config.OutboxGrace). The sweep is the safety net for a lost
+// delayed message and a lost terminal event.
+//
+// # Outcomes
+//
+// Every write that ends a change (terminal answer, failure, a reclaim at
+// the failure limit, a record marked state_invalid, a superseded or
+// cancelled registration) owes localeflow.change.terminal. The handler
+// publishes it with its stable outcome_id and then clears the outbox
+// (monitor.Service.Announced); a failure in between leaves it owed, and it
+// is published again (same outcome_id) by a redelivery or a sweep.
 //
 // # SQS batches
 //
@@ -34,8 +47,9 @@
 // duplicate chains collapse at their next poll. When a message is a
 // redelivery (ApproximateReceiveCount > 1), the work a failed earlier
 // attempt may have left undone is redone: the next poll is re-sent for a
-// waiting change, the terminal event re-published for a finished one
-// (consumers dedupe on event_id; events may arrive twice by design).
+// waiting change, the terminal event re-published for a finished one whose
+// outcome is still owed (consumers dedupe on outcome_id; events may arrive
+// twice by design).
 //
 // Per-message results (events.SQSEventResponse, ReportBatchItemFailures):
 //

@@ -48,7 +48,11 @@ type Monitor interface {
 	Register(ctx context.Context, d monitor.Dispatched) (monitor.Status, error)
 	Status(ctx context.Context, eventID string) (monitor.Status, error)
 	Due(ctx context.Context, limit int) ([]string, error)
+	DuePage(ctx context.Context, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error)
 	PollOnce(ctx context.Context, eventID string, reader monitor.LifecycleReader) (monitor.Outcome, error)
+	OwedOutcomes(ctx context.Context, limit int) ([]string, error)
+	Announcement(ctx context.Context, eventID string) (monitor.Announcement, bool, error)
+	Announced(ctx context.Context, a monitor.Announcement) error
 }
 
 var _ Monitor = (*monitor.Service)(nil)
@@ -174,15 +178,18 @@ func (h *Handler) budget(ctx context.Context) bool {
 
 // afterPoll schedules what follows a poll outcome. redo is set on a
 // redelivered message: then a change that was not polled here still gets
-// its follow-up (next message or terminal event), in case the earlier
-// attempt failed after its transition.
+// its follow-up (next message, or the outcome if it is still owed), in case
+// the earlier attempt failed after its transition.
 func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool) error {
-	if !out.Polled && !redo {
-		return nil
-	}
 	switch {
-	case out.State.Final():
-		return h.publishTerminal(ctx, out.EventID)
+	case out.Owed != nil:
+		// This call finished the change (poll or reclaim), or found its
+		// outcome still owed: announce it.
+		return h.announce(ctx, *out.Owed)
+	case out.State.Final() && redo:
+		return h.announceID(ctx, out.EventID)
+	case !out.Polled && !redo:
+		return nil
 	case out.State.Claimable():
 		if err := h.queue.Send(ctx, KindPoll, out.EventID, out.NextPoll, h.clock.Now()); err != nil {
 			return fmt.Errorf("schedule %s: %w", out.EventID, err)
@@ -191,25 +198,35 @@ func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool)
 	return nil
 }
 
-// publishTerminal emits localeflow.change.terminal for a final change.
-func (h *Handler) publishTerminal(ctx context.Context, eventID string) error {
-	st, err := h.mon.Status(ctx, eventID)
+// announceID publishes the outcome owed for eventID, if any.
+func (h *Handler) announceID(ctx context.Context, eventID string) error {
+	a, ok, err := h.mon.Announcement(ctx, eventID)
 	if err != nil {
-		return fmt.Errorf("terminal status %s: %w", eventID, err)
+		return fmt.Errorf("outcome %s: %w", eventID, err)
 	}
-	if !st.State.Final() {
+	if !ok {
 		return nil
 	}
+	return h.announce(ctx, a)
+}
+
+// announce emits localeflow.change.terminal for an owed outcome and then
+// clears it from the outbox. A failure leaves it owed: the sweep publishes
+// it again (with the same outcome id) after monitor.OutboxGrace.
+func (h *Handler) announce(ctx context.Context, a monitor.Announcement) error {
 	detail := eventbus.ChangeTerminal{
-		EventID: st.EventID, SiteID: st.SiteID, PlanID: st.PlanID, State: string(st.State),
-		RemoteStatus: optional(st.RemoteStatus), ErrorCode: optional(st.LastErrorCode),
-		LifecycleSHA256: optional(st.LifecycleSHA256),
+		EventID: a.EventID, OutcomeID: a.OutcomeID, SiteID: optional(a.SiteID), PlanID: optional(a.PlanID),
+		State: string(a.State), RemoteStatus: optional(a.RemoteStatus), ErrorCode: optional(a.ErrorCode),
+		LifecycleSHA256: optional(a.LifecycleSHA256),
 	}
 	if err := h.bus.Publish(ctx, topology.DetailChangeTerminal, detail); err != nil {
-		return fmt.Errorf("publish terminal %s: %w", eventID, err)
+		return fmt.Errorf("publish terminal %s: %w", a.EventID, err)
 	}
-	h.log.InfoContext(ctx, "poller change terminal", "event_id", st.EventID, "state", string(st.State),
-		"remote_status", st.RemoteStatus, "code", st.LastErrorCode)
+	if err := h.mon.Announced(ctx, a); err != nil {
+		return fmt.Errorf("clear outbox %s: %w", a.EventID, err)
+	}
+	h.log.InfoContext(ctx, "poller change terminal", "event_id", a.EventID, "state", string(a.State),
+		"remote_status", a.RemoteStatus, "code", a.ErrorCode, "outcome_id", a.OutcomeID)
 	return nil
 }
 

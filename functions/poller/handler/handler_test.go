@@ -75,11 +75,25 @@ func (f *fakeSQS) Sent() []*sqs.SendMessageInput {
 type fakeBus struct {
 	mu      sync.Mutex
 	details []map[string]any
+	// fail makes the next fail calls fail; refuse fails every call for
+	// those event ids.
+	fail   int
+	refuse map[string]bool
+}
+
+func (f *fakeBus) failNext(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = n
 }
 
 func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fail > 0 {
+		f.fail--
+		return nil, errors.New("eventbridge unavailable")
+	}
 	for _, e := range in.Entries {
 		if *e.DetailType != topology.DetailChangeTerminal || *e.Source != "localeflow" {
 			return nil, errors.New("unexpected entry")
@@ -87,6 +101,9 @@ func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _
 		var d map[string]any
 		if err := json.Unmarshal([]byte(*e.Detail), &d); err != nil {
 			return nil, err
+		}
+		if id, _ := d["event_id"].(string); f.refuse[id] {
+			return nil, errors.New("eventbridge refuses " + id)
 		}
 		f.details = append(f.details, d)
 	}
@@ -110,6 +127,7 @@ type env struct {
 	logs   *logcapture.Buffer
 	h      *handler.Handler
 	lambda lambda.Handler
+	cmsURL string
 }
 
 func setup(t testing.TB) *env {
@@ -124,6 +142,7 @@ func setup(t testing.TB) *env {
 	e.cms = cmstest.New(testKey)
 	srv := e.cms.Start()
 	t.Cleanup(srv.Close)
+	e.cmsURL = srv.URL
 	e.cms.Put(cmstest.Change{EventID: "evt-poller-0001", SiteID: "site-berlin", PlanID: "plan-42",
 		WebsiteVersion: "v2026.11.29", SourceSequence: 7, RequiredLocales: []string{"de-DE", "fr-FR"}})
 	client, err := cms.New(cms.Config{BaseURL: srv.URL, Key: testKey, Timeout: 2 * time.Second, Clock: e.clock})

@@ -102,9 +102,12 @@ func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
 		if err := h.queue.Send(ctx, KindPoll, st.EventID, st.NextPoll, h.clock.Now()); err != nil {
 			return fmt.Errorf("enqueue first poll %s: %w", st.EventID, err)
 		}
-	case st.State.Final() && (st.PollAttempts == 0 || redo):
-		// Terminal at once (superseded or cancelled dispatch).
-		return h.publishTerminal(ctx, st.EventID)
+	case st.State.Final():
+		// Terminal at once (superseded or cancelled dispatch), or a
+		// duplicate of a finished change: announce what is still owed.
+		if a, ok := st.Announcement(); ok {
+			return h.announce(ctx, a)
+		}
 	}
 	return nil
 }
@@ -130,6 +133,13 @@ func (h *Handler) delayed(ctx context.Context, m events.SQSMessage, body []byte)
 	}
 	out, err := h.mon.PollOnce(ctx, env.EventID, h.reader)
 	if err != nil {
+		if core.HasCode(err, monitor.CodeStateInvalid) {
+			// The record was marked failed: announce that outcome (a
+			// failure redelivers the message; the sweep also retries).
+			if aerr := h.announceID(ctx, env.EventID); aerr != nil {
+				return aerr
+			}
+		}
 		return fmt.Errorf("poll %s: %w", env.EventID, err)
 	}
 	return h.afterPoll(ctx, out, receiveCount(m) > 1)

@@ -30,24 +30,35 @@ type SweepResult struct {
 	// Errors counts ids whose poll or follow-up failed (logged by code).
 	Errors  int    `json:"errors"`
 	Stopped string `json:"stopped"`
+	// Owed counts outcomes found owed for longer than monitor.OutboxGrace
+	// (their first publish failed or never ran); Announced counts those
+	// this sweep published.
+	Owed      int `json:"owed"`
+	Announced int `json:"announced"`
 }
 
 // Sweep polls every due change once, concurrently, until none is left or
-// the deadline leaves no room for another poll. It fails only when the
-// first page of due ids cannot be read.
+// the deadline leaves no room for another poll; then it publishes the
+// outcomes still owed (monitor.OutboxGrace after their finishing write).
+// It fails only when the first page of due ids cannot be read.
 func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 	var (
 		res  SweepResult
 		mu   sync.Mutex
 		wg   sync.WaitGroup
-		work = make(chan string)
+		work = make(chan sweepItem)
 	)
 	for range h.concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for id := range work {
-				r := h.sweepOne(ctx, id)
+			for it := range work {
+				var r oneResult
+				if it.owed {
+					r = h.announceOne(ctx, it.id)
+				} else {
+					r = h.sweepOne(ctx, it.id)
+				}
 				mu.Lock()
 				res.add(r)
 				mu.Unlock()
@@ -55,56 +66,115 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 		}()
 	}
 	stopped, listed, err := h.feed(ctx, work)
+	if stopped == StopDrained {
+		var owed int
+		stopped, owed = h.feedOwed(ctx, work)
+		res.Owed = owed
+	}
 	close(work)
 	wg.Wait()
 	res.Listed, res.Stopped = listed, stopped
 	h.log.InfoContext(ctx, "poller sweep done", "listed", res.Listed, "polled", res.Polled, "skipped", res.Skipped,
-		"terminal", res.Terminal, "failed", res.Failed, "errors", res.Errors, "stopped", res.Stopped)
+		"terminal", res.Terminal, "failed", res.Failed, "errors", res.Errors, "owed", res.Owed,
+		"announced", res.Announced, "stopped", res.Stopped)
 	if err != nil && listed == 0 {
 		return res, fmt.Errorf("sweep: %w", err)
 	}
 	return res, nil
 }
 
-// feed lists due ids page by page and hands each new one to a worker. A
-// page with no new id ends the sweep: what was listed is done or in flight
-// (leased, so no longer due).
-func (h *Handler) feed(ctx context.Context, work chan<- string) (stopped string, listed int, err error) {
+// sweepItem is one unit of sweep work: a due id to poll, or an id whose
+// outcome is owed.
+type sweepItem struct {
+	id   string
+	owed bool
+}
+
+// feedOwed lists the owed outcomes and hands each new one to a worker.
+// Each listing asks for one page more than the last, so outcomes that
+// cannot be announced now (they stay owed for the next sweep) never hide
+// the ones behind them; it ends when a listing comes back short.
+func (h *Handler) feedOwed(ctx context.Context, work chan<- sweepItem) (stopped string, listed int) {
 	seen := map[string]bool{}
-	for {
+	for limit := h.pageSize; ; limit += h.pageSize {
 		if !h.budget(ctx) {
-			return StopDeadline, listed, nil
+			return StopDeadline, listed
 		}
-		ids, err := h.mon.Due(ctx, h.pageSize)
+		ids, err := h.mon.OwedOutcomes(ctx, limit)
 		if err != nil {
-			h.log.ErrorContext(ctx, "poller sweep listing failed", "code", codeOr(err, "poller.unexpected"))
-			return StopError, listed, err
+			h.log.ErrorContext(ctx, "poller outbox listing failed", "code", codeOr(err, "poller.unexpected"))
+			return StopError, listed
 		}
-		fresh := 0
 		for _, id := range ids {
 			if seen[id] {
 				continue
 			}
 			seen[id] = true
-			fresh++
+			listed++
+			select {
+			case work <- sweepItem{id: id, owed: true}:
+			case <-ctx.Done():
+				return StopDeadline, listed
+			}
+		}
+		if len(ids) < limit {
+			return StopDrained, listed
+		}
+	}
+}
+
+func (h *Handler) announceOne(ctx context.Context, id string) oneResult {
+	a, ok, err := h.mon.Announcement(ctx, id)
+	if err == nil && ok {
+		err = h.announce(ctx, a)
+	}
+	if err != nil {
+		h.log.WarnContext(ctx, "poller sweep announce failed", "event_id", id, "code", codeOr(err, "poller.unexpected"))
+		return oneResult{errored: true}
+	}
+	return oneResult{announced: ok}
+}
+
+// feed pages through the due ids with a cursor (per wake shard) and hands
+// each new one to a worker; an empty page ends the sweep. Entries that
+// cannot be claimed stay behind the cursor, so they never hide due changes
+// after them.
+func (h *Handler) feed(ctx context.Context, work chan<- sweepItem) (stopped string, listed int, err error) {
+	seen := map[string]bool{}
+	var cursor monitor.DueCursor
+	for {
+		if !h.budget(ctx) {
+			return StopDeadline, listed, nil
+		}
+		ids, next, err := h.mon.DuePage(ctx, h.pageSize, cursor)
+		if err != nil {
+			h.log.ErrorContext(ctx, "poller sweep listing failed", "code", codeOr(err, "poller.unexpected"))
+			return StopError, listed, err
+		}
+		if len(ids) == 0 {
+			return StopDrained, listed, nil
+		}
+		cursor = next
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
 			listed++
 			if !h.budget(ctx) {
 				return StopDeadline, listed, nil
 			}
 			select {
-			case work <- id:
+			case work <- sweepItem{id: id}:
 			case <-ctx.Done():
 				return StopDeadline, listed, nil
 			}
-		}
-		if fresh == 0 {
-			return StopDrained, listed, nil
 		}
 	}
 }
 
 type oneResult struct {
-	polled, skipped, terminal, failed, errored bool
+	polled, skipped, terminal, failed, errored, announced bool
 }
 
 func (r *SweepResult) add(o oneResult) {
@@ -113,6 +183,7 @@ func (r *SweepResult) add(o oneResult) {
 	r.Terminal += b2i(o.terminal)
 	r.Failed += b2i(o.failed)
 	r.Errors += b2i(o.errored)
+	r.Announced += b2i(o.announced)
 }
 
 func b2i(b bool) int {
@@ -129,6 +200,13 @@ func (h *Handler) sweepOne(ctx context.Context, id string) oneResult {
 	out, err := h.mon.PollOnce(ctx, id, h.reader)
 	if err != nil {
 		h.log.WarnContext(ctx, "poller sweep poll failed", "event_id", id, "code", codeOr(err, "poller.unexpected"))
+		if core.HasCode(err, monitor.CodeStateInvalid) {
+			// Marked failed: its outcome is owed; announce it now (the
+			// outbox keeps it for the next sweep if this fails).
+			if aerr := h.announceID(ctx, id); aerr != nil {
+				h.log.WarnContext(ctx, "poller sweep follow-up failed", "event_id", id, "code", codeOr(aerr, "poller.unexpected"))
+			}
+		}
 		return oneResult{errored: true}
 	}
 	r := oneResult{polled: out.Polled, skipped: !out.Polled}
