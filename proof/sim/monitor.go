@@ -41,12 +41,14 @@ type lease struct {
 
 // monitorStore gates every call of the real memory store at its call
 // boundary and checks each accepted write against the lease history.
-// Methods the port may gain pass through (embedded) until gated here.
+var _ monitor.Store = (*monitorStore)(nil)
+
 type monitorStore struct {
-	monitor.Store
 	w      *World
 	mem    *memstore.Store
 	leases map[string]*lease
+	// altered holds the records whose schema version was changed.
+	altered map[string]bool
 }
 
 func storeDown() error { return core.Wrap(monitor.CodeStoreUnavailable, true, errInjected) }
@@ -78,6 +80,40 @@ func (s *monitorStore) Due(ctx context.Context, nowMS int64, limit int) (ids []s
 	return ids, err
 }
 
+func (s *monitorStore) DuePage(ctx context.Context, nowMS int64, limit int, cursor monitor.DueCursor) (ids []string, next monitor.DueCursor, err error) {
+	err = s.w.do(ctx, KindStore, "monitor.DuePage", storeDown, func() (string, error) {
+		var e error
+		ids, next, e = s.mem.DuePage(ctx, nowMS, limit, cursor)
+		return strings.Join(ids, ","), e
+	})
+	return ids, next, err
+}
+
+func (s *monitorStore) Park(ctx context.Context, id string, nowMS int64) error {
+	return s.w.do(ctx, KindStore, "monitor.Park "+id, storeDown, func() (string, error) {
+		return "parked", s.mem.Park(ctx, id, nowMS)
+	})
+}
+
+func (s *monitorStore) Owed(ctx context.Context, beforeMS int64, limit int) (ids []string, err error) {
+	err = s.w.do(ctx, KindStore, "monitor.Owed", storeDown, func() (string, error) {
+		var e error
+		ids, e = s.mem.Owed(ctx, beforeMS, limit)
+		return strings.Join(ids, ","), e
+	})
+	return ids, err
+}
+
+func (s *monitorStore) Announced(ctx context.Context, id string, finishedMS int64) error {
+	return s.w.do(ctx, KindStore, "monitor.Announced "+id, storeDown, func() (string, error) {
+		err := s.mem.Announced(ctx, id, finishedMS)
+		if err != nil {
+			return "refused " + core.CodeOf(err), err
+		}
+		return "cleared", nil
+	})
+}
+
 func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (out monitor.Record, ok bool, err error) {
 	inv := invocationOf(ctx)
 	err = s.w.do(ctx, KindStore, "monitor.Claim "+id, storeDown, func() (string, error) {
@@ -85,6 +121,9 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 		out, ok, e = s.mem.Claim(ctx, id, l)
 		if e != nil || !ok {
 			return "not claimed, " + string(out.State), e
+		}
+		if s.altered[id] {
+			s.w.violate("record %s of another schema version was leased", id)
 		}
 		if prev := s.leases[id]; prev != nil && prev.open && prev.expires > l.NowMS {
 			s.w.violate("two live leases on %s: #%d holds one until %d, claimed again at %d", id, prev.inv, prev.expires, l.NowMS)
@@ -221,7 +260,7 @@ type Monitor struct {
 func newMonitor(w *World, bus *Bus, log *logcapture.Buffer) (*Monitor, error) {
 	top := topology.New("sim")
 	m := &Monitor{w: w, mem: memstore.New(), cms: cmstest.New(cmsKey), bus: bus, log: log}
-	m.store = &monitorStore{Store: m.mem, w: w, mem: m.mem, leases: map[string]*lease{}}
+	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}}
 	m.queue = newQueue(w, top.PollQueue, "poller")
 	m.fn = &Function{w: w, name: "poller", timeout: time.Duration(topology.PollerTimeoutSeconds) * time.Second, queue: m.queue}
 	bus.rules[topology.DetailChangeDispatched] = m.queue
@@ -310,6 +349,7 @@ func (m *Monitor) tamper(c *change) {
 		}
 		c.tampered = true
 		if c.tamper == "schema" {
+			m.store.altered[c.id] = true
 			r.SchemaVersion = monitor.SchemaVersion + 1
 		} else {
 			r.ConsecutiveFailures = -1
@@ -351,6 +391,10 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 		}
 		terminal[d.EventID] = append(terminal[d.EventID], d.State)
 	}
+	due, err := m.mem.Due(ctx, nowMS, 10_000)
+	if err != nil {
+		m.w.violate("due listing failed: %v", err)
+	}
 	for _, c := range m.changes {
 		rec, err := m.mem.Get(ctx, c.id)
 		if err != nil {
@@ -361,11 +405,10 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 			continue
 		}
 		if c.tampered && c.tamper == "schema" {
+			// Another layout version: nobody may lease or poll it; it must
+			// leave due discovery and wait for an operator.
 			m.needOperator = append(m.needOperator, c.id)
-			if rec.State == monitor.StateLeased {
-				m.w.violate("record %s of another schema version left leased", c.id)
-			}
-			if wake, ok := rec.WakeMS(); ok && wake <= nowMS {
+			if contains(due, c.id) {
 				m.w.violate("record %s of another schema version is due forever", c.id)
 			}
 			continue
