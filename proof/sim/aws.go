@@ -128,6 +128,9 @@ func (q *Queue) remove(m *message) {
 	}
 }
 
+// empty reports whether no message waits (the DLQ aside).
+func (q *Queue) empty() bool { return len(q.msgs) == 0 }
+
 // nextVisible is when the next message becomes visible.
 func (q *Queue) nextVisible() (time.Time, bool) {
 	var t time.Time

@@ -74,11 +74,10 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 			next = t
 		}
 		return started, next
+	}, func() bool {
+		return mon.queue.empty() && rel.queue.empty() && w.settledBy(func() { endChecks(w, mon, rel) })
 	})
-	ctx := context.Background()
-	mon.check(ctx, time.Now())
-	rel.check(ctx)
-	checkHealth(ctx, w, mon, rel)
+	endChecks(w, mon, rel)
 	checkContentFree(w, log.String())
 	calls := 0
 	for _, s := range w.trace {
@@ -87,6 +86,15 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 		}
 	}
 	return Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls}
+}
+
+// endChecks are the checks once the world is quiet.
+func endChecks(w *World, mon *Monitor, rel *Release) {
+	ctx := context.Background()
+	mon.needOperator, rel.needOperator = nil, nil
+	mon.check(ctx, time.Now())
+	rel.check(ctx)
+	checkHealth(ctx, w, mon, rel)
 }
 
 // every schedules run at the schedule's rate until `until`.
