@@ -86,6 +86,17 @@ sizes: build ## Build the functions and fail when a bootstrap is above BOOTSTRAP
 	done; \
 	if (( fail )); then echo "a bootstrap is above $(BOOTSTRAP_MAX_BYTES) bytes (docs/performance.md, Bootstrap size)"; exit 1; fi
 
+COLDSTART_ROUNDS ?= 3
+COLDSTART_STARTS ?= 10
+.PHONY: coldstart
+coldstart: install ## Init + first invoke of each stripped bootstrap under aws-lambda-rie: COLDSTART_ROUNDS (3) x COLDSTART_STARTS (10), median <= 100 ms
+	go test -count=1 -run '^$$' -exec true $(addprefix ./functions/,$(FUNCTIONS)) >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	@echo "== load before: $$(cat /proc/loadavg)"
+	LOCALEFLOW_COLDSTART=1 LOCALEFLOW_COLDSTART_ROUNDS=$(COLDSTART_ROUNDS) LOCALEFLOW_COLDSTART_STARTS=$(COLDSTART_STARTS) \
+		localstack/with-stack.sh go test -count=1 -p 1 -timeout 20m -run '^TestColdStartUnderRIE$$' -v $(addprefix ./functions/,$(FUNCTIONS)) \
+		| grep -E '^(=== RUN|--- |\s+coldstart_test|\s+coldstart\.go|ok|FAIL|PASS)|coldstart ' | tee $(BUILD)/coldstart.txt
+	@echo "== load after: $$(cat /proc/loadavg)"
+
 .PHONY: bench
 bench: install ## Run every benchmark (with the local stack up) into build/bench.txt
 	@pkgs="$$(grep -rl --include='*_test.go' -E '^func Benchmark' . | grep -v -e '^./infra/' -e node_modules | xargs -r -n1 dirname | sort -u)"; \
