@@ -94,7 +94,7 @@ coldstart: install ## Init + first invoke of each stripped bootstrap under aws-l
 	@echo "== load before: $$(cat /proc/loadavg)"
 	LOCALEFLOW_COLDSTART=1 LOCALEFLOW_COLDSTART_ROUNDS=$(COLDSTART_ROUNDS) LOCALEFLOW_COLDSTART_STARTS=$(COLDSTART_STARTS) \
 		localstack/with-stack.sh go test -count=1 -p 1 -timeout 20m -run '^TestColdStartUnderRIE$$' -v $(addprefix ./functions/,$(FUNCTIONS)) \
-		| grep -E '^(=== RUN|--- |\s+coldstart_test|\s+coldstart\.go|ok|FAIL|PASS)|coldstart ' | tee $(BUILD)/coldstart.txt
+		| tee $(BUILD)/coldstart.txt | grep -E '^(=== RUN|--- |ok|FAIL|PASS|panic)|coldstart '
 	@echo "== load after: $$(cat /proc/loadavg)"
 
 .PHONY: bench
