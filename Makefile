@@ -73,6 +73,30 @@ build: ## Build each function as linux/arm64 build/<fn>/bootstrap
 			-o $(BUILD)/$$fn/bootstrap ./functions/$$fn; \
 	done
 
+# The limit of each stripped linux/arm64 bootstrap (decimal MB, as the
+# sizes are reported in docs/performance.md).
+BOOTSTRAP_MAX_BYTES ?= 10000000
+
+.PHONY: sizes
+sizes: build ## Build the functions and fail when a bootstrap is above BOOTSTRAP_MAX_BYTES (10 MB)
+	@fail=0; for fn in $(FUNCTIONS); do \
+		size=$$(stat -c %s $(BUILD)/$$fn/bootstrap); \
+		if (( size > $(BOOTSTRAP_MAX_BYTES) )); then verdict="ABOVE the limit"; fail=1; else verdict=ok; fi; \
+		printf '%-12s %10d bytes (%s MB)  %s\n' "$$fn" "$$size" "$$(awk -v s=$$size 'BEGIN{printf "%.2f", s/1e6}')" "$$verdict"; \
+	done; \
+	if (( fail )); then echo "a bootstrap is above $(BOOTSTRAP_MAX_BYTES) bytes (docs/performance.md, Bootstrap size)"; exit 1; fi
+
+COLDSTART_ROUNDS ?= 3
+COLDSTART_STARTS ?= 10
+.PHONY: coldstart
+coldstart: install ## Init + first invoke of each stripped bootstrap under aws-lambda-rie: COLDSTART_ROUNDS (3) x COLDSTART_STARTS (10), median <= 100 ms
+	go test -count=1 -run '^$$' -exec true $(addprefix ./functions/,$(FUNCTIONS)) >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	@echo "== load before: $$(cat /proc/loadavg)"
+	LOCALEFLOW_COLDSTART=1 LOCALEFLOW_COLDSTART_ROUNDS=$(COLDSTART_ROUNDS) LOCALEFLOW_COLDSTART_STARTS=$(COLDSTART_STARTS) \
+		localstack/with-stack.sh go test -count=1 -p 1 -timeout 20m -run '^TestColdStartUnderRIE$$' -v $(addprefix ./functions/,$(FUNCTIONS)) \
+		| tee $(BUILD)/coldstart.txt | grep -E '^(=== RUN|--- |ok|FAIL|PASS|panic)|coldstart '
+	@echo "== load after: $$(cat /proc/loadavg)"
+
 .PHONY: bench
 bench: install ## Run every benchmark (with the local stack up) into build/bench.txt
 	@pkgs="$$(grep -rl --include='*_test.go' -E '^func Benchmark' . | grep -v -e '^./infra/' -e node_modules | xargs -r -n1 dirname | sort -u)"; \

@@ -1,29 +1,11 @@
 package awsclient
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
-
-// Load reads the shared AWS configuration (region, credentials, endpoint
-// overrides) from the environment and the shared config files. Extra
-// options are passed to config.LoadDefaultConfig after the defaults.
-func Load(ctx context.Context, opts ...func(*config.LoadOptions) error) (aws.Config, error) {
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("awsclient: load AWS config: %w", err)
-	}
-	if cfg.Region == "" {
-		return aws.Config{}, fmt.Errorf("awsclient: no AWS region configured (set AWS_REGION)")
-	}
-	return cfg, nil
-}
 
 // DynamoDB returns a DynamoDB client for cfg. If the endpoint is overridden
 // (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, or the shared config's

@@ -1,4 +1,7 @@
-// Package awsclient builds the AWS SDK clients every localeflow binary uses.
+// Package awsclient builds the AWS SDK clients every localeflow binary uses,
+// and the Lambda functions' AWS configuration (FromEnv: region, credentials
+// and endpoints from the environment only). Command-line tools and tests
+// load the full shared configuration with package awsconfig instead.
 //
 // Endpoints come only from the standard SDK variables (AWS_ENDPOINT_URL and
 // the per-service AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS,

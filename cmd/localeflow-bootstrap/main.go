@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
+	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/bootstrap"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -77,7 +78,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	cfg, err := awsclient.Load(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return err
 	}

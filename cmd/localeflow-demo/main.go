@@ -42,6 +42,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
+	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/bootstrap"
@@ -292,7 +293,7 @@ func randomHex(n int) string {
 }
 
 func (d *demo) setupAWS(ctx context.Context) error {
-	cfg, err := awsclient.Load(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("AWS config: %w", err)
 	}

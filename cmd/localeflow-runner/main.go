@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
+	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/bootstrap"
 	"github.com/localeflow/localeflow/localstack/runner"
 	"github.com/localeflow/localeflow/topology"
@@ -107,7 +108,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(out, nil))
-	cfg, err := awsclient.Load(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("AWS config: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
+	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
@@ -189,7 +190,7 @@ func (c *cli) dispatch(ctx context.Context) error {
 }
 
 func (c *cli) connect(ctx context.Context) error {
-	cfg, err := awsclient.Load(ctx)
+	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return core.Wrap(codeRuntime, true, fmt.Errorf("aws config: %w", err))
 	}

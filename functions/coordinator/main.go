@@ -82,7 +82,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	if cfg.LogLevel != nil {
 		log = lambdalog.New(os.Stdout, *cfg.LogLevel)
 	}
-	awsCfg, err := awsclient.Load(ctx)
+	awsCfg, err := awsclient.FromEnv()
 	if err != nil {
 		return nil, err
 	}

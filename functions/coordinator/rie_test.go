@@ -38,20 +38,7 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 	cms := cmsdeliverytest.New(cmsKey, publication.PublicKey(), approval.PublicKey())
 	defer cms.Close()
 
-	fn := bin.Start(t,
-		envReleaseTable+"="+res.ReleaseTable, envReleaseQueueURL+"="+res.ReleaseQueue.URL, envEventBus+"="+res.BusName,
-		envEvidenceBaseURL+"="+ev.URL, envCMSBaseURL+"="+cms.URL,
-		envIssuersQuality+"="+issuerEnv(fx, release.KindQuality),
-		envIssuersHumanReview+"="+issuerEnv(fx, release.KindHumanReview),
-		envIssuersIndependent+"="+issuerEnv(fx, release.KindIndependentModelReview),
-		"LOCALEFLOW_EVENT_KEY_HEX="+hex.EncodeToString(fx.EventKey),
-		"LOCALEFLOW_EVIDENCE_KEY_HEX="+hex.EncodeToString(evidenceKey),
-		"LOCALEFLOW_CMS_KEY_HEX="+hex.EncodeToString(cmsKey),
-		"LOCALEFLOW_APPROVAL_KEY_HEX="+hex.EncodeToString(fx.ApprovalSeed),
-		"LOCALEFLOW_PUBLICATION_KEY_HEX="+hex.EncodeToString(fx.PublicationKey),
-		envEvidenceTimeout+"=5s", envCMSTimeout+"=5s",
-		"AWS_LAMBDA_FUNCTION_TIMEOUT=120",
-	)
+	fn := bin.Start(t, rieEnv(fx, res.ReleaseTable, res.ReleaseQueue.URL, res.BusName, ev.URL, cms.URL, evidenceKey, cmsKey)...)
 	for _, f := range []string{"testdata/sqs_plan.json", "testdata/sqs_jobs.json"} {
 		expectNoFailures(t, fn.Invoke(t, rietest.ReadFile(t, f)))
 	}
@@ -110,5 +97,24 @@ func expectNoFailures(t *testing.T, out []byte) {
 	}
 	if err := json.Unmarshal(out, &resp); err != nil || resp.BatchItemFailures == nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("response %s (%v)", out, err)
+	}
+}
+
+// rieEnv is the function's environment for the local stack and the test
+// evidence and CMS servers.
+func rieEnv(fx releasetest.Fixture, table, queueURL, bus, evidenceURL, cmsURL string, evidenceKey, cmsKey []byte) []string {
+	return []string{
+		envReleaseTable + "=" + table, envReleaseQueueURL + "=" + queueURL, envEventBus + "=" + bus,
+		envEvidenceBaseURL + "=" + evidenceURL, envCMSBaseURL + "=" + cmsURL,
+		envIssuersQuality + "=" + issuerEnv(fx, release.KindQuality),
+		envIssuersHumanReview + "=" + issuerEnv(fx, release.KindHumanReview),
+		envIssuersIndependent + "=" + issuerEnv(fx, release.KindIndependentModelReview),
+		"LOCALEFLOW_EVENT_KEY_HEX=" + hex.EncodeToString(fx.EventKey),
+		"LOCALEFLOW_EVIDENCE_KEY_HEX=" + hex.EncodeToString(evidenceKey),
+		"LOCALEFLOW_CMS_KEY_HEX=" + hex.EncodeToString(cmsKey),
+		"LOCALEFLOW_APPROVAL_KEY_HEX=" + hex.EncodeToString(fx.ApprovalSeed),
+		"LOCALEFLOW_PUBLICATION_KEY_HEX=" + hex.EncodeToString(fx.PublicationKey),
+		envEvidenceTimeout + "=5s", envCMSTimeout + "=5s",
+		"AWS_LAMBDA_FUNCTION_TIMEOUT=120",
 	}
 }

@@ -44,7 +44,7 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 	if cfg.LogLevel != nil {
 		log = lambdalog.New(stdout, *cfg.LogLevel)
 	}
-	awsCfg, err := awsclient.Load(ctx)
+	awsCfg, err := awsclient.FromEnv()
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}

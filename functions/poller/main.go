@@ -87,7 +87,7 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 	if cfg.LogLevel != nil {
 		log = lambdalog.New(os.Stdout, *cfg.LogLevel)
 	}
-	awsCfg, err := awsclient.Load(ctx)
+	awsCfg, err := awsclient.FromEnv()
 	if err != nil {
 		return nil, wired{}, err
 	}

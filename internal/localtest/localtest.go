@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
+	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/bootstrap"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -105,7 +106,7 @@ func Config(t testing.TB) aws.Config {
 	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		opts = append(opts, config.WithRegion(DefaultRegion))
 	}
-	cfg, err := awsclient.Load(context.Background(), opts...)
+	cfg, err := awsconfig.Load(context.Background(), opts...)
 	if err != nil {
 		t.Fatalf("localtest: %v", err)
 	}

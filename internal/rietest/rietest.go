@@ -33,8 +33,25 @@ func Build(t testing.TB) *Binary {
 	if rie == "" {
 		t.Skip(EnvRIE + " is not set (make test sets it)")
 	}
+	return build(t, rie)
+}
+
+// BuildStripped is Build with the deployed link flags (-s -w, no symbol
+// table or DWARF), for measurements of the deployed binary.
+func BuildStripped(t testing.TB) *Binary {
+	t.Helper()
+	rie := os.Getenv(EnvRIE)
+	if rie == "" {
+		t.Skip(EnvRIE + " is not set (make test sets it)")
+	}
+	return build(t, rie, "-ldflags=-s -w")
+}
+
+func build(t testing.TB, rie string, flags ...string) *Binary {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", bin, ".")
+	args := append([]string{"build", "-tags", "lambda.norpc", "-trimpath"}, flags...)
+	build := exec.Command("go", append(args, "-o", bin, ".")...)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build bootstrap: %v\n%s", err, out)

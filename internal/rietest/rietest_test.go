@@ -70,3 +70,38 @@ func TestReadFile(t *testing.T) {
 		t.Fatalf("doc.go reads %q", got)
 	}
 }
+
+func TestMedian(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	for _, tt := range []struct {
+		in   []time.Duration
+		want time.Duration
+	}{
+		{nil, 0},
+		{ms(7), 7 * time.Millisecond},
+		{ms(30, 10, 20), 20 * time.Millisecond},
+		{ms(40, 10, 30, 20), 25 * time.Millisecond},
+	} {
+		if got := Median(tt.in); got != tt.want {
+			t.Errorf("Median(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestColdStartsSkipsWithoutTheSetting(t *testing.T) {
+	t.Setenv(EnvColdStart, "")
+	var ran bool
+	ok := t.Run("inner", func(t *testing.T) {
+		RequireColdStart(t)
+		ran = true
+	})
+	if !ok || ran {
+		t.Fatalf("ok=%v ran=%v: RequireColdStart must skip without %s", ok, ran, EnvColdStart)
+	}
+}

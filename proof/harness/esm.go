@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 )
 
 // HandlerFunc is a function's entry point: the Lambda payload in, the
@@ -77,6 +79,12 @@ type ESMStats struct {
 	// polls, so its empty receives are a fixed cost per queue instead).
 	Receives      int
 	EmptyReceives int
+	// StaleDeletes counts deletes refused because the receipt handle was
+	// no longer the message's latest (its visibility ran out during the
+	// invocation and it was received again): on AWS such a delete
+	// succeeds without deleting, so it is not an error; the message is
+	// handled again when it comes back.
+	StaleDeletes int
 	// Durations of every invocation (Lambda billed duration stand-in).
 	Durations []time.Duration
 }
@@ -292,8 +300,20 @@ func (e *ESM) invoke(ctx context.Context, batch events.SQSEvent) error {
 	return nil
 }
 
+// delete deletes a handled message. A receipt handle that is no longer
+// valid (the message became visible again and was received by another
+// receive; kumo answers ReceiptHandleIsInvalid where AWS answers success
+// without deleting) is counted, not an error: the message is delivered
+// again, as on AWS.
 func (e *ESM) delete(ctx context.Context, handle *string) error {
-	if _, err := e.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.QueueURL), ReceiptHandle: handle}); err != nil {
+	_, err := e.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.QueueURL), ReceiptHandle: handle})
+	if apiErr, ok := errors.AsType[smithy.APIError](err); ok && apiErr.ErrorCode() == "ReceiptHandleIsInvalid" {
+		e.mu.Lock()
+		e.stats.StaleDeletes++
+		e.mu.Unlock()
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("esm: delete: %w", err)
 	}
 	return nil

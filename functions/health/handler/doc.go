@@ -6,8 +6,9 @@
 //     (core/health, "localeflow.health.v1") with 200 when ok and 503 when
 //     blocked; with Accept: text/html it answers a page for people instead
 //     (state counts, the items needing attention with their error codes,
-//     and when each open item is next due; everything escaped by
-//     html/template, no script, a strict Content-Security-Policy). When the
+//     and when each open item is next due; every value HTML-escaped by a
+//     small hand-written renderer (page.go), no script, a strict
+//     Content-Security-Policy). When the
 //     tables cannot be read it answers 503 {"code":"health.unavailable",
 //     "retryable":true}. Other methods get 405.
 //   - the EventBridge schedule ("Scheduled Event" from aws.events): it runs
