@@ -453,7 +453,9 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		}
 		for _, id := range ids {
 			var i int
-			fmt.Sscanf(id, "evt-%03d", &i)
+			if _, err := fmt.Sscanf(id, "evt-%03d", &i); err != nil {
+				t.Fatalf("unexpected id %s: %v", id, err)
+			}
 			if i%3 != 0 {
 				t.Fatalf("first page %v holds %s, which is not among the earliest", ids, id)
 			}
