@@ -129,5 +129,6 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Clock:       clock,
 		Log:         log,
 		Margin:      cfg.Margin,
+		LongestWait: max(handler.DefaultLongestWait, cfg.Release.EvidenceLease, cfg.Release.DeliveryLease),
 	})
 }

@@ -74,5 +74,6 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Log:         log,
 		Concurrency: cfg.Concurrency,
 		Margin:      cfg.Margin,
+		LongestWait: max(cfg.Monitor.PollInterval, cfg.Monitor.MaxDelay, cfg.Monitor.Lease),
 	})
 }

@@ -67,7 +67,15 @@ type Config struct {
 	Log   *slog.Logger
 	// Margin is kept free of work at the end of an invocation.
 	Margin time.Duration
+	// LongestWait is the longest delay the coordinator schedules (its
+	// backoff cap and leases); a delayed envelope due more than this plus
+	// delayqueue.HorizonSlack ahead is refused. 0 means DefaultLongestWait.
+	LongestWait time.Duration
 }
+
+// DefaultLongestWait is the coordinator's longest scheduled wait with the
+// default settings: the 3600 s backoff cap (leases are at most 3600 s too).
+const DefaultLongestWait = time.Hour
 
 // Handler handles release queue batches.
 type Handler struct {
@@ -78,6 +86,8 @@ type Handler struct {
 	clock  core.Clock
 	log    *slog.Logger
 	margin time.Duration
+	// longestWait bounds how far ahead a delayed envelope may be due.
+	longestWait time.Duration
 }
 
 // New validates cfg and returns a Handler. It installs the operation guard
@@ -90,7 +100,11 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.Coordinator.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin}
+	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
+		longestWait: cfg.LongestWait}
+	if h.longestWait <= 0 {
+		h.longestWait = DefaultLongestWait
+	}
 	h.c.Guard = h.guard
 	return h, nil
 }
@@ -266,6 +280,9 @@ func (h *Handler) delayed(ctx context.Context, body []byte, redo bool) error {
 		return core.Wrap(CodeMessageInvalid, false, fmt.Errorf("kind %q is not the coordinator's", env.Kind))
 	}
 	now := h.clock.Now()
+	if err := delayqueue.CheckHorizon(env, now, h.longestWait); err != nil {
+		return err
+	}
 	if _, due := delayqueue.Due(env, now); !due {
 		return h.queue.Resend(ctx, env, now)
 	}

@@ -87,7 +87,16 @@ type Config struct {
 	// PageSize is the number of due ids listed per page; 0 means
 	// DefaultPageSize.
 	PageSize int
+	// LongestWait is the longest delay the poller schedules (the largest
+	// of the poll interval, retry max delay and lease); a delayed envelope
+	// due more than this plus delayqueue.HorizonSlack ahead is refused.
+	// 0 means DefaultLongestWait.
+	LongestWait time.Duration
 }
+
+// DefaultLongestWait covers the monitor's default waits (lease 600 s,
+// retry max delay 300 s, poll interval 30 s).
+const DefaultLongestWait = time.Hour
 
 // Handler is the poller function.
 type Handler struct {
@@ -100,6 +109,7 @@ type Handler struct {
 	concurrency int
 	margin      time.Duration
 	pageSize    int
+	longestWait time.Duration
 }
 
 // New validates cfg and returns a Handler.
@@ -112,7 +122,10 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{
 		mon: cfg.Monitor, reader: cfg.Reader, queue: cfg.Queue, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Log,
-		concurrency: cfg.Concurrency, margin: cfg.Margin, pageSize: cfg.PageSize,
+		concurrency: cfg.Concurrency, margin: cfg.Margin, pageSize: cfg.PageSize, longestWait: cfg.LongestWait,
+	}
+	if h.longestWait <= 0 {
+		h.longestWait = DefaultLongestWait
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

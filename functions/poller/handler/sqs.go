@@ -119,6 +119,9 @@ func (h *Handler) delayed(ctx context.Context, m events.SQSMessage, body []byte)
 		return core.Wrap(CodeMessageInvalid, false, fmt.Errorf("kind %q is not the poller's", env.Kind))
 	}
 	now := h.clock.Now()
+	if err := delayqueue.CheckHorizon(env, now, h.longestWait); err != nil {
+		return err
+	}
 	if _, due := delayqueue.Due(env, now); !due {
 		if err := h.queue.Resend(ctx, env, now); err != nil {
 			return fmt.Errorf("chain %s: %w", env.EventID, err)
