@@ -75,6 +75,9 @@ type config struct {
 	EvidenceTimeout time.Duration
 	CMSTimeout      time.Duration
 	Margin          time.Duration
+	// InsecureHTTP allows http:// evidence and CMS URLs
+	// (LOCALEFLOW_ALLOW_INSECURE_HTTP=1, local runs only).
+	InsecureHTTP bool
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
 }
@@ -111,6 +114,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Int(envEvidenceAttempts, &c.Release.EvidenceMaxAttempts)
 	env.Int(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
 	c.LogLevel = env.Level(envLogLevel)
+	c.InsecureHTTP = env.InsecureHTTPAllowed()
 	errs := []error{env.Err()}
 	c.Release.DeliveryLease = c.Release.EvidenceLease
 	issuers, err := parseIssuers(env.String(envReceiptIssuers))
@@ -156,6 +160,11 @@ func (c config) validate() error {
 	}
 	if c.ReleaseQueueURL != "" && !strings.HasPrefix(c.ReleaseQueueURL, "https://") && !strings.HasPrefix(c.ReleaseQueueURL, "http://") {
 		errs = append(errs, fmt.Errorf("%s must be a queue URL", envReleaseQueueURL))
+	}
+	for _, u := range [][2]string{{envEvidenceBaseURL, c.EvidenceBaseURL}, {envCMSBaseURL, c.CMSBaseURL}} {
+		if err := envvar.CheckServiceURL(u[0], u[1], c.InsecureHTTP); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, name := range keyNames {
 		if err := c.Keys[name].Validate(keyCheck(name)); err != nil {

@@ -41,7 +41,7 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 
 	fn := bin.Start(t,
 		envReleaseTable+"="+res.ReleaseTable, envReleaseQueueURL+"="+res.ReleaseQueue.URL, envEventBus+"="+res.BusName,
-		envEvidenceBaseURL+"="+ev.URL, envCMSBaseURL+"="+cms.URL,
+		envEvidenceBaseURL+"="+ev.URL, envCMSBaseURL+"="+cms.URL, "LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
 		envReceiptIssuers+"="+fx.Issuer+"="+hex.EncodeToString(fx.IssuerKey.Public().(ed25519.PublicKey)),
 		"LOCALEFLOW_EVENT_KEY_HEX="+hex.EncodeToString(fx.EventKey),
 		"LOCALEFLOW_EVIDENCE_KEY_HEX="+hex.EncodeToString(evidenceKey),

@@ -51,6 +51,9 @@ type config struct {
 	Monitor      monitor.Config
 	Concurrency  int
 	Margin       time.Duration
+	// InsecureHTTP allows an http:// CMS URL (LOCALEFLOW_ALLOW_INSECURE_HTTP=1,
+	// local runs only).
+	InsecureHTTP bool
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
 }
@@ -66,6 +69,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		CMSKey:       secretkey.FromEnv(getenv, envCMSKey),
 		Monitor:      monitor.Config{WorkerID: env.String(envWorkerID)},
 		LogLevel:     env.Level(envLogLevel),
+		InsecureHTTP: env.InsecureHTTPAllowed(),
 	}
 	env.Duration(envCMSTimeout, &c.CMSTimeout)
 	env.Duration(envLease, &c.Monitor.Lease)
@@ -106,6 +110,9 @@ func (c config) validate() error {
 	}
 	if !strings.HasPrefix(c.PollQueueURL, "https://") && !strings.HasPrefix(c.PollQueueURL, "http://") {
 		errs = append(errs, fmt.Errorf("%s must be a queue URL", envPollQueueURL))
+	}
+	if err := envvar.CheckServiceURL(envCMSBaseURL, c.CMSBaseURL, c.InsecureHTTP); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.CMSKey.Validate(secretkey.MinBytes(cms.MinKeyBytes)); err != nil {
 		errs = append(errs, err)

@@ -36,7 +36,7 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 		envMonitorTable+"="+res.MonitorTable,
 		envPollQueueURL+"="+res.PollQueue.URL,
 		envEventBus+"="+res.BusName,
-		envCMSBaseURL+"="+srv.URL,
+		envCMSBaseURL+"="+srv.URL, "LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
 		envCMSKeyHex+"="+hex.EncodeToString(key),
 		envCMSTimeout+"=2s",
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=60",
