@@ -78,7 +78,7 @@ type LocaleflowStackProps struct {
 	// log groups when the stack is deleted). nil means true; false makes a
 	// development stack fully removable.
 	DeletionProtection *bool
-	// CMSBaseURL and EvidenceBaseURL are the http(s) base URLs of the CMS
+	// CMSBaseURL and EvidenceBaseURL are the https base URLs of the CMS
 	// and of the evidence provider. Required.
 	CMSBaseURL      string
 	EvidenceBaseURL string
@@ -213,8 +213,10 @@ func baseURL(field, raw string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("infra: %s: %w", field, err)
 	}
-	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("infra: %s %q must be an http(s) base URL without credentials, query or fragment", field, raw)
+	// A deployed function never talks plain http: it is refused here and by
+	// the functions themselves (which allow it only for local runs).
+	if u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("infra: %s %q must be an https base URL without credentials, query or fragment", field, raw)
 	}
 	return strings.TrimRight(raw, "/"), nil
 }

@@ -576,6 +576,8 @@ func TestInvalidPropsRejected(t *testing.T) {
 		{"missing bootstrap", func(p *LocaleflowStackProps) { p.AssetDir = t.TempDir() }, "make build"},
 		{"missing CMS URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "" }, "CMSBaseURL is required"},
 		{"relative evidence URL", func(p *LocaleflowStackProps) { p.EvidenceBaseURL = "evidence.local" }, "EvidenceBaseURL"},
+		{"plain http CMS URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "http://cms.example.com" }, "CMSBaseURL"},
+		{"plain http evidence URL", func(p *LocaleflowStackProps) { p.EvidenceBaseURL = "http://evidence.example.com" }, "EvidenceBaseURL"},
 		{"URL with credentials", func(p *LocaleflowStackProps) { p.CMSBaseURL = "https://u:p@cms.example.com" }, "CMSBaseURL"},
 		{"URL with query", func(p *LocaleflowStackProps) { p.CMSBaseURL = "https://cms.example.com/?k=v" }, "CMSBaseURL"},
 		{"ftp URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "ftp://cms.example.com" }, "CMSBaseURL"},
