@@ -107,10 +107,10 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		),
 		"health": slices.Concat(
 			pairs("log-group HealthFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
-			pairs("table MonitorTable", "dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table MonitorTable", "dynamodb:BatchGetItem", "dynamodb:DescribeTable"),
 			pairs("table MonitorTable/index/wake", "dynamodb:Query"),
 			pairs("table MonitorTable/index/attention", "dynamodb:Query"),
-			pairs("table ReleaseTable", "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table ReleaseTable", "dynamodb:BatchGetItem"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/attention", "dynamodb:Query"),
 			pairs("bus", "events:PutEvents"),
@@ -197,4 +197,43 @@ func (n resourceNames) describe(t testing.TB, res any) string {
 	}
 	t.Fatalf("unrecognised resource %v", res)
 	return ""
+}
+
+// TestHealthReadsOnlyContentFreeReleaseAttributes: the health role could
+// GetItem and BatchGetItem whole release items (texts included); its only
+// release-table read is now BatchGetItem limited by dynamodb:Attributes to
+// topology.ReleaseCensusAttributes with Select SPECIFIC_ATTRIBUTES.
+func TestHealthReadsOnlyContentFreeReleaseAttributes(t *testing.T) {
+	s := defaultSynth(t)
+	roleID := s.logicalID(t, "AWS::IAM::Role", "HealthFunctionRole")
+	found := false
+	for _, r := range s.resources("AWS::IAM::Policy") {
+		p := r["Properties"].(map[string]any)
+		if !jsonEqual(p["Roles"], []any{ref(roleID)}) {
+			continue
+		}
+		statements(p, func(path string, st map[string]any) {
+			if st["Sid"] != "ReadReleaseItems" {
+				return
+			}
+			found = true
+			cond, _ := st["Condition"].(map[string]any)
+			all, _ := cond["ForAllValues:StringEquals"].(map[string]any)
+			if got := sortedStrings(all["dynamodb:Attributes"]); !slices.Equal(got, slices.Sorted(slices.Values(topology.ReleaseCensusAttributes))) {
+				t.Errorf("%s: dynamodb:Attributes %v", path, got)
+			}
+			sel, _ := cond["StringEqualsIfExists"].(map[string]any)
+			if sel["dynamodb:Select"] != "SPECIFIC_ATTRIBUTES" {
+				t.Errorf("%s: dynamodb:Select %v", path, sel)
+			}
+			for _, a := range sortedStrings(all["dynamodb:Attributes"]) {
+				if a == "text" || a == "result_json" || a == "token" {
+					t.Errorf("%s: content attribute %q readable", path, a)
+				}
+			}
+		})
+	}
+	if !found {
+		t.Fatal("no ReadReleaseItems statement on the health role")
+	}
 }

@@ -282,3 +282,17 @@ func (r Rule) EventPattern() map[string]any {
 		"detail-type": r.DetailTypes,
 	}
 }
+
+// ReleaseCensusAttributes are the only attributes the health function reads
+// from the release table: the keys, the version, the index keys and the
+// content-free fields of the evidence and delivery records (the only
+// records the sparse indexes list). Source and result texts are never in
+// it; the health role's dynamodb:Attributes condition is this list.
+var ReleaseCensusAttributes = []string{
+	AttrPK, AttrSK, "v",
+	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS,
+	"request_id", "event_id", "plan_id", "job_id", "result_sha256", "evidence_revision",
+	"site_id", "delivery_id", "bundle_sha256", "signature", "prepared_ms",
+	"status", "attempts", "max_attempts", "next_attempt_ms", "lease_owner", "lease_token",
+	"lease_expires_ms", "last_error_code", "created_ms", "updated_ms",
+}
