@@ -400,7 +400,7 @@ func (d *demo) publish(ctx context.Context, changes []change) error {
 		if err != nil {
 			return err
 		}
-		detail, err := signedDetail(d.keys.Event, payload)
+		detail, err := signedDetail(d.keys.Event, topology.DetailPlanAccepted, payload)
 		if err != nil {
 			return err
 		}
@@ -419,7 +419,7 @@ func (d *demo) publish(ctx context.Context, changes []change) error {
 			if err != nil {
 				return err
 			}
-			detail, err := signedDetail(d.keys.Event, payload)
+			detail, err := signedDetail(d.keys.Event, topology.DetailJobCompleted, payload)
 			if err != nil {
 				return err
 			}

@@ -37,6 +37,10 @@ const (
 	envDeliveryAttempts = "LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"
 	envMargin           = "LOCALEFLOW_DEADLINE_MARGIN"
 	envLogLevel         = "LOCALEFLOW_LOG_LEVEL"
+	// Signed input events: the oldest v2 event accepted, and "1" to refuse
+	// v1 signatures once every producer signs v2.
+	envEventMaxAge   = "LOCALEFLOW_EVENT_MAX_AGE"
+	envEventRefuseV1 = "LOCALEFLOW_EVENT_REFUSE_V1"
 )
 
 // Key names: LOCALEFLOW_<NAME>_KEY_SECRET_ARN / LOCALEFLOW_<NAME>_KEY_HEX.
@@ -78,6 +82,8 @@ type config struct {
 	// InsecureHTTP allows http:// evidence and CMS URLs
 	// (LOCALEFLOW_ALLOW_INSECURE_HTTP=1, local runs only).
 	InsecureHTTP bool
+	// Events are the signed input event settings (keys are added at build).
+	Events release.EventSettings
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
 }
@@ -115,7 +121,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Int(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
 	c.LogLevel = env.Level(envLogLevel)
 	c.InsecureHTTP = env.InsecureHTTPAllowed()
+	env.Duration(envEventMaxAge, &c.Events.MaxAge)
 	errs := []error{env.Err()}
+	switch env.String(envEventRefuseV1) {
+	case "", "0":
+	case "1":
+		c.Events.RefuseV1 = true
+	default:
+		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventRefuseV1))
+	}
 	c.Release.DeliveryLease = c.Release.EvidenceLease
 	issuers, err := parseIssuers(env.String(envReceiptIssuers))
 	if err != nil {
@@ -175,6 +189,9 @@ func (c config) validate() error {
 	if r.EvidenceLease <= c.EvidenceTimeout || r.EvidenceLease <= c.CMSTimeout {
 		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s and %s: %w", envEvidenceLease, r.EvidenceLease, envEvidenceTimeout, envCMSTimeout,
 			core.Fail("coordinator.lease_too_short")))
+	}
+	if c.Events.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envEventMaxAge))
 	}
 	if c.EvidenceTimeout <= 0 || c.CMSTimeout <= 0 || c.Margin < 0 {
 		errs = append(errs, errors.New("timeouts must be positive and the margin not negative"))

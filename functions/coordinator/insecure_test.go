@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPlainHTTPServiceURLsNeedTheLocalFlag: http:// evidence and CMS URLs
@@ -23,5 +24,24 @@ func TestPlainHTTPServiceURLsNeedTheLocalFlag(t *testing.T) {
 		if _, err := loadConfig(func(k string) string { return env[k] }); err == nil {
 			t.Errorf("flag value yes accepted")
 		}
+	}
+}
+
+// TestEventSettingsFromEnv: the v2 window and the v1 refusal reach the
+// coordinator's settings.
+func TestEventSettingsFromEnv(t *testing.T) {
+	env := baseEnv()
+	env[envEventMaxAge] = "2h"
+	env[envEventRefuseV1] = "1"
+	c, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Events.MaxAge != 2*time.Hour || !c.Events.RefuseV1 {
+		t.Fatalf("events %+v", c.Events)
+	}
+	env[envEventRefuseV1] = "yes"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil {
+		t.Fatal("refuse v1 = yes accepted")
 	}
 }

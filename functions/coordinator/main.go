@@ -30,6 +30,9 @@
 //	LOCALEFLOW_EVIDENCE_TIMEOUT         evidence HTTP timeout (default 30s)
 //	LOCALEFLOW_CMS_TIMEOUT              CMS delivery HTTP timeout (default 30s)
 //	LOCALEFLOW_DEADLINE_MARGIN          time kept free at the end of an invocation (default 2s)
+//	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 96h)
+//	LOCALEFLOW_EVENT_REFUSE_V1          1 refuses v1 event signatures (default: accepted)
+//	LOCALEFLOW_ALLOW_INSECURE_HTTP      1 allows http:// service URLs (local runs only)
 //	LOCALEFLOW_LOG_LEVEL                DEBUG, INFO (default), WARN, ERROR
 package main
 
@@ -120,6 +123,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 			IndependentReview: release.ReceiptVerifier{Kind: release.KindIndependentModelReview, Issuers: cfg.Issuers},
 		},
 		Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg.Release,
+		Events: cfg.Events,
 	}
 	return handler.New(handler.Config{
 		Coordinator: coord,
