@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,8 +120,12 @@ type bundle struct {
 	now   *time.Time
 }
 
-func setup(t *testing.T) *bundle {
+// setups counts the fixtures built (the fuzz target builds one in all).
+var setups atomic.Int64
+
+func setup(t testing.TB) *bundle {
 	t.Helper()
+	setups.Add(1)
 	fx := releasetest.NewFixture()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	b := &bundle{store: releasetest.NewMemStore(), queue: &fakeQueue{}, bus: &fakeBus{}, cms: &releasetest.CMS{}, logs: &bytes.Buffer{}, now: &now}
