@@ -49,12 +49,10 @@ func (b *builder) grant() {
 	b.allow("poller", "MonitorItems", pollerMonitorActions, monitor.TableArn())
 	b.allow("poller", "MonitorWakeIndex", queryAction, indexArn(monitor, topology.IndexWake))
 	b.allow("poller", "PollQueueSend", sendAction, b.queues[topo.PollQueue.Logical].QueueArn())
-	b.allow("poller", "PublishEvents", putEvents, busArn...)
 
 	b.allow("coordinator", "ReleaseItems", coordinatorReleaseActions, release.TableArn())
 	b.allow("coordinator", "ReleaseWakeIndex", queryAction, indexArn(release, topology.IndexWake))
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
-	b.allow("coordinator", "PublishEvents", putEvents, busArn...)
 
 	var indexes []*string
 	for _, t := range topo.Tables() {
@@ -72,7 +70,16 @@ func (b *builder) grant() {
 	}, release.TableArn())
 	b.allow("health", "CountMonitorItems", healthCountAction, monitor.TableArn())
 	b.allow("health", "QueryIndexes", queryAction, indexes...)
-	b.allow("health", "PublishEvents", putEvents, busArn...)
+	// Each function may put only the detail-types it emits, with the
+	// localeflow source: none can publish a dispatch, plan or job event.
+	for _, fn := range topo.Functions {
+		b.allowIf(fn.Dir, "PublishEvents", putEvents, map[string]any{
+			"StringEquals": map[string]any{
+				"events:source":      topology.EventSource,
+				"events:detail-type": fn.Emits,
+			},
+		}, busArn...)
+	}
 
 	for _, s := range secretSpecs {
 		for _, reader := range s.Readers {

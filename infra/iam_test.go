@@ -92,6 +92,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("queue PollQueue", append([]string{"sqs:SendMessage"}, consume...)...),
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("secret EventKeySecret", "secretsmanager:GetSecretValue"),
 		),
 		"coordinator": slices.Concat(
 			pairs("log-group CoordinatorFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
@@ -235,5 +236,49 @@ func TestHealthReadsOnlyContentFreeReleaseAttributes(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no ReadReleaseItems statement on the health role")
+	}
+}
+
+// TestPutEventsOnlyForOwnDetailTypes: every role could put any detail-type
+// (a dispatch, plan or job event included) on the bus; each function's
+// PutEvents now requires the localeflow source and one of the
+// detail-types it emits.
+func TestPutEventsOnlyForOwnDetailTypes(t *testing.T) {
+	s := defaultSynth(t)
+	inputs := []string{topology.DetailChangeDispatched, topology.DetailPlanAccepted, topology.DetailJobCompleted}
+	for _, fn := range s.topo.Functions {
+		t.Run(fn.Dir, func(t *testing.T) {
+			roleID := s.logicalID(t, "AWS::IAM::Role", fn.Logical+"Role")
+			n := 0
+			for _, r := range s.resources("AWS::IAM::Policy") {
+				p := r["Properties"].(map[string]any)
+				if !jsonEqual(p["Roles"], []any{ref(roleID)}) {
+					continue
+				}
+				statements(p, func(path string, st map[string]any) {
+					if !slices.Contains(asList(st["Action"]), any("events:PutEvents")) {
+						return
+					}
+					n++
+					cond, _ := st["Condition"].(map[string]any)
+					eq, _ := cond["StringEquals"].(map[string]any)
+					if eq["events:source"] != topology.EventSource {
+						t.Errorf("%s: events:source %v", path, eq["events:source"])
+					}
+					got := sortedStrings(eq["events:detail-type"])
+					if !slices.Equal(got, slices.Sorted(slices.Values(fn.Emits))) {
+						t.Errorf("%s: events:detail-type %v, want %v", path, got, fn.Emits)
+					}
+					for _, in := range inputs {
+						if slices.Contains(got, in) {
+							t.Errorf("%s may publish the input %s", path, in)
+						}
+					}
+				})
+			}
+			if n != 1 {
+				t.Fatalf("%d PutEvents statements, want 1", n)
+			}
+		})
 	}
 }

@@ -50,8 +50,8 @@ var secretSpecs = []secretSpec{
 	},
 	{
 		Logical: "EventKeySecret", Stem: "event-hmac-key", Env: EnvEventKeySecret,
-		Description: "HMAC-SHA256 key of signed plan.accepted / job.completed events, hex",
-		Readers:     []string{"coordinator"},
+		Description: "HMAC-SHA256 key of signed change.dispatched / plan.accepted / job.completed events, hex",
+		Readers:     []string{"poller", "coordinator"},
 	},
 	{
 		Logical: "EvidenceKeySecret", Stem: "evidence-hmac-key", Env: EnvEvidenceKeySecret,

@@ -90,6 +90,7 @@ func TestFunctionEnvironment(t *testing.T) {
 		"poller": {
 			EnvMonitorTable: monitor, EnvPollQueueURL: pollURL, EnvEventBus: bus,
 			EnvCMSBaseURL: "https://cms.example.com", EnvCMSKeySecret: ref("CMSKeySecret"),
+			EnvEventKeySecret: ref("EventKeySecret"),
 		},
 		"coordinator": {
 			EnvReleaseTable: release, EnvReleaseQueueURL: relURL, EnvEventBus: bus,

@@ -149,6 +149,10 @@ type Function struct {
 	TimeoutSeconds int
 	// Queue is the Logical name of the queue it consumes, if any.
 	Queue string
+	// Emits are the only detail-types the function may put on the bus (its
+	// role's PutEvents is conditioned on them and on EventSource). No
+	// function emits an input detail-type.
+	Emits []string
 }
 
 // Topology is every resource of one deployment.
@@ -252,9 +256,12 @@ func New(prefix string) Topology {
 			{Logical: "HealthSchedule", Name: prefix + "-health", RateMinutes: 5, Function: "health"},
 		},
 		Functions: []Function{
-			{Logical: "PollerFunction", Name: prefix + "-poller", Dir: "poller", MemoryMB: 256, TimeoutSeconds: PollerTimeoutSeconds, Queue: "PollQueue"},
-			{Logical: "CoordinatorFunction", Name: prefix + "-coordinator", Dir: "coordinator", MemoryMB: 256, TimeoutSeconds: CoordinatorTimeoutSeconds, Queue: "ReleaseQueue"},
-			{Logical: "HealthFunction", Name: prefix + "-health", Dir: "health", MemoryMB: 256, TimeoutSeconds: HealthTimeoutSeconds},
+			{Logical: "PollerFunction", Name: prefix + "-poller", Dir: "poller", MemoryMB: 256, TimeoutSeconds: PollerTimeoutSeconds, Queue: "PollQueue",
+				Emits: []string{DetailChangeTerminal}},
+			{Logical: "CoordinatorFunction", Name: prefix + "-coordinator", Dir: "coordinator", MemoryMB: 256, TimeoutSeconds: CoordinatorTimeoutSeconds, Queue: "ReleaseQueue",
+				Emits: []string{DetailReleaseApproved, DetailDeliveryReady, DetailDeliveryDelivered}},
+			{Logical: "HealthFunction", Name: prefix + "-health", Dir: "health", MemoryMB: 256, TimeoutSeconds: HealthTimeoutSeconds,
+				Emits: []string{DetailHealthBlocked}},
 		},
 	}
 }

@@ -379,7 +379,11 @@ func (d *demo) publish(ctx context.Context, changes []change) error {
 			Detail: aws.String(string(detail)), EventBusName: aws.String(d.res.BusName)})
 	}
 	for _, c := range changes {
-		detail, err := c.dispatchedDetail()
+		dispatch, err := c.dispatchedDetail()
+		if err != nil {
+			return err
+		}
+		detail, err := signedDetail(d.keys.Event, topology.DetailChangeDispatched, dispatch)
 		if err != nil {
 			return err
 		}

@@ -104,6 +104,7 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers string) map[st
 		"poller": {
 			"LOCALEFLOW_MONITOR_TABLE=" + names.MonitorTable, "LOCALEFLOW_POLL_QUEUE_URL=" + names.PollQueueURL,
 			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL, "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS),
+			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event),
 			"LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_MONITOR_LEASE=30s",
 			// The demo's fake CMS and evidence provider listen on plain http.
 			"LOCALEFLOW_ALLOW_INSECURE_HTTP=1",

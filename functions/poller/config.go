@@ -27,6 +27,10 @@ const (
 	envCMSKey       = "LOCALEFLOW_CMS_KEY" // _SECRET_ARN (deployed) or _HEX (local use)
 	envCMSKeyARN    = envCMSKey + "_SECRET_ARN"
 	envCMSKeyHex    = envCMSKey + "_HEX"
+	envEventKey     = "LOCALEFLOW_EVENT_KEY" // verifies the signed dispatch details
+	envEventKeyHex  = envEventKey + "_HEX"
+	envEventMaxAge  = "LOCALEFLOW_EVENT_MAX_AGE"
+	envEventV1      = "LOCALEFLOW_EVENT_REFUSE_V1"
 	envCMSTimeout   = "LOCALEFLOW_CMS_TIMEOUT"
 	envLease        = "LOCALEFLOW_MONITOR_LEASE"
 	envPollInterval = "LOCALEFLOW_POLL_INTERVAL"
@@ -47,6 +51,9 @@ type config struct {
 	EventBus     string
 	CMSBaseURL   string
 	CMSKey       secretkey.Source
+	EventKey     secretkey.Source
+	EventMaxAge  time.Duration
+	RefuseV1     bool
 	CMSTimeout   time.Duration
 	Monitor      monitor.Config
 	Concurrency  int
@@ -67,6 +74,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		EventBus:     env.String(envEventBus),
 		CMSBaseURL:   env.String(envCMSBaseURL),
 		CMSKey:       secretkey.FromEnv(getenv, envCMSKey),
+		EventKey:     secretkey.FromEnv(getenv, envEventKey),
 		Monitor:      monitor.Config{WorkerID: env.String(envWorkerID)},
 		LogLevel:     env.Level(envLogLevel),
 		InsecureHTTP: env.InsecureHTTPAllowed(),
@@ -79,7 +87,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Duration(envMargin, &c.Margin)
 	env.Int(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
 	env.Int(envConcurrency, &c.Concurrency)
+	env.Duration(envEventMaxAge, &c.EventMaxAge)
 	errs := []error{env.Err()}
+	switch env.String(envEventV1) {
+	case "", "0":
+	case "1":
+		c.RefuseV1 = true
+	default:
+		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventV1))
+	}
 	if c.CMSTimeout == 0 {
 		c.CMSTimeout = cms.DefaultTimeout
 	}
@@ -117,6 +133,12 @@ func (c config) validate() error {
 	if err := c.CMSKey.Validate(secretkey.MinBytes(cms.MinKeyBytes)); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.EventKey.Validate(secretkey.MinBytes(cms.MinKeyBytes)); err != nil {
+		errs = append(errs, err)
+	}
+	if c.EventMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envEventMaxAge))
+	}
 	if c.CMSTimeout <= 0 || c.CMSTimeout > cms.MaxTimeout {
 		errs = append(errs, fmt.Errorf("%s must be in (0, %s]", envCMSTimeout, cms.MaxTimeout))
 	}
@@ -147,4 +169,10 @@ func randomWorkerID() (string, error) {
 // secret (SecretString = the key in hex, or SecretBinary = the raw key).
 func (c config) cmsKey(ctx context.Context, sm secretkey.SecretsAPI) ([]byte, error) {
 	return c.CMSKey.Load(ctx, sm, "CMS", secretkey.MinBytes(cms.MinKeyBytes))
+}
+
+// eventKey returns the event key that verifies the signed dispatch details
+// (hex in the environment, or the secret shared with the coordinator).
+func (c config) eventKey(ctx context.Context, sm secretkey.SecretsAPI) ([]byte, error) {
+	return c.EventKey.Load(ctx, sm, "event", secretkey.MinBytes(cms.MinKeyBytes))
 }

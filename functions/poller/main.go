@@ -48,7 +48,12 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	key, err := cfg.cmsKey(ctx, secretsmanager.NewFromConfig(awsCfg))
+	sm := secretsmanager.NewFromConfig(awsCfg)
+	key, err := cfg.cmsKey(ctx, sm)
+	if err != nil {
+		return nil, err
+	}
+	eventKey, err := cfg.eventKey(ctx, sm)
 	if err != nil {
 		return nil, err
 	}
@@ -66,14 +71,17 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		return nil, err
 	}
 	return handler.New(handler.Config{
-		Monitor:     svc,
-		Reader:      reader,
-		Queue:       delayqueue.New(awsclient.SQS(awsCfg), cfg.PollQueueURL),
-		Bus:         eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
-		Clock:       clock,
-		Log:         log,
-		Concurrency: cfg.Concurrency,
-		Margin:      cfg.Margin,
-		LongestWait: max(cfg.Monitor.PollInterval, cfg.Monitor.MaxDelay, cfg.Monitor.Lease),
+		Monitor:        svc,
+		Reader:         reader,
+		Queue:          delayqueue.New(awsclient.SQS(awsCfg), cfg.PollQueueURL),
+		Bus:            eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
+		Clock:          clock,
+		Log:            log,
+		Concurrency:    cfg.Concurrency,
+		Margin:         cfg.Margin,
+		EventKeys:      [][]byte{eventKey},
+		EventMaxAge:    cfg.EventMaxAge,
+		RefuseV1Events: cfg.RefuseV1,
+		LongestWait:    max(cfg.Monitor.PollInterval, cfg.Monitor.MaxDelay, cfg.Monitor.Lease),
 	})
 }

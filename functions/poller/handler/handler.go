@@ -16,6 +16,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -33,6 +34,11 @@ const (
 	// CodeDeadline: not enough time left to start a poll; the message is
 	// reported as a batch item failure and redelivered.
 	CodeDeadline = "poller.deadline"
+	// Codes of a localeflow.change.dispatched detail that is not a signed
+	// event (see docs/design.md "Signed bus events"); none is retryable.
+	CodeDispatchEnvelope  = "poller.dispatch.envelope_invalid"
+	CodeDispatchSignature = "poller.dispatch.signature_invalid"
+	CodeDispatchStale     = "poller.dispatch.stale"
 )
 
 // Defaults.
@@ -87,6 +93,16 @@ type Config struct {
 	// PageSize is the number of due ids listed per page; 0 means
 	// DefaultPageSize.
 	PageSize int
+	// EventKeys verify the signed localeflow.change.dispatched details: the
+	// current event key first, then keys still accepted during a rotation.
+	// Without a key every dispatch is refused (nothing unsigned is ever
+	// accepted).
+	EventKeys [][]byte
+	// EventMaxAge is the oldest v2-signed dispatch accepted; 0 means
+	// signing.DefaultEventMaxAge.
+	EventMaxAge time.Duration
+	// RefuseV1Events refuses v1 dispatch signatures.
+	RefuseV1Events bool
 	// LongestWait is the longest delay the poller schedules (the largest
 	// of the poll interval, retry max delay and lease); a delayed envelope
 	// due more than this plus delayqueue.HorizonSlack ahead is refused.
@@ -110,6 +126,7 @@ type Handler struct {
 	margin      time.Duration
 	pageSize    int
 	longestWait time.Duration
+	events      signing.EventCheck
 }
 
 // New validates cfg and returns a Handler.
@@ -127,6 +144,10 @@ func New(cfg Config) (*Handler, error) {
 	if h.longestWait <= 0 {
 		h.longestWait = DefaultLongestWait
 	}
+	for _, k := range cfg.EventKeys {
+		h.events.Keys = append(h.events.Keys, append([]byte(nil), k...))
+	}
+	h.events.MaxAge, h.events.RefuseV1 = cfg.EventMaxAge, cfg.RefuseV1Events
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

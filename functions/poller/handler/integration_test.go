@@ -154,8 +154,9 @@ func setupStack(t *testing.T) *stackEnv {
 	}
 	h, err := handler.New(handler.Config{
 		Monitor: e.svc, Reader: reader, Clock: e.clock,
-		Queue: delayqueue.New(e.warp, res.PollQueue.URL),
-		Bus:   eventbus.New(e.bus, res.BusName),
+		Queue:     delayqueue.New(e.warp, res.PollQueue.URL),
+		Bus:       eventbus.New(e.bus, res.BusName),
+		EventKeys: [][]byte{testEventKey},
 	})
 	if err != nil {
 		t.Fatal(err)

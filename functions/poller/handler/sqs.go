@@ -12,6 +12,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -87,7 +88,11 @@ func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
 		env.DetailType != topology.DetailChangeDispatched || len(env.Detail) == 0 || env.Detail[0] != '{' {
 		return core.Wrap(CodeMessageInvalid, false, errors.New("not a localeflow.change.dispatched envelope"))
 	}
-	d, err := monitor.ParseDispatched(env.Detail)
+	payload, err := h.openDispatch(env.Detail)
+	if err != nil {
+		return err
+	}
+	d, err := monitor.ParseDispatched([]byte(payload))
 	if err != nil {
 		return err
 	}
@@ -107,6 +112,23 @@ func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
 		return h.publishTerminal(ctx, st.EventID)
 	}
 	return nil
+}
+
+// openDispatch verifies a signed dispatch detail (v1 or v2, under any of
+// the event keys) and returns its payload, the dispatch JSON.
+func (h *Handler) openDispatch(detail []byte) (string, error) {
+	check := h.events
+	check.Now = h.clock.Now()
+	payload, _, err := signing.OpenEvent(check, topology.DetailChangeDispatched, detail)
+	switch {
+	case errors.Is(err, signing.ErrEventSignature):
+		return "", core.Fail(CodeDispatchSignature)
+	case errors.Is(err, signing.ErrEventStale):
+		return "", core.Fail(CodeDispatchStale)
+	case err != nil:
+		return "", core.Fail(CodeDispatchEnvelope)
+	}
+	return payload, nil
 }
 
 // delayed handles a delayed poll envelope.
