@@ -49,10 +49,12 @@ func (b *builder) grant() {
 	b.allow("poller", "MonitorItems", pollerMonitorActions, monitor.TableArn())
 	b.allow("poller", "MonitorWakeIndex", queryAction, indexArn(monitor, topology.IndexWake))
 	b.allow("poller", "PollQueueSend", sendAction, b.queues[topo.PollQueue.Logical].QueueArn())
+	b.allow("poller", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 
 	b.allow("coordinator", "ReleaseItems", coordinatorReleaseActions, release.TableArn())
 	b.allow("coordinator", "ReleaseWakeIndex", queryAction, indexArn(release, topology.IndexWake))
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
+	b.allow("coordinator", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 
 	var indexes []*string
 	for _, t := range topo.Tables() {

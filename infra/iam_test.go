@@ -90,6 +90,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("table MonitorTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
 			pairs("table MonitorTable/index/wake", "dynamodb:Query"),
 			pairs("queue PollQueue", append([]string{"sqs:SendMessage"}, consume...)...),
+			pairs("queue QuarantineQueue", "sqs:SendMessage"),
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret EventKeySecret", "secretsmanager:GetSecretValue"),
@@ -99,6 +100,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("table ReleaseTable", "dynamodb:PutItem", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("queue ReleaseQueue", append([]string{"sqs:SendMessage"}, consume...)...),
+			pairs("queue QuarantineQueue", "sqs:SendMessage"),
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret EventKeySecret", "secretsmanager:GetSecretValue"),
@@ -161,6 +163,7 @@ func (s synthesized) resourceNames(t testing.TB) resourceNames {
 		add("AWS::SQS::Queue", q.Logical, "queue "+q.Logical)
 		add("AWS::SQS::Queue", q.Logical+"DLQ", "queue "+q.Logical+"DLQ")
 	}
+	add("AWS::SQS::Queue", s.topo.Quarantine.Logical, "queue "+s.topo.Quarantine.Logical)
 	for _, fn := range s.topo.Functions {
 		add("AWS::Logs::LogGroup", fn.Logical+"Logs", "log-group "+fn.Logical)
 	}

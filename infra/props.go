@@ -24,6 +24,7 @@ const (
 	EnvMonitorTable         = "LOCALEFLOW_MONITOR_TABLE"
 	EnvReleaseTable         = "LOCALEFLOW_RELEASE_TABLE"
 	EnvPollQueueURL         = "LOCALEFLOW_POLL_QUEUE_URL"
+	EnvQuarantineQueueURL   = "LOCALEFLOW_QUARANTINE_QUEUE_URL"
 	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
 	EnvCMSBaseURL           = "LOCALEFLOW_CMS_BASE_URL"
@@ -43,6 +44,10 @@ const (
 const (
 	HealthMetricNamespace   = "Localeflow"
 	HealthBlockedMetricName = "HealthBlocked"
+	// The consumers' rejected-message metric (adapters/quarantine), by
+	// Function and by Function+Code.
+	QuarantineMetricNamespace  = "Localeflow"
+	MessagesRejectedMetricName = "MessagesRejected"
 )
 
 // Lambda and SQS limits the props are checked against.

@@ -81,18 +81,20 @@ var hexSecret = &awssecretsmanager.CfnSecret_GenerateSecretStringProperty{
 
 // builder holds the constructs while the stack is assembled.
 type builder struct {
-	stack     awscdk.Stack
-	cfg       stackConfig
-	removal   awscdk.RemovalPolicy
-	tables    map[string]awsdynamodb.Table
-	queues    map[string]awssqs.Queue
-	dlqs      map[string]awssqs.Queue
-	bus       awsevents.EventBus
-	secrets   map[string]awssecretsmanager.CfnSecret
-	functions map[string]awslambda.Function
-	roles     map[string]awsiam.Role
-	alarms    []awscloudwatch.Alarm
-	healthURL awslambda.FunctionUrl
+	stack   awscdk.Stack
+	cfg     stackConfig
+	removal awscdk.RemovalPolicy
+	tables  map[string]awsdynamodb.Table
+	queues  map[string]awssqs.Queue
+	dlqs    map[string]awssqs.Queue
+	// quarantine keeps the messages the consumers reject for good.
+	quarantine awssqs.Queue
+	bus        awsevents.EventBus
+	secrets    map[string]awssecretsmanager.CfnSecret
+	functions  map[string]awslambda.Function
+	roles      map[string]awsiam.Role
+	alarms     []awscloudwatch.Alarm
+	healthURL  awslambda.FunctionUrl
 }
 
 // stackNamePattern is CloudFormation's rule for stack names; the id names
@@ -141,6 +143,9 @@ func NewLocaleflowStack(scope constructs.Construct, id string, props *Localeflow
 	for _, q := range cfg.topo.Queues() {
 		b.addQueue(q)
 	}
+	b.quarantine = b.newQueue(cfg.topo.Quarantine.Logical, cfg.topo.Quarantine.Name, &awssqs.QueueProps{
+		RetentionPeriod: awscdk.Duration_Seconds(jsii.Number(cfg.topo.Quarantine.RetentionSeconds)),
+	})
 	b.bus = awsevents.NewEventBus(b.stack, jsii.String("EventBus"), &awsevents.EventBusProps{
 		EventBusName: jsii.String(cfg.topo.BusName),
 	})
@@ -283,10 +288,12 @@ func (b *builder) env(dir string) map[string]*string {
 	case "poller":
 		env[EnvMonitorTable] = b.tables[topo.Monitor.Logical].TableName()
 		env[EnvPollQueueURL] = b.queues[topo.PollQueue.Logical].QueueUrl()
+		env[EnvQuarantineQueueURL] = b.quarantine.QueueUrl()
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
 	case "coordinator":
 		env[EnvReleaseTable] = b.tables[topo.Release.Logical].TableName()
 		env[EnvReleaseQueueURL] = b.queues[topo.RelQueue.Logical].QueueUrl()
+		env[EnvQuarantineQueueURL] = b.quarantine.QueueUrl()
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
 		env[EnvEvidenceBaseURL] = jsii.String(b.cfg.evidenceBaseURL)
 		if b.cfg.receiptIssuers != "" {
@@ -407,6 +414,22 @@ func (b *builder) addAlarms() {
 			Period:     awscdk.Duration_Minutes(jsii.Number(5)),
 			Statistic:  jsii.String("Maximum"),
 		}), 1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD)
+	// Every rejected message (quarantined with its code) raises the
+	// consumer's alarm: nothing is dropped silently.
+	for _, fn := range topo.Functions {
+		if fn.Queue == "" {
+			continue
+		}
+		b.alarm(fn.Logical+"RejectedAlarm", fn.Name+"-messages-rejected",
+			fn.Name+" rejected messages for good: list them with `localeflow quarantine list`",
+			awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace:     jsii.String(QuarantineMetricNamespace),
+				MetricName:    jsii.String(MessagesRejectedMetricName),
+				DimensionsMap: &map[string]*string{"Function": jsii.String(fn.Dir)},
+				Period:        awscdk.Duration_Minutes(jsii.Number(5)),
+				Statistic:     jsii.String("Sum"),
+			}), 0, awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD)
+	}
 	for _, fn := range topo.Functions {
 		b.alarm(fn.Logical+"ErrorsAlarm", fn.Name+"-errors",
 			fn.Name+" returned errors",
@@ -447,6 +470,7 @@ func (b *builder) addOutputs() {
 	out("ReleaseTableName", b.tables[topo.Release.Logical].TableName())
 	out("PollQueueUrl", b.queues[topo.PollQueue.Logical].QueueUrl())
 	out("ReleaseQueueUrl", b.queues[topo.RelQueue.Logical].QueueUrl())
+	out("QuarantineQueueUrl", b.quarantine.QueueUrl())
 	for _, s := range secretSpecs {
 		out(s.Logical+"Arn", b.secrets[s.Logical].Ref())
 	}

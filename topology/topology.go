@@ -121,6 +121,15 @@ type Queue struct {
 	BatchSize int
 }
 
+// QuarantineQueue keeps the messages the consumers reject for good, with
+// their rejection code, for an operator to inspect and replay. It has no
+// consumer and no DLQ.
+type QuarantineQueue struct {
+	Logical          string
+	Name             string
+	RetentionSeconds int
+}
+
 // Rule routes input detail-types from the bus to a queue.
 type Rule struct {
 	Logical     string
@@ -162,10 +171,12 @@ type Topology struct {
 	Release   Table
 	PollQueue Queue
 	RelQueue  Queue
-	BusName   string
-	Rules     []Rule
-	Schedules []Schedule
-	Functions []Function
+	// Quarantine receives the rejected messages of both queues.
+	Quarantine QuarantineQueue
+	BusName    string
+	Rules      []Rule
+	Schedules  []Schedule
+	Functions  []Function
 }
 
 var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
@@ -235,7 +246,10 @@ func New(prefix string) Topology {
 		},
 		PollQueue: queue("PollQueue", "poll", PollerTimeoutSeconds),
 		RelQueue:  queue("ReleaseQueue", "release", CoordinatorTimeoutSeconds),
-		BusName:   prefix + "-bus",
+		Quarantine: QuarantineQueue{
+			Logical: "QuarantineQueue", Name: prefix + "-quarantine", RetentionSeconds: 14 * 24 * 3600,
+		},
+		BusName: prefix + "-bus",
 		Rules: []Rule{
 			{
 				Logical:     "ChangeDispatchedRule",

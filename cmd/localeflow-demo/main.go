@@ -319,7 +319,7 @@ func (d *demo) setupAWS(ctx context.Context) error {
 
 func (d *demo) startFunctions(ctx context.Context) error {
 	names := resourceNames{MonitorTable: d.res.MonitorTable, ReleaseTable: d.res.ReleaseTable, Bus: d.res.BusName,
-		PollQueueURL: d.res.PollQueue.URL, ReleaseQueueURL: d.res.ReleaseQueue.URL}
+		PollQueueURL: d.res.PollQueue.URL, ReleaseQueueURL: d.res.ReleaseQueue.URL, QuarantineQueueURL: d.res.QuarantineQueue.URL}
 	env := functionEnv(names, d.keys, d.srv, d.srv.Evidence.Issuers())
 	d.fns = map[string]*function{}
 	for _, fn := range d.topo.Functions {

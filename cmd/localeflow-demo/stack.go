@@ -103,6 +103,7 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers string) map[st
 	return map[string][]string{
 		"poller": {
 			"LOCALEFLOW_MONITOR_TABLE=" + names.MonitorTable, "LOCALEFLOW_POLL_QUEUE_URL=" + names.PollQueueURL,
+			"LOCALEFLOW_QUARANTINE_QUEUE_URL=" + names.QuarantineQueueURL,
 			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL, "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS),
 			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event),
 			"LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_MONITOR_LEASE=30s",
@@ -113,6 +114,7 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers string) map[st
 		},
 		"coordinator": {
 			"LOCALEFLOW_RELEASE_TABLE=" + names.ReleaseTable, "LOCALEFLOW_RELEASE_QUEUE_URL=" + names.ReleaseQueueURL,
+			"LOCALEFLOW_QUARANTINE_QUEUE_URL=" + names.QuarantineQueueURL,
 			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_EVIDENCE_BASE_URL=" + s.EvidenceURL, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL,
 			"LOCALEFLOW_RECEIPT_ISSUERS=" + issuers,
 			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event), "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS), "LOCALEFLOW_EVIDENCE_KEY_HEX=" + hx(k.Evidence),
@@ -129,7 +131,7 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers string) map[st
 
 // resourceNames are what the functions need from the created resources.
 type resourceNames struct {
-	MonitorTable, ReleaseTable, Bus, PollQueueURL, ReleaseQueueURL string
+	MonitorTable, ReleaseTable, Bus, PollQueueURL, ReleaseQueueURL, QuarantineQueueURL string
 }
 
 // startFunction starts build/local/<name>/bootstrap under rie; a missing

@@ -23,6 +23,7 @@ import (
 const (
 	envReleaseTable     = "LOCALEFLOW_RELEASE_TABLE"
 	envReleaseQueueURL  = "LOCALEFLOW_RELEASE_QUEUE_URL"
+	envQuarantineURL    = "LOCALEFLOW_QUARANTINE_QUEUE_URL" // optional: rejected inputs
 	envEventBus         = "LOCALEFLOW_EVENT_BUS"
 	envEvidenceBaseURL  = "LOCALEFLOW_EVIDENCE_BASE_URL"
 	envCMSBaseURL       = "LOCALEFLOW_CMS_BASE_URL"
@@ -82,6 +83,9 @@ type config struct {
 	// InsecureHTTP allows http:// evidence and CMS URLs
 	// (LOCALEFLOW_ALLOW_INSECURE_HTTP=1, local runs only).
 	InsecureHTTP bool
+	// QuarantineURL is the queue of rejected inputs; empty only logs and
+	// counts them (local runs without it).
+	QuarantineURL string
 	// Events are the signed input event settings (keys are added at build).
 	Events release.EventSettings
 	// LogLevel is nil for the default (INFO).
@@ -121,6 +125,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Int(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
 	c.LogLevel = env.Level(envLogLevel)
 	c.InsecureHTTP = env.InsecureHTTPAllowed()
+	c.QuarantineURL = env.String(envQuarantineURL)
 	env.Duration(envEventMaxAge, &c.Events.MaxAge)
 	errs := []error{env.Err()}
 	switch env.String(envEventRefuseV1) {

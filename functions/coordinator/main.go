@@ -30,6 +30,7 @@
 //	LOCALEFLOW_EVIDENCE_TIMEOUT         evidence HTTP timeout (default 30s)
 //	LOCALEFLOW_CMS_TIMEOUT              CMS delivery HTTP timeout (default 30s)
 //	LOCALEFLOW_DEADLINE_MARGIN          time kept free at the end of an invocation (default 2s)
+//	LOCALEFLOW_QUARANTINE_QUEUE_URL     queue of rejected inputs (optional; the stack sets it)
 //	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 96h)
 //	LOCALEFLOW_EVENT_REFUSE_V1          1 refuses v1 event signatures (default: accepted)
 //	LOCALEFLOW_ALLOW_INSECURE_HTTP      1 allows http:// service URLs (local runs only)
@@ -50,12 +51,14 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/evidence"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/topology"
 )
 
 func main() {
@@ -133,6 +136,10 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Clock:       clock,
 		Log:         log,
 		Margin:      cfg.Margin,
+		Rejecter: &quarantine.Rejecter{
+			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).RelQueue.Logical,
+			Function: "coordinator", Metrics: os.Stdout, Clock: clock,
+		},
 		LongestWait: max(handler.DefaultLongestWait, cfg.Release.EvidenceLease, cfg.Release.DeliveryLease),
 	})
 }

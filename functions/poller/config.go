@@ -22,6 +22,7 @@ import (
 const (
 	envMonitorTable = "LOCALEFLOW_MONITOR_TABLE"
 	envPollQueueURL = "LOCALEFLOW_POLL_QUEUE_URL"
+	envQuarantine   = "LOCALEFLOW_QUARANTINE_QUEUE_URL" // optional: rejected messages
 	envEventBus     = "LOCALEFLOW_EVENT_BUS"
 	envCMSBaseURL   = "LOCALEFLOW_CMS_BASE_URL"
 	envCMSKey       = "LOCALEFLOW_CMS_KEY" // _SECRET_ARN (deployed) or _HEX (local use)
@@ -48,16 +49,19 @@ const (
 type config struct {
 	MonitorTable string
 	PollQueueURL string
-	EventBus     string
-	CMSBaseURL   string
-	CMSKey       secretkey.Source
-	EventKey     secretkey.Source
-	EventMaxAge  time.Duration
-	RefuseV1     bool
-	CMSTimeout   time.Duration
-	Monitor      monitor.Config
-	Concurrency  int
-	Margin       time.Duration
+	// QuarantineURL is the quarantine queue; empty only logs and counts
+	// rejected messages (local runs without it).
+	QuarantineURL string
+	EventBus      string
+	CMSBaseURL    string
+	CMSKey        secretkey.Source
+	EventKey      secretkey.Source
+	EventMaxAge   time.Duration
+	RefuseV1      bool
+	CMSTimeout    time.Duration
+	Monitor       monitor.Config
+	Concurrency   int
+	Margin        time.Duration
 	// InsecureHTTP allows an http:// CMS URL (LOCALEFLOW_ALLOW_INSECURE_HTTP=1,
 	// local runs only).
 	InsecureHTTP bool
@@ -69,15 +73,16 @@ type config struct {
 func loadConfig(getenv func(string) string) (config, error) {
 	env := envvar.NewReader(getenv)
 	c := config{
-		MonitorTable: env.String(envMonitorTable),
-		PollQueueURL: env.String(envPollQueueURL),
-		EventBus:     env.String(envEventBus),
-		CMSBaseURL:   env.String(envCMSBaseURL),
-		CMSKey:       secretkey.FromEnv(getenv, envCMSKey),
-		EventKey:     secretkey.FromEnv(getenv, envEventKey),
-		Monitor:      monitor.Config{WorkerID: env.String(envWorkerID)},
-		LogLevel:     env.Level(envLogLevel),
-		InsecureHTTP: env.InsecureHTTPAllowed(),
+		MonitorTable:  env.String(envMonitorTable),
+		PollQueueURL:  env.String(envPollQueueURL),
+		QuarantineURL: env.String(envQuarantine),
+		EventBus:      env.String(envEventBus),
+		CMSBaseURL:    env.String(envCMSBaseURL),
+		CMSKey:        secretkey.FromEnv(getenv, envCMSKey),
+		EventKey:      secretkey.FromEnv(getenv, envEventKey),
+		Monitor:       monitor.Config{WorkerID: env.String(envWorkerID)},
+		LogLevel:      env.Level(envLogLevel),
+		InsecureHTTP:  env.InsecureHTTPAllowed(),
 	}
 	env.Duration(envCMSTimeout, &c.CMSTimeout)
 	env.Duration(envLease, &c.Monitor.Lease)
@@ -126,6 +131,9 @@ func (c config) validate() error {
 	}
 	if !strings.HasPrefix(c.PollQueueURL, "https://") && !strings.HasPrefix(c.PollQueueURL, "http://") {
 		errs = append(errs, fmt.Errorf("%s must be a queue URL", envPollQueueURL))
+	}
+	if c.QuarantineURL != "" && !strings.HasPrefix(c.QuarantineURL, "https://") && !strings.HasPrefix(c.QuarantineURL, "http://") {
+		errs = append(errs, fmt.Errorf("%s must be a queue URL", envQuarantine))
 	}
 	if err := envvar.CheckServiceURL(envCMSBaseURL, c.CMSBaseURL, c.InsecureHTTP); err != nil {
 		errs = append(errs, err)

@@ -19,10 +19,12 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/topology"
 )
 
 func main() {
@@ -71,15 +73,19 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		return nil, err
 	}
 	return handler.New(handler.Config{
-		Monitor:        svc,
-		Reader:         reader,
-		Queue:          delayqueue.New(awsclient.SQS(awsCfg), cfg.PollQueueURL),
-		Bus:            eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
-		Clock:          clock,
-		Log:            log,
-		Concurrency:    cfg.Concurrency,
-		Margin:         cfg.Margin,
-		EventKeys:      [][]byte{eventKey},
+		Monitor:     svc,
+		Reader:      reader,
+		Queue:       delayqueue.New(awsclient.SQS(awsCfg), cfg.PollQueueURL),
+		Bus:         eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
+		Clock:       clock,
+		Log:         log,
+		Concurrency: cfg.Concurrency,
+		Margin:      cfg.Margin,
+		EventKeys:   [][]byte{eventKey},
+		Rejecter: &quarantine.Rejecter{
+			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).PollQueue.Logical,
+			Function: "poller", Metrics: os.Stdout, Clock: clock,
+		},
 		EventMaxAge:    cfg.EventMaxAge,
 		RefuseV1Events: cfg.RefuseV1,
 		LongestWait:    max(cfg.Monitor.PollInterval, cfg.Monitor.MaxDelay, cfg.Monitor.Lease),

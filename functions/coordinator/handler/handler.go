@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/topology"
@@ -67,6 +68,10 @@ type Config struct {
 	Log   *slog.Logger
 	// Margin is kept free of work at the end of an invocation.
 	Margin time.Duration
+	// Rejecter quarantines, counts and logs rejected inputs (bad
+	// signature, idempotency collision, invalid envelope: see reject);
+	// nil only logs them.
+	Rejecter *quarantine.Rejecter
 	// LongestWait is the longest delay the coordinator schedules (its
 	// backoff cap and leases); a delayed envelope due more than this plus
 	// delayqueue.HorizonSlack ahead is refused. 0 means DefaultLongestWait.
@@ -88,6 +93,7 @@ type Handler struct {
 	margin time.Duration
 	// longestWait bounds how far ahead a delayed envelope may be due.
 	longestWait time.Duration
+	rejecter    *quarantine.Rejecter
 }
 
 // New validates cfg and returns a Handler. It installs the operation guard
@@ -101,7 +107,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
-		longestWait: cfg.LongestWait}
+		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter}
 	if h.longestWait <= 0 {
 		h.longestWait = DefaultLongestWait
 	}
@@ -214,6 +220,15 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, err error) bo
 	}
 	code := core.CodeOf(err)
 	if code != "" && !core.IsRetryable(err) {
+		var rej rejected
+		if errors.As(err, &rej) {
+			// A rejected input is never acknowledged before it is
+			// quarantined (or redelivered).
+			if qerr := h.rejecter.Reject(ctx, m.MessageId, m.Body, code); qerr != nil {
+				h.log.ErrorContext(ctx, "coordinator message failed", "message_id", m.MessageId, "code", core.CodeOf(qerr), "cause", code)
+				return false
+			}
+		}
 		h.log.WarnContext(ctx, "coordinator message settled with a final error", "message_id", m.MessageId, "code", code)
 		return true
 	}
@@ -224,11 +239,26 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, err error) bo
 	return false
 }
 
+// rejected marks a final error of the input itself (it can never succeed,
+// unlike a release step that failed for good): settle quarantines it.
+type rejected struct{ error }
+
+func (r rejected) Unwrap() error { return r.error }
+
+// reject marks err as a rejected input when it is final (coded, not
+// retryable); transient errors stay as they are.
+func reject(err error) error {
+	if err != nil && core.CodeOf(err) != "" && !core.IsRetryable(err) {
+		return rejected{err}
+	}
+	return err
+}
+
 func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 	body := bytes.TrimSpace([]byte(m.Body))
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(body, &probe); err != nil || probe == nil {
-		return core.Wrap(CodeMessageInvalid, false, errors.New("body is not a JSON object"))
+		return reject(core.Wrap(CodeMessageInvalid, false, errors.New("body is not a JSON object")))
 	}
 	redo := receiveCount(m) > 1
 	if _, ok := probe["schema"]; ok {
@@ -237,7 +267,7 @@ func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 	if _, ok := probe["detail-type"]; ok {
 		return h.input(ctx, body, redo)
 	}
-	return core.Wrap(CodeMessageInvalid, false, errors.New("body has neither schema nor detail-type"))
+	return reject(core.Wrap(CodeMessageInvalid, false, errors.New("body has neither schema nor detail-type")))
 }
 
 // receiveCount is the SQS ApproximateReceiveCount (1 when absent or
@@ -259,11 +289,11 @@ func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
 		Detail     json.RawMessage `json:"detail"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource || len(env.Detail) == 0 {
-		return core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope"))
+		return reject(core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope")))
 	}
 	eventID, changed, err := h.c.Ingest(ctx, env.DetailType, env.Detail)
 	if err != nil {
-		return err
+		return reject(err)
 	}
 	h.log.InfoContext(ctx, "input stored", "event_id", eventID, "detail_type", env.DetailType, "changed", changed)
 	return h.step(ctx, KindRun, eventID, redo)
@@ -274,14 +304,14 @@ func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
 func (h *Handler) delayed(ctx context.Context, body []byte, redo bool) error {
 	env, err := delayqueue.Parse(body)
 	if err != nil {
-		return err
+		return reject(err)
 	}
 	if (env.Kind != KindRun && env.Kind != KindDeliver) || env.Ref != "" {
-		return core.Wrap(CodeMessageInvalid, false, fmt.Errorf("kind %q is not the coordinator's", env.Kind))
+		return reject(core.Wrap(CodeMessageInvalid, false, fmt.Errorf("kind %q is not the coordinator's", env.Kind)))
 	}
 	now := h.clock.Now()
 	if err := delayqueue.CheckHorizon(env, now, h.longestWait); err != nil {
-		return err
+		return reject(err)
 	}
 	if _, due := delayqueue.Due(env, now); !due {
 		return h.queue.Resend(ctx, env, now)

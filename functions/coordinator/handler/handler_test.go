@@ -123,7 +123,7 @@ type bundle struct {
 // setups counts the fixtures built (the fuzz target builds one in all).
 var setups atomic.Int64
 
-func setup(t testing.TB) *bundle {
+func setup(t testing.TB, opts ...func(*handler.Config)) *bundle {
 	t.Helper()
 	setups.Add(1)
 	fx := releasetest.NewFixture()
@@ -139,7 +139,11 @@ func setup(t testing.TB) *bundle {
 		Store: b.store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: b.resp}, CMS: b.cms,
 		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg,
 	}
-	h, err := handler.New(handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Due: b.store, Clock: clock, Log: log})
+	hc := handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Due: b.store, Clock: clock, Log: log}
+	for _, o := range opts {
+		o(&hc)
+	}
+	h, err := handler.New(hc)
 	if err != nil {
 		t.Fatal(err)
 	}

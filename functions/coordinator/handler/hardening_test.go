@@ -1,13 +1,21 @@
 package handler_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 )
 
@@ -24,5 +32,103 @@ func TestFarFutureEnvelopeIsRefusedNotChained(t *testing.T) {
 	}
 	if !strings.Contains(b.logs.String(), "delayqueue.envelope_too_far") {
 		t.Fatalf("no envelope_too_far log:\n%s", b.logs.String())
+	}
+}
+
+// quarantineSQS records quarantine sends.
+type quarantineSQS struct {
+	mu   sync.Mutex
+	sent []*sqs.SendMessageInput
+	err  error
+}
+
+func (q *quarantineSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return nil, q.err
+	}
+	q.sent = append(q.sent, in)
+	return &sqs.SendMessageOutput{}, nil
+}
+
+func withRejecter(q *quarantineSQS, metrics *bytes.Buffer) func(*handler.Config) {
+	return func(c *handler.Config) {
+		c.Rejecter = &quarantine.Rejecter{SQS: q, QueueURL: "https://sqs.local/quarantine", Source: "ReleaseQueue",
+			Function: "coordinator", Metrics: metrics}
+	}
+}
+
+// TestRejectedInputsAreQuarantined: inputs that can never succeed (bad
+// signature, unknown detail-type, not JSON) were acknowledged with a WARN
+// line only; they are now quarantined with their code and counted.
+func TestRejectedInputsAreQuarantined(t *testing.T) {
+	q, metrics := &quarantineSQS{}, &bytes.Buffer{}
+	b := setup(t, withRejecter(q, metrics))
+	raw := readTestdata(t, "sqs_invalid.json")
+	var batch events.SQSEvent
+	if err := json.Unmarshal(raw, &batch); err != nil {
+		t.Fatal(err)
+	}
+	if resp := b.invokeRaw(t, raw); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%+v", resp)
+	}
+	if len(q.sent) != len(batch.Records) {
+		t.Fatalf("%d quarantined, want %d", len(q.sent), len(batch.Records))
+	}
+	codes := map[string]bool{}
+	for _, in := range q.sent {
+		codes[*in.MessageAttributes[quarantine.AttrCode].StringValue] = true
+		if *in.MessageAttributes[quarantine.AttrSource].StringValue != "ReleaseQueue" {
+			t.Errorf("source %v", in.MessageAttributes)
+		}
+	}
+	for _, code := range []string{release.CodeEventSignatureInvalid, handler.CodeMessageInvalid, release.CodeEventDetailType} {
+		if !codes[code] {
+			t.Errorf("no message quarantined with %s (%v)", code, codes)
+		}
+	}
+	if n := strings.Count(metrics.String(), `"MessagesRejected":1`); n != len(batch.Records) {
+		t.Fatalf("%d metric lines:\n%s", n, metrics.String())
+	}
+}
+
+// TestFinalStepFailureIsNotQuarantined: a release that fails for good
+// (evidence attempts exhausted) is an outcome, not a rejected input.
+func TestFinalStepFailureIsNotQuarantined(t *testing.T) {
+	q := &quarantineSQS{}
+	b := setup(t, withRejecter(q, &bytes.Buffer{}))
+	b.resp.FailFirst = 100
+	b.invokeRaw(t, readTestdata(t, "sqs_plan.json"))
+	b.invokeRaw(t, readTestdata(t, "sqs_jobs.json"))
+	for range 30 {
+		batch := b.queue.take(t)
+		if len(batch.Records) == 0 {
+			break
+		}
+		for _, m := range batch.Records {
+			env, _ := delayqueue.Parse([]byte(m.Body))
+			if at := env.NotBefore(); at.After(*b.now) {
+				*b.now = at
+			}
+		}
+		b.invoke(t, batch)
+	}
+	if !strings.Contains(b.logs.String(), release.CodeAttemptsExhausted) {
+		t.Fatal("exhaustion not reached")
+	}
+	if len(q.sent) != 0 {
+		t.Fatalf("a final step failure was quarantined: %d", len(q.sent))
+	}
+}
+
+// TestQuarantineOutageRedeliversTheInput: a rejected input that cannot be
+// quarantined is a batch item failure, never acknowledged.
+func TestQuarantineOutageRedeliversTheInput(t *testing.T) {
+	q := &quarantineSQS{err: errors.New("sqs down")}
+	b := setup(t, withRejecter(q, &bytes.Buffer{}))
+	resp := b.invoke(t, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "bad", Body: `{not json`}}})
+	if len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("%+v", resp)
 	}
 }

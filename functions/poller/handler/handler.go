@@ -14,6 +14,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/signing"
@@ -103,6 +104,9 @@ type Config struct {
 	EventMaxAge time.Duration
 	// RefuseV1Events refuses v1 dispatch signatures.
 	RefuseV1Events bool
+	// Rejecter quarantines, counts and logs the messages acknowledged with
+	// a final error (adapters/quarantine); nil only logs them.
+	Rejecter *quarantine.Rejecter
 	// LongestWait is the longest delay the poller schedules (the largest
 	// of the poll interval, retry max delay and lease); a delayed envelope
 	// due more than this plus delayqueue.HorizonSlack ahead is refused.
@@ -127,6 +131,7 @@ type Handler struct {
 	pageSize    int
 	longestWait time.Duration
 	events      signing.EventCheck
+	rejecter    *quarantine.Rejecter
 }
 
 // New validates cfg and returns a Handler.
@@ -148,6 +153,7 @@ func New(cfg Config) (*Handler, error) {
 		h.events.Keys = append(h.events.Keys, append([]byte(nil), k...))
 	}
 	h.events.MaxAge, h.events.RefuseV1 = cfg.EventMaxAge, cfg.RefuseV1Events
+	h.rejecter = cfg.Rejecter
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

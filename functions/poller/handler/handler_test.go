@@ -115,7 +115,7 @@ type env struct {
 	lambda lambda.Handler
 }
 
-func setup(t testing.TB) *env {
+func setup(t testing.TB, opts ...func(*handler.Config)) *env {
 	t.Helper()
 	e := &env{t: t, clock: &clock{now: t0}, store: memstore.New(), sqs: &fakeSQS{}, bus: &fakeBus{}, logs: &logcapture.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
@@ -133,12 +133,16 @@ func setup(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.h, err = handler.New(handler.Config{
+	cfg := handler.Config{
 		Monitor: svc, Reader: client, Clock: e.clock, Log: log,
 		Queue:     delayqueue.New(e.sqs, "https://sqs.local/poll"),
 		Bus:       eventbus.New(e.bus, "lf-bus"),
 		EventKeys: [][]byte{testEventKey},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.h, err = handler.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,11 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, err error) bo
 	}
 	code := core.CodeOf(err)
 	if code != "" && !core.IsRetryable(err) {
+		// Never acknowledged before it is quarantined (or redelivered).
+		if qerr := h.rejecter.Reject(ctx, m.MessageId, m.Body, code); qerr != nil {
+			h.log.ErrorContext(ctx, "poller message failed", "message_id", m.MessageId, "code", core.CodeOf(qerr), "cause", code)
+			return false
+		}
 		h.log.WarnContext(ctx, "poller message dropped", "message_id", m.MessageId, "code", CodeMessageInvalid, "cause", code)
 		return true
 	}
