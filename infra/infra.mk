@@ -12,6 +12,8 @@
 #   RECEIPT_ISSUERS        evidence receipt issuers, issuer=<hex Ed25519 public key>,... (required by deploy)
 #   DELETION_PROTECTION    true|false (default true; deploy-local uses false)
 #   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional)
+#   MAX_CONSECUTIVE_FAILURES  poller failure budget, 1..20 (default 5)
+#   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
 #   ASSET_DIR              directory with <fn>/bootstrap (default build/, from make build)
 
@@ -30,6 +32,8 @@ EVIDENCE_BASE_URL ?=
 RECEIPT_ISSUERS ?=
 DELETION_PROTECTION ?= true
 ALARM_TOPIC_ARN ?=
+MAX_CONSECUTIVE_FAILURES ?=
+RETRY_MAX_DELAY ?=
 CDK_FLAGS ?=
 ASSET_DIR ?= $(CURDIR)/build
 
@@ -38,7 +42,9 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(CMS_BASE_URL),-c cmsBaseUrl=$(CMS_BASE_URL)) \
 	$(if $(EVIDENCE_BASE_URL),-c evidenceBaseUrl=$(EVIDENCE_BASE_URL)) \
 	$(if $(RECEIPT_ISSUERS),-c receiptIssuers=$(RECEIPT_ISSUERS)) \
-	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN))
+	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN)) \
+	$(if $(MAX_CONSECUTIVE_FAILURES),-c maxConsecutiveFailures=$(MAX_CONSECUTIVE_FAILURES)) \
+	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY))
 
 .PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings
 
@@ -51,6 +57,7 @@ cdk-cli: $(INFRA_CLI_STAMP) ## Install the pinned CDK CLI (aws-cdk, aws-cdk-loca
 synth: build $(INFRA_CLI_STAMP) ## Synthesize the CloudFormation template offline into infra/cdk.out (runs cdk-nag)
 	cd infra && $(INFRA_CDK) synth --quiet $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
 	@echo "template: infra/cdk.out/$(STACK_NAME).template.json"
+	@cat infra/cdk.out/outage-tolerance.txt
 
 infra-deploy-settings:
 	@test -n "$(CMS_BASE_URL)" || { echo "deploy: set CMS_BASE_URL=https://..." >&2; exit 2; }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
@@ -27,7 +29,15 @@ const (
 	ctxReceiptIssuers     = "receiptIssuers"
 	ctxNag                = "nag"
 	ctxFunctions          = "functions"
+	// The poller's failure budget (LOCALEFLOW_MAX_CONSECUTIVE_FAILURES,
+	// LOCALEFLOW_RETRY_MAX_DELAY as a Go duration).
+	ctxMaxFailures   = "maxConsecutiveFailures"
+	ctxRetryMaxDelay = "retryMaxDelay"
 )
+
+// ToleranceFile is written next to the template: the CMS outage tolerance
+// of the synthesized settings (`make synth` prints it).
+const ToleranceFile = "outage-tolerance.txt"
 
 // placeholderURL is used when no base URL is given, so that synth works on a
 // fresh machine; the .invalid TLD never resolves, so a stack deployed with it
@@ -67,19 +77,29 @@ func run(appProps *awscdk.AppProps) error {
 	if err != nil {
 		return err
 	}
+	maxFailures, err := strconv.Atoi(ctx(ctxMaxFailures, "0"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxMaxFailures, err)
+	}
+	retryMaxDelay, err := time.ParseDuration(ctx(ctxRetryMaxDelay, "0s"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxRetryMaxDelay, err)
+	}
 	prefix := ctx(ctxPrefix, "")
 	stackName := ctx(ctxStackName, "Localeflow")
 	props := &LocaleflowStackProps{
 		// Env is left unset on purpose: an environment-agnostic stack
 		// synthesizes offline, with no context lookups.
-		Prefix:             prefix,
-		AssetDir:           ctx(ctxAssetDir, "../build"),
-		DeletionProtection: jsii.Bool(protect),
-		CMSBaseURL:         ctx(ctxCMSBaseURL, placeholderURL),
-		EvidenceBaseURL:    ctx(ctxEvidenceBaseURL, placeholderURL),
-		AlarmTopicArn:      ctx(ctxAlarmTopicArn, ""),
-		ReceiptIssuers:     ctx(ctxReceiptIssuers, ""),
-		Functions:          fns,
+		Prefix:                 prefix,
+		AssetDir:               ctx(ctxAssetDir, "../build"),
+		DeletionProtection:     jsii.Bool(protect),
+		CMSBaseURL:             ctx(ctxCMSBaseURL, placeholderURL),
+		EvidenceBaseURL:        ctx(ctxEvidenceBaseURL, placeholderURL),
+		AlarmTopicArn:          ctx(ctxAlarmTopicArn, ""),
+		ReceiptIssuers:         ctx(ctxReceiptIssuers, ""),
+		Functions:              fns,
+		MaxConsecutiveFailures: maxFailures,
+		RetryMaxDelay:          retryMaxDelay,
 	}
 	stack, err := NewLocaleflowStack(app, stackName, props)
 	if err != nil {
@@ -96,7 +116,16 @@ func run(appProps *awscdk.AppProps) error {
 	if nag {
 		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	}
-	return synthErrors(app.Synth(nil))
+	if err := synthErrors(app.Synth(nil)); err != nil {
+		return err
+	}
+	cfg, err := resolve(props)
+	if err != nil {
+		return err
+	}
+	line := cfg.OutageToleranceLine() + "\n"
+	fmt.Fprint(os.Stderr, line)
+	return os.WriteFile(filepath.Join(*app.Outdir(), ToleranceFile), []byte(line), 0o644)
 }
 
 // synthErrors fails on error annotations (cdk-nag findings among them), so

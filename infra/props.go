@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -25,6 +27,8 @@ const (
 	EnvReleaseTable         = "LOCALEFLOW_RELEASE_TABLE"
 	EnvPollQueueURL         = "LOCALEFLOW_POLL_QUEUE_URL"
 	EnvQuarantineQueueURL   = "LOCALEFLOW_QUARANTINE_QUEUE_URL"
+	EnvMaxFailures          = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
+	EnvRetryMaxDelay        = "LOCALEFLOW_RETRY_MAX_DELAY"
 	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
 	EnvCMSBaseURL           = "LOCALEFLOW_CMS_BASE_URL"
@@ -97,6 +101,12 @@ type LocaleflowStackProps struct {
 	// Functions overrides sizing per function, keyed by topology
 	// Function.Dir ("poller", "coordinator", "health").
 	Functions map[string]FunctionOptions
+	// MaxConsecutiveFailures (1..20) and RetryMaxDelay set the poller's
+	// LOCALEFLOW_MAX_CONSECUTIVE_FAILURES and LOCALEFLOW_RETRY_MAX_DELAY;
+	// zero keeps the function's defaults (5, 300 s). They decide the
+	// longest CMS outage a change survives (OutageTolerance).
+	MaxConsecutiveFailures int
+	RetryMaxDelay          time.Duration
 }
 
 // functionConfig is one function with its resolved sizing.
@@ -115,6 +125,8 @@ type stackConfig struct {
 	receiptIssuers     string
 	alarmTopicArn      string
 	functions          map[string]functionConfig
+	// monitor is the poller's retry policy (defaults applied).
+	monitor monitor.Config
 	// visibility per queue Logical: the topology value, raised to
 	// visibilityFactor × the consumer's timeout when that is larger.
 	visibility map[string]int
@@ -150,6 +162,10 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 	}
 	if cfg.alarmTopicArn != "" && !validSNSArn(cfg.alarmTopicArn) {
 		return stackConfig{}, fmt.Errorf("infra: AlarmTopicArn %q is not an SNS topic ARN", cfg.alarmTopicArn)
+	}
+	cfg.monitor = monitor.Config{WorkerID: "synth", MaxConsecutiveFailures: props.MaxConsecutiveFailures, MaxDelay: props.RetryMaxDelay}.WithDefaults()
+	if err := cfg.monitor.Validate(); err != nil {
+		return stackConfig{}, fmt.Errorf("infra: MaxConsecutiveFailures/RetryMaxDelay: %w", err)
 	}
 	if err := resolveFunctions(&cfg, props.Functions); err != nil {
 		return stackConfig{}, err
@@ -275,4 +291,15 @@ func checkAssets(dir string, fns []topology.Function) (string, error) {
 		}
 	}
 	return abs, nil
+}
+
+// OutageTolerance is the longest CMS outage a change survives with the
+// poller settings of props (core/monitor.OutageTolerance).
+func (c stackConfig) OutageTolerance() time.Duration { return monitor.OutageTolerance(c.monitor) }
+
+// OutageToleranceLine is what `make synth` prints.
+func (c stackConfig) OutageToleranceLine() string {
+	return fmt.Sprintf("CMS outage tolerance: %s (a change fails after %d consecutive failed polls, backoff %s doubling up to %s; "+
+		"a longer Retry-After from the CMS extends it)", c.OutageTolerance(), c.monitor.MaxConsecutiveFailures,
+		c.monitor.BaseDelay, c.monitor.MaxDelay)
 }

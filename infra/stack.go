@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -290,6 +291,10 @@ func (b *builder) env(dir string) map[string]*string {
 		env[EnvPollQueueURL] = b.queues[topo.PollQueue.Logical].QueueUrl()
 		env[EnvQuarantineQueueURL] = b.quarantine.QueueUrl()
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
+		// The failure budget is always explicit, so the template states the
+		// outage tolerance it was synthesized for.
+		env[EnvMaxFailures] = jsii.String(fmt.Sprint(b.cfg.monitor.MaxConsecutiveFailures))
+		env[EnvRetryMaxDelay] = jsii.String(b.cfg.monitor.MaxDelay.String())
 	case "coordinator":
 		env[EnvReleaseTable] = b.tables[topo.Release.Logical].TableName()
 		env[EnvReleaseQueueURL] = b.queues[topo.RelQueue.Logical].QueueUrl()
@@ -471,6 +476,10 @@ func (b *builder) addOutputs() {
 	out("PollQueueUrl", b.queues[topo.PollQueue.Logical].QueueUrl())
 	out("ReleaseQueueUrl", b.queues[topo.RelQueue.Logical].QueueUrl())
 	out("QuarantineQueueUrl", b.quarantine.QueueUrl())
+	awscdk.NewCfnOutput(b.stack, jsii.String("CmsOutageToleranceSeconds"), &awscdk.CfnOutputProps{
+		Value:       jsii.String(fmt.Sprint(int64(b.cfg.OutageTolerance() / time.Second))),
+		Description: jsii.String(b.cfg.OutageToleranceLine()),
+	})
 	for _, s := range secretSpecs {
 		out(s.Logical+"Arn", b.secrets[s.Logical].Ref())
 	}

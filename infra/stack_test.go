@@ -91,7 +91,7 @@ func TestFunctionEnvironment(t *testing.T) {
 		"poller": {
 			EnvMonitorTable: monitor, EnvPollQueueURL: pollURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,
 			EnvCMSBaseURL: "https://cms.example.com", EnvCMSKeySecret: ref("CMSKeySecret"),
-			EnvEventKeySecret: ref("EventKeySecret"),
+			EnvEventKeySecret: ref("EventKeySecret"), EnvMaxFailures: "5", EnvRetryMaxDelay: "5m0s",
 		},
 		"coordinator": {
 			EnvReleaseTable: release, EnvReleaseQueueURL: relURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,

@@ -62,6 +62,7 @@ var _ monitor.LifecycleReader = (*Client)(nil)
 type Client struct {
 	endpoint *signedhttp.Endpoint
 	maxBody  int64
+	clock    core.Clock // reads HTTP-date Retry-After values
 }
 
 var codes = signedhttp.Codes{
@@ -86,7 +87,11 @@ func New(cfg Config) (*Client, error) {
 	if maxBody < 0 {
 		return nil, core.Wrap(CodeConfigInvalid, false, errors.New("cms max body bytes must be positive"))
 	}
-	return &Client{endpoint: endpoint, maxBody: maxBody}, nil
+	clock := cfg.Clock
+	if clock == nil {
+		clock = core.SystemClock{}
+	}
+	return &Client{endpoint: endpoint, maxBody: maxBody, clock: clock}, nil
 }
 
 // defaultTransport keeps enough idle connections for a concurrent sweep
@@ -128,7 +133,13 @@ func (c *Client) ReadLifecycle(ctx context.Context, target lifecycle.Target) (li
 		return lifecycle.Response{}, err
 	}
 	if resp.Status != http.StatusOK {
-		return lifecycle.Response{}, statusError(resp.Status)
+		err := statusError(resp.Status)
+		if resp.Status == http.StatusTooManyRequests || resp.Status == http.StatusServiceUnavailable {
+			// Never retried earlier than the CMS asks (the monitor waits
+			// for the longer of this and its backoff).
+			return lifecycle.Response{}, core.WithRetryAfter(err, signedhttp.RetryAfter(resp.Header, c.clock.Now()))
+		}
+		return lifecycle.Response{}, err
 	}
 	if int64(len(resp.Body)) > c.maxBody {
 		return lifecycle.Response{}, core.Wrap(lifecycle.CodeResponseInvalid, false, errors.New("lifecycle body too large"))

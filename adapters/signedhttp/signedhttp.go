@@ -216,3 +216,27 @@ func (e *Endpoint) VerifyResponse(r *Response) bool {
 	signature := r.Header.Values(signing.HeaderSignature)
 	return len(signature) == 1 && signing.VerifyResponse(e.key, r.RequestID, r.Body, signature[0])
 }
+
+// MaxRetryAfter caps an honoured Retry-After: a server asking for longer is
+// retried after this (the failure budget still counts the attempt).
+const MaxRetryAfter = time.Hour
+
+// RetryAfter reads a Retry-After header (delta-seconds or an HTTP-date,
+// RFC 9110 10.2.3) relative to now, capped at MaxRetryAfter; 0 when it is
+// absent, malformed or not in the future.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	if d <= 0 {
+		return 0
+	}
+	return min(d, MaxRetryAfter)
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/adapters/signedhttp"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
@@ -88,6 +89,6 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		},
 		EventMaxAge:    cfg.EventMaxAge,
 		RefuseV1Events: cfg.RefuseV1,
-		LongestWait:    max(cfg.Monitor.PollInterval, cfg.Monitor.MaxDelay, cfg.Monitor.Lease),
+		LongestWait:    max(cfg.Monitor.PollInterval, cfg.Monitor.MaxDelay, cfg.Monitor.Lease, signedhttp.MaxRetryAfter),
 	})
 }
