@@ -52,6 +52,12 @@ func (b *builder) grant() {
 	b.allow("poller", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 
 	b.allow("coordinator", "ReleaseItems", coordinatorReleaseActions, release.TableArn())
+	// Text retention: the coordinator may UpdateItem only the TTL attribute
+	// (adapters/releasedb TextExpirer), never a record's content.
+	b.allowIf("coordinator", "ExpireReleaseTexts", []string{"dynamodb:UpdateItem"}, map[string]any{
+		"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": []string{topology.AttrPK, topology.AttrSK, topology.AttrExpiresAt}},
+		"StringEqualsIfExists":      map[string]any{"dynamodb:ReturnValues": "NONE"},
+	}, release.TableArn())
 	b.allow("coordinator", "ReleaseWakeIndex", queryAction, indexArn(release, topology.IndexWake))
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
 	b.allow("coordinator", "QuarantineSend", sendAction, b.quarantine.QueueArn())

@@ -97,7 +97,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		),
 		"coordinator": slices.Concat(
 			pairs("log-group CoordinatorFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
-			pairs("table ReleaseTable", "dynamodb:PutItem", "dynamodb:Query"),
+			pairs("table ReleaseTable", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("queue ReleaseQueue", append([]string{"sqs:SendMessage"}, consume...)...),
 			pairs("queue QuarantineQueue", "sqs:SendMessage"),
@@ -283,5 +283,33 @@ func TestPutEventsOnlyForOwnDetailTypes(t *testing.T) {
 				t.Fatalf("%d PutEvents statements, want 1", n)
 			}
 		})
+	}
+}
+
+// TestCoordinatorUpdatesOnlyTheTTL: the coordinator's UpdateItem (text
+// retention) may touch only pk, sk and expires_at.
+func TestCoordinatorUpdatesOnlyTheTTL(t *testing.T) {
+	s := defaultSynth(t)
+	roleID := s.logicalID(t, "AWS::IAM::Role", "CoordinatorFunctionRole")
+	found := 0
+	for _, r := range s.resources("AWS::IAM::Policy") {
+		p := r["Properties"].(map[string]any)
+		if !jsonEqual(p["Roles"], []any{ref(roleID)}) {
+			continue
+		}
+		statements(p, func(path string, st map[string]any) {
+			if !slices.Contains(asList(st["Action"]), any("dynamodb:UpdateItem")) {
+				return
+			}
+			found++
+			cond, _ := st["Condition"].(map[string]any)
+			all, _ := cond["ForAllValues:StringEquals"].(map[string]any)
+			if got := sortedStrings(all["dynamodb:Attributes"]); !slices.Equal(got, []string{topology.AttrExpiresAt, topology.AttrPK, topology.AttrSK}) {
+				t.Errorf("%s: UpdateItem attributes %v", path, got)
+			}
+		})
+	}
+	if found != 1 {
+		t.Fatalf("%d UpdateItem statements, want 1", found)
 	}
 }

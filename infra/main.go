@@ -33,6 +33,9 @@ const (
 	// LOCALEFLOW_RETRY_MAX_DELAY as a Go duration).
 	ctxMaxFailures   = "maxConsecutiveFailures"
 	ctxRetryMaxDelay = "retryMaxDelay"
+	// How long texts stay after a release is delivered or blocked (Go
+	// duration, default 168h).
+	ctxTextRetention = "textRetention"
 )
 
 // ToleranceFile is written next to the template: the CMS outage tolerance
@@ -85,6 +88,10 @@ func run(appProps *awscdk.AppProps) error {
 	if err != nil {
 		return fmt.Errorf("infra: context %s: %w", ctxRetryMaxDelay, err)
 	}
+	textRetention, err := time.ParseDuration(ctx(ctxTextRetention, "0s"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxTextRetention, err)
+	}
 	prefix := ctx(ctxPrefix, "")
 	stackName := ctx(ctxStackName, "Localeflow")
 	props := &LocaleflowStackProps{
@@ -100,6 +107,7 @@ func run(appProps *awscdk.AppProps) error {
 		Functions:              fns,
 		MaxConsecutiveFailures: maxFailures,
 		RetryMaxDelay:          retryMaxDelay,
+		TextRetention:          textRetention,
 	}
 	stack, err := NewLocaleflowStack(app, stackName, props)
 	if err != nil {

@@ -28,6 +28,7 @@ const (
 	EnvPollQueueURL         = "LOCALEFLOW_POLL_QUEUE_URL"
 	EnvQuarantineQueueURL   = "LOCALEFLOW_QUARANTINE_QUEUE_URL"
 	EnvMaxFailures          = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
+	EnvTextRetention        = "LOCALEFLOW_TEXT_RETENTION"
 	EnvRetryMaxDelay        = "LOCALEFLOW_RETRY_MAX_DELAY"
 	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
@@ -107,7 +108,14 @@ type LocaleflowStackProps struct {
 	// longest CMS outage a change survives (OutageTolerance).
 	MaxConsecutiveFailures int
 	RetryMaxDelay          time.Duration
+	// TextRetention is how long source and result texts stay in the
+	// release table after the release is delivered or blocked for good
+	// (their expires_at TTL); 0 means DefaultTextRetention.
+	TextRetention time.Duration
 }
+
+// DefaultTextRetention is the default TextRetention.
+const DefaultTextRetention = 7 * 24 * time.Hour
 
 // functionConfig is one function with its resolved sizing.
 type functionConfig struct {
@@ -127,6 +135,8 @@ type stackConfig struct {
 	functions          map[string]functionConfig
 	// monitor is the poller's retry policy (defaults applied).
 	monitor monitor.Config
+	// textRetention keeps texts after delivered/blocked.
+	textRetention time.Duration
 	// visibility per queue Logical: the topology value, raised to
 	// visibilityFactor × the consumer's timeout when that is larger.
 	visibility map[string]int
@@ -166,6 +176,13 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 	cfg.monitor = monitor.Config{WorkerID: "synth", MaxConsecutiveFailures: props.MaxConsecutiveFailures, MaxDelay: props.RetryMaxDelay}.WithDefaults()
 	if err := cfg.monitor.Validate(); err != nil {
 		return stackConfig{}, fmt.Errorf("infra: MaxConsecutiveFailures/RetryMaxDelay: %w", err)
+	}
+	cfg.textRetention = props.TextRetention
+	if cfg.textRetention == 0 {
+		cfg.textRetention = DefaultTextRetention
+	}
+	if cfg.textRetention < time.Hour {
+		return stackConfig{}, fmt.Errorf("infra: TextRetention %s must be at least 1h", cfg.textRetention)
 	}
 	if err := resolveFunctions(&cfg, props.Functions); err != nil {
 		return stackConfig{}, err

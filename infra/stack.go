@@ -301,6 +301,7 @@ func (b *builder) env(dir string) map[string]*string {
 		env[EnvQuarantineQueueURL] = b.quarantine.QueueUrl()
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
 		env[EnvEvidenceBaseURL] = jsii.String(b.cfg.evidenceBaseURL)
+		env[EnvTextRetention] = jsii.String(b.cfg.textRetention.String())
 		if b.cfg.receiptIssuers != "" {
 			env[EnvReceiptIssuers] = jsii.String(b.cfg.receiptIssuers)
 		}

@@ -99,6 +99,7 @@ func TestFunctionEnvironment(t *testing.T) {
 			EnvCMSKeySecret: ref("CMSKeySecret"), EnvEventKeySecret: ref("EventKeySecret"), EnvEvidenceKeySecret: ref("EvidenceKeySecret"),
 			EnvApprovalKeySecret: ref("ApprovalKeySecret"), EnvPublicationKeySecret: ref("PublicationKeySecret"),
 			EnvReceiptIssuers: "qa-vendor=" + issuerKey + ",reviewer=" + strings.Repeat("ab", 32),
+			EnvTextRetention:  "168h0m0s",
 		},
 		"health": {EnvMonitorTable: monitor, EnvReleaseTable: release, EnvEventBus: bus},
 	}

@@ -24,6 +24,7 @@ const (
 	envReleaseTable     = "LOCALEFLOW_RELEASE_TABLE"
 	envReleaseQueueURL  = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	envQuarantineURL    = "LOCALEFLOW_QUARANTINE_QUEUE_URL" // optional: rejected inputs
+	envTextRetention    = "LOCALEFLOW_TEXT_RETENTION"       // texts kept after delivered/blocked
 	envEventBus         = "LOCALEFLOW_EVENT_BUS"
 	envEvidenceBaseURL  = "LOCALEFLOW_EVIDENCE_BASE_URL"
 	envCMSBaseURL       = "LOCALEFLOW_CMS_BASE_URL"
@@ -86,6 +87,9 @@ type config struct {
 	// QuarantineURL is the queue of rejected inputs; empty only logs and
 	// counts them (local runs without it).
 	QuarantineURL string
+	// TextRetention keeps source and result texts after the release is
+	// delivered or blocked for good (0: the handler's 7-day default).
+	TextRetention time.Duration
 	// Events are the signed input event settings (keys are added at build).
 	Events release.EventSettings
 	// LogLevel is nil for the default (INFO).
@@ -127,6 +131,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.InsecureHTTP = env.InsecureHTTPAllowed()
 	c.QuarantineURL = env.String(envQuarantineURL)
 	env.Duration(envEventMaxAge, &c.Events.MaxAge)
+	env.Duration(envTextRetention, &c.TextRetention)
 	errs := []error{env.Err()}
 	switch env.String(envEventRefuseV1) {
 	case "", "0":
@@ -194,6 +199,9 @@ func (c config) validate() error {
 	if r.EvidenceLease <= c.EvidenceTimeout || r.EvidenceLease <= c.CMSTimeout {
 		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s and %s: %w", envEvidenceLease, r.EvidenceLease, envEvidenceTimeout, envCMSTimeout,
 			core.Fail("coordinator.lease_too_short")))
+	}
+	if c.TextRetention < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envTextRetention))
 	}
 	if c.Events.MaxAge < 0 {
 		errs = append(errs, fmt.Errorf("%s must not be negative", envEventMaxAge))

@@ -31,6 +31,7 @@
 //	LOCALEFLOW_CMS_TIMEOUT              CMS delivery HTTP timeout (default 30s)
 //	LOCALEFLOW_DEADLINE_MARGIN          time kept free at the end of an invocation (default 2s)
 //	LOCALEFLOW_QUARANTINE_QUEUE_URL     queue of rejected inputs (optional; the stack sets it)
+//	LOCALEFLOW_TEXT_RETENTION           texts kept after delivered/blocked (default 168h)
 //	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 96h)
 //	LOCALEFLOW_EVENT_REFUSE_V1          1 refuses v1 event signatures (default: accepted)
 //	LOCALEFLOW_ALLOW_INSECURE_HTTP      1 allows http:// service URLs (local runs only)
@@ -140,6 +141,8 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).RelQueue.Logical,
 			Function: "coordinator", Metrics: os.Stdout, Clock: clock,
 		},
-		LongestWait: max(handler.DefaultLongestWait, cfg.Release.EvidenceLease, cfg.Release.DeliveryLease),
+		Texts:         releasedb.TextExpirer{DB: awsclient.DynamoDB(awsCfg), Table: cfg.ReleaseTable},
+		TextRetention: cfg.TextRetention,
+		LongestWait:   max(handler.DefaultLongestWait, cfg.Release.EvidenceLease, cfg.Release.DeliveryLease),
 	})
 }

@@ -72,11 +72,27 @@ type Config struct {
 	// signature, idempotency collision, invalid envelope: see reject);
 	// nil only logs them.
 	Rejecter *quarantine.Rejecter
+	// Texts sets the TTL of an event's source and result records once its
+	// release is delivered or blocked for good (releasedb.TextExpirer);
+	// nil keeps the texts (tests, simulations).
+	Texts TextExpirer
+	// TextRetention is how long the texts are kept after that; 0 means
+	// DefaultTextRetention.
+	TextRetention time.Duration
 	// LongestWait is the longest delay the coordinator schedules (its
 	// backoff cap and leases); a delayed envelope due more than this plus
 	// delayqueue.HorizonSlack ahead is refused. 0 means DefaultLongestWait.
 	LongestWait time.Duration
 }
+
+// TextExpirer sets the expiry of an event's text records.
+type TextExpirer interface {
+	ExpireTexts(ctx context.Context, eventID string, at time.Time) error
+}
+
+// DefaultTextRetention keeps source and result texts 7 days after the
+// release is delivered or blocked for good.
+const DefaultTextRetention = 7 * 24 * time.Hour
 
 // DefaultLongestWait is the coordinator's longest scheduled wait with the
 // default settings: the 3600 s backoff cap (leases are at most 3600 s too).
@@ -94,6 +110,8 @@ type Handler struct {
 	// longestWait bounds how far ahead a delayed envelope may be due.
 	longestWait time.Duration
 	rejecter    *quarantine.Rejecter
+	texts       TextExpirer
+	retention   time.Duration
 }
 
 // New validates cfg and returns a Handler. It installs the operation guard
@@ -107,7 +125,10 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
-		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter}
+		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter, texts: cfg.Texts, retention: cfg.TextRetention}
+	if h.retention <= 0 {
+		h.retention = DefaultTextRetention
+	}
 	if h.longestWait <= 0 {
 		h.longestWait = DefaultLongestWait
 	}
@@ -351,7 +372,26 @@ func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool) err
 	if err := h.publish(ctx, o); err != nil {
 		return err
 	}
+	if o.Status == release.OutcomeDelivered {
+		if err := h.expireTexts(ctx, eventID); err != nil {
+			return err
+		}
+	}
 	return h.next(ctx, kind, o)
+}
+
+// expireTexts starts the retention of the event's texts: the release is
+// delivered or blocked for good, nothing reads them any more.
+func (h *Handler) expireTexts(ctx context.Context, eventID string) error {
+	if h.texts == nil {
+		return nil
+	}
+	at := h.clock.Now().Add(h.retention)
+	if err := h.texts.ExpireTexts(ctx, eventID, at); err != nil {
+		return err
+	}
+	h.log.InfoContext(ctx, "release texts expire", "event_id", eventID, "expires_at_ms", core.Millis(at))
+	return nil
 }
 
 // afterError schedules the step at the stored wake time, if any: the
@@ -364,7 +404,13 @@ func (h *Handler) afterError(ctx context.Context, kind, eventID string, stepErr 
 	}
 	if !core.IsRetryable(stepErr) && !core.HasCode(stepErr, release.CodeGuardFailed) {
 		// A final failure (attempts exhausted, a refused review, a failed
-		// delivery) does not heal by running again.
+		// delivery) does not heal by running again: the release is
+		// blocked for good and its texts start their retention.
+		if err := h.expireTexts(ctx, eventID); err != nil {
+			// Retryable: the redelivered message meets the same final
+			// error and tries again.
+			return fmt.Errorf("after %s: %w", core.CodeOf(stepErr), err)
+		}
 		return stepErr
 	}
 	at, ok, err := h.c.NextWake(ctx, eventID)

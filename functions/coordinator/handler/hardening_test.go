@@ -17,6 +17,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // TestFarFutureEnvelopeIsRefusedNotChained: an envelope due a year ahead
@@ -131,4 +132,77 @@ func TestQuarantineOutageRedeliversTheInput(t *testing.T) {
 	if len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("%+v", resp)
 	}
+}
+
+// recordingExpirer records ExpireTexts calls.
+type recordingExpirer struct {
+	mu    sync.Mutex
+	calls map[string]time.Time
+}
+
+func (r *recordingExpirer) ExpireTexts(_ context.Context, eventID string, at time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.calls == nil {
+		r.calls = map[string]time.Time{}
+	}
+	r.calls[eventID] = at
+	return nil
+}
+
+func drainQueue(t *testing.T, b *bundle) {
+	t.Helper()
+	for range 30 {
+		batch := b.queue.take(t)
+		if len(batch.Records) == 0 {
+			return
+		}
+		for _, m := range batch.Records {
+			env, _ := delayqueue.Parse([]byte(m.Body))
+			if at := env.NotBefore(); at.After(*b.now) {
+				*b.now = at
+			}
+		}
+		b.invoke(t, batch)
+	}
+}
+
+// TestTextsExpireAfterDeliveryOrBlock: the texts of a release were kept
+// forever; once it is delivered or blocked for good the handler sets their
+// expiry a retention (default 7 days) later, and not before.
+func TestTextsExpireAfterDeliveryOrBlock(t *testing.T) {
+	t.Run("delivered", func(t *testing.T) {
+		texts := &recordingExpirer{}
+		b := setup(t, func(c *handler.Config) { c.Texts = texts })
+		b.invokeRaw(t, readTestdata(t, "sqs_plan.json"))
+		if len(texts.calls) != 0 {
+			t.Fatal("texts expire before the release ends")
+		}
+		b.invokeRaw(t, readTestdata(t, "sqs_jobs.json"))
+		drainQueue(t, b)
+		if b.bus.count(topology.DetailDeliveryDelivered) != 1 || len(texts.calls) != 1 {
+			t.Fatalf("delivered %d, expiries %v", b.bus.count(topology.DetailDeliveryDelivered), texts.calls)
+		}
+		for _, at := range texts.calls {
+			if got := at.Sub(*b.now); got != handler.DefaultTextRetention {
+				t.Fatalf("expiry %s after delivery, want %s", got, handler.DefaultTextRetention)
+			}
+		}
+	})
+	t.Run("blocked", func(t *testing.T) {
+		texts := &recordingExpirer{}
+		b := setup(t, func(c *handler.Config) { c.Texts = texts; c.TextRetention = 48 * time.Hour })
+		b.resp.FailFirst = 100
+		b.invokeRaw(t, readTestdata(t, "sqs_plan.json"))
+		b.invokeRaw(t, readTestdata(t, "sqs_jobs.json"))
+		drainQueue(t, b)
+		if !strings.Contains(b.logs.String(), release.CodeAttemptsExhausted) || len(texts.calls) != 1 {
+			t.Fatalf("blocked release: expiries %v", texts.calls)
+		}
+		for _, at := range texts.calls {
+			if got := at.Sub(*b.now); got != 48*time.Hour {
+				t.Fatalf("expiry %s after the block, want 48h", got)
+			}
+		}
+	})
 }
