@@ -43,6 +43,8 @@ type Config struct {
 	BaseURL string
 	// Key is the HMAC key shared with the CMS (at least MinKeyBytes).
 	Key []byte
+	// PreviousKeys also verify the CMS's responses during a key rotation.
+	PreviousKeys [][]byte
 	// Timeout bounds one attempt; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// MaxBodyBytes limits the response body; 0 means DefaultMaxBodyBytes.
@@ -73,7 +75,7 @@ var codes = signedhttp.Codes{
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
 	endpoint, err := signedhttp.New(codes, signedhttp.Config{
-		BaseURL: cfg.BaseURL, Key: cfg.Key,
+		BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys,
 		Timeout: cfg.Timeout, DefaultTimeout: DefaultTimeout, MaxTimeout: MaxTimeout,
 		Clock: cfg.Clock, HTTPClient: cfg.HTTPClient, Transport: defaultTransport(),
 	})

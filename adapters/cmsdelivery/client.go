@@ -28,11 +28,13 @@ const (
 
 // Config configures a Client.
 type Config struct {
-	BaseURL    string
-	Key        []byte // HMAC key shared with the CMS
-	Timeout    time.Duration
-	Clock      core.Clock
-	HTTPClient *http.Client
+	BaseURL string
+	Key     []byte // HMAC key shared with the CMS
+	// PreviousKeys also verify the CMS's responses during a key rotation.
+	PreviousKeys [][]byte
+	Timeout      time.Duration
+	Clock        core.Clock
+	HTTPClient   *http.Client
 }
 
 // Client sends deliveries. Safe for concurrent use.
@@ -49,7 +51,7 @@ var codes = signedhttp.Codes{
 
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
-	endpoint, err := signedhttp.New(codes, signedhttp.Config{BaseURL: cfg.BaseURL, Key: cfg.Key, Timeout: cfg.Timeout,
+	endpoint, err := signedhttp.New(codes, signedhttp.Config{BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys, Timeout: cfg.Timeout,
 		DefaultTimeout: DefaultTimeout, MaxTimeout: release.MaxLease, Clock: cfg.Clock, HTTPClient: cfg.HTTPClient})
 	if err != nil {
 		return nil, err

@@ -34,8 +34,10 @@ const (
 
 // Config configures a Client.
 type Config struct {
-	BaseURL      string
-	Key          []byte // HMAC key shared with the provider
+	BaseURL string
+	Key     []byte // HMAC key shared with the provider
+	// PreviousKeys also verify the provider's responses during a rotation.
+	PreviousKeys [][]byte
 	Timeout      time.Duration
 	MaxBodyBytes int64
 	Clock        core.Clock
@@ -58,7 +60,7 @@ var codes = signedhttp.Codes{
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
 	endpoint, err := signedhttp.New(codes, signedhttp.Config{
-		BaseURL: cfg.BaseURL, Key: cfg.Key,
+		BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys,
 		Timeout: cfg.Timeout, DefaultTimeout: DefaultTimeout, MaxTimeout: release.MaxLease,
 		Clock: cfg.Clock, HTTPClient: cfg.HTTPClient,
 	})

@@ -41,8 +41,12 @@ type Config struct {
 	// BaseURL is http(s)://host[:port][/prefix], without credentials,
 	// query or fragment.
 	BaseURL string
-	// Key is the HMAC key (at least MinKeyBytes); New copies it.
+	// Key is the HMAC key (at least MinKeyBytes) that signs requests and
+	// verifies responses; New copies it.
 	Key []byte
+	// PreviousKeys also verify responses (a key rotation in progress: the
+	// server may still sign with one of them); New copies them.
+	PreviousKeys [][]byte
 	// Timeout bounds one attempt; 0 means DefaultTimeout, and it must not
 	// exceed MaxTimeout.
 	Timeout, DefaultTimeout, MaxTimeout time.Duration
@@ -60,6 +64,7 @@ type Endpoint struct {
 	codes   Codes
 	base    *url.URL
 	key     []byte
+	verify  [][]byte // key, then the previous keys
 	timeout time.Duration
 	clock   core.Clock
 	http    *http.Client
@@ -95,7 +100,15 @@ func New(codes Codes, cfg Config) (*Endpoint, error) {
 		hc = &copied
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Endpoint{codes: codes, base: base, key: append([]byte(nil), cfg.Key...), timeout: timeout, clock: clock, http: hc}, nil
+	e := &Endpoint{codes: codes, base: base, key: append([]byte(nil), cfg.Key...), timeout: timeout, clock: clock, http: hc}
+	e.verify = [][]byte{e.key}
+	for _, k := range cfg.PreviousKeys {
+		if len(k) < MinKeyBytes {
+			return nil, core.Wrap(codes.ConfigInvalid, false, fmt.Errorf("%s previous key must have at least %d bytes", codes.Name, MinKeyBytes))
+		}
+		e.verify = append(e.verify, append([]byte(nil), k...))
+	}
+	return e, nil
 }
 
 // Timeout is the longest one Do can take.
@@ -214,7 +227,15 @@ func (e *Endpoint) transportError(ctx context.Context, err error) error {
 // and it is valid for r's request id and body.
 func (e *Endpoint) VerifyResponse(r *Response) bool {
 	signature := r.Header.Values(signing.HeaderSignature)
-	return len(signature) == 1 && signing.VerifyResponse(e.key, r.RequestID, r.Body, signature[0])
+	if len(signature) != 1 {
+		return false
+	}
+	for _, k := range e.verify {
+		if signing.VerifyResponse(k, r.RequestID, r.Body, signature[0]) {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxRetryAfter caps an honoured Retry-After: a server asking for longer is

@@ -255,3 +255,16 @@ func keyCheck(name string) secretkey.Check {
 func (c config) key(ctx context.Context, sm secretkey.SecretsAPI, name string) ([]byte, error) {
 	return c.Keys[name].Load(ctx, sm, strings.ToLower(name), keyCheck(name))
 }
+
+// keySet returns one key set "current,previous,…" (secretkey.LoadSet).
+func (c config) keySet(ctx context.Context, sm secretkey.SecretsAPI, name string) ([][]byte, error) {
+	return c.Keys[name].LoadSet(ctx, sm, strings.ToLower(name), keyCheck(name))
+}
+
+// eventSettings are the event settings with the event key set's previous
+// keys.
+func (c config) eventSettings(previous [][]byte) release.EventSettings {
+	e := c.Events
+	e.PreviousKeys = previous
+	return e
+}

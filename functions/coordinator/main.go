@@ -92,17 +92,23 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 			break
 		}
 	}
-	keys := map[string][]byte{}
+	// Each key is a set "current,previous,…": the current key signs, every
+	// key of the set verifies (a rotation in progress).
+	keys, previous := map[string][]byte{}, map[string][][]byte{}
 	for _, name := range keyNames {
-		if keys[name], err = cfg.key(ctx, sm, name); err != nil {
+		set, err := cfg.keySet(ctx, sm, name)
+		if err != nil {
 			return nil, err
 		}
+		keys[name], previous[name] = set[0], set[1:]
 	}
-	evidenceClient, err := evidence.New(evidence.Config{BaseURL: cfg.EvidenceBaseURL, Key: keys[keyEvidence], Timeout: cfg.EvidenceTimeout})
+	evidenceClient, err := evidence.New(evidence.Config{BaseURL: cfg.EvidenceBaseURL, Key: keys[keyEvidence],
+		PreviousKeys: previous[keyEvidence], Timeout: cfg.EvidenceTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("evidence client: %w", err)
 	}
-	cmsClient, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: cfg.CMSBaseURL, Key: keys[keyCMS], Timeout: cfg.CMSTimeout})
+	cmsClient, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: cfg.CMSBaseURL, Key: keys[keyCMS],
+		PreviousKeys: previous[keyCMS], Timeout: cfg.CMSTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("cms delivery client: %w", err)
 	}
@@ -127,7 +133,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 			IndependentReview: release.ReceiptVerifier{Kind: release.KindIndependentModelReview, Issuers: cfg.Issuers},
 		},
 		Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg.Release,
-		Events: cfg.Events,
+		Events: cfg.eventSettings(previous[keyEvent]),
 	}
 	return handler.New(handler.Config{
 		Coordinator: coord,

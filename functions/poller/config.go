@@ -179,8 +179,15 @@ func (c config) cmsKey(ctx context.Context, sm secretkey.SecretsAPI) ([]byte, er
 	return c.CMSKey.Load(ctx, sm, "CMS", secretkey.MinBytes(cms.MinKeyBytes))
 }
 
-// eventKey returns the event key that verifies the signed dispatch details
-// (hex in the environment, or the secret shared with the coordinator).
-func (c config) eventKey(ctx context.Context, sm secretkey.SecretsAPI) ([]byte, error) {
-	return c.EventKey.Load(ctx, sm, "event", secretkey.MinBytes(cms.MinKeyBytes))
+// cmsKeys returns the CMS key set "current,previous,…": the current key
+// signs the lifecycle requests, every key verifies the CMS's responses.
+func (c config) cmsKeys(ctx context.Context, sm secretkey.SecretsAPI) ([][]byte, error) {
+	return c.CMSKey.LoadSet(ctx, sm, "CMS", secretkey.MinBytes(cms.MinKeyBytes))
+}
+
+// eventKeys returns the event key set that verifies the signed dispatch
+// details (hex in the environment, or the secret shared with the
+// coordinator): every key of "current,previous,…" is accepted.
+func (c config) eventKeys(ctx context.Context, sm secretkey.SecretsAPI) ([][]byte, error) {
+	return c.EventKey.LoadSet(ctx, sm, "event", secretkey.MinBytes(cms.MinKeyBytes))
 }

@@ -52,15 +52,15 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		return nil, err
 	}
 	sm := secretsmanager.NewFromConfig(awsCfg)
-	key, err := cfg.cmsKey(ctx, sm)
+	cmsKeys, err := cfg.cmsKeys(ctx, sm)
 	if err != nil {
 		return nil, err
 	}
-	eventKey, err := cfg.eventKey(ctx, sm)
+	eventKeys, err := cfg.eventKeys(ctx, sm)
 	if err != nil {
 		return nil, err
 	}
-	reader, err := cms.New(cms.Config{BaseURL: cfg.CMSBaseURL, Key: key, Timeout: cfg.CMSTimeout})
+	reader, err := cms.New(cms.Config{BaseURL: cfg.CMSBaseURL, Key: cmsKeys[0], PreviousKeys: cmsKeys[1:], Timeout: cfg.CMSTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("cms client: %w", err)
 	}
@@ -82,7 +82,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Log:         log,
 		Concurrency: cfg.Concurrency,
 		Margin:      cfg.Margin,
-		EventKeys:   [][]byte{eventKey},
+		EventKeys:   eventKeys,
 		Rejecter: &quarantine.Rejecter{
 			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).PollQueue.Logical,
 			Function: "poller", Metrics: os.Stdout, Clock: clock,

@@ -113,6 +113,8 @@ type env struct {
 	logs   *logcapture.Buffer
 	h      *handler.Handler
 	lambda lambda.Handler
+	cmsURL string
+	cfg    handler.Config
 }
 
 func setup(t testing.TB, opts ...func(*handler.Config)) *env {
@@ -127,6 +129,7 @@ func setup(t testing.TB, opts ...func(*handler.Config)) *env {
 	e.cms = cmstest.New(testKey)
 	srv := e.cms.Start()
 	t.Cleanup(srv.Close)
+	e.cmsURL = srv.URL
 	e.cms.Put(cmstest.Change{EventID: "evt-poller-0001", SiteID: "site-berlin", PlanID: "plan-42",
 		WebsiteVersion: "v2026.11.29", SourceSequence: 7, RequiredLocales: []string{"de-DE", "fr-FR"}})
 	client, err := cms.New(cms.Config{BaseURL: srv.URL, Key: testKey, Timeout: 2 * time.Second, Clock: e.clock})
@@ -142,6 +145,7 @@ func setup(t testing.TB, opts ...func(*handler.Config)) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	e.cfg = cfg
 	e.h, err = handler.New(cfg)
 	if err != nil {
 		t.Fatal(err)
