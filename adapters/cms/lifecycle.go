@@ -45,6 +45,8 @@ type Config struct {
 	Key []byte
 	// PreviousKeys also verify the CMS's responses during a key rotation.
 	PreviousKeys [][]byte
+	// KeySet, when set, replaces Key and PreviousKeys (re-read on a TTL).
+	KeySet signedhttp.KeySet
 	// Timeout bounds one attempt; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// MaxBodyBytes limits the response body; 0 means DefaultMaxBodyBytes.
@@ -75,7 +77,7 @@ var codes = signedhttp.Codes{
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
 	endpoint, err := signedhttp.New(codes, signedhttp.Config{
-		BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys,
+		BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys, KeySet: cfg.KeySet,
 		Timeout: cfg.Timeout, DefaultTimeout: DefaultTimeout, MaxTimeout: MaxTimeout,
 		Clock: cfg.Clock, HTTPClient: cfg.HTTPClient, Transport: defaultTransport(),
 	})

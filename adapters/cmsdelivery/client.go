@@ -32,9 +32,11 @@ type Config struct {
 	Key     []byte // HMAC key shared with the CMS
 	// PreviousKeys also verify the CMS's responses during a key rotation.
 	PreviousKeys [][]byte
-	Timeout      time.Duration
-	Clock        core.Clock
-	HTTPClient   *http.Client
+	// KeySet, when set, replaces Key and PreviousKeys (re-read on a TTL).
+	KeySet     signedhttp.KeySet
+	Timeout    time.Duration
+	Clock      core.Clock
+	HTTPClient *http.Client
 }
 
 // Client sends deliveries. Safe for concurrent use.
@@ -51,7 +53,7 @@ var codes = signedhttp.Codes{
 
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
-	endpoint, err := signedhttp.New(codes, signedhttp.Config{BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys, Timeout: cfg.Timeout,
+	endpoint, err := signedhttp.New(codes, signedhttp.Config{BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys, KeySet: cfg.KeySet, Timeout: cfg.Timeout,
 		DefaultTimeout: DefaultTimeout, MaxTimeout: release.MaxLease, Clock: cfg.Clock, HTTPClient: cfg.HTTPClient})
 	if err != nil {
 		return nil, err

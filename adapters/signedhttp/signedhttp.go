@@ -47,6 +47,10 @@ type Config struct {
 	// PreviousKeys also verify responses (a key rotation in progress: the
 	// server may still sign with one of them); New copies them.
 	PreviousKeys [][]byte
+	// KeySet, when set, replaces Key and PreviousKeys: each request is
+	// signed with the first key it returns and its response verified with
+	// any of them (secretkey.Cache re-reads a rotated secret on a TTL).
+	KeySet KeySet
 	// Timeout bounds one attempt; 0 means DefaultTimeout, and it must not
 	// exceed MaxTimeout.
 	Timeout, DefaultTimeout, MaxTimeout time.Duration
@@ -58,6 +62,12 @@ type Config struct {
 	Transport  http.RoundTripper
 }
 
+// KeySet supplies the current key set: the first key signs, every key
+// verifies.
+type KeySet interface {
+	Keys(ctx context.Context) ([][]byte, error)
+}
+
 // Endpoint sends signed requests below one base URL. Safe for concurrent
 // use.
 type Endpoint struct {
@@ -65,6 +75,7 @@ type Endpoint struct {
 	base    *url.URL
 	key     []byte
 	verify  [][]byte // key, then the previous keys
+	keySet  KeySet   // when set, replaces key and verify per request
 	timeout time.Duration
 	clock   core.Clock
 	http    *http.Client
@@ -80,7 +91,7 @@ func New(codes Codes, cfg Config) (*Endpoint, error) {
 	}
 	base.Path = strings.TrimRight(base.Path, "/")
 	base.RawPath = ""
-	if len(cfg.Key) < MinKeyBytes {
+	if cfg.KeySet == nil && len(cfg.Key) < MinKeyBytes {
 		return nil, core.Wrap(codes.ConfigInvalid, false, fmt.Errorf("%s key must have at least %d bytes", codes.Name, MinKeyBytes))
 	}
 	timeout := cfg.Timeout
@@ -101,7 +112,7 @@ func New(codes Codes, cfg Config) (*Endpoint, error) {
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	e := &Endpoint{codes: codes, base: base, key: append([]byte(nil), cfg.Key...), timeout: timeout, clock: clock, http: hc}
-	e.verify = [][]byte{e.key}
+	e.verify, e.keySet = [][]byte{e.key}, cfg.KeySet
 	for _, k := range cfg.PreviousKeys {
 		if len(k) < MinKeyBytes {
 			return nil, core.Wrap(codes.ConfigInvalid, false, fmt.Errorf("%s previous key must have at least %d bytes", codes.Name, MinKeyBytes))
@@ -146,6 +157,8 @@ type Response struct {
 	Status    int
 	Header    http.Header
 	Body      []byte
+
+	verify [][]byte // the key set the request was signed under
 }
 
 // Do performs one signed attempt bounded by the timeout. Its errors are
@@ -154,6 +167,14 @@ func (e *Endpoint) Do(ctx context.Context, r Request) (*Response, error) {
 	requestID, err := NewRequestID()
 	if err != nil {
 		return nil, core.Wrap(e.codes.Unavailable, true, err)
+	}
+	key, verify := e.key, e.verify
+	if e.keySet != nil {
+		set, err := e.keySet.Keys(ctx)
+		if err != nil || len(set) == 0 || len(set[0]) < MinKeyBytes {
+			return nil, core.Wrap(e.codes.Unavailable, true, fmt.Errorf("%s key set unavailable", e.codes.Name))
+		}
+		key, verify = set[0], set
 	}
 	path := e.base.Path + r.Path
 	timestamp := strconv.FormatInt(e.clock.Now().Unix(), 10)
@@ -175,13 +196,13 @@ func (e *Endpoint) Do(ctx context.Context, r Request) (*Response, error) {
 	}
 	req.Header.Set(signing.HeaderRequestID, requestID)
 	req.Header.Set(signing.HeaderTimestamp, timestamp)
-	req.Header.Set(signing.HeaderSignature, signing.SignRequest(e.key, r.Method, path, requestID, timestamp, r.Body))
+	req.Header.Set(signing.HeaderSignature, signing.SignRequest(key, r.Method, path, requestID, timestamp, r.Body))
 	resp, err := e.http.Do(req)
 	if err != nil {
 		return nil, e.transportError(ctx, err)
 	}
 	defer resp.Body.Close()
-	out := &Response{RequestID: requestID, Status: resp.StatusCode, Header: resp.Header}
+	out := &Response{RequestID: requestID, Status: resp.StatusCode, Header: resp.Header, verify: verify}
 	if r.Read == nil || !r.Read(resp.StatusCode) {
 		// The body is never read into errors or logs.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
@@ -230,7 +251,11 @@ func (e *Endpoint) VerifyResponse(r *Response) bool {
 	if len(signature) != 1 {
 		return false
 	}
-	for _, k := range e.verify {
+	keys := r.verify
+	if keys == nil {
+		keys = e.verify
+	}
+	for _, k := range keys {
 		if signing.VerifyResponse(k, r.RequestID, r.Body, signature[0]) {
 			return true
 		}

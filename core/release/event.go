@@ -1,6 +1,7 @@
 package release
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"sort"
@@ -439,12 +440,24 @@ type EventSettings struct {
 	MaxAge time.Duration
 	// RefuseV1 refuses v1 signatures once every producer signs v2.
 	RefuseV1 bool
+	// KeySet, when set, replaces EventKey and PreviousKeys: the secret is
+	// re-read on a TTL, so a rotation needs no cold start.
+	KeySet interface {
+		Keys(ctx context.Context) ([][]byte, error)
+	}
 }
 
 // parseEvent verifies an input event under the coordinator's keys at its
 // clock's time.
-func (c *Coordinator) parseEvent(detailType string, detail []byte) (SignedEvent, error) {
+func (c *Coordinator) parseEvent(ctx context.Context, detailType string, detail []byte) (SignedEvent, error) {
 	keys := append([][]byte{c.EventKey}, c.Events.PreviousKeys...)
+	if c.Events.KeySet != nil {
+		set, err := c.Events.KeySet.Keys(ctx)
+		if err != nil {
+			return SignedEvent{}, core.Wrap("coordinator.event.keys_unavailable", true, err)
+		}
+		keys = set
+	}
 	return ParseSignedEventWith(signing.EventCheck{
 		Keys: keys, Now: c.Clock.Now(), MaxAge: c.Events.MaxAge, RefuseV1: c.Events.RefuseV1,
 	}, detailType, detail)

@@ -25,6 +25,7 @@ const (
 	envReleaseQueueURL  = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	envQuarantineURL    = "LOCALEFLOW_QUARANTINE_QUEUE_URL" // optional: rejected inputs
 	envTextRetention    = "LOCALEFLOW_TEXT_RETENTION"       // texts kept after delivered/blocked
+	envKeyTTL           = "LOCALEFLOW_KEY_TTL"              // key sets re-read after (default 5m)
 	envEventBus         = "LOCALEFLOW_EVENT_BUS"
 	envEvidenceBaseURL  = "LOCALEFLOW_EVIDENCE_BASE_URL"
 	envCMSBaseURL       = "LOCALEFLOW_CMS_BASE_URL"
@@ -90,6 +91,9 @@ type config struct {
 	// TextRetention keeps source and result texts after the release is
 	// delivered or blocked for good (0: the handler's 7-day default).
 	TextRetention time.Duration
+	// KeyTTL is how long a key set is used before its secret is read
+	// again (0: secretkey.DefaultTTL).
+	KeyTTL time.Duration
 	// Events are the signed input event settings (keys are added at build).
 	Events release.EventSettings
 	// LogLevel is nil for the default (INFO).
@@ -132,6 +136,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.QuarantineURL = env.String(envQuarantineURL)
 	env.Duration(envEventMaxAge, &c.Events.MaxAge)
 	env.Duration(envTextRetention, &c.TextRetention)
+	env.Duration(envKeyTTL, &c.KeyTTL)
 	errs := []error{env.Err()}
 	switch env.String(envEventRefuseV1) {
 	case "", "0":
@@ -200,6 +205,9 @@ func (c config) validate() error {
 		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s and %s: %w", envEvidenceLease, r.EvidenceLease, envEvidenceTimeout, envCMSTimeout,
 			core.Fail("coordinator.lease_too_short")))
 	}
+	if c.KeyTTL < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envKeyTTL))
+	}
 	if c.TextRetention < 0 {
 		errs = append(errs, fmt.Errorf("%s must not be negative", envTextRetention))
 	}
@@ -256,15 +264,15 @@ func (c config) key(ctx context.Context, sm secretkey.SecretsAPI, name string) (
 	return c.Keys[name].Load(ctx, sm, strings.ToLower(name), keyCheck(name))
 }
 
-// keySet returns one key set "current,previous,…" (secretkey.LoadSet).
-func (c config) keySet(ctx context.Context, sm secretkey.SecretsAPI, name string) ([][]byte, error) {
-	return c.Keys[name].LoadSet(ctx, sm, strings.ToLower(name), keyCheck(name))
+// keyCache loads one key set "current,previous,…" and re-reads it every
+// KeyTTL (secretkey.Cache).
+func (c config) keyCache(ctx context.Context, sm secretkey.SecretsAPI, name string) (*secretkey.Cache, error) {
+	return secretkey.NewCache(ctx, c.Keys[name], sm, strings.ToLower(name), keyCheck(name), c.KeyTTL, nil)
 }
 
-// eventSettings are the event settings with the event key set's previous
-// keys.
-func (c config) eventSettings(previous [][]byte) release.EventSettings {
+// eventSettings are the event settings verifying with the event key set.
+func (c config) eventSettings(set *secretkey.Cache) release.EventSettings {
 	e := c.Events
-	e.PreviousKeys = previous
+	e.KeySet = set
 	return e
 }

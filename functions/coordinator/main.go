@@ -31,6 +31,7 @@
 //	LOCALEFLOW_CMS_TIMEOUT              CMS delivery HTTP timeout (default 30s)
 //	LOCALEFLOW_DEADLINE_MARGIN          time kept free at the end of an invocation (default 2s)
 //	LOCALEFLOW_QUARANTINE_QUEUE_URL     queue of rejected inputs (optional; the stack sets it)
+//	LOCALEFLOW_KEY_TTL                  HMAC key sets re-read after (default 5m)
 //	LOCALEFLOW_TEXT_RETENTION           texts kept after delivered/blocked (default 168h)
 //	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 96h)
 //	LOCALEFLOW_EVENT_REFUSE_V1          1 refuses v1 event signatures (default: accepted)
@@ -93,22 +94,25 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		}
 	}
 	// Each key is a set "current,previous,…": the current key signs, every
-	// key of the set verifies (a rotation in progress).
-	keys, previous := map[string][]byte{}, map[string][][]byte{}
+	// key of the set verifies (a rotation in progress). The HMAC sets are
+	// re-read every LOCALEFLOW_KEY_TTL, so a rotated secret needs no cold
+	// start; the Ed25519 seeds are read once.
+	keys, sets := map[string][]byte{}, map[string]*secretkey.Cache{}
 	for _, name := range keyNames {
-		set, err := cfg.keySet(ctx, sm, name)
+		cache, err := cfg.keyCache(ctx, sm, name)
 		if err != nil {
 			return nil, err
 		}
-		keys[name], previous[name] = set[0], set[1:]
+		set, _ := cache.Keys(ctx)
+		keys[name], sets[name] = set[0], cache
 	}
 	evidenceClient, err := evidence.New(evidence.Config{BaseURL: cfg.EvidenceBaseURL, Key: keys[keyEvidence],
-		PreviousKeys: previous[keyEvidence], Timeout: cfg.EvidenceTimeout})
+		KeySet: sets[keyEvidence], Timeout: cfg.EvidenceTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("evidence client: %w", err)
 	}
 	cmsClient, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: cfg.CMSBaseURL, Key: keys[keyCMS],
-		PreviousKeys: previous[keyCMS], Timeout: cfg.CMSTimeout})
+		KeySet: sets[keyCMS], Timeout: cfg.CMSTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("cms delivery client: %w", err)
 	}
@@ -133,7 +137,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 			IndependentReview: release.ReceiptVerifier{Kind: release.KindIndependentModelReview, Issuers: cfg.Issuers},
 		},
 		Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg.Release,
-		Events: cfg.eventSettings(previous[keyEvent]),
+		Events: cfg.eventSettings(sets[keyEvent]),
 	}
 	return handler.New(handler.Config{
 		Coordinator: coord,

@@ -31,6 +31,7 @@ const (
 	envEventKey     = "LOCALEFLOW_EVENT_KEY" // verifies the signed dispatch details
 	envEventKeyHex  = envEventKey + "_HEX"
 	envEventMaxAge  = "LOCALEFLOW_EVENT_MAX_AGE"
+	envKeyTTL       = "LOCALEFLOW_KEY_TTL" // key sets re-read after (default 5m)
 	envEventV1      = "LOCALEFLOW_EVENT_REFUSE_V1"
 	envCMSTimeout   = "LOCALEFLOW_CMS_TIMEOUT"
 	envLease        = "LOCALEFLOW_MONITOR_LEASE"
@@ -58,6 +59,7 @@ type config struct {
 	EventKey      secretkey.Source
 	EventMaxAge   time.Duration
 	RefuseV1      bool
+	KeyTTL        time.Duration
 	CMSTimeout    time.Duration
 	Monitor       monitor.Config
 	Concurrency   int
@@ -93,6 +95,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Int(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
 	env.Int(envConcurrency, &c.Concurrency)
 	env.Duration(envEventMaxAge, &c.EventMaxAge)
+	env.Duration(envKeyTTL, &c.KeyTTL)
 	errs := []error{env.Err()}
 	switch env.String(envEventV1) {
 	case "", "0":
@@ -144,6 +147,9 @@ func (c config) validate() error {
 	if err := c.EventKey.Validate(secretkey.MinBytes(cms.MinKeyBytes)); err != nil {
 		errs = append(errs, err)
 	}
+	if c.KeyTTL < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envKeyTTL))
+	}
 	if c.EventMaxAge < 0 {
 		errs = append(errs, fmt.Errorf("%s must not be negative", envEventMaxAge))
 	}
@@ -179,15 +185,7 @@ func (c config) cmsKey(ctx context.Context, sm secretkey.SecretsAPI) ([]byte, er
 	return c.CMSKey.Load(ctx, sm, "CMS", secretkey.MinBytes(cms.MinKeyBytes))
 }
 
-// cmsKeys returns the CMS key set "current,previous,…": the current key
-// signs the lifecycle requests, every key verifies the CMS's responses.
-func (c config) cmsKeys(ctx context.Context, sm secretkey.SecretsAPI) ([][]byte, error) {
-	return c.CMSKey.LoadSet(ctx, sm, "CMS", secretkey.MinBytes(cms.MinKeyBytes))
-}
-
-// eventKeys returns the event key set that verifies the signed dispatch
-// details (hex in the environment, or the secret shared with the
-// coordinator): every key of "current,previous,…" is accepted.
-func (c config) eventKeys(ctx context.Context, sm secretkey.SecretsAPI) ([][]byte, error) {
-	return c.EventKey.LoadSet(ctx, sm, "event", secretkey.MinBytes(cms.MinKeyBytes))
+// keyCache loads a key set and re-reads it every KeyTTL.
+func (c config) keyCache(ctx context.Context, src secretkey.Source, sm secretkey.SecretsAPI, label string) (*secretkey.Cache, error) {
+	return secretkey.NewCache(ctx, src, sm, label, secretkey.MinBytes(cms.MinKeyBytes), c.KeyTTL, nil)
 }

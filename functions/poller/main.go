@@ -52,15 +52,17 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		return nil, err
 	}
 	sm := secretsmanager.NewFromConfig(awsCfg)
-	cmsKeys, err := cfg.cmsKeys(ctx, sm)
+	// Key sets "current,previous,…", re-read every LOCALEFLOW_KEY_TTL so a
+	// rotated secret needs no cold start.
+	cmsKeys, err := cfg.keyCache(ctx, cfg.CMSKey, sm, "CMS")
 	if err != nil {
 		return nil, err
 	}
-	eventKeys, err := cfg.eventKeys(ctx, sm)
+	eventKeys, err := cfg.keyCache(ctx, cfg.EventKey, sm, "event")
 	if err != nil {
 		return nil, err
 	}
-	reader, err := cms.New(cms.Config{BaseURL: cfg.CMSBaseURL, Key: cmsKeys[0], PreviousKeys: cmsKeys[1:], Timeout: cfg.CMSTimeout})
+	reader, err := cms.New(cms.Config{BaseURL: cfg.CMSBaseURL, KeySet: cmsKeys, Timeout: cfg.CMSTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("cms client: %w", err)
 	}
@@ -82,7 +84,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Log:         log,
 		Concurrency: cfg.Concurrency,
 		Margin:      cfg.Margin,
-		EventKeys:   eventKeys,
+		EventKeySet: eventKeys,
 		Rejecter: &quarantine.Rejecter{
 			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).PollQueue.Logical,
 			Function: "poller", Metrics: os.Stdout, Clock: clock,

@@ -40,6 +40,8 @@ const (
 	CodeDispatchEnvelope  = "poller.dispatch.envelope_invalid"
 	CodeDispatchSignature = "poller.dispatch.signature_invalid"
 	CodeDispatchStale     = "poller.dispatch.stale"
+	// CodeDispatchKeys: the event key set could not be read (retryable).
+	CodeDispatchKeys = "poller.dispatch.keys_unavailable"
 )
 
 // Defaults.
@@ -99,6 +101,9 @@ type Config struct {
 	// Without a key every dispatch is refused (nothing unsigned is ever
 	// accepted).
 	EventKeys [][]byte
+	// EventKeySet, when set, replaces EventKeys (secretkey.Cache: the
+	// secret is re-read on a TTL, so a rotation needs no cold start).
+	EventKeySet KeySet
 	// EventMaxAge is the oldest v2-signed dispatch accepted; 0 means
 	// signing.DefaultEventMaxAge.
 	EventMaxAge time.Duration
@@ -118,6 +123,11 @@ type Config struct {
 // retry max delay 300 s, poll interval 30 s).
 const DefaultLongestWait = time.Hour
 
+// KeySet supplies a key set (current key first).
+type KeySet interface {
+	Keys(ctx context.Context) ([][]byte, error)
+}
+
 // Handler is the poller function.
 type Handler struct {
 	mon         Monitor
@@ -132,6 +142,7 @@ type Handler struct {
 	longestWait time.Duration
 	events      signing.EventCheck
 	rejecter    *quarantine.Rejecter
+	eventKeySet KeySet
 }
 
 // New validates cfg and returns a Handler.
@@ -153,7 +164,7 @@ func New(cfg Config) (*Handler, error) {
 		h.events.Keys = append(h.events.Keys, append([]byte(nil), k...))
 	}
 	h.events.MaxAge, h.events.RefuseV1 = cfg.EventMaxAge, cfg.RefuseV1Events
-	h.rejecter = cfg.Rejecter
+	h.rejecter, h.eventKeySet = cfg.Rejecter, cfg.EventKeySet
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

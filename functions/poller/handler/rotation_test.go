@@ -1,14 +1,20 @@
 package handler_test
 
 import (
+	"context"
+	"encoding/hex"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 )
@@ -91,5 +97,88 @@ func TestEventKeyRotationForDispatches(t *testing.T) {
 	resp := e2.invokeSQS(testdata(t, "sqs_intake.json"))
 	if len(resp.BatchItemFailures) != 0 || e2.store.Len() != 0 {
 		t.Fatalf("dispatch under a dropped key registered: %+v, %d records", resp, e2.store.Len())
+	}
+}
+
+// fakeSecret is a Secrets Manager secret an operator rotates.
+type fakeSecret struct {
+	mu    sync.Mutex
+	value string
+}
+
+func (f *fakeSecret) put(keys ...[]byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = hex.EncodeToString(k)
+	}
+	f.value = strings.Join(parts, ",")
+}
+
+func (f *fakeSecret) GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(f.value)}, nil
+}
+
+// TestCMSKeyRotationWithoutColdStart: the same rotation with one running
+// poller whose CMS key set is re-read every minute: changing the secret is
+// enough (no redeploy), and no poll fails.
+func TestCMSKeyRotationWithoutColdStart(t *testing.T) {
+	e := setup(t)
+	secret := &fakeSecret{}
+	secret.put(testKey)
+	keys, err := secretkey.NewCache(context.Background(), secretkey.Source{Stem: "LOCALEFLOW_CMS_KEY", SecretARN: "arn:aws:secretsmanager:x"},
+		secret, "CMS", secretkey.MinBytes(16), time.Minute, e.clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := cms.New(cms.Config{BaseURL: e.cmsURL, KeySet: keys, Timeout: 2 * time.Second, Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg
+	cfg.Reader = client
+	if e.h, err = handler.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.lambda = lambda.NewHandler(e.h.Handle)
+	steps := make([]cmstest.Step, 0, 12)
+	for range 11 {
+		steps = append(steps, cmstest.StatusStep("processing"))
+	}
+	e.cms.Script("evt-poller-0001", append(steps, cmstest.StatusStep("published"))...)
+	e.intake()
+	e.follow()
+	e.cms.Accept(newCMSKey)
+	secret.put(newCMSKey, testKey) // step 2, no redeploy
+	e.follow()
+	e.follow()
+	e.follow() // 90 s later: the set has been re-read
+	e.cms.Rotate(newCMSKey)
+	e.follow()
+	e.follow()
+	secret.put(newCMSKey)
+	e.follow()
+	e.follow()
+	e.follow()
+	e.cms.Forget()
+	for e.status("evt-poller-0001").State != monitor.StateTerminal {
+		e.follow()
+	}
+	st := e.status("evt-poller-0001")
+	if st.RemoteStatus != "published" || st.LastErrorCode != "" || st.PollAttempts != 12 {
+		t.Fatalf("after the rotation: %+v", st)
+	}
+	var newSigned bool
+	for _, r := range e.cms.Requests() {
+		if !r.SignatureValid {
+			t.Fatalf("a request was refused: %+v", r)
+		}
+		newSigned = true
+	}
+	if !newSigned {
+		t.Fatal("no request")
 	}
 }

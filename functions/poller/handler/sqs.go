@@ -93,7 +93,7 @@ func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
 		env.DetailType != topology.DetailChangeDispatched || len(env.Detail) == 0 || env.Detail[0] != '{' {
 		return core.Wrap(CodeMessageInvalid, false, errors.New("not a localeflow.change.dispatched envelope"))
 	}
-	payload, err := h.openDispatch(env.Detail)
+	payload, err := h.openDispatch(ctx, env.Detail)
 	if err != nil {
 		return err
 	}
@@ -121,9 +121,16 @@ func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
 
 // openDispatch verifies a signed dispatch detail (v1 or v2, under any of
 // the event keys) and returns its payload, the dispatch JSON.
-func (h *Handler) openDispatch(detail []byte) (string, error) {
+func (h *Handler) openDispatch(ctx context.Context, detail []byte) (string, error) {
 	check := h.events
 	check.Now = h.clock.Now()
+	if h.eventKeySet != nil {
+		keys, err := h.eventKeySet.Keys(ctx)
+		if err != nil {
+			return "", core.Wrap(CodeDispatchKeys, true, err)
+		}
+		check.Keys = keys
+	}
 	payload, _, err := signing.OpenEvent(check, topology.DetailChangeDispatched, detail)
 	switch {
 	case errors.Is(err, signing.ErrEventSignature):
