@@ -5,14 +5,14 @@ import (
 	"time"
 )
 
-// retryAfter carries a server's Retry-After with an error.
-type retryAfter struct {
+// retryAfterError carries a server's Retry-After with an error.
+type retryAfterError struct {
 	err   error
 	after time.Duration
 }
 
-func (r retryAfter) Error() string { return r.err.Error() }
-func (r retryAfter) Unwrap() error { return r.err }
+func (r retryAfterError) Error() string { return r.err.Error() }
+func (r retryAfterError) Unwrap() error { return r.err }
 
 // WithRetryAfter attaches a server's Retry-After (after > 0) to err; the
 // code, retryability and errors.Is/As of err are unchanged.
@@ -20,13 +20,13 @@ func WithRetryAfter(err error, after time.Duration) error {
 	if err == nil || after <= 0 {
 		return err
 	}
-	return retryAfter{err: err, after: after}
+	return retryAfterError{err: err, after: after}
 }
 
 // RetryAfterOf is the Retry-After attached to err (0 when none): the
 // caller must not retry earlier.
 func RetryAfterOf(err error) time.Duration {
-	var r retryAfter
+	var r retryAfterError
 	if errors.As(err, &r) {
 		return r.after
 	}
