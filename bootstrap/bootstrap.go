@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/localeflow/localeflow/topology"
@@ -66,14 +68,16 @@ func (c Clients) validate() error {
 // Resources describes what Apply created (or found), as the functions and
 // the tests need it: names, URLs and ARNs.
 type Resources struct {
-	Prefix       string         `json:"prefix"`
-	MonitorTable string         `json:"monitor_table"`
-	ReleaseTable string         `json:"release_table"`
-	PollQueue    QueueResource  `json:"poll_queue"`
-	ReleaseQueue QueueResource  `json:"release_queue"`
-	BusName      string         `json:"bus_name"`
-	BusARN       string         `json:"bus_arn"`
-	Rules        []RuleResource `json:"rules"`
+	Prefix       string        `json:"prefix"`
+	MonitorTable string        `json:"monitor_table"`
+	ReleaseTable string        `json:"release_table"`
+	PollQueue    QueueResource `json:"poll_queue"`
+	ReleaseQueue QueueResource `json:"release_queue"`
+	// QuarantineQueue has no DLQ (its DLQ fields are empty).
+	QuarantineQueue QueueResource  `json:"quarantine_queue"`
+	BusName         string         `json:"bus_name"`
+	BusARN          string         `json:"bus_arn"`
+	Rules           []RuleResource `json:"rules"`
 }
 
 // QueueResource is one queue and its dead-letter queue.
@@ -128,6 +132,12 @@ func Apply(ctx context.Context, c Clients, topo topology.Topology) (Resources, e
 	if res.ReleaseQueue, err = applyQueue(ctx, c.SQS, topo.RelQueue); err != nil {
 		return Resources{}, err
 	}
+	res.QuarantineQueue = QueueResource{Logical: topo.Quarantine.Logical, Name: topo.Quarantine.Name}
+	if res.QuarantineQueue.URL, res.QuarantineQueue.ARN, err = ensureQueue(ctx, c.SQS, topo.Quarantine.Name, map[string]string{
+		string(sqstypes.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(topo.Quarantine.RetentionSeconds),
+	}); err != nil {
+		return Resources{}, err
+	}
 	if res.BusARN, err = applyBus(ctx, c.EventBridge, topo.BusName); err != nil {
 		return Resources{}, err
 	}
@@ -157,6 +167,7 @@ func Destroy(ctx context.Context, c Clients, topo topology.Topology) error {
 		errs = append(errs, destroyRule(ctx, c.EventBridge, topo.BusName, r.Name))
 	}
 	errs = append(errs, destroyBus(ctx, c.EventBridge, topo.BusName))
+	errs = append(errs, destroyQueue(ctx, c.SQS, topo.Quarantine.Name))
 	for _, q := range topo.Queues() {
 		errs = append(errs, destroyQueue(ctx, c.SQS, q.Name), destroyQueue(ctx, c.SQS, q.DLQName))
 	}
@@ -199,16 +210,19 @@ const (
 	EnvPollQueueURL    = "LOCALEFLOW_POLL_QUEUE_URL"
 	EnvReleaseQueueURL = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	EnvEventBus        = "LOCALEFLOW_EVENT_BUS"
+	// EnvQuarantineQueueURL is the queue of rejected messages.
+	EnvQuarantineQueueURL = "LOCALEFLOW_QUARANTINE_QUEUE_URL"
 )
 
 // Env returns the resource variables a function needs to run against these
 // resources, e.g. under aws-lambda-rie on the local stack.
 func (r Resources) Env() map[string]string {
 	return map[string]string{
-		EnvMonitorTable:    r.MonitorTable,
-		EnvReleaseTable:    r.ReleaseTable,
-		EnvPollQueueURL:    r.PollQueue.URL,
-		EnvReleaseQueueURL: r.ReleaseQueue.URL,
-		EnvEventBus:        r.BusName,
+		EnvMonitorTable:       r.MonitorTable,
+		EnvReleaseTable:       r.ReleaseTable,
+		EnvPollQueueURL:       r.PollQueue.URL,
+		EnvReleaseQueueURL:    r.ReleaseQueue.URL,
+		EnvEventBus:           r.BusName,
+		EnvQuarantineQueueURL: r.QuarantineQueue.URL,
 	}
 }

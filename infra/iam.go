@@ -26,8 +26,10 @@ var (
 	// queryAction reads an index (due discovery, attention lists).
 	queryAction = []string{"dynamodb:Query"}
 	// healthTableActions are read-only: the census queries the sparse
-	// indexes, then reads the items by key (GetItem, BatchGetItem).
-	healthTableActions = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"}
+	// indexes (queryAction on the index ARNs), then reads the items they
+	// list by key with BatchGetItem. It never calls GetItem or queries a
+	// base table.
+	healthTableActions = []string{"dynamodb:BatchGetItem"}
 	// healthCountAction: counts.terminal is DescribeTable's approximate
 	// ItemCount of the monitor table minus the records the census read
 	// (adapters/healthdb TableItems), so terminal items are never read.
@@ -52,17 +54,22 @@ func (b *builder) grant() {
 	b.allow("poller", "MonitorWakeIndex", queryAction, indexArn(monitor, topology.IndexWake))
 	b.allow("poller", "MonitorOutboxIndex", queryAction, indexArn(monitor, topology.IndexOutbox))
 	b.allow("poller", "PollQueueSend", sendAction, b.queues[topo.PollQueue.Logical].QueueArn())
-	b.allow("poller", "PublishEvents", putEvents, busArn...)
+	b.allow("poller", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 
 	b.allow("coordinator", "ReleaseItems", coordinatorReleaseActions, release.TableArn())
+	// Text retention: the coordinator may UpdateItem only the TTL attribute
+	// (adapters/releasedb TextExpirer), never a record's content.
+	b.allowIf("coordinator", "ExpireReleaseTexts", []string{"dynamodb:UpdateItem"}, map[string]any{
+		"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": []string{topology.AttrPK, topology.AttrSK, topology.AttrExpiresAt}},
+		"StringEqualsIfExists":      map[string]any{"dynamodb:ReturnValues": "NONE"},
+	}, release.TableArn())
 	b.allow("coordinator", "ReleaseWakeIndex", queryAction, indexArn(release, topology.IndexWake))
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
-	b.allow("coordinator", "PublishEvents", putEvents, busArn...)
+	b.allow("coordinator", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 
-	var tables, indexes []*string
+	var indexes []*string
 	for _, t := range topo.Tables() {
 		table := b.tables[t.Logical]
-		tables = append(tables, table.TableArn())
 		for _, ix := range t.Indexes {
 			if ix.Name == topology.IndexOutbox {
 				// Only the poller publishes owed outcomes.
@@ -71,10 +78,25 @@ func (b *builder) grant() {
 			indexes = append(indexes, indexArn(table, ix.Name))
 		}
 	}
-	b.allow("health", "ReadTables", healthTableActions, tables...)
+	b.allow("health", "ReadMonitorItems", healthTableActions, monitor.TableArn())
+	// The release census projects onto the content-free attributes: the
+	// health role cannot read source or result texts.
+	b.allowIf("health", "ReadReleaseItems", healthTableActions, map[string]any{
+		"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": topology.ReleaseCensusAttributes},
+		"StringEqualsIfExists":      map[string]any{"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+	}, release.TableArn())
 	b.allow("health", "CountMonitorItems", healthCountAction, monitor.TableArn())
 	b.allow("health", "QueryIndexes", queryAction, indexes...)
-	b.allow("health", "PublishEvents", putEvents, busArn...)
+	// Each function may put only the detail-types it emits, with the
+	// localeflow source: none can publish a dispatch, plan or job event.
+	for _, fn := range topo.Functions {
+		b.allowIf(fn.Dir, "PublishEvents", putEvents, map[string]any{
+			"StringEquals": map[string]any{
+				"events:source":      topology.EventSource,
+				"events:detail-type": fn.Emits,
+			},
+		}, busArn...)
+	}
 
 	for _, s := range secretSpecs {
 		for _, reader := range s.Readers {
@@ -89,6 +111,17 @@ func (b *builder) allow(dir, sid string, actions []string, resources ...*string)
 		Effect:    awsiam.Effect_ALLOW,
 		Actions:   jsii.Strings(actions...),
 		Resources: &resources,
+	}))
+}
+
+// allowIf is allow with an IAM condition block.
+func (b *builder) allowIf(dir, sid string, actions []string, conditions map[string]any, resources ...*string) {
+	b.roles[dir].AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String(sid),
+		Effect:     awsiam.Effect_ALLOW,
+		Actions:    jsii.Strings(actions...),
+		Resources:  &resources,
+		Conditions: &conditions,
 	}))
 }
 

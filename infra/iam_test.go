@@ -91,14 +91,17 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("table MonitorTable/index/wake", "dynamodb:Query"),
 			pairs("table MonitorTable/index/outbox", "dynamodb:Query"),
 			pairs("queue PollQueue", append([]string{"sqs:SendMessage"}, consume...)...),
+			pairs("queue QuarantineQueue", "sqs:SendMessage"),
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("secret EventKeySecret", "secretsmanager:GetSecretValue"),
 		),
 		"coordinator": slices.Concat(
 			pairs("log-group CoordinatorFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
-			pairs("table ReleaseTable", "dynamodb:PutItem", "dynamodb:Query"),
+			pairs("table ReleaseTable", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("queue ReleaseQueue", append([]string{"sqs:SendMessage"}, consume...)...),
+			pairs("queue QuarantineQueue", "sqs:SendMessage"),
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret EventKeySecret", "secretsmanager:GetSecretValue"),
@@ -108,10 +111,10 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		),
 		"health": slices.Concat(
 			pairs("log-group HealthFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
-			pairs("table MonitorTable", "dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table MonitorTable", "dynamodb:BatchGetItem", "dynamodb:DescribeTable"),
 			pairs("table MonitorTable/index/wake", "dynamodb:Query"),
 			pairs("table MonitorTable/index/attention", "dynamodb:Query"),
-			pairs("table ReleaseTable", "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"),
+			pairs("table ReleaseTable", "dynamodb:BatchGetItem"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/attention", "dynamodb:Query"),
 			pairs("bus", "events:PutEvents"),
@@ -161,6 +164,7 @@ func (s synthesized) resourceNames(t testing.TB) resourceNames {
 		add("AWS::SQS::Queue", q.Logical, "queue "+q.Logical)
 		add("AWS::SQS::Queue", q.Logical+"DLQ", "queue "+q.Logical+"DLQ")
 	}
+	add("AWS::SQS::Queue", s.topo.Quarantine.Logical, "queue "+s.topo.Quarantine.Logical)
 	for _, fn := range s.topo.Functions {
 		add("AWS::Logs::LogGroup", fn.Logical+"Logs", "log-group "+fn.Logical)
 	}
@@ -199,4 +203,115 @@ func (n resourceNames) describe(t testing.TB, res any) string {
 	}
 	t.Fatalf("unrecognised resource %v", res)
 	return ""
+}
+
+// TestHealthReadsOnlyContentFreeReleaseAttributes: the health role could
+// GetItem and BatchGetItem whole release items (texts included); its only
+// release-table read is now BatchGetItem limited by dynamodb:Attributes to
+// topology.ReleaseCensusAttributes with Select SPECIFIC_ATTRIBUTES.
+func TestHealthReadsOnlyContentFreeReleaseAttributes(t *testing.T) {
+	s := defaultSynth(t)
+	roleID := s.logicalID(t, "AWS::IAM::Role", "HealthFunctionRole")
+	found := false
+	for _, r := range s.resources("AWS::IAM::Policy") {
+		p := r["Properties"].(map[string]any)
+		if !jsonEqual(p["Roles"], []any{ref(roleID)}) {
+			continue
+		}
+		statements(p, func(path string, st map[string]any) {
+			if st["Sid"] != "ReadReleaseItems" {
+				return
+			}
+			found = true
+			cond, _ := st["Condition"].(map[string]any)
+			all, _ := cond["ForAllValues:StringEquals"].(map[string]any)
+			if got := sortedStrings(all["dynamodb:Attributes"]); !slices.Equal(got, slices.Sorted(slices.Values(topology.ReleaseCensusAttributes))) {
+				t.Errorf("%s: dynamodb:Attributes %v", path, got)
+			}
+			sel, _ := cond["StringEqualsIfExists"].(map[string]any)
+			if sel["dynamodb:Select"] != "SPECIFIC_ATTRIBUTES" {
+				t.Errorf("%s: dynamodb:Select %v", path, sel)
+			}
+			for _, a := range sortedStrings(all["dynamodb:Attributes"]) {
+				if a == "text" || a == "result_json" || a == "token" {
+					t.Errorf("%s: content attribute %q readable", path, a)
+				}
+			}
+		})
+	}
+	if !found {
+		t.Fatal("no ReadReleaseItems statement on the health role")
+	}
+}
+
+// TestPutEventsOnlyForOwnDetailTypes: every role could put any detail-type
+// (a dispatch, plan or job event included) on the bus; each function's
+// PutEvents now requires the localeflow source and one of the
+// detail-types it emits.
+func TestPutEventsOnlyForOwnDetailTypes(t *testing.T) {
+	s := defaultSynth(t)
+	inputs := []string{topology.DetailChangeDispatched, topology.DetailPlanAccepted, topology.DetailJobCompleted}
+	for _, fn := range s.topo.Functions {
+		t.Run(fn.Dir, func(t *testing.T) {
+			roleID := s.logicalID(t, "AWS::IAM::Role", fn.Logical+"Role")
+			n := 0
+			for _, r := range s.resources("AWS::IAM::Policy") {
+				p := r["Properties"].(map[string]any)
+				if !jsonEqual(p["Roles"], []any{ref(roleID)}) {
+					continue
+				}
+				statements(p, func(path string, st map[string]any) {
+					if !slices.Contains(asList(st["Action"]), any("events:PutEvents")) {
+						return
+					}
+					n++
+					cond, _ := st["Condition"].(map[string]any)
+					eq, _ := cond["StringEquals"].(map[string]any)
+					if eq["events:source"] != topology.EventSource {
+						t.Errorf("%s: events:source %v", path, eq["events:source"])
+					}
+					got := sortedStrings(eq["events:detail-type"])
+					if !slices.Equal(got, slices.Sorted(slices.Values(fn.Emits))) {
+						t.Errorf("%s: events:detail-type %v, want %v", path, got, fn.Emits)
+					}
+					for _, in := range inputs {
+						if slices.Contains(got, in) {
+							t.Errorf("%s may publish the input %s", path, in)
+						}
+					}
+				})
+			}
+			if n != 1 {
+				t.Fatalf("%d PutEvents statements, want 1", n)
+			}
+		})
+	}
+}
+
+// TestCoordinatorUpdatesOnlyTheTTL: the coordinator's UpdateItem (text
+// retention) may touch only pk, sk and expires_at.
+func TestCoordinatorUpdatesOnlyTheTTL(t *testing.T) {
+	s := defaultSynth(t)
+	roleID := s.logicalID(t, "AWS::IAM::Role", "CoordinatorFunctionRole")
+	found := 0
+	for _, r := range s.resources("AWS::IAM::Policy") {
+		p := r["Properties"].(map[string]any)
+		if !jsonEqual(p["Roles"], []any{ref(roleID)}) {
+			continue
+		}
+		statements(p, func(path string, st map[string]any) {
+			if !slices.Contains(asList(st["Action"]), any("dynamodb:UpdateItem")) {
+				return
+			}
+			found++
+			cond, _ := st["Condition"].(map[string]any)
+			all, _ := cond["ForAllValues:StringEquals"].(map[string]any)
+			if got := sortedStrings(all["dynamodb:Attributes"]); !slices.Equal(got, []string{topology.AttrExpiresAt, topology.AttrPK, topology.AttrSK}) {
+				t.Errorf("%s: UpdateItem attributes %v", path, got)
+			}
+		})
+	}
+	if found != 1 {
+		t.Fatalf("%d UpdateItem statements, want 1", found)
+	}
 }

@@ -15,6 +15,8 @@
 #                          A key may be trusted for one kind only. The retired RECEIPT_ISSUERS is refused.
 #   DELETION_PROTECTION    true|false (default true; deploy-local uses false)
 #   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional)
+#   MAX_CONSECUTIVE_FAILURES  poller failure budget, 1..20 (default 5)
+#   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
 #   ASSET_DIR              directory with <fn>/bootstrap (default build/, from make build)
 
@@ -36,6 +38,8 @@ RECEIPT_ISSUERS_HUMAN_REVIEW ?=
 RECEIPT_ISSUERS_INDEPENDENT_REVIEW ?=
 DELETION_PROTECTION ?= true
 ALARM_TOPIC_ARN ?=
+MAX_CONSECUTIVE_FAILURES ?=
+RETRY_MAX_DELAY ?=
 CDK_FLAGS ?=
 ASSET_DIR ?= $(CURDIR)/build
 
@@ -46,7 +50,9 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(RECEIPT_ISSUERS_QUALITY),-c receiptIssuersQuality=$(RECEIPT_ISSUERS_QUALITY)) \
 	$(if $(RECEIPT_ISSUERS_HUMAN_REVIEW),-c receiptIssuersHumanReview=$(RECEIPT_ISSUERS_HUMAN_REVIEW)) \
 	$(if $(RECEIPT_ISSUERS_INDEPENDENT_REVIEW),-c receiptIssuersIndependentReview=$(RECEIPT_ISSUERS_INDEPENDENT_REVIEW)) \
-	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN))
+	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN)) \
+	$(if $(MAX_CONSECUTIVE_FAILURES),-c maxConsecutiveFailures=$(MAX_CONSECUTIVE_FAILURES)) \
+	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY))
 
 .PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings
 
@@ -59,6 +65,7 @@ cdk-cli: $(INFRA_CLI_STAMP) ## Install the pinned CDK CLI (aws-cdk, aws-cdk-loca
 synth: build $(INFRA_CLI_STAMP) ## Synthesize the CloudFormation template offline into infra/cdk.out (runs cdk-nag)
 	cd infra && $(INFRA_CDK) synth --quiet $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
 	@echo "template: infra/cdk.out/$(STACK_NAME).template.json"
+	@cat infra/cdk.out/outage-tolerance.txt
 
 infra-deploy-settings:
 	@test -n "$(CMS_BASE_URL)" || { echo "deploy: set CMS_BASE_URL=https://..." >&2; exit 2; }

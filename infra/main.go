@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
@@ -32,7 +34,18 @@ const (
 	ctxReceiptIssuersIndependent = "receiptIssuersIndependentReview"
 	ctxNag                       = "nag"
 	ctxFunctions                 = "functions"
+	// The poller's failure budget (LOCALEFLOW_MAX_CONSECUTIVE_FAILURES,
+	// LOCALEFLOW_RETRY_MAX_DELAY as a Go duration).
+	ctxMaxFailures   = "maxConsecutiveFailures"
+	ctxRetryMaxDelay = "retryMaxDelay"
+	// How long texts stay after a release is delivered or blocked (Go
+	// duration, default 168h).
+	ctxTextRetention = "textRetention"
 )
+
+// ToleranceFile is written next to the template: the CMS outage tolerance
+// of the synthesized settings (`make synth` prints it).
+const ToleranceFile = "outage-tolerance.txt"
 
 // placeholderURL is used when no base URL is given, so that synth works on a
 // fresh machine; the .invalid TLD never resolves, so a stack deployed with it
@@ -76,6 +89,18 @@ func run(appProps *awscdk.AppProps) error {
 		return fmt.Errorf("infra: context %s is retired (one issuer set let the quality issuer sign human-review receipts): set %s, %s and %s",
 			ctxReceiptIssuersShared, ctxReceiptIssuersQuality, ctxReceiptIssuersHumanReview, ctxReceiptIssuersIndependent)
 	}
+	maxFailures, err := strconv.Atoi(ctx(ctxMaxFailures, "0"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxMaxFailures, err)
+	}
+	retryMaxDelay, err := time.ParseDuration(ctx(ctxRetryMaxDelay, "0s"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxRetryMaxDelay, err)
+	}
+	textRetention, err := time.ParseDuration(ctx(ctxTextRetention, "0s"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxTextRetention, err)
+	}
 	prefix := ctx(ctxPrefix, "")
 	stackName := ctx(ctxStackName, "Localeflow")
 	props := &LocaleflowStackProps{
@@ -92,7 +117,10 @@ func run(appProps *awscdk.AppProps) error {
 			HumanReview:       ctx(ctxReceiptIssuersHumanReview, ""),
 			IndependentReview: ctx(ctxReceiptIssuersIndependent, ""),
 		},
-		Functions: fns,
+		Functions:              fns,
+		MaxConsecutiveFailures: maxFailures,
+		RetryMaxDelay:          retryMaxDelay,
+		TextRetention:          textRetention,
 	}
 	stack, err := NewLocaleflowStack(app, stackName, props)
 	if err != nil {
@@ -109,7 +137,16 @@ func run(appProps *awscdk.AppProps) error {
 	if nag {
 		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	}
-	return synthErrors(app.Synth(nil))
+	if err := synthErrors(app.Synth(nil)); err != nil {
+		return err
+	}
+	cfg, err := resolve(props)
+	if err != nil {
+		return err
+	}
+	line := cfg.OutageToleranceLine() + "\n"
+	fmt.Fprint(os.Stderr, line)
+	return os.WriteFile(filepath.Join(*app.Outdir(), ToleranceFile), []byte(line), 0o644)
 }
 
 // synthErrors fails on error annotations (cdk-nag findings among them), so

@@ -91,3 +91,42 @@ func TestAppRejectsBadContext(t *testing.T) {
 		})
 	}
 }
+
+// TestOutageToleranceFromContext: the outage a change survives was nowhere
+// stated; synth now sets the poller's failure budget explicitly and writes
+// the tolerance of those settings next to the template.
+func TestOutageToleranceFromContext(t *testing.T) {
+	for _, tt := range []struct {
+		name              string
+		ctx               map[string]any
+		failures, maxWait string
+		want              string
+	}{
+		{"defaults", map[string]any{}, "5", "5m0s", "CMS outage tolerance: 1m15s "},
+		{"extended", map[string]any{"maxConsecutiveFailures": "10", "retryMaxDelay": "10m"}, "10", "10m0s", "CMS outage tolerance: 30m35s "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := t.TempDir()
+			ctx := map[string]any{"assetDir": assetDir, "stackName": "Tol", "deletionProtection": "false", "nag": "false"}
+			for k, v := range tt.ctx {
+				ctx[k] = v
+			}
+			if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(out)}); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			line, err := os.ReadFile(filepath.Join(out, ToleranceFile))
+			if err != nil || !strings.HasPrefix(string(line), tt.want) {
+				t.Fatalf("tolerance %q (%v), want prefix %q", line, err, tt.want)
+			}
+			raw, err := os.ReadFile(filepath.Join(out, "Tol.template.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kv := range []string{`"` + EnvMaxFailures + `":"` + tt.failures + `"`, `"` + EnvRetryMaxDelay + `":"` + tt.maxWait + `"`} {
+				if !strings.Contains(strings.Join(strings.Fields(string(raw)), ""), kv) {
+					t.Errorf("template lacks %s", kv)
+				}
+			}
+		})
+	}
+}

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -24,6 +26,10 @@ const (
 	EnvMonitorTable         = "LOCALEFLOW_MONITOR_TABLE"
 	EnvReleaseTable         = "LOCALEFLOW_RELEASE_TABLE"
 	EnvPollQueueURL         = "LOCALEFLOW_POLL_QUEUE_URL"
+	EnvQuarantineQueueURL   = "LOCALEFLOW_QUARANTINE_QUEUE_URL"
+	EnvMaxFailures          = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
+	EnvTextRetention        = "LOCALEFLOW_TEXT_RETENTION"
+	EnvRetryMaxDelay        = "LOCALEFLOW_RETRY_MAX_DELAY"
 	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
 	EnvCMSBaseURL           = "LOCALEFLOW_CMS_BASE_URL"
@@ -46,6 +52,10 @@ const (
 const (
 	HealthMetricNamespace   = "Localeflow"
 	HealthBlockedMetricName = "HealthBlocked"
+	// The consumers' rejected-message metric (adapters/quarantine), by
+	// Function and by Function+Code.
+	QuarantineMetricNamespace  = "Localeflow"
+	MessagesRejectedMetricName = "MessagesRejected"
 )
 
 // Lambda and SQS limits the props are checked against.
@@ -81,7 +91,7 @@ type LocaleflowStackProps struct {
 	// log groups when the stack is deleted). nil means true; false makes a
 	// development stack fully removable.
 	DeletionProtection *bool
-	// CMSBaseURL and EvidenceBaseURL are the http(s) base URLs of the CMS
+	// CMSBaseURL and EvidenceBaseURL are the https base URLs of the CMS
 	// and of the evidence provider. Required.
 	CMSBaseURL      string
 	EvidenceBaseURL string
@@ -95,6 +105,16 @@ type LocaleflowStackProps struct {
 	// Functions overrides sizing per function, keyed by topology
 	// Function.Dir ("poller", "coordinator", "health").
 	Functions map[string]FunctionOptions
+	// MaxConsecutiveFailures (1..20) and RetryMaxDelay set the poller's
+	// LOCALEFLOW_MAX_CONSECUTIVE_FAILURES and LOCALEFLOW_RETRY_MAX_DELAY;
+	// zero keeps the function's defaults (5, 300 s). They decide the
+	// longest CMS outage a change survives (OutageTolerance).
+	MaxConsecutiveFailures int
+	RetryMaxDelay          time.Duration
+	// TextRetention is how long source and result texts stay in the
+	// release table after the release is delivered or blocked for good
+	// (their expires_at TTL); 0 means DefaultTextRetention.
+	TextRetention time.Duration
 }
 
 // ReceiptIssuers lists, per receipt kind, the trusted issuers as
@@ -106,6 +126,9 @@ type ReceiptIssuers struct {
 	HumanReview       string
 	IndependentReview string
 }
+
+// DefaultTextRetention is the default TextRetention.
+const DefaultTextRetention = 7 * 24 * time.Hour
 
 // functionConfig is one function with its resolved sizing.
 type functionConfig struct {
@@ -123,6 +146,10 @@ type stackConfig struct {
 	receiptIssuers     ReceiptIssuers
 	alarmTopicArn      string
 	functions          map[string]functionConfig
+	// monitor is the poller's retry policy (defaults applied).
+	monitor monitor.Config
+	// textRetention keeps texts after delivered/blocked.
+	textRetention time.Duration
 	// visibility per queue Logical: the topology value, raised to
 	// visibilityFactor × the consumer's timeout when that is larger.
 	visibility map[string]int
@@ -158,6 +185,17 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 	}
 	if cfg.alarmTopicArn != "" && !validSNSArn(cfg.alarmTopicArn) {
 		return stackConfig{}, fmt.Errorf("infra: AlarmTopicArn %q is not an SNS topic ARN", cfg.alarmTopicArn)
+	}
+	cfg.monitor = monitor.Config{WorkerID: "synth", MaxConsecutiveFailures: props.MaxConsecutiveFailures, MaxDelay: props.RetryMaxDelay}.WithDefaults()
+	if err := cfg.monitor.Validate(); err != nil {
+		return stackConfig{}, fmt.Errorf("infra: MaxConsecutiveFailures/RetryMaxDelay: %w", err)
+	}
+	cfg.textRetention = props.TextRetention
+	if cfg.textRetention == 0 {
+		cfg.textRetention = DefaultTextRetention
+	}
+	if cfg.textRetention < time.Hour {
+		return stackConfig{}, fmt.Errorf("infra: TextRetention %s must be at least 1h", cfg.textRetention)
 	}
 	if err := resolveFunctions(&cfg, props.Functions); err != nil {
 		return stackConfig{}, err
@@ -226,8 +264,10 @@ func baseURL(field, raw string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("infra: %s: %w", field, err)
 	}
-	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("infra: %s %q must be an http(s) base URL without credentials, query or fragment", field, raw)
+	// A deployed function never talks plain http: it is refused here and by
+	// the functions themselves (which allow it only for local runs).
+	if u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("infra: %s %q must be an https base URL without credentials, query or fragment", field, raw)
 	}
 	return strings.TrimRight(raw, "/"), nil
 }
@@ -315,4 +355,15 @@ func checkAssets(dir string, fns []topology.Function) (string, error) {
 		}
 	}
 	return abs, nil
+}
+
+// OutageTolerance is the longest CMS outage a change survives with the
+// poller settings of props (core/monitor.OutageTolerance).
+func (c stackConfig) OutageTolerance() time.Duration { return monitor.OutageTolerance(c.monitor) }
+
+// OutageToleranceLine is what `make synth` prints.
+func (c stackConfig) OutageToleranceLine() string {
+	return fmt.Sprintf("CMS outage tolerance: %s (a change fails after %d consecutive failed polls, backoff %s doubling up to %s; "+
+		"a longer Retry-After from the CMS extends it)", c.OutageTolerance(), c.monitor.MaxConsecutiveFailures,
+		c.monitor.BaseDelay, c.monitor.MaxDelay)
 }

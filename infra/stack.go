@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -50,8 +51,8 @@ var secretSpecs = []secretSpec{
 	},
 	{
 		Logical: "EventKeySecret", Stem: "event-hmac-key", Env: EnvEventKeySecret,
-		Description: "HMAC-SHA256 key of signed plan.accepted / job.completed events, hex",
-		Readers:     []string{"coordinator"},
+		Description: "HMAC-SHA256 key of signed change.dispatched / plan.accepted / job.completed events, hex",
+		Readers:     []string{"poller", "coordinator"},
 	},
 	{
 		Logical: "EvidenceKeySecret", Stem: "evidence-hmac-key", Env: EnvEvidenceKeySecret,
@@ -81,18 +82,20 @@ var hexSecret = &awssecretsmanager.CfnSecret_GenerateSecretStringProperty{
 
 // builder holds the constructs while the stack is assembled.
 type builder struct {
-	stack     awscdk.Stack
-	cfg       stackConfig
-	removal   awscdk.RemovalPolicy
-	tables    map[string]awsdynamodb.Table
-	queues    map[string]awssqs.Queue
-	dlqs      map[string]awssqs.Queue
-	bus       awsevents.EventBus
-	secrets   map[string]awssecretsmanager.CfnSecret
-	functions map[string]awslambda.Function
-	roles     map[string]awsiam.Role
-	alarms    []awscloudwatch.Alarm
-	healthURL awslambda.FunctionUrl
+	stack   awscdk.Stack
+	cfg     stackConfig
+	removal awscdk.RemovalPolicy
+	tables  map[string]awsdynamodb.Table
+	queues  map[string]awssqs.Queue
+	dlqs    map[string]awssqs.Queue
+	// quarantine keeps the messages the consumers reject for good.
+	quarantine awssqs.Queue
+	bus        awsevents.EventBus
+	secrets    map[string]awssecretsmanager.CfnSecret
+	functions  map[string]awslambda.Function
+	roles      map[string]awsiam.Role
+	alarms     []awscloudwatch.Alarm
+	healthURL  awslambda.FunctionUrl
 }
 
 // stackNamePattern is CloudFormation's rule for stack names; the id names
@@ -141,6 +144,9 @@ func NewLocaleflowStack(scope constructs.Construct, id string, props *Localeflow
 	for _, q := range cfg.topo.Queues() {
 		b.addQueue(q)
 	}
+	b.quarantine = b.newQueue(cfg.topo.Quarantine.Logical, cfg.topo.Quarantine.Name, &awssqs.QueueProps{
+		RetentionPeriod: awscdk.Duration_Seconds(jsii.Number(cfg.topo.Quarantine.RetentionSeconds)),
+	})
 	b.bus = awsevents.NewEventBus(b.stack, jsii.String("EventBus"), &awsevents.EventBusProps{
 		EventBusName: jsii.String(cfg.topo.BusName),
 	})
@@ -283,12 +289,19 @@ func (b *builder) env(dir string) map[string]*string {
 	case "poller":
 		env[EnvMonitorTable] = b.tables[topo.Monitor.Logical].TableName()
 		env[EnvPollQueueURL] = b.queues[topo.PollQueue.Logical].QueueUrl()
+		env[EnvQuarantineQueueURL] = b.quarantine.QueueUrl()
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
+		// The failure budget is always explicit, so the template states the
+		// outage tolerance it was synthesized for.
+		env[EnvMaxFailures] = jsii.String(fmt.Sprint(b.cfg.monitor.MaxConsecutiveFailures))
+		env[EnvRetryMaxDelay] = jsii.String(b.cfg.monitor.MaxDelay.String())
 	case "coordinator":
 		env[EnvReleaseTable] = b.tables[topo.Release.Logical].TableName()
 		env[EnvReleaseQueueURL] = b.queues[topo.RelQueue.Logical].QueueUrl()
+		env[EnvQuarantineQueueURL] = b.quarantine.QueueUrl()
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
 		env[EnvEvidenceBaseURL] = jsii.String(b.cfg.evidenceBaseURL)
+		env[EnvTextRetention] = jsii.String(b.cfg.textRetention.String())
 		if r := b.cfg.receiptIssuers; r.Quality != "" {
 			env[EnvReceiptIssuersQuality] = jsii.String(r.Quality)
 			env[EnvReceiptIssuersHumanReview] = jsii.String(r.HumanReview)
@@ -409,6 +422,22 @@ func (b *builder) addAlarms() {
 			Period:     awscdk.Duration_Minutes(jsii.Number(5)),
 			Statistic:  jsii.String("Maximum"),
 		}), 1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD)
+	// Every rejected message (quarantined with its code) raises the
+	// consumer's alarm: nothing is dropped silently.
+	for _, fn := range topo.Functions {
+		if fn.Queue == "" {
+			continue
+		}
+		b.alarm(fn.Logical+"RejectedAlarm", fn.Name+"-messages-rejected",
+			fn.Name+" rejected messages for good: list them with `localeflow quarantine list`",
+			awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace:     jsii.String(QuarantineMetricNamespace),
+				MetricName:    jsii.String(MessagesRejectedMetricName),
+				DimensionsMap: &map[string]*string{"Function": jsii.String(fn.Dir)},
+				Period:        awscdk.Duration_Minutes(jsii.Number(5)),
+				Statistic:     jsii.String("Sum"),
+			}), 0, awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD)
+	}
 	for _, fn := range topo.Functions {
 		b.alarm(fn.Logical+"ErrorsAlarm", fn.Name+"-errors",
 			fn.Name+" returned errors",
@@ -449,6 +478,11 @@ func (b *builder) addOutputs() {
 	out("ReleaseTableName", b.tables[topo.Release.Logical].TableName())
 	out("PollQueueUrl", b.queues[topo.PollQueue.Logical].QueueUrl())
 	out("ReleaseQueueUrl", b.queues[topo.RelQueue.Logical].QueueUrl())
+	out("QuarantineQueueUrl", b.quarantine.QueueUrl())
+	awscdk.NewCfnOutput(b.stack, jsii.String("CmsOutageToleranceSeconds"), &awscdk.CfnOutputProps{
+		Value:       jsii.String(fmt.Sprint(int64(b.cfg.OutageTolerance() / time.Second))),
+		Description: jsii.String(b.cfg.OutageToleranceLine()),
+	})
 	for _, s := range secretSpecs {
 		out(s.Logical+"Arn", b.secrets[s.Logical].Ref())
 	}

@@ -85,20 +85,23 @@ func TestFunctionEnvironment(t *testing.T) {
 	release := ref(s.logicalID(t, "AWS::DynamoDB::Table", s.topo.Release.Logical))
 	pollURL := ref(s.logicalID(t, "AWS::SQS::Queue", s.topo.PollQueue.Logical))
 	relURL := ref(s.logicalID(t, "AWS::SQS::Queue", s.topo.RelQueue.Logical))
+	quarantineURL := ref(s.logicalID(t, "AWS::SQS::Queue", s.topo.Quarantine.Logical))
 	bus := ref(s.logicalID(t, "AWS::Events::EventBus", "EventBus"))
 	want := map[string]map[string]any{
 		"poller": {
-			EnvMonitorTable: monitor, EnvPollQueueURL: pollURL, EnvEventBus: bus,
+			EnvMonitorTable: monitor, EnvPollQueueURL: pollURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,
 			EnvCMSBaseURL: "https://cms.example.com", EnvCMSKeySecret: ref("CMSKeySecret"),
+			EnvEventKeySecret: ref("EventKeySecret"), EnvMaxFailures: "5", EnvRetryMaxDelay: "5m0s",
 		},
 		"coordinator": {
-			EnvReleaseTable: release, EnvReleaseQueueURL: relURL, EnvEventBus: bus,
+			EnvReleaseTable: release, EnvReleaseQueueURL: relURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,
 			EnvCMSBaseURL: "https://cms.example.com", EnvEvidenceBaseURL: "https://evidence.example.com/api",
 			EnvCMSKeySecret: ref("CMSKeySecret"), EnvEventKeySecret: ref("EventKeySecret"), EnvEvidenceKeySecret: ref("EvidenceKeySecret"),
 			EnvApprovalKeySecret: ref("ApprovalKeySecret"), EnvPublicationKeySecret: ref("PublicationKeySecret"),
 			EnvReceiptIssuersQuality:           "qa-vendor=" + issuerKey + ",qa-backup=" + strings.Repeat("ab", 32),
 			EnvReceiptIssuersHumanReview:       "review-desk=" + humanKey,
 			EnvReceiptIssuersIndependentReview: "review-beta=" + reviewKey,
+			EnvTextRetention:                   "168h0m0s",
 		},
 		"health": {EnvMonitorTable: monitor, EnvReleaseTable: release, EnvEventBus: bus},
 	}
@@ -287,7 +290,7 @@ func TestReleaseTableTTL(t *testing.T) {
 
 func TestQueuesDLQRedriveVisibility(t *testing.T) {
 	s := defaultSynth(t)
-	s.count(t, "AWS::SQS::Queue", 4)
+	s.count(t, "AWS::SQS::Queue", 5) // 2 queues, their DLQs, the quarantine queue
 	for _, q := range s.topo.Queues() {
 		t.Run(q.Logical, func(t *testing.T) {
 			dlqID := s.logicalID(t, "AWS::SQS::Queue", q.Logical+"DLQ")
@@ -485,7 +488,9 @@ func TestHealthFunctionURLUsesIAMAuth(t *testing.T) {
 
 func TestAlarms(t *testing.T) {
 	s := defaultSynth(t)
-	s.count(t, "AWS::CloudWatch::Alarm", len(s.topo.Queues())+1+len(s.topo.Functions))
+	// DLQ depth per queue, health blocked, rejected messages per consumer,
+	// errors per function.
+	s.count(t, "AWS::CloudWatch::Alarm", len(s.topo.Queues())+1+len(s.topo.Queues())+len(s.topo.Functions))
 	for _, q := range s.topo.Queues() {
 		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
 			"AlarmName":          q.DLQName + "-depth",
@@ -578,6 +583,8 @@ func TestInvalidPropsRejected(t *testing.T) {
 		{"missing bootstrap", func(p *LocaleflowStackProps) { p.AssetDir = t.TempDir() }, "make build"},
 		{"missing CMS URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "" }, "CMSBaseURL is required"},
 		{"relative evidence URL", func(p *LocaleflowStackProps) { p.EvidenceBaseURL = "evidence.local" }, "EvidenceBaseURL"},
+		{"plain http CMS URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "http://cms.example.com" }, "CMSBaseURL"},
+		{"plain http evidence URL", func(p *LocaleflowStackProps) { p.EvidenceBaseURL = "http://evidence.example.com" }, "EvidenceBaseURL"},
 		{"URL with credentials", func(p *LocaleflowStackProps) { p.CMSBaseURL = "https://u:p@cms.example.com" }, "CMSBaseURL"},
 		{"URL with query", func(p *LocaleflowStackProps) { p.CMSBaseURL = "https://cms.example.com/?k=v" }, "CMSBaseURL"},
 		{"ftp URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "ftp://cms.example.com" }, "CMSBaseURL"},
@@ -658,5 +665,37 @@ func TestReceiptIssuersUnsetLeavesVariableOut(t *testing.T) {
 		if v, ok := env[name]; ok {
 			t.Errorf("%s = %v without issuers", name, v)
 		}
+	}
+}
+
+// TestQuarantineQueueAndRejectedAlarm: rejected messages were acknowledged
+// with a log line only; the stack now has a quarantine queue (encrypted,
+// TLS only, 14 days), both consumers may send to it and get its URL, and
+// each consumer's MessagesRejected metric raises an alarm.
+func TestQuarantineQueueAndRejectedAlarm(t *testing.T) {
+	s := defaultSynth(t)
+	q := s.props(t, "AWS::SQS::Queue", s.topo.Quarantine.Logical)
+	if q["QueueName"] != s.topo.Quarantine.Name || q["SqsManagedSseEnabled"] != true ||
+		!jsonEqual(q["MessageRetentionPeriod"], s.topo.Quarantine.RetentionSeconds) || q["RedrivePolicy"] != nil {
+		t.Fatalf("quarantine queue %v", q)
+	}
+	qid := s.logicalID(t, "AWS::SQS::Queue", s.topo.Quarantine.Logical)
+	for _, fn := range s.topo.Functions {
+		if fn.Queue == "" {
+			continue
+		}
+		env := s.props(t, "AWS::Lambda::Function", fn.Logical)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if !jsonEqual(env[EnvQuarantineQueueURL], ref(qid)) {
+			t.Errorf("%s: %s = %v", fn.Dir, EnvQuarantineQueueURL, env[EnvQuarantineQueueURL])
+		}
+		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+			"AlarmName":          fn.Name + "-messages-rejected",
+			"Namespace":          QuarantineMetricNamespace,
+			"MetricName":         MessagesRejectedMetricName,
+			"Dimensions":         []any{map[string]any{"Name": "Function", "Value": fn.Dir}},
+			"Statistic":          "Sum",
+			"ComparisonOperator": "GreaterThanThreshold",
+			"Threshold":          0,
+		})
 	}
 }

@@ -10,6 +10,10 @@ import (
 // Prefix of every HMAC signature value.
 const hmacPrefix = "v1="
 
+// MinHMACKeyBytes is the shortest HMAC key that signs or verifies anything:
+// a shorter key (an empty one included) verifies nothing.
+const MinHMACKeyBytes = 16
+
 // Header names of the signed HTTP contracts.
 const (
 	HeaderRequestID = "X-Localeflow-Request-Id"
@@ -25,9 +29,17 @@ func HMAC(key, message []byte) string {
 }
 
 // VerifyHMAC reports whether signature is the v1 HMAC of message under key,
-// comparing in constant time. Malformed values are simply not valid.
+// comparing in constant time. Malformed values are simply not valid, and
+// nothing is valid under a key shorter than MinHMACKeyBytes.
 func VerifyHMAC(key, message []byte, signature string) bool {
-	hexPart, ok := strings.CutPrefix(signature, hmacPrefix)
+	return verifyPrefixed(key, message, signature, hmacPrefix)
+}
+
+func verifyPrefixed(key, message []byte, signature, prefix string) bool {
+	if len(key) < MinHMACKeyBytes {
+		return false
+	}
+	hexPart, ok := strings.CutPrefix(signature, prefix)
 	if !ok || len(hexPart) != sha256.Size*2 {
 		return false
 	}

@@ -128,6 +128,15 @@ type Queue struct {
 	BatchSize int
 }
 
+// QuarantineQueue keeps the messages the consumers reject for good, with
+// their rejection code, for an operator to inspect and replay. It has no
+// consumer and no DLQ.
+type QuarantineQueue struct {
+	Logical          string
+	Name             string
+	RetentionSeconds int
+}
+
 // Rule routes input detail-types from the bus to a queue.
 type Rule struct {
 	Logical     string
@@ -156,6 +165,10 @@ type Function struct {
 	TimeoutSeconds int
 	// Queue is the Logical name of the queue it consumes, if any.
 	Queue string
+	// Emits are the only detail-types the function may put on the bus (its
+	// role's PutEvents is conditioned on them and on EventSource). No
+	// function emits an input detail-type.
+	Emits []string
 }
 
 // Topology is every resource of one deployment.
@@ -165,10 +178,12 @@ type Topology struct {
 	Release   Table
 	PollQueue Queue
 	RelQueue  Queue
-	BusName   string
-	Rules     []Rule
-	Schedules []Schedule
-	Functions []Function
+	// Quarantine receives the rejected messages of both queues.
+	Quarantine QuarantineQueue
+	BusName    string
+	Rules      []Rule
+	Schedules  []Schedule
+	Functions  []Function
 }
 
 var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
@@ -244,7 +259,10 @@ func New(prefix string) Topology {
 		},
 		PollQueue: queue("PollQueue", "poll", PollerTimeoutSeconds),
 		RelQueue:  queue("ReleaseQueue", "release", CoordinatorTimeoutSeconds),
-		BusName:   prefix + "-bus",
+		Quarantine: QuarantineQueue{
+			Logical: "QuarantineQueue", Name: prefix + "-quarantine", RetentionSeconds: 14 * 24 * 3600,
+		},
+		BusName: prefix + "-bus",
 		Rules: []Rule{
 			{
 				Logical:     "ChangeDispatchedRule",
@@ -265,9 +283,12 @@ func New(prefix string) Topology {
 			{Logical: "HealthSchedule", Name: prefix + "-health", RateMinutes: 5, Function: "health"},
 		},
 		Functions: []Function{
-			{Logical: "PollerFunction", Name: prefix + "-poller", Dir: "poller", MemoryMB: 256, TimeoutSeconds: PollerTimeoutSeconds, Queue: "PollQueue"},
-			{Logical: "CoordinatorFunction", Name: prefix + "-coordinator", Dir: "coordinator", MemoryMB: 256, TimeoutSeconds: CoordinatorTimeoutSeconds, Queue: "ReleaseQueue"},
-			{Logical: "HealthFunction", Name: prefix + "-health", Dir: "health", MemoryMB: 256, TimeoutSeconds: HealthTimeoutSeconds},
+			{Logical: "PollerFunction", Name: prefix + "-poller", Dir: "poller", MemoryMB: 256, TimeoutSeconds: PollerTimeoutSeconds, Queue: "PollQueue",
+				Emits: []string{DetailChangeTerminal}},
+			{Logical: "CoordinatorFunction", Name: prefix + "-coordinator", Dir: "coordinator", MemoryMB: 256, TimeoutSeconds: CoordinatorTimeoutSeconds, Queue: "ReleaseQueue",
+				Emits: []string{DetailReleaseApproved, DetailDeliveryReady, DetailDeliveryDelivered}},
+			{Logical: "HealthFunction", Name: prefix + "-health", Dir: "health", MemoryMB: 256, TimeoutSeconds: HealthTimeoutSeconds,
+				Emits: []string{DetailHealthBlocked}},
 		},
 	}
 }
@@ -294,4 +315,18 @@ func (r Rule) EventPattern() map[string]any {
 		"source":      []string{EventSource},
 		"detail-type": r.DetailTypes,
 	}
+}
+
+// ReleaseCensusAttributes are the only attributes the health function reads
+// from the release table: the keys, the version, the index keys and the
+// content-free fields of the evidence and delivery records (the only
+// records the sparse indexes list). Source and result texts are never in
+// it; the health role's dynamodb:Attributes condition is this list.
+var ReleaseCensusAttributes = []string{
+	AttrPK, AttrSK, "v",
+	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS,
+	"request_id", "event_id", "plan_id", "job_id", "result_sha256", "evidence_revision",
+	"site_id", "delivery_id", "bundle_sha256", "signature", "prepared_ms",
+	"status", "attempts", "max_attempts", "next_attempt_ms", "lease_owner", "lease_token",
+	"lease_expires_ms", "last_error_code", "created_ms", "updated_ms",
 }

@@ -43,6 +43,10 @@ type Config struct {
 	BaseURL string
 	// Key is the HMAC key shared with the CMS (at least MinKeyBytes).
 	Key []byte
+	// PreviousKeys also verify the CMS's responses during a key rotation.
+	PreviousKeys [][]byte
+	// KeySet, when set, replaces Key and PreviousKeys (re-read on a TTL).
+	KeySet signedhttp.KeySet
 	// Timeout bounds one attempt; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// MaxBodyBytes limits the response body; 0 means DefaultMaxBodyBytes.
@@ -62,6 +66,7 @@ var _ monitor.LifecycleReader = (*Client)(nil)
 type Client struct {
 	endpoint *signedhttp.Endpoint
 	maxBody  int64
+	clock    core.Clock // reads HTTP-date Retry-After values
 }
 
 var codes = signedhttp.Codes{
@@ -72,7 +77,7 @@ var codes = signedhttp.Codes{
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
 	endpoint, err := signedhttp.New(codes, signedhttp.Config{
-		BaseURL: cfg.BaseURL, Key: cfg.Key,
+		BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys, KeySet: cfg.KeySet,
 		Timeout: cfg.Timeout, DefaultTimeout: DefaultTimeout, MaxTimeout: MaxTimeout,
 		Clock: cfg.Clock, HTTPClient: cfg.HTTPClient, Transport: defaultTransport(),
 	})
@@ -86,7 +91,11 @@ func New(cfg Config) (*Client, error) {
 	if maxBody < 0 {
 		return nil, core.Wrap(CodeConfigInvalid, false, errors.New("cms max body bytes must be positive"))
 	}
-	return &Client{endpoint: endpoint, maxBody: maxBody}, nil
+	clock := cfg.Clock
+	if clock == nil {
+		clock = core.SystemClock{}
+	}
+	return &Client{endpoint: endpoint, maxBody: maxBody, clock: clock}, nil
 }
 
 // defaultTransport keeps enough idle connections for a concurrent sweep
@@ -128,7 +137,13 @@ func (c *Client) ReadLifecycle(ctx context.Context, target lifecycle.Target) (li
 		return lifecycle.Response{}, err
 	}
 	if resp.Status != http.StatusOK {
-		return lifecycle.Response{}, statusError(resp.Status)
+		err := statusError(resp.Status)
+		if resp.Status == http.StatusTooManyRequests || resp.Status == http.StatusServiceUnavailable {
+			// Never retried earlier than the CMS asks (the monitor waits
+			// for the longer of this and its backoff).
+			return lifecycle.Response{}, core.WithRetryAfter(err, signedhttp.RetryAfter(resp.Header, c.clock.Now()))
+		}
+		return lifecycle.Response{}, err
 	}
 	if int64(len(resp.Body)) > c.maxBody {
 		return lifecycle.Response{}, core.Wrap(lifecycle.CodeResponseInvalid, false, errors.New("lifecycle body too large"))

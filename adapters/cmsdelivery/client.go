@@ -28,8 +28,12 @@ const (
 
 // Config configures a Client.
 type Config struct {
-	BaseURL    string
-	Key        []byte // HMAC key shared with the CMS
+	BaseURL string
+	Key     []byte // HMAC key shared with the CMS
+	// PreviousKeys also verify the CMS's responses during a key rotation.
+	PreviousKeys [][]byte
+	// KeySet, when set, replaces Key and PreviousKeys (re-read on a TTL).
+	KeySet     signedhttp.KeySet
 	Timeout    time.Duration
 	Clock      core.Clock
 	HTTPClient *http.Client
@@ -49,7 +53,7 @@ var codes = signedhttp.Codes{
 
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
-	endpoint, err := signedhttp.New(codes, signedhttp.Config{BaseURL: cfg.BaseURL, Key: cfg.Key, Timeout: cfg.Timeout,
+	endpoint, err := signedhttp.New(codes, signedhttp.Config{BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys, KeySet: cfg.KeySet, Timeout: cfg.Timeout,
 		DefaultTimeout: DefaultTimeout, MaxTimeout: release.MaxLease, Clock: cfg.Clock, HTTPClient: cfg.HTTPClient})
 	if err != nil {
 		return nil, err

@@ -29,7 +29,14 @@ const MaxBodyBytes = 4096
 const (
 	CodeEnvelopeInvalid = "delayqueue.envelope_invalid"
 	CodeSendFailed      = "delayqueue.send_failed"
+	// CodeEnvelopeTooFar: an envelope due further ahead than any wait the
+	// consumer schedules; refused instead of being chained forever.
+	CodeEnvelopeTooFar = "delayqueue.envelope_too_far"
 )
+
+// HorizonSlack is added to the longest wait a consumer schedules to give
+// the furthest due time it accepts (see CheckHorizon).
+const HorizonSlack = 2 * time.Hour
 
 var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 
@@ -179,6 +186,17 @@ func Due(e Envelope, now time.Time) (remaining time.Duration, due bool) {
 		return 0, true
 	}
 	return remaining, false
+}
+
+// CheckHorizon refuses (delayqueue.envelope_too_far, not retryable) an
+// envelope due more than longestWait + HorizonSlack after now: no consumer
+// schedules that far, so it is forged or corrupt and chaining it would keep
+// it on the queue forever.
+func CheckHorizon(e Envelope, now time.Time, longestWait time.Duration) error {
+	if e.NotBefore().After(now.Add(longestWait + HorizonSlack)) {
+		return core.Fail(CodeEnvelopeTooFar)
+	}
+	return nil
 }
 
 // SQSAPI is the one SQS method the queue calls, with the SDK's exact

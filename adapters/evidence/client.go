@@ -34,8 +34,12 @@ const (
 
 // Config configures a Client.
 type Config struct {
-	BaseURL      string
-	Key          []byte // HMAC key shared with the provider
+	BaseURL string
+	Key     []byte // HMAC key shared with the provider
+	// PreviousKeys also verify the provider's responses during a rotation.
+	PreviousKeys [][]byte
+	// KeySet, when set, replaces Key and PreviousKeys (re-read on a TTL).
+	KeySet       signedhttp.KeySet
 	Timeout      time.Duration
 	MaxBodyBytes int64
 	Clock        core.Clock
@@ -58,7 +62,7 @@ var codes = signedhttp.Codes{
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
 	endpoint, err := signedhttp.New(codes, signedhttp.Config{
-		BaseURL: cfg.BaseURL, Key: cfg.Key,
+		BaseURL: cfg.BaseURL, Key: cfg.Key, PreviousKeys: cfg.PreviousKeys, KeySet: cfg.KeySet,
 		Timeout: cfg.Timeout, DefaultTimeout: DefaultTimeout, MaxTimeout: release.MaxLease,
 		Clock: cfg.Clock, HTTPClient: cfg.HTTPClient,
 	})

@@ -173,6 +173,21 @@ func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAtt
 	}
 }
 
+// census projects the release items the census reads onto
+// topology.ReleaseCensusAttributes: the health role may read nothing else
+// (its dynamodb:Attributes condition), so texts never reach it.
+var census = func() expression.Expression {
+	names := make([]expression.NameBuilder, len(topology.ReleaseCensusAttributes))
+	for i, a := range topology.ReleaseCensusAttributes {
+		names[i] = expression.Name(a)
+	}
+	expr, err := expression.NewBuilder().WithProjection(expression.NamesList(names[0], names[1:]...)).Build()
+	if err != nil {
+		panic(err)
+	}
+	return expr
+}()
+
 // maxBatchRounds bounds the retries of BatchGetItem's unprocessed keys.
 const maxBatchRounds = 8
 
@@ -181,7 +196,10 @@ const maxBatchRounds = 8
 func batchGet(ctx context.Context, db CensusAPI, table string, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
 	var items []map[string]types.AttributeValue
 	for start := 0; start < len(keys); start += 100 {
-		request := map[string]types.KeysAndAttributes{table: {Keys: keys[start:min(start+100, len(keys))], ConsistentRead: aws.Bool(true)}}
+		request := map[string]types.KeysAndAttributes{table: {
+			Keys: keys[start:min(start+100, len(keys))], ConsistentRead: aws.Bool(true),
+			ProjectionExpression: census.Projection(), ExpressionAttributeNames: census.Names(),
+		}}
 		for round := 0; len(request) > 0; round++ {
 			if round == maxBatchRounds {
 				return nil, core.Retry(health.CodeUnavailable)

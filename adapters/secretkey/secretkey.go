@@ -74,19 +74,32 @@ func (s Source) Validate(check Check) error {
 	case s.SecretARN != "" && !strings.HasPrefix(s.SecretARN, "arn:"):
 		return fmt.Errorf("%s must be an ARN", s.ARNVar())
 	case s.Hex != "":
-		if _, err := DecodeHex(s.Hex, check); err != nil {
+		if _, err := DecodeHexSet(s.Hex, check); err != nil {
 			return fmt.Errorf("%s: %w", s.HexVar(), err)
 		}
 	}
 	return nil
 }
 
-// Load returns the key: decoded from Hex, or read from the secret
-// (SecretString = hex, SecretBinary = raw bytes), and passed through check.
-// label names the key in errors ("cms" gives "read cms key secret: …").
+// Load returns the current key: the first of LoadSet.
 func (s Source) Load(ctx context.Context, sm SecretsAPI, label string, check Check) ([]byte, error) {
+	keys, err := s.LoadSet(ctx, sm, label, check)
+	if err != nil {
+		return nil, err
+	}
+	return keys[0], nil
+}
+
+// LoadSet returns the key set: decoded from Hex, or read from the secret
+// (SecretString = hex, SecretBinary = raw bytes), each key passed through
+// check. A key set is "current,previous,…" (hex keys separated by commas,
+// at most MaxKeys): the first key signs, every key verifies, so a key can
+// be rotated without refusing what the other side still signs with the
+// previous one. label names the key in errors ("cms" gives "read cms key
+// secret: …").
+func (s Source) LoadSet(ctx context.Context, sm SecretsAPI, label string, check Check) ([][]byte, error) {
 	if s.Hex != "" {
-		return DecodeHex(s.Hex, check)
+		return DecodeHexSet(s.Hex, check)
 	}
 	if sm == nil {
 		return nil, fmt.Errorf("%s key: no Secrets Manager client", label)
@@ -95,19 +108,49 @@ func (s Source) Load(ctx context.Context, sm SecretsAPI, label string, check Che
 	if err != nil {
 		return nil, fmt.Errorf("read %s key secret: %w", label, err)
 	}
-	var key []byte
+	var keys [][]byte
 	switch {
 	case len(out.SecretBinary) > 0:
-		key, err = out.SecretBinary, check(out.SecretBinary)
+		keys, err = [][]byte{out.SecretBinary}, check(out.SecretBinary)
 	case out.SecretString != nil:
-		key, err = DecodeHex(*out.SecretString, check)
+		keys, err = DecodeHexSet(*out.SecretString, check)
 	default:
 		return nil, fmt.Errorf("%s key secret is empty", label)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s key secret: %w", label, err)
 	}
-	return key, nil
+	return keys, nil
+}
+
+// MaxKeys bounds a key set (current plus previous keys).
+const MaxKeys = 4
+
+// DecodeHexSet decodes "hex[,hex…]" (space around each key ignored), each
+// key passed through check; duplicates and more than MaxKeys keys are
+// refused.
+func DecodeHexSet(s string, check Check) ([][]byte, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) > MaxKeys {
+		return nil, fmt.Errorf("a key set has at most %d keys", MaxKeys)
+	}
+	seen := map[string]bool{}
+	keys := make([][]byte, 0, len(parts))
+	for i, p := range parts {
+		key, err := DecodeHex(p, check)
+		if err != nil && len(parts) == 1 {
+			return nil, err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("key %d: %w", i+1, err)
+		}
+		if seen[string(key)] {
+			return nil, fmt.Errorf("key %d repeats an earlier key", i+1)
+		}
+		seen[string(key)] = true
+		keys = append(keys, key)
+	}
+	return keys, nil
 }
 
 // DecodeHex decodes hex key material (surrounding space ignored) and

@@ -41,8 +41,16 @@ type Config struct {
 	// BaseURL is http(s)://host[:port][/prefix], without credentials,
 	// query or fragment.
 	BaseURL string
-	// Key is the HMAC key (at least MinKeyBytes); New copies it.
+	// Key is the HMAC key (at least MinKeyBytes) that signs requests and
+	// verifies responses; New copies it.
 	Key []byte
+	// PreviousKeys also verify responses (a key rotation in progress: the
+	// server may still sign with one of them); New copies them.
+	PreviousKeys [][]byte
+	// KeySet, when set, replaces Key and PreviousKeys: each request is
+	// signed with the first key it returns and its response verified with
+	// any of them (secretkey.Cache re-reads a rotated secret on a TTL).
+	KeySet KeySet
 	// Timeout bounds one attempt; 0 means DefaultTimeout, and it must not
 	// exceed MaxTimeout.
 	Timeout, DefaultTimeout, MaxTimeout time.Duration
@@ -54,12 +62,20 @@ type Config struct {
 	Transport  http.RoundTripper
 }
 
+// KeySet supplies the current key set: the first key signs, every key
+// verifies.
+type KeySet interface {
+	Keys(ctx context.Context) ([][]byte, error)
+}
+
 // Endpoint sends signed requests below one base URL. Safe for concurrent
 // use.
 type Endpoint struct {
 	codes   Codes
 	base    *url.URL
 	key     []byte
+	verify  [][]byte // key, then the previous keys
+	keySet  KeySet   // when set, replaces key and verify per request
 	timeout time.Duration
 	clock   core.Clock
 	http    *http.Client
@@ -75,7 +91,7 @@ func New(codes Codes, cfg Config) (*Endpoint, error) {
 	}
 	base.Path = strings.TrimRight(base.Path, "/")
 	base.RawPath = ""
-	if len(cfg.Key) < MinKeyBytes {
+	if cfg.KeySet == nil && len(cfg.Key) < MinKeyBytes {
 		return nil, core.Wrap(codes.ConfigInvalid, false, fmt.Errorf("%s key must have at least %d bytes", codes.Name, MinKeyBytes))
 	}
 	timeout := cfg.Timeout
@@ -95,7 +111,15 @@ func New(codes Codes, cfg Config) (*Endpoint, error) {
 		hc = &copied
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Endpoint{codes: codes, base: base, key: append([]byte(nil), cfg.Key...), timeout: timeout, clock: clock, http: hc}, nil
+	e := &Endpoint{codes: codes, base: base, key: append([]byte(nil), cfg.Key...), timeout: timeout, clock: clock, http: hc}
+	e.verify, e.keySet = [][]byte{e.key}, cfg.KeySet
+	for _, k := range cfg.PreviousKeys {
+		if len(k) < MinKeyBytes {
+			return nil, core.Wrap(codes.ConfigInvalid, false, fmt.Errorf("%s previous key must have at least %d bytes", codes.Name, MinKeyBytes))
+		}
+		e.verify = append(e.verify, append([]byte(nil), k...))
+	}
+	return e, nil
 }
 
 // Timeout is the longest one Do can take.
@@ -133,6 +157,8 @@ type Response struct {
 	Status    int
 	Header    http.Header
 	Body      []byte
+
+	verify [][]byte // the key set the request was signed under
 }
 
 // Do performs one signed attempt bounded by the timeout. Its errors are
@@ -141,6 +167,14 @@ func (e *Endpoint) Do(ctx context.Context, r Request) (*Response, error) {
 	requestID, err := NewRequestID()
 	if err != nil {
 		return nil, core.Wrap(e.codes.Unavailable, true, err)
+	}
+	key, verify := e.key, e.verify
+	if e.keySet != nil {
+		set, err := e.keySet.Keys(ctx)
+		if err != nil || len(set) == 0 || len(set[0]) < MinKeyBytes {
+			return nil, core.Wrap(e.codes.Unavailable, true, fmt.Errorf("%s key set unavailable", e.codes.Name))
+		}
+		key, verify = set[0], set
 	}
 	path := e.base.Path + r.Path
 	timestamp := strconv.FormatInt(e.clock.Now().Unix(), 10)
@@ -162,13 +196,13 @@ func (e *Endpoint) Do(ctx context.Context, r Request) (*Response, error) {
 	}
 	req.Header.Set(signing.HeaderRequestID, requestID)
 	req.Header.Set(signing.HeaderTimestamp, timestamp)
-	req.Header.Set(signing.HeaderSignature, signing.SignRequest(e.key, r.Method, path, requestID, timestamp, r.Body))
+	req.Header.Set(signing.HeaderSignature, signing.SignRequest(key, r.Method, path, requestID, timestamp, r.Body))
 	resp, err := e.http.Do(req)
 	if err != nil {
 		return nil, e.transportError(ctx, err)
 	}
 	defer resp.Body.Close()
-	out := &Response{RequestID: requestID, Status: resp.StatusCode, Header: resp.Header}
+	out := &Response{RequestID: requestID, Status: resp.StatusCode, Header: resp.Header, verify: verify}
 	if r.Read == nil || !r.Read(resp.StatusCode) {
 		// The body is never read into errors or logs.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
@@ -214,5 +248,41 @@ func (e *Endpoint) transportError(ctx context.Context, err error) error {
 // and it is valid for r's request id and body.
 func (e *Endpoint) VerifyResponse(r *Response) bool {
 	signature := r.Header.Values(signing.HeaderSignature)
-	return len(signature) == 1 && signing.VerifyResponse(e.key, r.RequestID, r.Body, signature[0])
+	if len(signature) != 1 {
+		return false
+	}
+	keys := r.verify
+	if keys == nil {
+		keys = e.verify
+	}
+	for _, k := range keys {
+		if signing.VerifyResponse(k, r.RequestID, r.Body, signature[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxRetryAfter caps an honoured Retry-After: a server asking for longer is
+// retried after this (the failure budget still counts the attempt).
+const MaxRetryAfter = time.Hour
+
+// RetryAfter reads a Retry-After header (delta-seconds or an HTTP-date,
+// RFC 9110 10.2.3) relative to now, capped at MaxRetryAfter; 0 when it is
+// absent, malformed or not in the future.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	if d <= 0 {
+		return 0
+	}
+	return min(d, MaxRetryAfter)
 }

@@ -54,7 +54,8 @@ func TestRunAppliesAndDestroys(t *testing.T) {
 		t.Fatalf("output is not Resources JSON: %v\n%s", err, out.String())
 	}
 	if res.Prefix != prefix || res.BusName != prefix+"-bus" || len(res.Rules) != 2 ||
-		!strings.HasSuffix(res.PollQueue.URL, prefix+"-poll") || res.ReleaseQueue.DLQARN == "" {
+		!strings.HasSuffix(res.PollQueue.URL, prefix+"-poll") || res.ReleaseQueue.DLQARN == "" ||
+		!strings.HasSuffix(res.QuarantineQueue.URL, prefix+"-quarantine") {
 		t.Fatalf("unexpected resources: %+v", res)
 	}
 
@@ -66,6 +67,7 @@ func TestRunAppliesAndDestroys(t *testing.T) {
 	want := "LOCALEFLOW_EVENT_BUS=" + prefix + "-bus\n" +
 		"LOCALEFLOW_MONITOR_TABLE=" + prefix + "-monitor\n" +
 		"LOCALEFLOW_POLL_QUEUE_URL=" + res.PollQueue.URL + "\n" +
+		"LOCALEFLOW_QUARANTINE_QUEUE_URL=" + res.QuarantineQueue.URL + "\n" +
 		"LOCALEFLOW_RELEASE_QUEUE_URL=" + res.ReleaseQueue.URL + "\n" +
 		"LOCALEFLOW_RELEASE_TABLE=" + prefix + "-release\n"
 	if out.String() != want {

@@ -87,14 +87,14 @@ func TestDemoLegalTextNeedsHumanReviewIssuer(t *testing.T) {
 		}
 		ctx := context.Background()
 		plan, _ := legal.planPayload()
-		pd, _ := signedDetail(k.Event, plan)
+		pd, _ := signedDetail(k.Event, topology.DetailPlanAccepted, plan)
 		if _, _, err := c.Ingest(ctx, topology.DetailPlanAccepted, pd); err != nil {
 			t.Fatal(err)
 		}
 		errs := map[string]error{}
 		for _, j := range legal.Jobs {
 			p, _ := legal.jobPayload(j)
-			jd, _ := signedDetail(k.Event, p)
+			jd, _ := signedDetail(k.Event, topology.DetailJobCompleted, p)
 			if _, _, err := c.Ingest(ctx, topology.DetailJobCompleted, jd); err != nil {
 				t.Fatal(err)
 			}

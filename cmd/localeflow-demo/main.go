@@ -320,7 +320,7 @@ func (d *demo) setupAWS(ctx context.Context) error {
 
 func (d *demo) startFunctions(ctx context.Context) error {
 	names := resourceNames{MonitorTable: d.res.MonitorTable, ReleaseTable: d.res.ReleaseTable, Bus: d.res.BusName,
-		PollQueueURL: d.res.PollQueue.URL, ReleaseQueueURL: d.res.ReleaseQueue.URL}
+		PollQueueURL: d.res.PollQueue.URL, ReleaseQueueURL: d.res.ReleaseQueue.URL, QuarantineQueueURL: d.res.QuarantineQueue.URL}
 	env := functionEnv(names, d.keys, d.srv, d.srv.Evidence.Issuers())
 	d.fns = map[string]*function{}
 	for _, fn := range d.topo.Functions {
@@ -380,7 +380,11 @@ func (d *demo) publish(ctx context.Context, changes []change) error {
 			Detail: aws.String(string(detail)), EventBusName: aws.String(d.res.BusName)})
 	}
 	for _, c := range changes {
-		detail, err := c.dispatchedDetail()
+		dispatch, err := c.dispatchedDetail()
+		if err != nil {
+			return err
+		}
+		detail, err := signedDetail(d.keys.Event, topology.DetailChangeDispatched, dispatch)
 		if err != nil {
 			return err
 		}
@@ -401,7 +405,7 @@ func (d *demo) publish(ctx context.Context, changes []change) error {
 		if err != nil {
 			return err
 		}
-		detail, err := signedDetail(d.keys.Event, payload)
+		detail, err := signedDetail(d.keys.Event, topology.DetailPlanAccepted, payload)
 		if err != nil {
 			return err
 		}
@@ -420,7 +424,7 @@ func (d *demo) publish(ctx context.Context, changes []change) error {
 			if err != nil {
 				return err
 			}
-			detail, err := signedDetail(d.keys.Event, payload)
+			detail, err := signedDetail(d.keys.Event, topology.DetailJobCompleted, payload)
 			if err != nil {
 				return err
 			}

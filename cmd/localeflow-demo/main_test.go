@@ -66,7 +66,7 @@ func TestScenarioEventsPassTheRealParsers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sd, err := signedDetail(key, plan)
+			sd, err := signedDetail(key, topology.DetailPlanAccepted, plan)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestScenarioEventsPassTheRealParsers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sd, err := signedDetail(key, p)
+				sd, err := signedDetail(key, topology.DetailJobCompleted, p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -113,13 +113,13 @@ func TestScenarioReleasesThroughACoordinator(t *testing.T) {
 			continue
 		}
 		plan, _ := ch.planPayload()
-		pd, _ := signedDetail(fx.EventKey, plan)
+		pd, _ := signedDetail(fx.EventKey, topology.DetailPlanAccepted, plan)
 		if _, _, err := c.Ingest(ctx, topology.DetailPlanAccepted, pd); err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range ch.Jobs {
 			p, _ := ch.jobPayload(j)
-			jd, _ := signedDetail(fx.EventKey, p)
+			jd, _ := signedDetail(fx.EventKey, topology.DetailJobCompleted, p)
 			if _, _, err := c.Ingest(ctx, topology.DetailJobCompleted, jd); err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/localstack/reference"
@@ -163,7 +164,8 @@ func (c change) jobPayload(j job) ([]byte, error) {
 	})
 }
 
-// signedDetail wraps a payload as {"payload", "signature"}.
-func signedDetail(eventKey, payload []byte) ([]byte, error) {
-	return json.Marshal(map[string]string{"payload": string(payload), "signature": signing.SignEvent(eventKey, payload)})
+// signedDetail wraps a payload as a v2 signed detail
+// {"payload", "timestamp", "signature"} of detailType, signed now.
+func signedDetail(eventKey []byte, detailType string, payload []byte) ([]byte, error) {
+	return signing.EventDetailV2(eventKey, detailType, time.Now(), payload)
 }

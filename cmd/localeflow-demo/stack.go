@@ -110,17 +110,23 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 	env := map[string][]string{
 		"poller": {
 			"LOCALEFLOW_MONITOR_TABLE=" + names.MonitorTable, "LOCALEFLOW_POLL_QUEUE_URL=" + names.PollQueueURL,
+			"LOCALEFLOW_QUARANTINE_QUEUE_URL=" + names.QuarantineQueueURL,
 			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL, "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS),
+			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event),
 			"LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_MONITOR_LEASE=30s",
+			// The demo's fake CMS and evidence provider listen on plain http.
+			"LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
 			// Accelerated for the demo (defaults: 30 s interval, 5 s..300 s backoff).
 			"LOCALEFLOW_POLL_INTERVAL=2s", "LOCALEFLOW_RETRY_BASE_DELAY=1s", "LOCALEFLOW_RETRY_MAX_DELAY=4s",
 		},
 		"coordinator": {
 			"LOCALEFLOW_RELEASE_TABLE=" + names.ReleaseTable, "LOCALEFLOW_RELEASE_QUEUE_URL=" + names.ReleaseQueueURL,
+			"LOCALEFLOW_QUARANTINE_QUEUE_URL=" + names.QuarantineQueueURL,
 			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_EVIDENCE_BASE_URL=" + s.EvidenceURL, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL,
 			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event), "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS), "LOCALEFLOW_EVIDENCE_KEY_HEX=" + hx(k.Evidence),
 			"LOCALEFLOW_APPROVAL_KEY_HEX=" + hx(k.ApprovalSeed), "LOCALEFLOW_PUBLICATION_KEY_HEX=" + hx(k.PublicationSeed),
 			"LOCALEFLOW_EVIDENCE_TIMEOUT=5s", "LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_EVIDENCE_LEASE=30s",
+			"LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
 		},
 		"health": {
 			"LOCALEFLOW_MONITOR_TABLE=" + names.MonitorTable, "LOCALEFLOW_RELEASE_TABLE=" + names.ReleaseTable,
@@ -134,7 +140,7 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 
 // resourceNames are what the functions need from the created resources.
 type resourceNames struct {
-	MonitorTable, ReleaseTable, Bus, PollQueueURL, ReleaseQueueURL string
+	MonitorTable, ReleaseTable, Bus, PollQueueURL, ReleaseQueueURL, QuarantineQueueURL string
 }
 
 // startFunction starts build/local/<name>/bootstrap under rie; a missing

@@ -45,6 +45,8 @@ commands:
   list [--state S] [--kind K]         open records and records needing attention (K: monitor, evidence, delivery)
   requeue EVENT_ID                    a failed change back to due with a fresh failure budget
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
+  quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
+  quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -73,6 +75,7 @@ type cli struct {
 	state        string
 	kind         string
 	args         []string
+	all          bool
 
 	db *dynamodb.Client
 }
@@ -104,6 +107,7 @@ func (c *cli) parse(args []string) error {
 	fs.IntVar(&c.segments, "segments", 4, "")
 	fs.StringVar(&c.state, "state", "", "")
 	fs.StringVar(&c.kind, "kind", "", "")
+	fs.BoolVar(&c.all, "all", false, "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			return usagef("%v", err)
@@ -146,6 +150,9 @@ func (c *cli) dispatch(ctx context.Context) error {
 		}
 		return nil
 	}
+	if cmd == "quarantine" {
+		return c.quarantine(ctx, rest)
+	}
 	var err error
 	switch cmd {
 	case "status", "requeue":
@@ -187,6 +194,28 @@ func (c *cli) dispatch(ctx context.Context) error {
 	default:
 		return c.audit(ctx)
 	}
+}
+
+// quarantine runs `quarantine list` and `quarantine replay`; they need the
+// queues (--prefix or the LOCALEFLOW_*_QUEUE_URL variables), not the tables.
+func (c *cli) quarantine(ctx context.Context, rest []string) error {
+	if len(rest) == 0 {
+		return usagef("quarantine: list or replay")
+	}
+	switch sub, ids := rest[0], rest[1:]; {
+	case sub == "list" && len(ids) == 0:
+		return c.quarantineList(ctx)
+	case sub == "replay" && (len(ids) > 0) != c.all:
+		for _, id := range ids {
+			if !core.ValidToken(id) {
+				return usagef("quarantine replay: %q is not a message id", id)
+			}
+		}
+		return c.quarantineReplay(ctx, ids)
+	case sub == "replay":
+		return usagef("quarantine replay: give message ids or --all (not both)")
+	}
+	return usagef("quarantine: list takes no arguments; replay takes ids or --all")
 }
 
 func (c *cli) connect(ctx context.Context) error {

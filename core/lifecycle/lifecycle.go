@@ -76,11 +76,14 @@ type Response struct {
 	ApprovedLocales []string
 	BlockedLocales  []BlockedLocale
 	QueueCounts     map[string]int64
-	// Delivery and Tombstone are canonical JSON objects, or nil for null.
+	// Delivery and Tombstone are content-free digests
+	// {"sha256": "<hex of the object's RFC 8785 form>"}, or nil for null:
+	// the CMS's objects may carry personal data and are never kept.
 	Delivery  json.RawMessage
 	Tombstone json.RawMessage
-	// Canonical is the RFC 8785 form of the whole body; SHA256 its hash.
-	// This is the snapshot the monitor stores.
+	// Canonical is the RFC 8785 form of the body with delivery and
+	// tombstone replaced by their digests; SHA256 its hash. This is the
+	// content-free snapshot the monitor stores.
 	Canonical []byte
 	SHA256    string
 }
@@ -91,8 +94,9 @@ var keys = []string{
 	"blocked_locales", "queue_counts", "delivery", "tombstone",
 }
 
-// MaxSnapshotBytes caps the canonical form of an answer (the snapshot the
-// monitor stores in its record): 128 KiB. A DynamoDB item holds at most
+// MaxSnapshotBytes caps the canonical form of an answer: 128 KiB. The
+// snapshot the monitor stores in its record (delivery and tombstone reduced
+// to digests) is never larger. A DynamoDB item holds at most
 // 400 KB, names and values included; the rest of a monitor record is under
 // 2 KB, so the cap leaves more than half the item free, and it keeps a
 // claim or finishing write (billed by item size, 1 KB per write unit)
@@ -138,9 +142,40 @@ func Parse(target Target, requestID string, body []byte) (Response, error) {
 	if !ok {
 		return Response{}, invalid()
 	}
-	r.Canonical = canonical
-	r.SHA256 = core.SHA256Hex(canonical)
+	r.Delivery, r.Tombstone = digestObject(r.Delivery), digestObject(r.Tombstone)
+	fields["delivery"], fields["tombstone"] = orNull(r.Delivery), orNull(r.Tombstone)
+	stored, err := json.Marshal(fields)
+	if err == nil {
+		stored, err = core.CanonicalizeJSON(stored)
+	}
+	if err != nil {
+		return Response{}, invalid()
+	}
+	r.Canonical = stored
+	r.SHA256 = core.SHA256Hex(stored)
 	return r, nil
+}
+
+// digestObject replaces a canonical JSON object with the content-free
+// {"sha256": "<hex of its canonical form>"}. An object that already is such
+// a digest (a stored snapshot being re-validated) is kept, so the
+// reduction is idempotent.
+func digestObject(obj json.RawMessage) json.RawMessage {
+	if obj == nil {
+		return nil
+	}
+	var d map[string]string
+	if json.Unmarshal(obj, &d) == nil && len(d) == 1 && core.ValidSHA256(d["sha256"]) && string(obj) == `{"sha256":"`+d["sha256"]+`"}` {
+		return obj
+	}
+	return json.RawMessage(`{"sha256":"` + core.SHA256Hex(obj) + `"}`)
+}
+
+func orNull(obj json.RawMessage) json.RawMessage {
+	if obj == nil {
+		return json.RawMessage("null")
+	}
+	return obj
 }
 
 func str(raw json.RawMessage, out *string) bool {

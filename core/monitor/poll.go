@@ -133,7 +133,8 @@ func (s *Service) finishReadError(wctx, ctx context.Context, c Claim, readErr er
 		s.log.WarnContext(ctx, "monitor read failed", "event_id", c.EventID, "code", ce.Code, "retryable", ce.Retryable)
 		// A contract violation is never retried, whatever the client says.
 		if ce.Retryable && ce.Code != CodeResponseInvalid {
-			return s.Retry(wctx, c, ce.Code)
+			// A server's Retry-After (429/503) is a floor on the backoff.
+			return s.failure(wctx, c, ce.Code, true, core.RetryAfterOf(readErr))
 		}
 		return s.Fail(wctx, c, ce.Code)
 	case ctx.Err() != nil:

@@ -336,15 +336,17 @@ func (s *Service) Complete(ctx context.Context, c Claim, resp lifecycle.Response
 // Retry records a retryable failure: retry_wait after RetryDelay, or failed
 // once the consecutive failures reach the registration's limit.
 func (s *Service) Retry(ctx context.Context, c Claim, code string) (Status, error) {
-	return s.failure(ctx, c, code, true)
+	return s.failure(ctx, c, code, true, 0)
 }
 
 // Fail records a failure that is not retried: failed.
 func (s *Service) Fail(ctx context.Context, c Claim, code string) (Status, error) {
-	return s.failure(ctx, c, code, false)
+	return s.failure(ctx, c, code, false, 0)
 }
 
-func (s *Service) failure(ctx context.Context, c Claim, code string, retryable bool) (Status, error) {
+// failure records a failure; the retry waits for the longer of the backoff
+// and atLeast (a server's Retry-After).
+func (s *Service) failure(ctx context.Context, c Claim, code string, retryable bool, atLeast time.Duration) (Status, error) {
 	if err := c.validate(); err != nil {
 		return Status{}, err
 	}
@@ -357,7 +359,7 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 	}
 	failures := c.ConsecutiveFailures + 1
 	u := Update{State: StateRetryWait, ConsecutiveFailures: failures, LastErrorCode: code, UpdatedMS: now,
-		NextPollMS: now + s.cfg.RetryDelay(failures).Milliseconds()}
+		NextPollMS: now + max(s.cfg.RetryDelay(failures), atLeast).Milliseconds()}
 	if !retryable || failures >= c.MaxConsecutiveFailures {
 		u.State, u.NextPollMS = StateFailed, now
 	}

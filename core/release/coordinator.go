@@ -82,6 +82,9 @@ type Coordinator struct {
 	Clock       core.Clock
 	Logger      *slog.Logger
 	Config      Config
+	// Events holds the optional settings of signed input events
+	// (previous keys, age window, v1 refusal).
+	Events EventSettings
 }
 
 // Validate checks the wiring.

@@ -1,8 +1,11 @@
 package release
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"sort"
+	"time"
 	"unicode/utf8"
 
 	"github.com/localeflow/localeflow/core"
@@ -16,6 +19,7 @@ const (
 	CodeEventInvalid          = "coordinator.event.invalid"
 	CodeEventDetailType       = "coordinator.event.detail_type_unknown"
 	CodeEventSignatureInvalid = "coordinator.event.signature_invalid"
+	CodeEventStale            = "coordinator.event.stale"
 	CodePlanInvalid           = "coordinator.plan.invalid"
 	CodePlanJobsInvalid       = "coordinator.plan.jobs_invalid"
 	CodePlanSourceTooLarge    = "coordinator.plan.source_too_large"
@@ -140,30 +144,33 @@ func (e SignedEvent) EventID() string {
 }
 
 // ParseSignedEvent verifies and validates the detail of a signed input
-// event: `{"payload": "<JSON text>", "signature": "v1=<hex>"}` with the HMAC
-// over the exact payload bytes under key. Nothing about the payload is
-// trusted before the signature verifies.
+// event under key at the system time; see ParseSignedEventWith.
 func ParseSignedEvent(key []byte, detailType string, detail []byte) (SignedEvent, error) {
+	return ParseSignedEventWith(signing.EventCheck{Keys: [][]byte{key}, Now: time.Now()}, detailType, detail)
+}
+
+// ParseSignedEventWith verifies and validates the detail of a signed input
+// event: v1 `{"payload": "<JSON text>", "signature": "v1=<hex>"}` (HMAC
+// over the exact payload bytes; refused when check.RefuseV1) or v2
+// `{"payload": …, "timestamp": "<unix s>", "signature": "v2=<hex>"}` (HMAC
+// over "localeflow.event.v2\n" + detail-type + "\n" + timestamp + "\n" +
+// payload, refused outside check's age window), under any of check.Keys.
+// Nothing about the payload is trusted before the signature verifies.
+func ParseSignedEventWith(check signing.EventCheck, detailType string, detail []byte) (SignedEvent, error) {
 	if detailType != topology.DetailPlanAccepted && detailType != topology.DetailJobCompleted {
 		return SignedEvent{}, core.Fail(CodeEventDetailType)
 	}
 	if len(detail) > 2*MaxPayloadBytes {
 		return SignedEvent{}, core.Fail(CodeEventInvalid)
 	}
-	f, err := object(detail, CodeEventInvalid, []string{"payload", "signature"})
-	if err != nil {
-		return SignedEvent{}, err
-	}
-	payload, err := f.str("payload", CodeEventInvalid)
-	if err != nil {
-		return SignedEvent{}, err
-	}
-	signature, err := f.str("signature", CodeEventInvalid)
-	if err != nil {
-		return SignedEvent{}, err
-	}
-	if len(key) == 0 || !signing.VerifyEvent(key, []byte(payload), signature) {
+	payload, _, err := signing.OpenEvent(check, detailType, detail)
+	switch {
+	case errors.Is(err, signing.ErrEventSignature):
 		return SignedEvent{}, core.Fail(CodeEventSignatureInvalid)
+	case errors.Is(err, signing.ErrEventStale):
+		return SignedEvent{}, core.Fail(CodeEventStale)
+	case err != nil:
+		return SignedEvent{}, core.Fail(CodeEventInvalid)
 	}
 	if len(payload) > MaxPayloadBytes {
 		return SignedEvent{}, core.Fail(CodeEventInvalid)
@@ -420,4 +427,38 @@ func parseResult(f fields) (*Result, error) {
 		return nil, core.Fail(CodeJobTargetMismatch)
 	}
 	return &r, nil
+}
+
+// EventSettings are the optional settings of the coordinator's signed input
+// events; the zero value accepts v1 and v2 under EventKey alone, v2 within
+// signing.DefaultEventMaxAge.
+type EventSettings struct {
+	// PreviousKeys are accepted after EventKey during a key rotation.
+	PreviousKeys [][]byte
+	// MaxAge is the oldest v2 event accepted; 0 means
+	// signing.DefaultEventMaxAge.
+	MaxAge time.Duration
+	// RefuseV1 refuses v1 signatures once every producer signs v2.
+	RefuseV1 bool
+	// KeySet, when set, replaces EventKey and PreviousKeys: the secret is
+	// re-read on a TTL, so a rotation needs no cold start.
+	KeySet interface {
+		Keys(ctx context.Context) ([][]byte, error)
+	}
+}
+
+// parseEvent verifies an input event under the coordinator's keys at its
+// clock's time.
+func (c *Coordinator) parseEvent(ctx context.Context, detailType string, detail []byte) (SignedEvent, error) {
+	keys := append([][]byte{c.EventKey}, c.Events.PreviousKeys...)
+	if c.Events.KeySet != nil {
+		set, err := c.Events.KeySet.Keys(ctx)
+		if err != nil {
+			return SignedEvent{}, core.Wrap("coordinator.event.keys_unavailable", true, err)
+		}
+		keys = set
+	}
+	return ParseSignedEventWith(signing.EventCheck{
+		Keys: keys, Now: c.Clock.Now(), MaxAge: c.Events.MaxAge, RefuseV1: c.Events.RefuseV1,
+	}, detailType, detail)
 }

@@ -14,7 +14,7 @@ import (
 // before its plan: it is stored and checked against the plan when a run
 // reads it.
 func (c *Coordinator) Ingest(ctx context.Context, detailType string, detail []byte) (eventID string, changed bool, err error) {
-	ev, err := ParseSignedEvent(c.EventKey, detailType, detail)
+	ev, err := c.parseEvent(ctx, detailType, detail)
 	if err != nil {
 		return "", false, err
 	}

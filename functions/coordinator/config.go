@@ -42,6 +42,13 @@ const (
 	envDeliveryAttempts     = "LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"
 	envMargin               = "LOCALEFLOW_DEADLINE_MARGIN"
 	envLogLevel             = "LOCALEFLOW_LOG_LEVEL"
+	envQuarantineURL        = "LOCALEFLOW_QUARANTINE_QUEUE_URL" // optional: rejected inputs
+	envTextRetention        = "LOCALEFLOW_TEXT_RETENTION"       // texts kept after delivered/blocked
+	envKeyTTL               = "LOCALEFLOW_KEY_TTL"              // key sets re-read after (default 5m)
+	// Signed input events: the oldest v2 event accepted, and "1" to refuse
+	// v1 signatures once every producer signs v2.
+	envEventMaxAge   = "LOCALEFLOW_EVENT_MAX_AGE"
+	envEventRefuseV1 = "LOCALEFLOW_EVENT_REFUSE_V1"
 )
 
 // Key names: LOCALEFLOW_<NAME>_KEY_SECRET_ARN / LOCALEFLOW_<NAME>_KEY_HEX.
@@ -80,6 +87,20 @@ type config struct {
 	EvidenceTimeout time.Duration
 	CMSTimeout      time.Duration
 	Margin          time.Duration
+	// InsecureHTTP allows http:// evidence and CMS URLs
+	// (LOCALEFLOW_ALLOW_INSECURE_HTTP=1, local runs only).
+	InsecureHTTP bool
+	// QuarantineURL is the queue of rejected inputs; empty only logs and
+	// counts them (local runs without it).
+	QuarantineURL string
+	// TextRetention keeps source and result texts after the release is
+	// delivered or blocked for good (0: the handler's 7-day default).
+	TextRetention time.Duration
+	// KeyTTL is how long a key set is used before its secret is read
+	// again (0: secretkey.DefaultTTL).
+	KeyTTL time.Duration
+	// Events are the signed input event settings (keys are added at build).
+	Events release.EventSettings
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
 }
@@ -116,7 +137,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Int(envEvidenceAttempts, &c.Release.EvidenceMaxAttempts)
 	env.Int(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
 	c.LogLevel = env.Level(envLogLevel)
+	c.InsecureHTTP = env.InsecureHTTPAllowed()
+	c.QuarantineURL = env.String(envQuarantineURL)
+	env.Duration(envEventMaxAge, &c.Events.MaxAge)
+	env.Duration(envTextRetention, &c.TextRetention)
+	env.Duration(envKeyTTL, &c.KeyTTL)
 	errs := []error{env.Err()}
+	switch env.String(envEventRefuseV1) {
+	case "", "0":
+	case "1":
+		c.Events.RefuseV1 = true
+	default:
+		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventRefuseV1))
+	}
 	c.Release.DeliveryLease = c.Release.EvidenceLease
 	issuers, err := loadIssuers(env)
 	if err != nil {
@@ -194,6 +227,11 @@ func (c config) validate() error {
 	if c.ReleaseQueueURL != "" && !strings.HasPrefix(c.ReleaseQueueURL, "https://") && !strings.HasPrefix(c.ReleaseQueueURL, "http://") {
 		errs = append(errs, fmt.Errorf("%s must be a queue URL", envReleaseQueueURL))
 	}
+	for _, u := range [][2]string{{envEvidenceBaseURL, c.EvidenceBaseURL}, {envCMSBaseURL, c.CMSBaseURL}} {
+		if err := envvar.CheckServiceURL(u[0], u[1], c.InsecureHTTP); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, name := range keyNames {
 		if err := c.Keys[name].Validate(keyCheck(name)); err != nil {
 			errs = append(errs, err)
@@ -203,6 +241,15 @@ func (c config) validate() error {
 	if r.EvidenceLease <= c.EvidenceTimeout || r.EvidenceLease <= c.CMSTimeout {
 		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s and %s: %w", envEvidenceLease, r.EvidenceLease, envEvidenceTimeout, envCMSTimeout,
 			core.Fail("coordinator.lease_too_short")))
+	}
+	if c.KeyTTL < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envKeyTTL))
+	}
+	if c.TextRetention < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envTextRetention))
+	}
+	if c.Events.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envEventMaxAge))
 	}
 	if c.EvidenceTimeout <= 0 || c.CMSTimeout <= 0 || c.Margin < 0 {
 		errs = append(errs, errors.New("timeouts must be positive and the margin not negative"))
@@ -252,4 +299,17 @@ func keyCheck(name string) secretkey.Check {
 // (SecretString = hex, SecretBinary = raw bytes).
 func (c config) key(ctx context.Context, sm secretkey.SecretsAPI, name string) ([]byte, error) {
 	return c.Keys[name].Load(ctx, sm, strings.ToLower(name), keyCheck(name))
+}
+
+// keyCache loads one key set "current,previous,…" and re-reads it every
+// KeyTTL (secretkey.Cache).
+func (c config) keyCache(ctx context.Context, sm secretkey.SecretsAPI, name string) (*secretkey.Cache, error) {
+	return secretkey.NewCache(ctx, c.Keys[name], sm, strings.ToLower(name), keyCheck(name), c.KeyTTL, nil)
+}
+
+// eventSettings are the event settings verifying with the event key set.
+func (c config) eventSettings(set *secretkey.Cache) release.EventSettings {
+	e := c.Events
+	e.KeySet = set
+	return e
 }

@@ -38,6 +38,12 @@
 //	LOCALEFLOW_EVIDENCE_TIMEOUT         evidence HTTP timeout (default 30s)
 //	LOCALEFLOW_CMS_TIMEOUT              CMS delivery HTTP timeout (default 30s)
 //	LOCALEFLOW_DEADLINE_MARGIN          time kept free at the end of an invocation (default 2s)
+//	LOCALEFLOW_QUARANTINE_QUEUE_URL     queue of rejected inputs (optional; the stack sets it)
+//	LOCALEFLOW_KEY_TTL                  HMAC key sets re-read after (default 5m)
+//	LOCALEFLOW_TEXT_RETENTION           texts kept after delivered/blocked (default 168h)
+//	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 96h)
+//	LOCALEFLOW_EVENT_REFUSE_V1          1 refuses v1 event signatures (default: accepted)
+//	LOCALEFLOW_ALLOW_INSECURE_HTTP      1 allows http:// service URLs (local runs only)
 //	LOCALEFLOW_LOG_LEVEL                DEBUG, INFO (default), WARN, ERROR
 package main
 
@@ -55,12 +61,14 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/evidence"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/topology"
 )
 
 func main() {
@@ -93,17 +101,26 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 			break
 		}
 	}
-	keys := map[string][]byte{}
+	// Each key is a set "current,previous,…": the current key signs, every
+	// key of the set verifies (a rotation in progress). The HMAC sets are
+	// re-read every LOCALEFLOW_KEY_TTL, so a rotated secret needs no cold
+	// start; the Ed25519 seeds are read once.
+	keys, sets := map[string][]byte{}, map[string]*secretkey.Cache{}
 	for _, name := range keyNames {
-		if keys[name], err = cfg.key(ctx, sm, name); err != nil {
+		cache, err := cfg.keyCache(ctx, sm, name)
+		if err != nil {
 			return nil, err
 		}
+		set, _ := cache.Keys(ctx)
+		keys[name], sets[name] = set[0], cache
 	}
-	evidenceClient, err := evidence.New(evidence.Config{BaseURL: cfg.EvidenceBaseURL, Key: keys[keyEvidence], Timeout: cfg.EvidenceTimeout})
+	evidenceClient, err := evidence.New(evidence.Config{BaseURL: cfg.EvidenceBaseURL, Key: keys[keyEvidence],
+		KeySet: sets[keyEvidence], Timeout: cfg.EvidenceTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("evidence client: %w", err)
 	}
-	cmsClient, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: cfg.CMSBaseURL, Key: keys[keyCMS], Timeout: cfg.CMSTimeout})
+	cmsClient, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: cfg.CMSBaseURL, Key: keys[keyCMS],
+		KeySet: sets[keyCMS], Timeout: cfg.CMSTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("cms delivery client: %w", err)
 	}
@@ -125,6 +142,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		// Each receipt kind trusts only its own issuers.
 		Verifiers: cfg.Issuers.Verifiers(),
 		Approval:  approval, Publication: publication, Clock: clock, Logger: log, Config: cfg.Release,
+		Events: cfg.eventSettings(sets[keyEvent]),
 	}
 	return handler.New(handler.Config{
 		Coordinator: coord,
@@ -134,5 +152,12 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Clock:       clock,
 		Log:         log,
 		Margin:      cfg.Margin,
+		Rejecter: &quarantine.Rejecter{
+			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).RelQueue.Logical,
+			Function: "coordinator", Metrics: os.Stdout, Clock: clock,
+		},
+		Texts:         releasedb.TextExpirer{DB: awsclient.DynamoDB(awsCfg), Table: cfg.ReleaseTable},
+		TextRetention: cfg.TextRetention,
+		LongestWait:   max(handler.DefaultLongestWait, cfg.Release.EvidenceLease, cfg.Release.DeliveryLease),
 	})
 }

@@ -105,7 +105,7 @@ func expectNoFailures(t *testing.T, out []byte) {
 func rieEnv(fx releasetest.Fixture, table, queueURL, bus, evidenceURL, cmsURL string, evidenceKey, cmsKey []byte) []string {
 	return []string{
 		envReleaseTable + "=" + table, envReleaseQueueURL + "=" + queueURL, envEventBus + "=" + bus,
-		envEvidenceBaseURL + "=" + evidenceURL, envCMSBaseURL + "=" + cmsURL,
+		envEvidenceBaseURL + "=" + evidenceURL, envCMSBaseURL + "=" + cmsURL, "LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
 		envIssuersQuality + "=" + issuerEnv(fx, release.KindQuality),
 		envIssuersHumanReview + "=" + issuerEnv(fx, release.KindHumanReview),
 		envIssuersIndependent + "=" + issuerEnv(fx, release.KindIndependentModelReview),

@@ -22,11 +22,17 @@ import (
 const (
 	envMonitorTable = "LOCALEFLOW_MONITOR_TABLE"
 	envPollQueueURL = "LOCALEFLOW_POLL_QUEUE_URL"
+	envQuarantine   = "LOCALEFLOW_QUARANTINE_QUEUE_URL" // optional: rejected messages
 	envEventBus     = "LOCALEFLOW_EVENT_BUS"
 	envCMSBaseURL   = "LOCALEFLOW_CMS_BASE_URL"
 	envCMSKey       = "LOCALEFLOW_CMS_KEY" // _SECRET_ARN (deployed) or _HEX (local use)
 	envCMSKeyARN    = envCMSKey + "_SECRET_ARN"
 	envCMSKeyHex    = envCMSKey + "_HEX"
+	envEventKey     = "LOCALEFLOW_EVENT_KEY" // verifies the signed dispatch details
+	envEventKeyHex  = envEventKey + "_HEX"
+	envEventMaxAge  = "LOCALEFLOW_EVENT_MAX_AGE"
+	envKeyTTL       = "LOCALEFLOW_KEY_TTL" // key sets re-read after (default 5m)
+	envEventV1      = "LOCALEFLOW_EVENT_REFUSE_V1"
 	envCMSTimeout   = "LOCALEFLOW_CMS_TIMEOUT"
 	envLease        = "LOCALEFLOW_MONITOR_LEASE"
 	envPollInterval = "LOCALEFLOW_POLL_INTERVAL"
@@ -44,13 +50,23 @@ const (
 type config struct {
 	MonitorTable string
 	PollQueueURL string
-	EventBus     string
-	CMSBaseURL   string
-	CMSKey       secretkey.Source
-	CMSTimeout   time.Duration
-	Monitor      monitor.Config
-	Concurrency  int
-	Margin       time.Duration
+	// QuarantineURL is the quarantine queue; empty only logs and counts
+	// rejected messages (local runs without it).
+	QuarantineURL string
+	EventBus      string
+	CMSBaseURL    string
+	CMSKey        secretkey.Source
+	EventKey      secretkey.Source
+	EventMaxAge   time.Duration
+	RefuseV1      bool
+	KeyTTL        time.Duration
+	CMSTimeout    time.Duration
+	Monitor       monitor.Config
+	Concurrency   int
+	Margin        time.Duration
+	// InsecureHTTP allows an http:// CMS URL (LOCALEFLOW_ALLOW_INSECURE_HTTP=1,
+	// local runs only).
+	InsecureHTTP bool
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
 }
@@ -59,13 +75,16 @@ type config struct {
 func loadConfig(getenv func(string) string) (config, error) {
 	env := envvar.NewReader(getenv)
 	c := config{
-		MonitorTable: env.String(envMonitorTable),
-		PollQueueURL: env.String(envPollQueueURL),
-		EventBus:     env.String(envEventBus),
-		CMSBaseURL:   env.String(envCMSBaseURL),
-		CMSKey:       secretkey.FromEnv(getenv, envCMSKey),
-		Monitor:      monitor.Config{WorkerID: env.String(envWorkerID)},
-		LogLevel:     env.Level(envLogLevel),
+		MonitorTable:  env.String(envMonitorTable),
+		PollQueueURL:  env.String(envPollQueueURL),
+		QuarantineURL: env.String(envQuarantine),
+		EventBus:      env.String(envEventBus),
+		CMSBaseURL:    env.String(envCMSBaseURL),
+		CMSKey:        secretkey.FromEnv(getenv, envCMSKey),
+		EventKey:      secretkey.FromEnv(getenv, envEventKey),
+		Monitor:       monitor.Config{WorkerID: env.String(envWorkerID)},
+		LogLevel:      env.Level(envLogLevel),
+		InsecureHTTP:  env.InsecureHTTPAllowed(),
 	}
 	env.Duration(envCMSTimeout, &c.CMSTimeout)
 	env.Duration(envLease, &c.Monitor.Lease)
@@ -75,7 +94,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Duration(envMargin, &c.Margin)
 	env.Int(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
 	env.Int(envConcurrency, &c.Concurrency)
+	env.Duration(envEventMaxAge, &c.EventMaxAge)
+	env.Duration(envKeyTTL, &c.KeyTTL)
 	errs := []error{env.Err()}
+	switch env.String(envEventV1) {
+	case "", "0":
+	case "1":
+		c.RefuseV1 = true
+	default:
+		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventV1))
+	}
 	if c.CMSTimeout == 0 {
 		c.CMSTimeout = cms.DefaultTimeout
 	}
@@ -107,8 +135,23 @@ func (c config) validate() error {
 	if !strings.HasPrefix(c.PollQueueURL, "https://") && !strings.HasPrefix(c.PollQueueURL, "http://") {
 		errs = append(errs, fmt.Errorf("%s must be a queue URL", envPollQueueURL))
 	}
+	if c.QuarantineURL != "" && !strings.HasPrefix(c.QuarantineURL, "https://") && !strings.HasPrefix(c.QuarantineURL, "http://") {
+		errs = append(errs, fmt.Errorf("%s must be a queue URL", envQuarantine))
+	}
+	if err := envvar.CheckServiceURL(envCMSBaseURL, c.CMSBaseURL, c.InsecureHTTP); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.CMSKey.Validate(secretkey.MinBytes(cms.MinKeyBytes)); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.EventKey.Validate(secretkey.MinBytes(cms.MinKeyBytes)); err != nil {
+		errs = append(errs, err)
+	}
+	if c.KeyTTL < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envKeyTTL))
+	}
+	if c.EventMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("%s must not be negative", envEventMaxAge))
 	}
 	if c.CMSTimeout <= 0 || c.CMSTimeout > cms.MaxTimeout {
 		errs = append(errs, fmt.Errorf("%s must be in (0, %s]", envCMSTimeout, cms.MaxTimeout))
@@ -140,4 +183,9 @@ func randomWorkerID() (string, error) {
 // secret (SecretString = the key in hex, or SecretBinary = the raw key).
 func (c config) cmsKey(ctx context.Context, sm secretkey.SecretsAPI) ([]byte, error) {
 	return c.CMSKey.Load(ctx, sm, "CMS", secretkey.MinBytes(cms.MinKeyBytes))
+}
+
+// keyCache loads a key set and re-reads it every KeyTTL.
+func (c config) keyCache(ctx context.Context, src secretkey.Source, sm secretkey.SecretsAPI, label string) (*secretkey.Cache, error) {
+	return secretkey.NewCache(ctx, src, sm, label, secretkey.MinBytes(cms.MinKeyBytes), c.KeyTTL, nil)
 }

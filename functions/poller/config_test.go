@@ -22,6 +22,7 @@ func baseEnv() map[string]string {
 		envEventBus:     "lf-bus",
 		envCMSBaseURL:   "https://cms.example",
 		envCMSKeyHex:    keyHex,
+		envEventKeyHex:  keyHex,
 	}
 }
 
@@ -73,6 +74,9 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"bad arn", func(e map[string]string) { delete(e, envCMSKeyHex); e[envCMSKeyARN] = "secret" }, "ARN"},
 		{"key not hex", func(e map[string]string) { e[envCMSKeyHex] = "zz" }, "not hex"},
 		{"key short", func(e map[string]string) { e[envCMSKeyHex] = "abcd" }, "at least"},
+		{"no event key", func(e map[string]string) { delete(e, envEventKeyHex) }, envEventKey},
+		{"event key short", func(e map[string]string) { e[envEventKeyHex] = "abcd" }, "at least"},
+		{"refuse v1 not 0/1", func(e map[string]string) { e[envEventV1] = "yes" }, envEventV1},
 		{"bad duration", func(e map[string]string) { e[envLease] = "ten minutes" }, envLease},
 		{"bad integer", func(e map[string]string) { e[envMaxFailures] = "five" }, envMaxFailures},
 		{"lease too short", func(e map[string]string) { e[envLease] = "10s" }, "lifecycle_monitor.lease_too_short"},

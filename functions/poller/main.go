@@ -19,6 +19,8 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/adapters/signedhttp"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
@@ -91,11 +93,18 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 	if err != nil {
 		return nil, wired{}, err
 	}
-	key, err := cfg.cmsKey(ctx, secretsmanager.NewFromConfig(awsCfg))
+	sm := secretsmanager.NewFromConfig(awsCfg)
+	// Key sets "current,previous,…", re-read every LOCALEFLOW_KEY_TTL so a
+	// rotated secret needs no cold start.
+	cmsKeys, err := cfg.keyCache(ctx, cfg.CMSKey, sm, "CMS")
 	if err != nil {
 		return nil, wired{}, err
 	}
-	reader, err := cms.New(cms.Config{BaseURL: cfg.CMSBaseURL, Key: key, Timeout: cfg.CMSTimeout})
+	eventKeys, err := cfg.keyCache(ctx, cfg.EventKey, sm, "event")
+	if err != nil {
+		return nil, wired{}, err
+	}
+	reader, err := cms.New(cms.Config{BaseURL: cfg.CMSBaseURL, KeySet: cmsKeys, Timeout: cfg.CMSTimeout})
 	if err != nil {
 		return nil, wired{}, fmt.Errorf("cms client: %w", err)
 	}
@@ -118,6 +127,14 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 		Log:         log,
 		Concurrency: cfg.Concurrency,
 		Margin:      cfg.Margin,
+		EventKeySet: eventKeys,
+		Rejecter: &quarantine.Rejecter{
+			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).PollQueue.Logical,
+			Function: "poller", Metrics: os.Stdout, Clock: clock,
+		},
+		EventMaxAge:    cfg.EventMaxAge,
+		RefuseV1Events: cfg.RefuseV1,
+		LongestWait:    max(cfg.Monitor.PollInterval, cfg.Monitor.MaxDelay, cfg.Monitor.Lease, signedhttp.MaxRetryAfter),
 	})
 	if err != nil {
 		return nil, wired{}, err

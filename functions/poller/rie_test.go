@@ -36,8 +36,10 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 		envMonitorTable+"="+res.MonitorTable,
 		envPollQueueURL+"="+res.PollQueue.URL,
 		envEventBus+"="+res.BusName,
-		envCMSBaseURL+"="+srv.URL,
+		envCMSBaseURL+"="+srv.URL, "LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
 		envCMSKeyHex+"="+hex.EncodeToString(key),
+		// The key that signed testdata/sqs_intake.json's dispatch details.
+		envEventKeyHex+"="+hex.EncodeToString([]byte("localeflow-event-test-key-000001")),
 		envCMSTimeout+"=2s",
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=60",
 	)

@@ -72,3 +72,37 @@ func (r *Reader) Level(name string) *slog.Level {
 func (r *Reader) Err() error {
 	return errors.Join(r.errs...)
 }
+
+// AllowInsecureHTTP names the variable that lets a function talk to the CMS
+// and the evidence provider over plain http://. Only local runs set it to
+// "1" (the demo, the local runner and the tests, whose fake services listen
+// on 127.0.0.1); a deployed function requires https://.
+const AllowInsecureHTTP = "LOCALEFLOW_ALLOW_INSECURE_HTTP"
+
+// InsecureHTTPAllowed reports whether AllowInsecureHTTP is "1"; any other
+// non-empty value is an error.
+func (r *Reader) InsecureHTTPAllowed() bool {
+	switch v := r.String(AllowInsecureHTTP); v {
+	case "":
+		return false
+	case "1":
+		return true
+	default:
+		r.errs = append(r.errs, fmt.Errorf("%s must be 1 or unset", AllowInsecureHTTP))
+		return false
+	}
+}
+
+// CheckServiceURL requires an https:// URL for the service variable name,
+// or http:// as well when insecure is set (local runs only).
+func CheckServiceURL(name, value string, insecure bool) error {
+	switch {
+	case value == "", strings.HasPrefix(value, "https://"):
+		return nil
+	case insecure && strings.HasPrefix(value, "http://"):
+		return nil
+	case strings.HasPrefix(value, "http://"):
+		return fmt.Errorf("%s must be https:// (plain http only with %s=1, for local runs)", name, AllowInsecureHTTP)
+	}
+	return fmt.Errorf("%s must be an https:// URL", name)
+}

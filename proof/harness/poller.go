@@ -18,11 +18,15 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
 // CMSKey is the HMAC key the test CMS and the pollers share.
 var CMSKey = []byte("proof-cms-lifecycle-key-0123456789abcdef")
+
+// EventKey signs the dispatched events the pollers verify.
+var EventKey = []byte("proof-event-key-0123456789abcdef")
 
 // FastMonitor is a monitor configuration for real-time runs: polls every
 // PollInterval, retries after 100 ms·2^(n-1) (≤ 1 s), 5 s leases (a CMS
@@ -122,8 +126,9 @@ func (s *Stack) NewPoller(t testing.TB, life *Lifecycle, clock core.Clock, cfg m
 	latency := &Latency{}
 	h, err := handler.New(handler.Config{
 		Monitor: timedMonitor{svc, latency}, Reader: reader, Clock: clock, Log: logger,
-		Queue: delayqueue.New(s.SQS, s.Resources.PollQueue.URL),
-		Bus:   eventbus.New(s.EB, s.Resources.BusName),
+		Queue:     delayqueue.New(s.SQS, s.Resources.PollQueue.URL),
+		Bus:       eventbus.New(s.EB, s.Resources.BusName),
+		EventKeys: [][]byte{EventKey},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +182,13 @@ func (s *Stack) Dispatch(ctx context.Context, eventID string) error {
 	if err != nil {
 		return err
 	}
-	return eventbus.New(s.EB, s.Resources.BusName).Publish(ctx, topology.DetailChangeDispatched, json.RawMessage(detail))
+	// v1-signed: the pollers may run on an accelerated clock, which a v2
+	// timestamp window would refuse.
+	signed, err := json.Marshal(map[string]string{"payload": string(detail), "signature": signing.SignEvent(EventKey, detail)})
+	if err != nil {
+		return err
+	}
+	return eventbus.New(s.EB, s.Resources.BusName).Publish(ctx, topology.DetailChangeDispatched, json.RawMessage(signed))
 }
 
 // Register registers a change directly with the service (no bus).

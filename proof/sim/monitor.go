@@ -16,12 +16,15 @@ import (
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/monitor/memstore"
+	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/internal/logcapture"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -29,7 +32,20 @@ import (
 // a log line or a content-free record.
 const Secret = "SIMSECRET"
 
-var cmsKey = []byte("sim-cms-hmac-key-0123456789abcdef")
+var (
+	cmsKey   = []byte("sim-cms-hmac-key-0123456789abcdef")
+	eventKey = releasetest.NewFixture().EventKey
+)
+
+// signedDetail signs an input event's payload as its producers do (v2:
+// detail-type and time signed), at the virtual time of publication.
+func signedDetail(detailType string, payload []byte) json.RawMessage {
+	detail, err := signing.EventDetailV2(eventKey, detailType, time.Now(), payload)
+	if err != nil {
+		panic(err)
+	}
+	return detail
+}
 
 // lease is the history of one lease, for the safety checks.
 type lease struct {
@@ -237,29 +253,31 @@ type change struct {
 	script   []cmstest.Step
 	tamper   string // "", "schema", "corrupt"
 	tampered bool
+	forged   bool // its dispatch is signed with a key localeflow does not hold
 }
 
 // Monitor is the lifecycle monitor's part of the world: the real poller
 // handler and monitor service on the memory store, with the CMS, queue
 // and bus simulated.
 type Monitor struct {
-	w        *World
-	mem      *memstore.Store
-	store    *monitorStore
-	cms      *cmstest.CMS
-	queue    *Queue
-	bus      *Bus
-	fn       *Function
-	services []*monitor.Service
-	changes  []*change
-	log      *logcapture.Buffer
+	w           *World
+	mem         *memstore.Store
+	store       *monitorStore
+	cms         *cmstest.CMS
+	queue       *Queue
+	bus         *Bus
+	fn          *Function
+	services    []*monitor.Service
+	changes     []*change
+	log         *logcapture.Buffer
+	quarantined *Queue
 	// needOperator lists the changes that ended needing an operator.
 	needOperator []string
 }
 
-func newMonitor(w *World, bus *Bus, log *logcapture.Buffer) (*Monitor, error) {
+func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) (*Monitor, error) {
 	top := topology.New("sim")
-	m := &Monitor{w: w, mem: memstore.New(), cms: cmstest.New(cmsKey), bus: bus, log: log}
+	m := &Monitor{w: w, mem: memstore.New(), cms: cmstest.New(cmsKey), bus: bus, log: log, quarantined: quarantined}
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}}
 	m.queue = newQueue(w, top.PollQueue, "poller")
 	m.fn = &Function{w: w, name: "poller", timeout: time.Duration(topology.PollerTimeoutSeconds) * time.Second, queue: m.queue}
@@ -281,6 +299,9 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer) (*Monitor, error) {
 			Monitor: svc, Reader: reader, Queue: delayqueue.New(m.queue, "https://sqs.sim.invalid/poll"),
 			Bus: eventbus.New(bus, "sim-bus"), Clock: clock, Log: logger,
 			Concurrency: w.Faults.WorkerConcurrency, PageSize: pageSize,
+			EventKeys: [][]byte{eventKey},
+			Rejecter: &quarantine.Rejecter{SQS: quarantined, QueueURL: "https://sqs.sim.invalid/quarantine",
+				Source: top.PollQueue.Logical, Function: "poller", Clock: clock},
 		})
 		if err != nil {
 			return nil, err
@@ -324,12 +345,27 @@ func (m *Monitor) script(n int, window time.Duration) {
 			SourceSequence: 1, RequiredLocales: []string{"de-DE"}})
 		m.cms.Script(c.id, c.script...)
 		m.changes = append(m.changes, c)
+		if r.IntN(15) == 0 {
+			// Someone else on the bus publishes a dispatch for this id
+			// first, with a key localeflow does not hold.
+			f := &change{id: c.id + "-forged", forged: true, dispatch: c.dispatch, remote: "enqueued"}
+			m.changes = append(m.changes, f)
+			m.w.at(f.dispatch, "forged dispatch "+f.id, func() {
+				detail, err := signing.EventDetailV2([]byte("not-localeflow-event-key-0123456"), topology.DetailChangeDispatched, time.Now(), dispatchedDetail(f))
+				if err != nil {
+					panic(err)
+				}
+				m.bus.put(topology.DetailChangeDispatched, detail)
+			})
+		}
 		copies := 1
 		if r.IntN(8) == 0 {
 			copies = 2 // the producer publishes the dispatch twice
 		}
 		for range copies {
-			m.w.at(c.dispatch, "dispatch "+c.id, func() { m.bus.put(topology.DetailChangeDispatched, dispatchedDetail(c)) })
+			m.w.at(c.dispatch, "dispatch "+c.id, func() {
+				m.bus.put(topology.DetailChangeDispatched, signedDetail(topology.DetailChangeDispatched, dispatchedDetail(c)))
+			})
 		}
 		if c.tamper != "" {
 			at := c.dispatch.Add(time.Duration(r.Int64N(int64(5 * time.Minute))))
@@ -397,11 +433,19 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 	}
 	for _, c := range m.changes {
 		rec, err := m.mem.Get(ctx, c.id)
-		if err != nil {
-			if m.inDLQ(c.id) {
-				continue // the dispatch dead-lettered: the DLQ alarm shows it
+		if c.forged {
+			if err == nil {
+				m.w.violate("change %s was registered from a forged dispatch", c.id)
+			} else if !holds(m.quarantined.msgs, c.id) {
+				m.w.violate("forged dispatch %s was dropped without quarantine", c.id)
 			}
-			m.w.violate("change %s was dispatched but never registered (not in the DLQ either)", c.id)
+			continue
+		}
+		if err != nil {
+			if holds(m.queue.DLQ, c.id) || holds(m.quarantined.msgs, c.id) {
+				continue // the dispatch dead-lettered or was quarantined: an alarm shows it
+			}
+			m.w.violate("change %s was dispatched but never registered (not in the DLQ or the quarantine either)", c.id)
 			continue
 		}
 		if c.tampered && c.tamper == "schema" {
@@ -430,9 +474,10 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 	}
 }
 
-func (m *Monitor) inDLQ(id string) bool {
-	for _, msg := range m.queue.DLQ {
-		if strings.Contains(msg.body, `"`+id+`"`) {
+// holds reports whether a message body names id.
+func holds(msgs []*message, id string) bool {
+	for _, msg := range msgs {
+		if strings.Contains(msg.body, `"`+id+`"`) || strings.Contains(msg.body, `\"`+id+`\"`) {
 			return true
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/evidence"
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -159,14 +160,15 @@ type releaseSpec struct {
 
 // Release is the coordinator's part of the world.
 type Release struct {
-	w        *World
-	peers    *Peers
-	mem      *releasetest.MemStore
-	store    *releaseStore
-	queue    *Queue
-	bus      *Bus
-	fn       *Function
-	releases []*releaseSpec
+	w           *World
+	peers       *Peers
+	mem         *releasetest.MemStore
+	store       *releaseStore
+	queue       *Queue
+	bus         *Bus
+	fn          *Function
+	releases    []*releaseSpec
+	quarantined *Queue
 	// needOperator lists the releases blocked for good.
 	needOperator []string
 	// receipts the provider issued, by the SHA-256 of the receipt string.
@@ -178,9 +180,9 @@ type Release struct {
 // issued is what a receipt's signed payload says.
 type issued struct{ kind, issuer string }
 
-func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers) (*Release, error) {
+func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quarantined *Queue) (*Release, error) {
 	top := topology.New("sim")
-	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus, receipts: map[string]issued{}}
+	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
 	r.store = &releaseStore{Store: r.mem, w: w, mem: r.mem}
 	r.queue = newQueue(w, top.RelQueue, "coordinator")
 	r.fn = &Function{w: w, name: "coordinator", timeout: time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second, queue: r.queue}
@@ -217,7 +219,9 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers) (*Rele
 			Approval: approval, Publication: publication, Clock: clock, Logger: logger, Config: cfg,
 		}
 		h, err := handler.New(handler.Config{Coordinator: c, Queue: delayqueue.New(r.queue, "https://sqs.sim.invalid/release"),
-			Bus: eventbus.New(bus, "sim-bus"), Due: r.store, Clock: clock, Log: logger, Margin: 2 * time.Second})
+			Bus: eventbus.New(bus, "sim-bus"), Due: r.store, Clock: clock, Log: logger, Margin: 2 * time.Second,
+			Rejecter: &quarantine.Rejecter{SQS: quarantined, QueueURL: "https://sqs.sim.invalid/quarantine",
+				Source: top.RelQueue.Logical, Function: "coordinator", Clock: clock}})
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +234,6 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers) (*Rele
 func (r *Release) script(n int, window time.Duration) {
 	rng := r.w.rng
 	all := []string{"de-DE", "fr-FR", "ja-JP"}
-	fx := r.peers.Fixture
 	for i := range n {
 		locales := all[:1+rng.IntN(len(all))]
 		spec := &releaseSpec{plan: releasetest.NewPlan(fmt.Sprintf("rel-%d", i+1), locales...)}
@@ -238,8 +241,10 @@ func (r *Release) script(n int, window time.Duration) {
 			spec.plan.Jobs[j].SourceText = Secret + " source " + spec.plan.Jobs[j].TargetLocale
 		}
 		t0 := r.w.start.Add(time.Duration(rng.Int64N(int64(window))))
-		planDetail := fx.Detail(spec.plan.PlanPayload())
-		r.w.at(t0, "plan "+spec.plan.EventID, func() { r.bus.put(topology.DetailPlanAccepted, planDetail) })
+		planPayload := spec.plan.PlanPayload()
+		r.w.at(t0, "plan "+spec.plan.EventID, func() {
+			r.bus.put(topology.DetailPlanAccepted, signedDetail(topology.DetailPlanAccepted, planPayload))
+		})
 		for _, l := range locales {
 			job := &releaseJob{locale: l, text: map[string]string{}}
 			at := t0.Add(time.Duration(rng.Int64N(int64(2*time.Minute))) - 30*time.Second)
@@ -263,8 +268,9 @@ func (r *Release) script(n int, window time.Duration) {
 				}
 			}
 			for i, p := range job.payloads {
-				detail := fx.Detail(p)
-				r.w.at(at, "job "+spec.plan.EventID+" "+l+job.labels[i], func() { r.bus.put(topology.DetailJobCompleted, detail) })
+				r.w.at(at, "job "+spec.plan.EventID+" "+l+job.labels[i], func() {
+					r.bus.put(topology.DetailJobCompleted, signedDetail(topology.DetailJobCompleted, p))
+				})
 			}
 			spec.jobs = append(spec.jobs, job)
 		}
@@ -317,7 +323,7 @@ func (r *Release) check(ctx context.Context) {
 			r.needOperator = append(r.needOperator, id)
 			continue
 		}
-		if r.inputDeadLettered(id) {
+		if holds(r.queue.DLQ, id) || holds(quarantinedOf(r), id) {
 			continue
 		}
 		r.w.violate("release %s is neither delivered nor blocked where health sees it", id)
@@ -461,11 +467,4 @@ func (r *Release) blockedVisibly(spec *releaseSpec, snap release.Snapshot) bool 
 	return false
 }
 
-func (r *Release) inputDeadLettered(id string) bool {
-	for _, m := range r.queue.DLQ {
-		if strings.Contains(m.body, id) {
-			return true
-		}
-	}
-	return false
-}
+func quarantinedOf(r *Release) []*message { return r.quarantined.msgs }

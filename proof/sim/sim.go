@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/internal/logcapture"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // Options shape one run.
@@ -50,7 +51,10 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 	until := w.faultsEnd.Add(opts.Recovery)
 	log := &logcapture.Buffer{}
 	bus := &Bus{w: w, rules: map[string]*Queue{}}
-	mon, err := newMonitor(w, bus, log)
+	// The quarantine queue of rejected inputs: nothing drains it; an
+	// operator lists and replays it.
+	quarantined := newQueue(w, topology.Queue{Logical: "QuarantineQueue", MaxReceiveCount: 1 << 30, BatchSize: 10}, "")
+	mon, err := newMonitor(w, bus, log, quarantined)
 	if err != nil {
 		return Result{Seed: seed, Violations: []string{"setup: " + err.Error()}}
 	}
@@ -59,7 +63,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 		n = 3 + w.rng.IntN(6)
 	}
 	mon.script(n, opts.FaultWindow*3/4)
-	rel, err := newRelease(w, bus, log, peers)
+	rel, err := newRelease(w, bus, log, peers, quarantined)
 	if err != nil {
 		return Result{Seed: seed, Violations: []string{"setup: " + err.Error()}}
 	}

@@ -113,9 +113,10 @@ type Request struct {
 
 // CMS is the test server's state and http.Handler.
 type CMS struct {
-	key []byte
+	key []byte // guarded by mu once serving (Rotate)
 
 	mu       sync.Mutex
+	accepted [][]byte // previous keys still accepted on requests
 	changes  map[string]Change
 	scripts  map[string][]Step
 	served   map[string]int
@@ -133,6 +134,43 @@ func New(key []byte) *CMS {
 		scripts: map[string][]Step{},
 		served:  map[string]int{},
 	}
+}
+
+// Rotate makes key the CMS's current key (it signs the responses with it)
+// and keeps accepting requests signed with the previous one until Forget:
+// the CMS side of a key rotation.
+func (c *CMS) Rotate(key []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.accepted = append(c.accepted, c.key)
+	c.key = append([]byte(nil), key...)
+}
+
+// Accept also accepts requests signed with key (the first step of a
+// rotation: the clients may start signing with the new key).
+func (c *CMS) Accept(key []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.accepted = append(c.accepted, append([]byte(nil), key...))
+}
+
+// Forget stops accepting every key but the current one.
+func (c *CMS) Forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.accepted = nil
+}
+
+func (c *CMS) currentKey() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.key
+}
+
+func (c *CMS) requestKeys() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]byte{c.key}, c.accepted...)
 }
 
 // Start serves c on a fresh 127.0.0.1 listener; Close the server when done.
@@ -199,8 +237,14 @@ func (c *CMS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		RequestID: r.Header.Get(signing.HeaderRequestID),
 		Timestamp: r.Header.Get(signing.HeaderTimestamp),
 	}
-	rec.SignatureValid = core.ValidToken(rec.RequestID) &&
-		signing.VerifyRequest(c.key, http.MethodGet, r.URL.EscapedPath(), rec.RequestID, rec.Timestamp, nil, r.Header.Get(signing.HeaderSignature))
+	rec.SignatureValid = false
+	if core.ValidToken(rec.RequestID) {
+		for _, k := range c.requestKeys() {
+			if signing.VerifyRequest(k, http.MethodGet, r.URL.EscapedPath(), rec.RequestID, rec.Timestamp, nil, r.Header.Get(signing.HeaderSignature)) {
+				rec.SignatureValid = true
+			}
+		}
+	}
 
 	c.mu.Lock()
 	idx := len(c.requests)
@@ -243,7 +287,7 @@ func (c *CMS) answer(w http.ResponseWriter, r *http.Request, rec Request, fresh,
 		return step.HTTPStatus
 	}
 	body := c.body(change, rec.RequestID, step)
-	signFor, key := rec.RequestID, c.key
+	signFor, key := rec.RequestID, c.currentKey()
 	switch step.Fault {
 	case FaultBadSignature:
 		key = []byte("not-the-cms-key-at-all")

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/topology"
@@ -67,7 +68,35 @@ type Config struct {
 	Log   *slog.Logger
 	// Margin is kept free of work at the end of an invocation.
 	Margin time.Duration
+	// Rejecter quarantines, counts and logs rejected inputs (bad
+	// signature, idempotency collision, invalid envelope: see reject);
+	// nil only logs them.
+	Rejecter *quarantine.Rejecter
+	// Texts sets the TTL of an event's source and result records once its
+	// release is delivered or blocked for good (releasedb.TextExpirer);
+	// nil keeps the texts (tests, simulations).
+	Texts TextExpirer
+	// TextRetention is how long the texts are kept after that; 0 means
+	// DefaultTextRetention.
+	TextRetention time.Duration
+	// LongestWait is the longest delay the coordinator schedules (its
+	// backoff cap and leases); a delayed envelope due more than this plus
+	// delayqueue.HorizonSlack ahead is refused. 0 means DefaultLongestWait.
+	LongestWait time.Duration
 }
+
+// TextExpirer sets the expiry of an event's text records.
+type TextExpirer interface {
+	ExpireTexts(ctx context.Context, eventID string, at time.Time) error
+}
+
+// DefaultTextRetention keeps source and result texts 7 days after the
+// release is delivered or blocked for good.
+const DefaultTextRetention = 7 * 24 * time.Hour
+
+// DefaultLongestWait is the coordinator's longest scheduled wait with the
+// default settings: the 3600 s backoff cap (leases are at most 3600 s too).
+const DefaultLongestWait = time.Hour
 
 // Handler handles release queue batches.
 type Handler struct {
@@ -78,6 +107,11 @@ type Handler struct {
 	clock  core.Clock
 	log    *slog.Logger
 	margin time.Duration
+	// longestWait bounds how far ahead a delayed envelope may be due.
+	longestWait time.Duration
+	rejecter    *quarantine.Rejecter
+	texts       TextExpirer
+	retention   time.Duration
 }
 
 // New validates cfg and returns a Handler. It installs the operation guard
@@ -90,7 +124,14 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.Coordinator.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin}
+	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
+		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter, texts: cfg.Texts, retention: cfg.TextRetention}
+	if h.retention <= 0 {
+		h.retention = DefaultTextRetention
+	}
+	if h.longestWait <= 0 {
+		h.longestWait = DefaultLongestWait
+	}
 	h.c.Guard = h.guard
 	return h, nil
 }
@@ -200,6 +241,15 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, err error) bo
 	}
 	code := core.CodeOf(err)
 	if code != "" && !core.IsRetryable(err) {
+		var rej rejected
+		if errors.As(err, &rej) {
+			// A rejected input is never acknowledged before it is
+			// quarantined (or redelivered).
+			if qerr := h.rejecter.Reject(ctx, m.MessageId, m.Body, code); qerr != nil {
+				h.log.ErrorContext(ctx, "coordinator message failed", "message_id", m.MessageId, "code", core.CodeOf(qerr), "cause", code)
+				return false
+			}
+		}
 		h.log.WarnContext(ctx, "coordinator message settled with a final error", "message_id", m.MessageId, "code", code)
 		return true
 	}
@@ -210,11 +260,26 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, err error) bo
 	return false
 }
 
+// rejected marks a final error of the input itself (it can never succeed,
+// unlike a release step that failed for good): settle quarantines it.
+type rejected struct{ error }
+
+func (r rejected) Unwrap() error { return r.error }
+
+// reject marks err as a rejected input when it is final (coded, not
+// retryable); transient errors stay as they are.
+func reject(err error) error {
+	if err != nil && core.CodeOf(err) != "" && !core.IsRetryable(err) {
+		return rejected{err}
+	}
+	return err
+}
+
 func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 	body := bytes.TrimSpace([]byte(m.Body))
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(body, &probe); err != nil || probe == nil {
-		return core.Wrap(CodeMessageInvalid, false, errors.New("body is not a JSON object"))
+		return reject(core.Wrap(CodeMessageInvalid, false, errors.New("body is not a JSON object")))
 	}
 	redo := receiveCount(m) > 1
 	if _, ok := probe["schema"]; ok {
@@ -223,7 +288,7 @@ func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 	if _, ok := probe["detail-type"]; ok {
 		return h.input(ctx, body, redo)
 	}
-	return core.Wrap(CodeMessageInvalid, false, errors.New("body has neither schema nor detail-type"))
+	return reject(core.Wrap(CodeMessageInvalid, false, errors.New("body has neither schema nor detail-type")))
 }
 
 // receiveCount is the SQS ApproximateReceiveCount (1 when absent or
@@ -245,11 +310,11 @@ func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
 		Detail     json.RawMessage `json:"detail"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource || len(env.Detail) == 0 {
-		return core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope"))
+		return reject(core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope")))
 	}
 	eventID, changed, err := h.c.Ingest(ctx, env.DetailType, env.Detail)
 	if err != nil {
-		return err
+		return reject(err)
 	}
 	h.log.InfoContext(ctx, "input stored", "event_id", eventID, "detail_type", env.DetailType, "changed", changed)
 	return h.step(ctx, KindRun, eventID, redo)
@@ -260,12 +325,15 @@ func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
 func (h *Handler) delayed(ctx context.Context, body []byte, redo bool) error {
 	env, err := delayqueue.Parse(body)
 	if err != nil {
-		return err
+		return reject(err)
 	}
 	if (env.Kind != KindRun && env.Kind != KindDeliver) || env.Ref != "" {
-		return core.Wrap(CodeMessageInvalid, false, fmt.Errorf("kind %q is not the coordinator's", env.Kind))
+		return reject(core.Wrap(CodeMessageInvalid, false, fmt.Errorf("kind %q is not the coordinator's", env.Kind)))
 	}
 	now := h.clock.Now()
+	if err := delayqueue.CheckHorizon(env, now, h.longestWait); err != nil {
+		return reject(err)
+	}
 	if _, due := delayqueue.Due(env, now); !due {
 		return h.queue.Resend(ctx, env, now)
 	}
@@ -304,7 +372,26 @@ func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool) err
 	if err := h.publish(ctx, o); err != nil {
 		return err
 	}
+	if o.Status == release.OutcomeDelivered {
+		if err := h.expireTexts(ctx, eventID); err != nil {
+			return err
+		}
+	}
 	return h.next(ctx, kind, o)
+}
+
+// expireTexts starts the retention of the event's texts: the release is
+// delivered or blocked for good, nothing reads them any more.
+func (h *Handler) expireTexts(ctx context.Context, eventID string) error {
+	if h.texts == nil {
+		return nil
+	}
+	at := h.clock.Now().Add(h.retention)
+	if err := h.texts.ExpireTexts(ctx, eventID, at); err != nil {
+		return err
+	}
+	h.log.InfoContext(ctx, "release texts expire", "event_id", eventID, "expires_at_ms", core.Millis(at))
+	return nil
 }
 
 // afterError schedules the step at the stored wake time, if any: the
@@ -317,7 +404,13 @@ func (h *Handler) afterError(ctx context.Context, kind, eventID string, stepErr 
 	}
 	if !core.IsRetryable(stepErr) && !core.HasCode(stepErr, release.CodeGuardFailed) {
 		// A final failure (attempts exhausted, a refused review, a failed
-		// delivery) does not heal by running again.
+		// delivery) does not heal by running again: the release is
+		// blocked for good and its texts start their retention.
+		if err := h.expireTexts(ctx, eventID); err != nil {
+			// Retryable: the redelivered message meets the same final
+			// error and tries again.
+			return fmt.Errorf("after %s: %w", core.CodeOf(stepErr), err)
+		}
 		return stepErr
 	}
 	at, ok, err := h.c.NextWake(ctx, eventID)

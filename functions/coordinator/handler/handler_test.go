@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,8 +120,12 @@ type bundle struct {
 	now   *time.Time
 }
 
-func setup(t *testing.T) *bundle {
+// setups counts the fixtures built (the fuzz target builds one in all).
+var setups atomic.Int64
+
+func setup(t testing.TB, opts ...func(*handler.Config)) *bundle {
 	t.Helper()
+	setups.Add(1)
 	fx := releasetest.NewFixture()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	b := &bundle{store: releasetest.NewMemStore(), queue: &fakeQueue{}, bus: &fakeBus{}, cms: &releasetest.CMS{}, logs: &bytes.Buffer{}, now: &now}
@@ -134,7 +139,11 @@ func setup(t *testing.T) *bundle {
 		Store: b.store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: b.resp}, CMS: b.cms,
 		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg,
 	}
-	h, err := handler.New(handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Due: b.store, Clock: clock, Log: log})
+	hc := handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Due: b.store, Clock: clock, Log: log}
+	for _, o := range opts {
+		o(&hc)
+	}
+	h, err := handler.New(hc)
 	if err != nil {
 		t.Fatal(err)
 	}

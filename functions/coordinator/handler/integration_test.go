@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -24,11 +26,13 @@ import (
 	"github.com/localeflow/localeflow/adapters/evidence"
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/localtest"
 	"github.com/localeflow/localeflow/internal/logcapture"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -349,5 +353,84 @@ func TestIntegrationEvidenceFailures(t *testing.T) {
 				t.Fatal("approved despite failed evidence")
 			}
 		})
+	}
+}
+
+// rotatingSecret is the event key secret an operator rotates.
+type rotatingSecret struct {
+	mu    sync.Mutex
+	value string
+}
+
+func (r *rotatingSecret) put(keys ...[]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = hex.EncodeToString(k)
+	}
+	r.value = strings.Join(parts, ",")
+}
+
+func (r *rotatingSecret) GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(r.value)}, nil
+}
+
+// TestIntegrationEventKeyRotationWhileReleasesAreInFlight rotates the event
+// key on the local AWS stack while a release is in flight, with the key set
+// re-read from its secret on a TTL (no redeploy): events signed with the
+// old key before the switch and with the new key after it are all
+// accepted, the release is delivered once, and once the old key is
+// dropped an event signed with it is refused.
+func TestIntegrationEventKeyRotationWhileReleasesAreInFlight(t *testing.T) {
+	s := newStack(t, &releasetest.Responder{})
+	oldKey, newKey := s.fx.EventKey, []byte("the-new-event-hmac-key-0123456789")
+	secret := &rotatingSecret{}
+	secret.put(oldKey)
+	clock := s.h.Coordinator().Clock
+	keys, err := secretkey.NewCache(context.Background(), secretkey.Source{Stem: "LOCALEFLOW_EVENT_KEY", SecretARN: "arn:aws:secretsmanager:x"},
+		secret, "event", secretkey.MinBytes(16), time.Minute, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.h.Coordinator().Events.KeySet = keys
+	publishWith := func(key []byte, detailType string, payload []byte) {
+		t.Helper()
+		detail, _ := json.Marshal(map[string]string{"payload": string(payload), "signature": signing.SignEvent(key, payload)})
+		if err := s.publisher.Publish(context.Background(), detailType, json.RawMessage(detail)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitTTL := func() {
+		until := clock.Now().Add(time.Minute + time.Second)
+		for clock.Now().Before(until) {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	plan := releasetest.NewPlan("evt-rot-1", "fr-FR", "de-DE", "it-IT")
+	publishWith(oldKey, topology.DetailPlanAccepted, plan.PlanPayload())
+	publishWith(oldKey, topology.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))
+	s.drain(t, 30*time.Second, func() bool { return true })
+
+	secret.put(newKey, oldKey) // step 2
+	waitTTL()
+	publishWith(newKey, topology.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
+	publishWith(oldKey, topology.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{})) // signed before the switch
+	s.drain(t, 90*time.Second, func() bool { return s.bus.count(topology.DetailDeliveryDelivered) == 1 })
+	if strings.Contains(s.logs.String(), release.CodeEventSignatureInvalid) {
+		t.Fatalf("an event was refused during the rotation:\n%s", s.logs.String())
+	}
+	if calls, _, _, _ := s.cms.Stats(); calls != 1 {
+		t.Fatalf("%d deliveries", calls)
+	}
+
+	secret.put(newKey) // step 4
+	waitTTL()
+	publishWith(oldKey, topology.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
+	s.drain(t, 30*time.Second, func() bool { return true })
+	if !strings.Contains(s.logs.String(), release.CodeEventSignatureInvalid) {
+		t.Fatal("an event signed with the dropped key was accepted")
 	}
 }

@@ -14,8 +14,10 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -33,6 +35,13 @@ const (
 	// CodeDeadline: not enough time left to start a poll; the message is
 	// reported as a batch item failure and redelivered.
 	CodeDeadline = "poller.deadline"
+	// Codes of a localeflow.change.dispatched detail that is not a signed
+	// event (see docs/design.md "Signed bus events"); none is retryable.
+	CodeDispatchEnvelope  = "poller.dispatch.envelope_invalid"
+	CodeDispatchSignature = "poller.dispatch.signature_invalid"
+	CodeDispatchStale     = "poller.dispatch.stale"
+	// CodeDispatchKeys: the event key set could not be read (retryable).
+	CodeDispatchKeys = "poller.dispatch.keys_unavailable"
 )
 
 // Defaults.
@@ -91,6 +100,36 @@ type Config struct {
 	// PageSize is the number of due ids listed per page; 0 means
 	// DefaultPageSize.
 	PageSize int
+	// EventKeys verify the signed localeflow.change.dispatched details: the
+	// current event key first, then keys still accepted during a rotation.
+	// Without a key every dispatch is refused (nothing unsigned is ever
+	// accepted).
+	EventKeys [][]byte
+	// EventKeySet, when set, replaces EventKeys (secretkey.Cache: the
+	// secret is re-read on a TTL, so a rotation needs no cold start).
+	EventKeySet KeySet
+	// EventMaxAge is the oldest v2-signed dispatch accepted; 0 means
+	// signing.DefaultEventMaxAge.
+	EventMaxAge time.Duration
+	// RefuseV1Events refuses v1 dispatch signatures.
+	RefuseV1Events bool
+	// Rejecter quarantines, counts and logs the messages acknowledged with
+	// a final error (adapters/quarantine); nil only logs them.
+	Rejecter *quarantine.Rejecter
+	// LongestWait is the longest delay the poller schedules (the largest
+	// of the poll interval, retry max delay and lease); a delayed envelope
+	// due more than this plus delayqueue.HorizonSlack ahead is refused.
+	// 0 means DefaultLongestWait.
+	LongestWait time.Duration
+}
+
+// DefaultLongestWait covers the monitor's default waits (lease 600 s,
+// retry max delay 300 s, poll interval 30 s).
+const DefaultLongestWait = time.Hour
+
+// KeySet supplies a key set (current key first).
+type KeySet interface {
+	Keys(ctx context.Context) ([][]byte, error)
 }
 
 // Handler is the poller function.
@@ -104,6 +143,10 @@ type Handler struct {
 	concurrency int
 	margin      time.Duration
 	pageSize    int
+	longestWait time.Duration
+	events      signing.EventCheck
+	rejecter    *quarantine.Rejecter
+	eventKeySet KeySet
 }
 
 // New validates cfg and returns a Handler.
@@ -116,8 +159,16 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{
 		mon: cfg.Monitor, reader: cfg.Reader, queue: cfg.Queue, bus: cfg.Bus, clock: cfg.Clock, log: cfg.Log,
-		concurrency: cfg.Concurrency, margin: cfg.Margin, pageSize: cfg.PageSize,
+		concurrency: cfg.Concurrency, margin: cfg.Margin, pageSize: cfg.PageSize, longestWait: cfg.LongestWait,
 	}
+	if h.longestWait <= 0 {
+		h.longestWait = DefaultLongestWait
+	}
+	for _, k := range cfg.EventKeys {
+		h.events.Keys = append(h.events.Keys, append([]byte(nil), k...))
+	}
+	h.events.MaxAge, h.events.RefuseV1 = cfg.EventMaxAge, cfg.RefuseV1Events
+	h.rejecter, h.eventKeySet = cfg.Rejecter, cfg.EventKeySet
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

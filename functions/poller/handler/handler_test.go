@@ -35,6 +35,9 @@ import (
 
 var testKey = []byte("localeflow-cms-test-key-00000001")
 
+// testEventKey signs the dispatch details of testdata/sqs_*.json (v1).
+var testEventKey = []byte("localeflow-event-test-key-000001")
+
 // t0 is the time the testdata envelopes are due.
 var t0 = time.UnixMilli(1764460800000).UTC()
 
@@ -128,9 +131,10 @@ type env struct {
 	h      *handler.Handler
 	lambda lambda.Handler
 	cmsURL string
+	cfg    handler.Config
 }
 
-func setup(t testing.TB) *env {
+func setup(t testing.TB, opts ...func(*handler.Config)) *env {
 	t.Helper()
 	e := &env{t: t, clock: &clock{now: t0}, store: memstore.New(), sqs: &fakeSQS{}, bus: &fakeBus{}, logs: &logcapture.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
@@ -149,11 +153,17 @@ func setup(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.h, err = handler.New(handler.Config{
+	cfg := handler.Config{
 		Monitor: svc, Reader: client, Clock: e.clock, Log: log,
-		Queue: delayqueue.New(e.sqs, "https://sqs.local/poll"),
-		Bus:   eventbus.New(e.bus, "lf-bus"),
-	})
+		Queue:     delayqueue.New(e.sqs, "https://sqs.local/poll"),
+		Bus:       eventbus.New(e.bus, "lf-bus"),
+		EventKeys: [][]byte{testEventKey},
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.cfg = cfg
+	e.h, err = handler.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,13 +380,19 @@ func TestMalformedMessagesAreAcknowledged(t *testing.T) {
 		t.Fatal("a malformed message had an effect")
 	}
 	logs := e.logs.String()
-	for _, id := range []string{"m-bad-json", "m-bad-shape", "m-bad-schema", "m-bad-kind", "m-bad-source", "m-bad-detail-type", "m-bad-dispatch", "m-unknown-event"} {
+	for _, id := range []string{"m-bad-json", "m-bad-shape", "m-bad-schema", "m-bad-kind", "m-bad-source", "m-bad-detail-type", "m-bad-dispatch", "m-unknown-event",
+		"m-unsigned-dispatch", "m-forged-dispatch"} {
 		if !strings.Contains(logs, `"message_id":"`+id+`","code":"poller.message_invalid"`) {
 			t.Errorf("no poller.message_invalid log for %s", id)
 		}
 	}
 	if !strings.Contains(logs, `"cause":"lifecycle_monitor.dispatch_invalid"`) || !strings.Contains(logs, `"cause":"delayqueue.envelope_invalid"`) {
 		t.Error("causes are not logged by code")
+	}
+	// An unsigned or forged dispatch never registers a change.
+	if !strings.Contains(logs, `"message_id":"m-unsigned-dispatch","code":"poller.message_invalid","cause":"poller.dispatch.envelope_invalid"`) ||
+		!strings.Contains(logs, `"message_id":"m-forged-dispatch","code":"poller.message_invalid","cause":"poller.dispatch.signature_invalid"`) {
+		t.Errorf("unsigned or forged dispatch not refused by code:\n%s", logs)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -117,13 +118,16 @@ type stackEnv struct {
 	svc      *monitor.Service
 	invoke   lambda.Handler
 	received int
+	// beforeRound, when set, runs before each drain round (key rotation
+	// steps).
+	beforeRound func()
 }
 
 type stackResources struct {
 	table, queueURL, bus string
 }
 
-func setupStack(t *testing.T) *stackEnv {
+func setupStack(t *testing.T, opts ...func(e *stackEnv, url string, c *handler.Config)) *stackEnv {
 	t.Helper()
 	localtest.Require(t)
 	_, res := localtest.Stack(t)
@@ -152,11 +156,16 @@ func setupStack(t *testing.T) *stackEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := handler.New(handler.Config{
+	cfg := handler.Config{
 		Monitor: e.svc, Reader: reader, Clock: e.clock,
-		Queue: delayqueue.New(e.warp, res.PollQueue.URL),
-		Bus:   eventbus.New(e.bus, res.BusName),
-	})
+		Queue:     delayqueue.New(e.warp, res.PollQueue.URL),
+		Bus:       eventbus.New(e.bus, res.BusName),
+		EventKeys: [][]byte{testEventKey},
+	}
+	for _, o := range opts {
+		o(e, srv.URL, &cfg)
+	}
+	h, err := handler.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +205,9 @@ func (e *stackEnv) drain(done func() bool) {
 	ctx := context.Background()
 	idle := 0
 	for round := 0; round < 200; round++ {
+		if e.beforeRound != nil {
+			e.beforeRound()
+		}
 		out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(e.res.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
 			VisibilityTimeout:           30,
@@ -421,5 +433,59 @@ func TestIntegrationSweep(t *testing.T) {
 	mustUnmarshal(t, raw, &res)
 	if res.Polled != 0 {
 		t.Fatalf("second sweep polled %d", res.Polled)
+	}
+}
+
+// TestIntegrationCMSKeyRotationWhileChangesArePolled runs the rotation
+// procedure on the local AWS stack (DynamoDB monitor table, SQS poll queue,
+// EventBridge) while a change is polled, with the poller's CMS key set
+// re-read from its secret every minute (no redeploy): the CMS accepts the
+// new key, the secret becomes "new,old", the CMS signs with the new key,
+// the secret becomes "new", the CMS forgets the old key. Nothing fails.
+func TestIntegrationCMSKeyRotationWhileChangesArePolled(t *testing.T) {
+	secret := &fakeSecret{}
+	secret.put(testKey)
+	e := setupStack(t, func(e *stackEnv, url string, c *handler.Config) {
+		keys, err := secretkey.NewCache(context.Background(), secretkey.Source{Stem: "LOCALEFLOW_CMS_KEY", SecretARN: "arn:aws:secretsmanager:x"},
+			secret, "CMS", secretkey.MinBytes(16), time.Minute, e.clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Reader, err = cms.New(cms.Config{BaseURL: url, KeySet: keys, Timeout: 2 * time.Second, Clock: e.clock}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	steps := make([]cmstest.Step, 0, 14)
+	for range 13 {
+		steps = append(steps, cmstest.StatusStep("processing"))
+	}
+	e.cms.Script("evt-poller-0001", append(steps, cmstest.StatusStep("published"))...)
+	done := map[int]bool{}
+	e.beforeRound = func() {
+		n := len(e.cms.RequestsFor("evt-poller-0001"))
+		step := func(at int, f func()) {
+			if n >= at && !done[at] {
+				done[at] = true
+				f()
+			}
+		}
+		step(1, func() { e.cms.Accept(newCMSKey); secret.put(newCMSKey, testKey) })
+		step(5, func() { e.cms.Rotate(newCMSKey) })
+		step(7, func() { secret.put(newCMSKey) })
+		step(11, func() { e.cms.Forget() })
+	}
+	e.dispatch()
+	e.drain(e.final)
+	st, err := e.svc.Status(context.Background(), "evt-poller-0001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != monitor.StateTerminal || st.RemoteStatus != "published" || st.LastErrorCode != "" || len(done) != 4 {
+		t.Fatalf("after the rotation: %+v (steps %v)", st, done)
+	}
+	for _, r := range e.cms.RequestsFor("evt-poller-0001") {
+		if !r.SignatureValid {
+			t.Fatalf("a request was refused during the rotation: %+v", r)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -49,6 +50,11 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, err error) bo
 	}
 	code := core.CodeOf(err)
 	if code != "" && !core.IsRetryable(err) {
+		// Never acknowledged before it is quarantined (or redelivered).
+		if qerr := h.rejecter.Reject(ctx, m.MessageId, m.Body, code); qerr != nil {
+			h.log.ErrorContext(ctx, "poller message failed", "message_id", m.MessageId, "code", core.CodeOf(qerr), "cause", code)
+			return false
+		}
 		h.log.WarnContext(ctx, "poller message dropped", "message_id", m.MessageId, "code", CodeMessageInvalid, "cause", code)
 		return true
 	}
@@ -87,7 +93,11 @@ func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
 		env.DetailType != topology.DetailChangeDispatched || len(env.Detail) == 0 || env.Detail[0] != '{' {
 		return core.Wrap(CodeMessageInvalid, false, errors.New("not a localeflow.change.dispatched envelope"))
 	}
-	d, err := monitor.ParseDispatched(env.Detail)
+	payload, err := h.openDispatch(ctx, env.Detail)
+	if err != nil {
+		return err
+	}
+	d, err := monitor.ParseDispatched([]byte(payload))
 	if err != nil {
 		return err
 	}
@@ -112,6 +122,30 @@ func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
 	return nil
 }
 
+// openDispatch verifies a signed dispatch detail (v1 or v2, under any of
+// the event keys) and returns its payload, the dispatch JSON.
+func (h *Handler) openDispatch(ctx context.Context, detail []byte) (string, error) {
+	check := h.events
+	check.Now = h.clock.Now()
+	if h.eventKeySet != nil {
+		keys, err := h.eventKeySet.Keys(ctx)
+		if err != nil {
+			return "", core.Wrap(CodeDispatchKeys, true, err)
+		}
+		check.Keys = keys
+	}
+	payload, _, err := signing.OpenEvent(check, topology.DetailChangeDispatched, detail)
+	switch {
+	case errors.Is(err, signing.ErrEventSignature):
+		return "", core.Fail(CodeDispatchSignature)
+	case errors.Is(err, signing.ErrEventStale):
+		return "", core.Fail(CodeDispatchStale)
+	case err != nil:
+		return "", core.Fail(CodeDispatchEnvelope)
+	}
+	return payload, nil
+}
+
 // delayed handles a delayed poll envelope.
 func (h *Handler) delayed(ctx context.Context, m events.SQSMessage, body []byte) error {
 	env, err := delayqueue.Parse(body)
@@ -122,6 +156,9 @@ func (h *Handler) delayed(ctx context.Context, m events.SQSMessage, body []byte)
 		return core.Wrap(CodeMessageInvalid, false, fmt.Errorf("kind %q is not the poller's", env.Kind))
 	}
 	now := h.clock.Now()
+	if err := delayqueue.CheckHorizon(env, now, h.longestWait); err != nil {
+		return err
+	}
 	if _, due := delayqueue.Due(env, now); !due {
 		if err := h.queue.Resend(ctx, env, now); err != nil {
 			return fmt.Errorf("chain %s: %w", env.EventID, err)

@@ -1,0 +1,158 @@
+// Package quarantine keeps the SQS messages a consumer rejects for good (a
+// bad signature, an idempotency collision, an invalid dispatch or
+// envelope): before the consumer acknowledges such a message, Reject puts
+// its body on the quarantine queue with the rejection code as a message
+// attribute, writes one MessagesRejected metric line (CloudWatch Embedded
+// Metric Format, dimensions Function and Function+Code) and logs one WARN
+// line with ids and codes only. An operator lists and replays quarantined
+// messages with `localeflow quarantine`.
+//
+// If the quarantine send fails, Reject returns a retryable error: the
+// consumer then reports the message as a batch item failure, so it is
+// redelivered (and reaches the DLQ after maxReceiveCount), never dropped.
+package quarantine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// Message attributes of a quarantined message.
+const (
+	// AttrCode is the stable code the message was rejected with.
+	AttrCode = "localeflow.code"
+	// AttrSource is the topology Logical name of the queue the message came
+	// from (PollQueue, ReleaseQueue); a replay sends it back there.
+	AttrSource = "localeflow.source"
+	// AttrMessageID is the message id on the source queue.
+	AttrMessageID = "localeflow.message_id"
+)
+
+// Metric names.
+const (
+	Namespace  = "Localeflow"
+	MetricName = "MessagesRejected"
+)
+
+// CodeSendFailed: the quarantine queue refused the message (retryable).
+const CodeSendFailed = "quarantine.send_failed"
+
+// SQSAPI is the one SQS method a Rejecter calls.
+type SQSAPI interface {
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+var _ SQSAPI = (*sqs.Client)(nil)
+
+// Rejecter quarantines, counts and logs rejected messages of one consumer.
+// Every field is optional: without a queue the message is only counted and
+// logged (local runs without the queue).
+type Rejecter struct {
+	// SQS and QueueURL name the quarantine queue.
+	SQS      SQSAPI
+	QueueURL string
+	// Source is the Logical name of the consumer's queue.
+	Source string
+	// Function is the Function dimension of the metric ("poller").
+	Function string
+	// Metrics receives the EMF lines (os.Stdout in Lambda); nil discards.
+	Metrics io.Writer
+	// Log receives the WARN line; nil discards.
+	Log   *slog.Logger
+	Clock core.Clock
+
+	mu sync.Mutex // serializes metric lines
+}
+
+// Reject quarantines body (when a queue is configured), then counts and
+// logs the rejection. A non-nil error means the message must not be
+// acknowledged.
+func (r *Rejecter) Reject(ctx context.Context, messageID, body, code string) error {
+	if r == nil {
+		return nil
+	}
+	if r.SQS != nil && r.QueueURL != "" {
+		_, err := r.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+			QueueUrl:    aws.String(r.QueueURL),
+			MessageBody: aws.String(body),
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				AttrCode:      stringAttr(code),
+				AttrSource:    stringAttr(r.Source),
+				AttrMessageID: stringAttr(messageID),
+			},
+		})
+		if err != nil {
+			return core.Wrap(CodeSendFailed, true, fmt.Errorf("quarantine %s: %w", messageID, err))
+		}
+	}
+	r.metric(code)
+	if r.Log != nil {
+		r.Log.WarnContext(ctx, "message rejected and quarantined", "message_id", messageID, "code", code,
+			"quarantined", r.SQS != nil && r.QueueURL != "")
+	}
+	return nil
+}
+
+func stringAttr(v string) types.MessageAttributeValue {
+	if v == "" {
+		v = "-"
+	}
+	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+}
+
+type emfMetric struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
+}
+
+type emfDirective struct {
+	Namespace  string      `json:"Namespace"`
+	Dimensions [][]string  `json:"Dimensions"`
+	Metrics    []emfMetric `json:"Metrics"`
+}
+
+type emfMeta struct {
+	Timestamp         int64          `json:"Timestamp"`
+	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
+}
+
+// MetricLine is the EMF document of one rejection: MessagesRejected = 1
+// under the dimension sets [Function] and [Function, Code].
+func MetricLine(function, code string, at time.Time) []byte {
+	line, _ := json.Marshal(map[string]any{
+		"_aws": emfMeta{Timestamp: at.UnixMilli(), CloudWatchMetrics: []emfDirective{{
+			Namespace:  Namespace,
+			Dimensions: [][]string{{"Function"}, {"Function", "Code"}},
+			Metrics:    []emfMetric{{Name: MetricName, Unit: "Count"}},
+		}}},
+		"Function": function,
+		"Code":     code,
+		MetricName: 1,
+	})
+	return line
+}
+
+func (r *Rejecter) metric(code string) {
+	if r.Metrics == nil {
+		return
+	}
+	now := time.Now()
+	if r.Clock != nil {
+		now = r.Clock.Now()
+	}
+	line := append(MetricLine(r.Function, code, now), '\n')
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, _ = r.Metrics.Write(line)
+}
