@@ -25,7 +25,10 @@ const (
 	CodeJobConflict  = "coordinator.job.conflict"
 	CodeConfig       = "coordinator.config.invalid"
 	CodeGuardFailed  = "evidence.operation_guard.failed"
-	OutcomeSchema    = "localeflow.release-coordinator.v1"
+	// CodeResultJobMismatch: the stored result is not the one the job
+	// record accepted (its hash differs); the release is refused.
+	CodeResultJobMismatch = "result.job_mismatch"
+	OutcomeSchema         = "localeflow.release-coordinator.v1"
 )
 
 // Outcome is the content-free result of one step.
@@ -166,6 +169,10 @@ func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, st
 	}
 	if rec.PlanID != plan.PlanID {
 		return nil, "", "", core.Fail("result.plan_mismatch")
+	}
+	if jr := snap.Jobs[job.JobID]; jr == nil || jr.Status != JobSucceeded || jr.ResultSHA256 != rec.ResultSHA256 {
+		// Only the result the job record accepted may be reviewed.
+		return nil, "", "", core.Fail(CodeResultJobMismatch)
 	}
 	src := snap.Sources[job.JobID]
 	if src == nil {

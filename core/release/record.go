@@ -49,6 +49,47 @@ type Store interface {
 	// Put writes rec if the stored version equals prev (0: absent), else
 	// returns an error with CodeStoreConflict and changes nothing.
 	Put(ctx context.Context, rec Record, prev int64) error
+	// PutAll writes every record or none: each write is conditional on
+	// its Prev as in Put, and one refused condition refuses them all with
+	// CodeStoreConflict (one TransactWriteItems on DynamoDB). At most
+	// MaxWrites records of one event, each key at most once.
+	PutAll(ctx context.Context, writes ...Write) error
+}
+
+// Write is one conditional write of a PutAll.
+type Write struct {
+	Rec  Record
+	Prev int64
+}
+
+// MaxWrites bounds one PutAll (DynamoDB's transaction limit is 100).
+const MaxWrites = 100
+
+// CodeRecordInvalid refuses a write the store cannot make as asked.
+const CodeRecordInvalid = "release.store.record_invalid"
+
+// ValidWrites checks the shape of a PutAll: 1..MaxWrites writes of one
+// event, distinct keys, each at version Prev+1.
+func ValidWrites(writes []Write) error {
+	if len(writes) == 0 || len(writes) > MaxWrites {
+		return core.Fail(CodeRecordInvalid)
+	}
+	seen := make(map[string]bool, len(writes))
+	first := ""
+	for i, w := range writes {
+		if w.Rec == nil {
+			return core.Fail(CodeRecordInvalid)
+		}
+		eventID, sk := w.Rec.Key()
+		if i == 0 {
+			first = eventID
+		}
+		if eventID != first || !core.ValidToken(eventID) || sk == "" || seen[sk] || w.Rec.RecordVersion() != w.Prev+1 {
+			return core.Fail(CodeRecordInvalid)
+		}
+		seen[sk] = true
+	}
+	return nil
 }
 
 // Snapshot is one event's records.

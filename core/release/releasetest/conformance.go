@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 )
 
@@ -103,6 +104,103 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 		}
 		if snap.Plan != nil || len(snap.Jobs) != 0 {
 			t.Fatal("records leaked into another event")
+		}
+	})
+
+	t.Run("PutAllWritesAllOrNothing", func(t *testing.T) {
+		s := newStore(t)
+		job := &release.JobRecord{EventID: "evt-tx", PlanID: "plan-1", JobID: "job-1", Status: release.JobFailed, PayloadSHA256: sha('a'), ReceivedMS: 1, Version: 1}
+		if err := s.Put(ctx, job, 0); err != nil {
+			t.Fatal(err)
+		}
+		res := &release.ResultRecord{EventID: "evt-tx", PlanID: "plan-1", JobID: "job-1", ResultSHA256: sha('c'), ResultJSON: `{"candidate":"x"}`, Version: 1}
+		next := *job
+		next.Status, next.ResultSHA256, next.Version = release.JobSucceeded, sha('c'), 2
+		// The job write's condition fails (stale version): the result
+		// write, whose own condition holds, must not happen either.
+		stale := next
+		stale.Version = 3
+		if err := s.PutAll(ctx, release.Write{Rec: res, Prev: 0}, release.Write{Rec: &stale, Prev: 2}); !errors.Is(err, release.ErrConflict) {
+			t.Fatalf("put all with a stale write: %v, want conflict", err)
+		}
+		snap, err := s.Load(ctx, "evt-tx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Results) != 0 || snap.Jobs["job-1"].Version != 1 {
+			t.Fatalf("a refused transaction wrote: results %v, job %+v", snap.Results, snap.Jobs["job-1"])
+		}
+		if err := s.PutAll(ctx, release.Write{Rec: res, Prev: 0}, release.Write{Rec: &next, Prev: 1}); err != nil {
+			t.Fatal(err)
+		}
+		snap, err = s.Load(ctx, "evt-tx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(snap.Results["job-1"], res) || !reflect.DeepEqual(snap.Jobs["job-1"], &next) {
+			t.Fatalf("transaction stored %+v and %+v", snap.Results["job-1"], snap.Jobs["job-1"])
+		}
+	})
+
+	t.Run("PutAllRefusesMalformedBatches", func(t *testing.T) {
+		s := newStore(t)
+		a := SampleEvidence("evt-m", "req-a")
+		other := SampleEvidence("evt-other", "req-b")
+		for name, writes := range map[string][]release.Write{
+			"empty":         nil,
+			"two events":    {{Rec: a, Prev: 0}, {Rec: other, Prev: 0}},
+			"same key":      {{Rec: a, Prev: 0}, {Rec: a, Prev: 0}},
+			"wrong version": {{Rec: a, Prev: 1}},
+		} {
+			if err := s.PutAll(ctx, writes...); err == nil || errors.Is(err, release.ErrConflict) {
+				t.Errorf("%s: %v, want a refused batch", name, err)
+			}
+		}
+		if snap, err := s.Load(ctx, "evt-m"); err != nil || len(snap.Evidence) != 0 {
+			t.Fatalf("a malformed batch wrote: %v %v", snap.Evidence, err)
+		}
+	})
+
+	t.Run("ConcurrentTransactionsOneWins", func(t *testing.T) {
+		s := newStore(t)
+		const writers = 6
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for i := 0; i < writers; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				h := sha(byte('a' + i))
+				res := &release.ResultRecord{EventID: "evt-ct", PlanID: "plan-1", JobID: "job-1", ResultSHA256: h, ResultJSON: fmt.Sprintf(`{"w":%d}`, i), Version: 1}
+				job := &release.JobRecord{EventID: "evt-ct", PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, ResultSHA256: h, PayloadSHA256: h, Version: 1}
+				err := s.PutAll(ctx, release.Write{Rec: res}, release.Write{Rec: job})
+				for try := 0; err != nil && !errors.Is(err, release.ErrConflict) && core.IsRetryable(err) && try < 50; try++ {
+					// DynamoDB cancels a transaction that collides with
+					// another in flight; the retry meets the winner's
+					// versions.
+					time.Sleep(20 * time.Millisecond)
+					err = s.PutAll(ctx, release.Write{Rec: res}, release.Write{Rec: job})
+				}
+				if err == nil {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				} else if !errors.Is(err, release.ErrConflict) {
+					t.Errorf("writer %d: %v", i, err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%d transactions won, want exactly 1", wins)
+		}
+		snap, err := s.Load(ctx, "evt-ct")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Jobs["job-1"].ResultSHA256 != snap.Results["job-1"].ResultSHA256 {
+			t.Fatal("job and result records come from different transactions")
 		}
 	})
 

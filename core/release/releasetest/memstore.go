@@ -90,6 +90,49 @@ func (m *MemStore) Put(_ context.Context, rec release.Record, prev int64) error 
 	return nil
 }
 
+// PutAll implements release.Store: every write or none, under one lock.
+func (m *MemStore) PutAll(_ context.Context, writes ...release.Write) error {
+	if err := release.ValidWrites(writes); err != nil {
+		return err
+	}
+	raws := make([][]byte, len(writes))
+	for i, w := range writes {
+		raw, err := json.Marshal(w.Rec)
+		if err != nil {
+			return fmt.Errorf("memstore: encode %T: %w", w.Rec, err)
+		}
+		raws[i] = raw
+	}
+	eventID, _ := writes[0].Rec.Key()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failOn != nil {
+		for _, w := range writes {
+			if err := m.failOn(w.Rec); err != nil {
+				return err
+			}
+		}
+	}
+	coll := m.items[eventID]
+	for _, w := range writes {
+		_, sk := w.Rec.Key()
+		cur, exists := coll[sk]
+		if (w.Prev == 0 && exists) || (w.Prev != 0 && (!exists || cur.version != w.Prev)) {
+			return release.ErrConflict
+		}
+	}
+	if coll == nil {
+		coll = map[string]stored{}
+		m.items[eventID] = coll
+	}
+	for i, w := range writes {
+		_, sk := w.Rec.Key()
+		coll[sk] = stored{version: w.Rec.RecordVersion(), raw: raws[i]}
+	}
+	m.puts++
+	return nil
+}
+
 // Load implements release.Store.
 func (m *MemStore) Load(_ context.Context, eventID string) (release.Snapshot, error) {
 	m.mu.Lock()
