@@ -145,6 +145,9 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 	if snap.Plan.Event.EventID != eventID || len(snap.Plan.Jobs) == 0 {
 		return nil, nil, core.Fail("coordinator.plan.invalid")
 	}
+	if err := c.CheckPlan(snap.Plan); err != nil {
+		return nil, nil, err
+	}
 	return &snap, snap.Plan, nil
 }
 

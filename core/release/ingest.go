@@ -63,6 +63,11 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 		}
 	}
 	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1}
+	seal, err := planSeal(c.EventKey, &rec)
+	if err != nil {
+		return false, err
+	}
+	rec.Seal = seal
 	if err := c.Store.Put(ctx, &rec, 0); err != nil {
 		if errors.Is(err, ErrConflict) {
 			// A concurrent delivery of the same event won: same payload is

@@ -141,7 +141,10 @@ type PlanRecord struct {
 	Jobs          []PlanJob `dynamodbav:"jobs"`
 	PayloadSHA256 string    `dynamodbav:"payload_sha256"`
 	ReceivedMS    int64     `dynamodbav:"received_ms"`
-	Version       int64     `dynamodbav:"v"`
+	// Seal is the coordinator's MAC of the fields above (Coordinator.
+	// CheckPlan), made when the signed plan event verified.
+	Seal    string `dynamodbav:"seal"`
+	Version int64  `dynamodbav:"v"`
 }
 
 func (r *PlanRecord) Key() (string, string) { return r.Event.EventID, SKPlan }

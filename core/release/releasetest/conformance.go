@@ -272,7 +272,7 @@ func SampleRecords(eventID string) []release.Record {
 				{JobID: "job-1", SourceLocale: "en-US", SourceSHA256: sha('a'), TargetLocale: "de-DE", ContentType: "page", CommercialProfile: "retail"},
 				{JobID: "job-2", SourceLocale: "en-US", SourceSHA256: sha('b'), TargetLocale: "fr-FR", ContentType: "page"},
 			},
-			PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1,
+			PayloadSHA256: sha('d'), ReceivedMS: ms, Seal: sha('9'), Version: 1,
 		},
 		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, ResultSHA256: sha('c'), PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1},
 		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-2", Status: release.JobFailed, ErrorCode: "provider.down", PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1},

@@ -433,8 +433,8 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 		return core.Wrap(CodeRepublishRead, true, fmt.Errorf("republish %s: %w", eventID, err))
 	}
 	plan := snap.Plan
-	if plan == nil || plan.Event.EventID != eventID {
-		return nil
+	if plan == nil || plan.Event.EventID != eventID || h.c.CheckPlan(plan) != nil {
+		return nil // the step reports a missing or changed plan
 	}
 	approved := 0
 	for _, job := range plan.Jobs {
