@@ -51,6 +51,7 @@ func (b *builder) grant() {
 
 	b.allow("coordinator", "ReleaseItems", coordinatorReleaseActions, release.TableArn())
 	b.allow("coordinator", "ReleaseWakeIndex", queryAction, indexArn(release, topology.IndexWake))
+	b.allow("coordinator", "ReleaseOutboxIndex", queryAction, indexArn(release, topology.IndexOutbox))
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
 	b.allow("coordinator", "PublishEvents", putEvents, busArn...)
 

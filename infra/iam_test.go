@@ -97,6 +97,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("log-group CoordinatorFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
 			pairs("table ReleaseTable", "dynamodb:PutItem", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
+			pairs("table ReleaseTable/index/outbox", "dynamodb:Query"),
 			pairs("queue ReleaseQueue", append([]string{"sqs:SendMessage"}, consume...)...),
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
@@ -113,6 +114,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("table ReleaseTable", "dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/attention", "dynamodb:Query"),
+			pairs("table ReleaseTable/index/outbox", "dynamodb:Query"),
 			pairs("bus", "events:PutEvents"),
 		),
 	}
@@ -190,7 +192,7 @@ func (n resourceNames) describe(t testing.TB, res any) string {
 			suffix, _ := parts[1].(string)
 			base := n.describe(t, parts[0])
 			if strings.HasPrefix(base, "table ") && strings.HasPrefix(suffix, "/index/") &&
-				(suffix == "/index/"+topology.IndexWake || suffix == "/index/"+topology.IndexAttention) {
+				(suffix == "/index/"+topology.IndexWake || suffix == "/index/"+topology.IndexAttention || suffix == "/index/"+topology.IndexOutbox) {
 				return base + suffix
 			}
 		}

@@ -47,6 +47,11 @@ const (
 	// (failed, remote failure); health reads it instead of scanning.
 	AttrAttentionShard = "attention_shard"
 	AttrAttentionMS    = "attention_ms"
+	// Sparse outbox index: present only on records whose output event is
+	// owed (stored, not yet known to be published); the sweep re-publishes
+	// them (docs/design.md "Release outbox").
+	AttrOutboxShard = "outbox_shard"
+	AttrOutboxMS    = "outbox_ms"
 	// Records that expire carry a TTL attribute in epoch seconds.
 	AttrExpiresAt = "expires_at"
 )
@@ -55,6 +60,7 @@ const (
 const (
 	IndexWake      = "wake"
 	IndexAttention = "attention"
+	IndexOutbox    = "outbox"
 )
 
 // WakeShards is the number of partitions of the sparse indexes. Items are
@@ -200,6 +206,12 @@ func New(prefix string) Topology {
 		Sort:      Key{AttrAttentionMS, KeyNumber},
 		KeysOnly:  true,
 	}
+	outbox := Index{
+		Name:      IndexOutbox,
+		Partition: Key{AttrOutboxShard, KeyNumber},
+		Sort:      Key{AttrOutboxMS, KeyNumber},
+		KeysOnly:  true,
+	}
 	queue := func(logical, stem string, consumerTimeout int) Queue {
 		return Queue{
 			Logical:                  logical,
@@ -226,7 +238,7 @@ func New(prefix string) Topology {
 			Name:         prefix + "-release",
 			Partition:    Key{AttrPK, KeyString},
 			Sort:         &Key{AttrSK, KeyString},
-			Indexes:      []Index{wake, attention},
+			Indexes:      []Index{wake, attention, outbox},
 			TTLAttribute: AttrExpiresAt,
 		},
 		PollQueue: queue("PollQueue", "poll", PollerTimeoutSeconds),

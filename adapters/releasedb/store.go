@@ -68,6 +68,12 @@ func Item(rec release.Record) (map[string]types.AttributeValue, error) {
 		item[topology.AttrAttentionShard] = number(int64(shard))
 		item[topology.AttrAttentionMS] = number(attentionMS)
 	}
+	// outbox_ms is the record's own attribute; the shard makes it an
+	// outbox index entry.
+	if outboxMS, owed := release.Outbox(rec); owed {
+		item[topology.AttrOutboxShard] = number(int64(shard))
+		item[topology.AttrOutboxMS] = number(outboxMS)
+	}
 	return item, nil
 }
 

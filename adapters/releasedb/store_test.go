@@ -166,3 +166,14 @@ func TestDueDynamoDB(t *testing.T) {
 		return New(db, table)
 	})
 }
+
+func TestOutboxDynamoDB(t *testing.T) {
+	localtest.Require(t)
+	releasetest.RunOutbox(t, func(t *testing.T) interface {
+		release.Store
+		release.OutboxFinder
+	} {
+		db, table := newTable(t)
+		return New(db, table)
+	})
+}

@@ -136,6 +136,8 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		TargetLocale: payload.TargetLocale, ResultSHA256: payload.ResultSHA256,
 		RequestID: in.requestID, ApprovalID: payload.ApprovalID, Token: token,
 		ApprovedMS: payload.ApprovedAtMS, ExpiresMS: payload.ExpiresAtMS,
+		// The approval's event is owed from the write that stores it.
+		OutboxMS: max(payload.ApprovedAtMS, 1),
 	}
 	var prev int64
 	if old := snap.Approvals[in.job.JobID]; old != nil {
@@ -212,4 +214,37 @@ func (c *Coordinator) readiness(snap *Snapshot, plan *PlanRecord, now time.Time)
 		out.Approvals = nil
 	}
 	return out, nil
+}
+
+// CodeOutboxLost: the owed approval changed between read and clear; it
+// stays owed and the sweep publishes it again.
+const CodeOutboxLost = "release.outbox.lost"
+
+// SettleOutbox clears the owed-event marker of the event's approval of
+// jobID after its localeflow.release.approved event was published, with a
+// write conditional on the approval read (same id, still owed). An
+// approval that is no longer owed, or is another approval now, is left as
+// it is.
+func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approvalID string) error {
+	if !core.ValidToken(eventID) {
+		return core.Fail(CodeEventIDInvalid)
+	}
+	snap, err := c.Store.Load(ctx, eventID)
+	if err != nil {
+		return core.Wrap("coordinator.store.read_failed", true, err)
+	}
+	a := snap.Approvals[jobID]
+	if a == nil || a.ApprovalID != approvalID || a.OutboxMS == 0 {
+		return nil
+	}
+	next := *a
+	next.OutboxMS = 0
+	next.Version = a.Version + 1
+	if err := c.Store.Put(ctx, &next, a.Version); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return core.Wrap(CodeOutboxLost, true, err)
+		}
+		return core.Wrap("release.store.write_failed", true, err)
+	}
+	return nil
 }

@@ -247,7 +247,9 @@ func deliveryWake(d *DeliveryRecord) (time.Time, bool) {
 
 // RunNextRelease approves at most one completed locale and prepares the
 // delivery only once every locale is approved (the reference's
-// run_next_release).
+// run_next_release). A step that stored an approval and then failed
+// returns the approved outcome (Changed, ApprovalID) together with the
+// error: the approval stands and its event is owed.
 func (c *Coordinator) RunNextRelease(ctx context.Context, eventID string) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
@@ -383,13 +385,20 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		}
 		return Outcome{}, finalIfFailed(snap, req.RequestID, blocked)
 	}
-	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {
-		return Outcome{}, err
-	}
 	log.Info("locale approved", "approval_id", approved.ApprovalID, "target_locale", job.TargetLocale)
 	o := outcome(OutcomeApproved, plan)
 	o.JobID, o.TargetLocale, o.ApprovalID, o.Changed = job.JobID, job.TargetLocale, approved.ApprovalID, true
-	return c.prepareIfReady(ctx, snap, plan, approvalNow, o)
+	// From here on the approval is stored: whatever fails next, the step
+	// reports it (with the error) so that its event is published.
+	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {
+		log.Warn("approval stored, evidence lease not finished", "code", core.CodeOf(err))
+		return o, err
+	}
+	next, err := c.prepareIfReady(ctx, snap, plan, approvalNow, o)
+	if err != nil {
+		return o, err
+	}
+	return next, nil
 }
 
 // Deliver sends a prepared delivery with a leased, bounded attempt. A

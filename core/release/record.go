@@ -214,7 +214,12 @@ type ApprovalRecord struct {
 	Token        string `dynamodbav:"token"`
 	ApprovedMS   int64  `dynamodbav:"approved_ms"`
 	ExpiresMS    int64  `dynamodbav:"expires_ms"`
-	Version      int64  `dynamodbav:"v"`
+	// OutboxMS is set (to ApprovedMS) while the approval's
+	// localeflow.release.approved event is owed: written with the
+	// approval, cleared by a conditional write after a successful publish
+	// (docs/design.md "Release outbox").
+	OutboxMS int64 `dynamodbav:"outbox_ms,omitempty"`
+	Version  int64 `dynamodbav:"v"`
 }
 
 func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefx + r.JobID }
@@ -331,6 +336,15 @@ func Wake(rec Record) (wakeMS int64, wakes bool, attentionMS int64, attention bo
 	wakeMS, wakes = l.WakeMS()
 	attentionMS, attention = l.AttentionMS()
 	return
+}
+
+// Outbox returns since when rec's output event is owed, if it is: such
+// records sit in the sparse outbox index the sweep pages through.
+func Outbox(rec Record) (int64, bool) {
+	if a, ok := rec.(*ApprovalRecord); ok && a.OutboxMS > 0 {
+		return a.OutboxMS, true
+	}
+	return 0, false
 }
 
 // NewRecord returns a zero record of the kind sort key sk names, or nil for

@@ -280,7 +280,7 @@ func SampleRecords(eventID string) []release.Record {
 		&release.ResultRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", ResultSHA256: sha('c'), ResultJSON: `{"candidate":"x"}`, Version: 1},
 		leased,
 		failed,
-		&release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", TargetLocale: "de-DE", ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: ms, ExpiresMS: ms + 1000, Version: 1},
+		&release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", TargetLocale: "de-DE", ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: ms, ExpiresMS: ms + 1000, OutboxMS: ms, Version: 1},
 		&release.DeliveryRecord{
 			EventID: eventID, PlanID: "plan-1", SiteID: "site-1", DeliveryID: "dlv-1", BundleSHA256: sha('f'), Signature: "sig", PreparedMS: ms,
 			Lease:   release.Lease{Status: release.StateRetryWait, Attempts: 2, MaxAttempts: 5, NextAttemptMS: ms + 10_000, LastErrorCode: "cms.http_503", CreatedMS: ms, UpdatedMS: ms},
@@ -330,5 +330,104 @@ func RunDue(t *testing.T, newStore func(t *testing.T) interface {
 	}
 	if got, _ := s.Due(ctx, 0, ms+1_000_000, 1); len(got) != 1 {
 		t.Fatalf("limit: %+v", got)
+	}
+}
+
+// RunOutbox is the conformance suite of release.OutboxFinder: every owed
+// approval up to the time bound, each once, across pages; a settled
+// approval leaves the index.
+func RunOutbox(t *testing.T, newStore func(t *testing.T) interface {
+	release.Store
+	release.OutboxFinder
+}) {
+	t.Helper()
+	ctx := context.Background()
+	s := newStore(t)
+	const ms = 1_764_460_800_000
+	want := map[string]bool{}
+	for i := 0; i < 12; i++ {
+		eventID := fmt.Sprintf("evt-ob-%02d", i)
+		for j := 0; j < 2; j++ {
+			a := &release.ApprovalRecord{
+				EventID: eventID, PlanID: "plan-1", JobID: fmt.Sprintf("job-%d", j), TargetLocale: "de-DE",
+				ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b",
+				ApprovedMS: ms + int64(i), ExpiresMS: ms + 100_000, Version: 1,
+			}
+			switch {
+			case j == 1 && i%3 == 0: // published already
+			case i == 11: // owed, but after the bound
+				a.OutboxMS = ms + 50_000
+			default:
+				a.OutboxMS = a.ApprovedMS
+				want[eventID+"/"+a.JobID] = true
+			}
+			if err := s.Put(ctx, a, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	collect := func() (map[string]bool, int, error) {
+		got, pages, cursor := map[string]bool{}, 0, ""
+		for {
+			page, err := s.Owed(ctx, ms+10_000, cursor, 5)
+			if err != nil {
+				return nil, 0, err
+			}
+			pages++
+			for _, it := range page.Items {
+				key := it.EventID + "/" + it.JobID
+				if got[key] {
+					return nil, 0, fmt.Errorf("%s on two pages", key)
+				}
+				got[key] = true
+			}
+			if page.Next == "" {
+				return got, pages, nil
+			}
+			cursor = page.Next
+		}
+	}
+	var got map[string]bool
+	var pages int
+	var err error
+	for i := 0; i < 100; i++ {
+		if got, pages, err = collect(); err != nil {
+			t.Fatal(err)
+		}
+		if reflect.DeepEqual(got, want) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("owed = %v, want %v", got, want)
+	}
+	if pages < len(want)/5 {
+		t.Fatalf("%d pages of at most 5 for %d owed records", pages, len(want))
+	}
+	snap, err := s.Load(ctx, "evt-ob-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled := *snap.Approvals["job-0"]
+	settled.OutboxMS, settled.Version = 0, settled.Version+1
+	if err := s.Put(ctx, &settled, settled.Version-1); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "evt-ob-01/job-0")
+	for i := 0; i < 100; i++ {
+		if got, _, err = collect(); err != nil {
+			t.Fatal(err)
+		}
+		if reflect.DeepEqual(got, want) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after settling: owed = %v, want %v", got, want)
+	}
+	if _, err := s.Owed(ctx, ms, "not-a-cursor", 5); err == nil {
+		t.Fatal("a foreign cursor was accepted")
 	}
 }

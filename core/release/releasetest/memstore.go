@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/localeflow/localeflow/core"
@@ -193,6 +194,81 @@ func (m *MemStore) Due(_ context.Context, fromMS, toMS int64, limit int) ([]rele
 	})
 	if len(out) > limit {
 		out = out[:limit]
+	}
+	return out, nil
+}
+
+// indexEntry is one record of a sparse index, ordered by (ms, event, key).
+type indexEntry struct {
+	MS      int64  `json:"ms"`
+	EventID string `json:"e"`
+	SK      string `json:"k"`
+}
+
+func (a indexEntry) less(b indexEntry) bool {
+	if a.MS != b.MS {
+		return a.MS < b.MS
+	}
+	if a.EventID != b.EventID {
+		return a.EventID < b.EventID
+	}
+	return a.SK < b.SK
+}
+
+// page returns up to limit entries of the index that keys defines with ms
+// at most toMS, after cursor (the JSON of the last entry of the previous
+// page), and the next cursor ("" after the last page).
+func (m *MemStore) page(keys func(release.Record) (int64, bool), toMS int64, cursor string, limit int) ([]indexEntry, string, error) {
+	if limit <= 0 {
+		return nil, "", core.Fail("release.store.page_invalid")
+	}
+	var after *indexEntry
+	if cursor != "" {
+		var c indexEntry
+		if err := json.Unmarshal([]byte(cursor), &c); err != nil {
+			return nil, "", core.Wrap("release.store.cursor_invalid", false, err)
+		}
+		after = &c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var all []indexEntry
+	for eventID, coll := range m.items {
+		for sk, s := range coll {
+			rec, err := Decode(sk, s.raw)
+			if err != nil {
+				return nil, "", err
+			}
+			ms, ok := keys(rec)
+			e := indexEntry{MS: ms, EventID: eventID, SK: sk}
+			if ok && ms <= toMS && (after == nil || after.less(e)) {
+				all = append(all, e)
+			}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].less(all[j]) })
+	if len(all) <= limit {
+		return all, "", nil
+	}
+	all = all[:limit]
+	next, err := json.Marshal(all[limit-1])
+	if err != nil {
+		return nil, "", fmt.Errorf("memstore: cursor: %w", err)
+	}
+	return all, string(next), nil
+}
+
+var _ release.OutboxFinder = (*MemStore)(nil)
+
+// Owed implements release.OutboxFinder over the stored records.
+func (m *MemStore) Owed(_ context.Context, toMS int64, cursor string, limit int) (release.OwedPage, error) {
+	entries, next, err := m.page(release.Outbox, toMS, cursor, limit)
+	if err != nil {
+		return release.OwedPage{}, err
+	}
+	out := release.OwedPage{Next: next}
+	for _, e := range entries {
+		out.Items = append(out.Items, release.OwedItem{EventID: e.EventID, JobID: strings.TrimPrefix(e.SK, release.SKApprovalPrefx), OutboxMS: e.MS})
 	}
 	return out, nil
 }
