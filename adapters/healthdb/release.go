@@ -243,7 +243,8 @@ func hasIndexKeys(item map[string]types.AttributeValue) bool {
 	return false
 }
 
-// DecodeRelease decodes an evidence or delivery item of the release table
+// DecodeRelease decodes an index entry of the release table (evidence,
+// delivery, a waking job or approval, a blocked release)
 // with adapters/releasedb.Decode (the store's own decoding and key check).
 // It never fails: an item that does not decode, is of another kind, or
 // whose index keys disagree with its state comes back Corrupt.
@@ -261,6 +262,12 @@ func DecodeRelease(item map[string]types.AttributeValue) health.ReleaseRecord {
 		out.Evidence = r
 	case *release.DeliveryRecord:
 		out.Delivery = r
+	case *release.JobRecord:
+		out.Job = r
+	case *release.ApprovalRecord:
+		out.Approval = r
+	case *release.BlockedRecord:
+		out.Blocked = r
 	default:
 		return out
 	}

@@ -63,6 +63,10 @@ type approvalInput struct {
 	evidence  Evidence
 	now       time.Time
 	ttl       time.Duration
+	// completes says every other job already holds a current approval:
+	// this one completes the plan, so it wakes until the delivery is
+	// prepared.
+	completes bool
 }
 
 // guarded wraps a verification with the operation guard: a refused guard is
@@ -137,7 +141,8 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		RequestID: in.requestID, ApprovalID: payload.ApprovalID, Token: token,
 		ApprovedMS: payload.ApprovedAtMS, ExpiresMS: payload.ExpiresAtMS,
 		// The approval's event is owed from the write that stores it.
-		OutboxMS: max(payload.ApprovedAtMS, 1),
+		OutboxMS:         max(payload.ApprovedAtMS, 1),
+		AwaitingDelivery: in.completes,
 	}
 	var prev int64
 	if old := snap.Approvals[in.job.JobID]; old != nil {
@@ -187,6 +192,20 @@ func (c *Coordinator) lookupApproval(snap *Snapshot, plan *PlanRecord, job PlanJ
 		return nil, core.Fail(CodeApprovalExpired)
 	}
 	return rec, nil
+}
+
+// completesPlan says whether every job of the plan but jobID holds a
+// current approval at now.
+func (c *Coordinator) completesPlan(snap *Snapshot, plan *PlanRecord, jobID string, now time.Time) bool {
+	for _, job := range plan.Jobs {
+		if job.JobID == jobID {
+			continue
+		}
+		if _, err := c.lookupApproval(snap, plan, job, now); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Readiness says whether every job of the plan holds a current approval.

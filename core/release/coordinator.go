@@ -262,6 +262,7 @@ func (c *Coordinator) RunNextRelease(ctx context.Context, eventID string) (Outco
 	if err != nil {
 		return Outcome{}, err
 	}
+	c.settleAwaitingDelivery(ctx, snap)
 	if o, err := c.existingDelivery(snap, plan, now); err != nil || o != nil {
 		if o == nil {
 			return Outcome{}, err
@@ -375,6 +376,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	approved, err := c.approve(ctx, snap, approvalInput{
 		plan: plan, job: job, result: result, resultSHA: resultSHA, requestID: req.RequestID,
 		evidence: evidence, now: approvalNow, ttl: c.Config.ApprovalTTL,
+		completes: c.completesPlan(snap, plan, job.JobID, approvalNow),
 	})
 	if err != nil {
 		code := core.CodeOf(err)

@@ -150,7 +150,17 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 		Lease:      Lease{Status: StatePending, MaxAttempts: max, NextAttemptMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS},
 		Version:    1,
 	}
-	if err := c.Store.Put(ctx, &rec, 0); err != nil {
+	// The approvals that woke the release until now stop waking in the
+	// write that prepares the delivery.
+	writes := []Write{{Rec: &rec, Prev: 0}}
+	for _, a := range ready.Approvals {
+		if a.AwaitingDelivery {
+			next := *a
+			next.AwaitingDelivery, next.Version = false, a.Version+1
+			writes = append(writes, Write{Rec: &next, Prev: a.Version})
+		}
+	}
+	if err := c.Store.PutAll(ctx, writes...); err != nil {
 		if !errors.Is(err, ErrConflict) {
 			return nil, false, core.Wrap("cms.delivery.write_failed", true, err)
 		}
@@ -161,8 +171,34 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 		snap.Delivery = fresh.Delivery
 		return fresh.Delivery, false, nil
 	}
+	for _, w := range writes[1:] {
+		a := w.Rec.(*ApprovalRecord)
+		snap.Approvals[a.JobID] = a
+	}
 	snap.Delivery = &rec
 	return &rec, true, nil
+}
+
+// settleAwaitingDelivery clears the AwaitingDelivery marks left on
+// approvals once a delivery exists (a delivery prepared by a write that
+// did not clear them). Best effort: a failure only costs a later sweep
+// step.
+func (c *Coordinator) settleAwaitingDelivery(ctx context.Context, snap *Snapshot) {
+	if snap.Delivery == nil {
+		return
+	}
+	for jobID, a := range snap.Approvals {
+		if !a.AwaitingDelivery {
+			continue
+		}
+		next := *a
+		next.AwaitingDelivery, next.Version = false, a.Version+1
+		if err := c.Store.Put(ctx, &next, a.Version); err != nil {
+			c.log().Warn("approval still marked awaiting delivery", "event_id", a.EventID, "job_id", jobID, "code", core.CodeOf(err))
+			continue
+		}
+		snap.Approvals[jobID] = &next
+	}
 }
 
 // ValidateDeliveryRecord checks the stored fields of a delivery record:

@@ -95,6 +95,29 @@ func (s EvidenceState) put(ctx context.Context, snap *Snapshot, next EvidenceRec
 	return &next, nil
 }
 
+// create inserts a fresh evidence record; when its job still wakes as
+// never claimed, the same write clears that (the evidence record wakes
+// from now on).
+func (s EvidenceState) create(ctx context.Context, snap *Snapshot, fresh EvidenceRecord) (*EvidenceRecord, error) {
+	job := snap.Jobs[fresh.JobID]
+	if job == nil || !job.AwaitingClaim {
+		return s.put(ctx, snap, fresh, 0, CodeClaimLost, true)
+	}
+	fresh.Version = 1
+	claimed := *job
+	claimed.AwaitingClaim = false
+	claimed.Version = job.Version + 1
+	if err := s.Store.PutAll(ctx, Write{Rec: &fresh, Prev: 0}, Write{Rec: &claimed, Prev: job.Version}); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return nil, core.Wrap(CodeClaimLost, true, err)
+		}
+		return nil, core.Wrap("evidence.state.write_failed", true, err)
+	}
+	snap.Evidence[fresh.RequestID] = &fresh
+	snap.Jobs[claimed.JobID] = &claimed
+	return &fresh, nil
+}
+
 // Claim inserts the request's record if new (or checks the stored binding
 // and attempt policy), expires a stale lease, and takes the lease when an
 // attempt is due. It returns nil, nil when the request is leased by another
@@ -121,7 +144,7 @@ func (s EvidenceState) Claim(ctx context.Context, snap *Snapshot, req *EvidenceR
 			Lease: Lease{Status: StatePending, MaxAttempts: maxAttempts, NextAttemptMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS},
 		}
 		var err error
-		if rec, err = s.put(ctx, snap, fresh, 0, CodeClaimLost, true); err != nil {
+		if rec, err = s.create(ctx, snap, fresh); err != nil {
 			return nil, err
 		}
 	}

@@ -103,7 +103,10 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 			return false, core.Fail(CodeJobConflict)
 		}
 	}
-	rec := JobRecord{EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, Status: j.Status, ErrorCode: j.ErrorCode, PayloadSHA256: j.PayloadSHA256, ReceivedMS: core.Millis(now)}
+	rec := JobRecord{
+		EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, Status: j.Status, ErrorCode: j.ErrorCode,
+		PayloadSHA256: j.PayloadSHA256, ReceivedMS: core.Millis(now), AwaitingClaim: j.Status == JobSucceeded,
+	}
 	var prev int64
 	if old != nil {
 		prev = old.Version

@@ -18,6 +18,7 @@ const (
 	SKResultPrefix  = "result#"
 	SKEvidencePrefx = "evidence#"
 	SKApprovalPrefx = "approval#"
+	SKBlocked       = "blocked"
 )
 
 // CodeStoreConflict is returned by Store.Put when the stored version is not
@@ -101,6 +102,7 @@ type Snapshot struct {
 	Evidence  map[string]*EvidenceRecord // by request id
 	Approvals map[string]*ApprovalRecord // by job id
 	Delivery  *DeliveryRecord
+	Blocked   *BlockedRecord
 }
 
 // NewSnapshot returns an empty snapshot with its maps allocated.
@@ -131,6 +133,8 @@ func (s *Snapshot) Add(rec Record) {
 		s.Approvals[r.JobID] = r
 	case *DeliveryRecord:
 		s.Delivery = r
+	case *BlockedRecord:
+		s.Blocked = r
 	}
 }
 
@@ -170,7 +174,11 @@ type JobRecord struct {
 	ResultSHA256  string `dynamodbav:"result_sha256,omitempty"`
 	PayloadSHA256 string `dynamodbav:"payload_sha256"`
 	ReceivedMS    int64  `dynamodbav:"received_ms"`
-	Version       int64  `dynamodbav:"v"`
+	// AwaitingClaim marks a succeeded job whose evidence request was never
+	// created: it wakes (at ReceivedMS) until the run that creates the
+	// evidence record clears it in the same write.
+	AwaitingClaim bool  `dynamodbav:"awaiting_claim,omitempty"`
+	Version       int64 `dynamodbav:"v"`
 }
 
 func (r *JobRecord) Key() (string, string) { return r.EventID, SKJobPrefix + r.JobID }
@@ -219,7 +227,11 @@ type ApprovalRecord struct {
 	// approval, cleared by a conditional write after a successful publish
 	// (docs/design.md "Release outbox").
 	OutboxMS int64 `dynamodbav:"outbox_ms,omitempty"`
-	Version  int64 `dynamodbav:"v"`
+	// AwaitingDelivery marks the approval that completed the plan: it
+	// wakes (at ApprovedMS) until the delivery is prepared, in the same
+	// write, or the release is blocked.
+	AwaitingDelivery bool  `dynamodbav:"awaiting_delivery,omitempty"`
+	Version          int64 `dynamodbav:"v"`
 }
 
 func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefx + r.JobID }
@@ -312,6 +324,29 @@ type DeliveryRecord struct {
 func (r *DeliveryRecord) Key() (string, string) { return r.EventID, SKDelivery }
 func (r *DeliveryRecord) RecordVersion() int64  { return r.Version }
 
+// BlockedRecord marks a release blocked for good: it cannot make progress
+// without an operator (an evidence request failed for good, a delivery
+// failed, a record failed its integrity check). It sits in the attention
+// index; writing it takes the release's other records out of the wake
+// index (Coordinator.block). Content-free: the code only.
+type BlockedRecord struct {
+	EventID   string `dynamodbav:"event_id"`
+	Code      string `dynamodbav:"code"`
+	BlockedMS int64  `dynamodbav:"blocked_ms"`
+	Version   int64  `dynamodbav:"v"`
+}
+
+func (r *BlockedRecord) Key() (string, string) { return r.EventID, SKBlocked }
+func (r *BlockedRecord) RecordVersion() int64  { return r.Version }
+
+// ValidateBlockedRecord checks a stored blocked record.
+func ValidateBlockedRecord(r *BlockedRecord) error {
+	if r == nil || !core.ValidToken(r.EventID) || !core.ValidErrorCode(r.Code) || !core.ValidMillis(r.BlockedMS) || r.Version <= 0 {
+		return core.Fail(CodeRecordInvalid)
+	}
+	return nil
+}
+
 // WakeShard spreads records over the sparse indexes' partitions by a hash
 // of the event id and sort key.
 func WakeShard(eventID, sortKey string, shards int) int {
@@ -322,7 +357,11 @@ func WakeShard(eventID, sortKey string, shards int) int {
 	return int(h.Sum32() % uint32(shards))
 }
 
-// Wake returns the wake and attention times of rec, if it has any.
+// Wake returns the wake and attention times of rec, if it has any. Besides
+// the leased evidence and delivery records, a release that can make
+// progress without any lease wakes through a succeeded job never claimed
+// (JobRecord.AwaitingClaim) or the approval that completed the plan while
+// no delivery is prepared (ApprovalRecord.AwaitingDelivery).
 func Wake(rec Record) (wakeMS int64, wakes bool, attentionMS int64, attention bool) {
 	var l Lease
 	switch r := rec.(type) {
@@ -330,6 +369,12 @@ func Wake(rec Record) (wakeMS int64, wakes bool, attentionMS int64, attention bo
 		l = r.Lease
 	case *DeliveryRecord:
 		l = r.Lease
+	case *JobRecord:
+		return r.ReceivedMS, r.AwaitingClaim && r.Status == JobSucceeded, 0, false
+	case *ApprovalRecord:
+		return r.ApprovedMS, r.AwaitingDelivery, 0, false
+	case *BlockedRecord:
+		return 0, false, r.BlockedMS, true
 	default:
 		return 0, false, 0, false
 	}
@@ -355,6 +400,8 @@ func NewRecord(sk string) Record {
 		return &PlanRecord{}
 	case sk == SKDelivery:
 		return &DeliveryRecord{}
+	case sk == SKBlocked:
+		return &BlockedRecord{}
 	case strings.HasPrefix(sk, SKJobPrefix):
 		return &JobRecord{}
 	case strings.HasPrefix(sk, SKSourcePrefix):

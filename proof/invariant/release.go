@@ -91,11 +91,18 @@ func checkReleaseItem(c *collector, table string, k indexKey, it map[string]type
 	}
 	evidence := strings.HasPrefix(k.sk, release.SKEvidencePrefx)
 	if !evidence && k.sk != release.SKDelivery {
-		if _, carries := it[topology.AttrWakeShard]; carries {
-			c.add(table, key, RuleWakeKeys, "a %s record carries wake keys", k.sk)
+		// Release-level entries (a never-claimed job, the approval that
+		// completed the plan, a blocked release) carry index keys exactly
+		// when release.Wake says so; other records never do.
+		wakes, attention := false, false
+		if rec, err := releasedb.Decode(it); err == nil {
+			_, wakes, _, attention = release.Wake(rec)
 		}
-		if _, carries := it[topology.AttrAttentionShard]; carries {
-			c.add(table, key, RuleAttentionKeys, "a %s record carries attention keys", k.sk)
+		if _, carries := it[topology.AttrWakeShard]; carries != wakes {
+			c.add(table, key, RuleWakeKeys, "a %s record carries wake keys = %v, its state says %v", k.sk, carries, wakes)
+		}
+		if _, carries := it[topology.AttrAttentionShard]; carries != attention {
+			c.add(table, key, RuleAttentionKeys, "a %s record carries attention keys = %v, its state says %v", k.sk, carries, attention)
 		}
 		return true
 	}
