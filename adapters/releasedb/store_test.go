@@ -58,7 +58,7 @@ func TestLoadIsOneQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counting.queries != 1 || snap.Plan == nil || snap.Delivery == nil || len(snap.Evidence) != 2 {
+	if counting.queries != 1 || snap.Plan == nil || snap.Delivery == nil || len(snap.Evidence) != 3 {
 		t.Fatalf("%d queries, snapshot %+v", counting.queries, snap)
 	}
 }
@@ -75,10 +75,12 @@ func TestSparseIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// SampleRecords: one leased and one failed evidence record, one
-	// retry_wait delivery.
-	waitIndex(t, db, table, topology.IndexWake, []string{"delivery", "evidence#blun-l10n-evidence-" + strings.Repeat("e", 64)})
-	waitIndex(t, db, table, topology.IndexAttention, []string{"evidence#req-failed"})
+	// SampleRecords: one leased, one failed and one parked evidence
+	// record, one retry_wait delivery, a never-claimed job, the approval
+	// that completed the plan, a blocked marker.
+	leased := "evidence#blun-l10n-evidence-" + strings.Repeat("e", 64)
+	waitIndex(t, db, table, topology.IndexWake, []string{"delivery", leased, "job#job-1", "approval#job-1"})
+	waitIndex(t, db, table, topology.IndexAttention, []string{"evidence#req-failed", "blocked"})
 	snap, err := s.Load(ctx, "evt-ix")
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +90,7 @@ func TestSparseIndexes(t *testing.T) {
 	if err := s.Put(ctx, &d, d.Version-1); err != nil {
 		t.Fatal(err)
 	}
-	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#blun-l10n-evidence-" + strings.Repeat("e", 64)})
+	waitIndex(t, db, table, topology.IndexWake, []string{leased, "job#job-1", "approval#job-1"})
 }
 
 func waitIndex(t *testing.T, db *dynamodb.Client, table, index string, want []string) {

@@ -250,7 +250,16 @@ func deliveryWake(d *DeliveryRecord) (time.Time, bool) {
 // run_next_release). A step that stored an approval and then failed
 // returns the approved outcome (Changed, ApprovalID) together with the
 // error: the approval stands and its event is owed.
+//
+// A step that fails for good in a way every later run would meet again
+// (see stuckCode and stuckEvidence) blocks the release: it leaves the wake
+// index and shows in health's attention.
 func (c *Coordinator) RunNextRelease(ctx context.Context, eventID string) (Outcome, error) {
+	o, err := c.runNextRelease(ctx, eventID)
+	return o, c.blockIfStuck(ctx, eventID, err)
+}
+
+func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -405,8 +414,14 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 
 // Deliver sends a prepared delivery with a leased, bounded attempt. A
 // delivered event is reported once with Changed; later calls report
-// delivered without sending again.
+// delivered without sending again. Like RunNextRelease, a failure every
+// later attempt would meet again blocks the release.
 func (c *Coordinator) Deliver(ctx context.Context, eventID string) (Outcome, error) {
+	o, err := c.deliver(ctx, eventID)
+	return o, c.blockIfStuck(ctx, eventID, err)
+}
+
+func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}

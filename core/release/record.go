@@ -264,13 +264,19 @@ type Lease struct {
 	LastErrorCode  string `dynamodbav:"last_error_code,omitempty"`
 	CreatedMS      int64  `dynamodbav:"created_ms"`
 	UpdatedMS      int64  `dynamodbav:"updated_ms"`
+	// Parked takes the record out of the wake index while its release is
+	// blocked for good (Coordinator.block); a new claim un-parks it.
+	Parked bool `dynamodbav:"parked,omitempty"`
 }
 
 // WakeMS is when the record next needs a worker: the next attempt of a
 // pending or retry_wait record, the lease expiry of a leased one. Records
-// that cannot wake (succeeded, failed) return false and drop out of the
-// sparse wake index.
+// that cannot wake (succeeded, failed, parked) return false and drop out of
+// the sparse wake index.
 func (l Lease) WakeMS() (int64, bool) {
+	if l.Parked {
+		return 0, false
+	}
 	switch l.Status {
 	case StatePending, StateRetryWait:
 		return l.NextAttemptMS, true

@@ -264,7 +264,11 @@ func SampleRecords(eventID string) []release.Record {
 	leased.Status, leased.Attempts, leased.LeaseOwner, leased.LeaseToken, leased.LeaseExpiresMS = release.StateLeased, 1, "worker-1", "tok-1", ms+300_000
 	failed := SampleEvidence(eventID, "req-failed")
 	failed.Status, failed.Attempts, failed.LastErrorCode = release.StateFailed, 5, "evidence.http_503"
+	parked := SampleEvidence(eventID, "req-parked")
+	parked.Status, parked.Attempts, parked.LastErrorCode, parked.Parked = release.StateRetryWait, 1, "evidence.http_503", true
 	return []release.Record{
+		parked,
+		&release.BlockedRecord{EventID: eventID, Code: release.CodeAttemptsExhausted, BlockedMS: ms + 2, Version: 1},
 		&release.PlanRecord{
 			Event:  release.Event{EventID: eventID, SiteID: "site-1", WebsiteVersion: "v1", SourceSequence: 7},
 			PlanID: "plan-1",
@@ -274,13 +278,13 @@ func SampleRecords(eventID string) []release.Record {
 			},
 			PayloadSHA256: sha('d'), ReceivedMS: ms, Seal: sha('9'), Version: 1,
 		},
-		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, ResultSHA256: sha('c'), PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1},
+		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, ResultSHA256: sha('c'), PayloadSHA256: sha('d'), ReceivedMS: ms, AwaitingClaim: true, Version: 1},
 		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-2", Status: release.JobFailed, ErrorCode: "provider.down", PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1},
 		&release.SourceRecord{EventID: eventID, JobID: "job-1", SourceSHA256: sha('a'), Text: "Hallo «Welt» ünïcödé", Version: 1},
 		&release.ResultRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", ResultSHA256: sha('c'), ResultJSON: `{"candidate":"x"}`, Version: 1},
 		leased,
 		failed,
-		&release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", TargetLocale: "de-DE", ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: ms, ExpiresMS: ms + 1000, OutboxMS: ms, Version: 1},
+		&release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", TargetLocale: "de-DE", ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: ms + 1, ExpiresMS: ms + 1000, OutboxMS: ms + 1, AwaitingDelivery: true, Version: 1},
 		&release.DeliveryRecord{
 			EventID: eventID, PlanID: "plan-1", SiteID: "site-1", DeliveryID: "dlv-1", BundleSHA256: sha('f'), Signature: "sig", PreparedMS: ms,
 			Lease:   release.Lease{Status: release.StateRetryWait, Attempts: 2, MaxAttempts: 5, NextAttemptMS: ms + 10_000, LastErrorCode: "cms.http_503", CreatedMS: ms, UpdatedMS: ms},
@@ -289,9 +293,10 @@ func SampleRecords(eventID string) []release.Record {
 	}
 }
 
-// RunDue is the conformance suite of release.DueFinder: only records that
-// can wake, inside the window, earliest first. waitIndex lets an eventually
-// consistent index catch up (DynamoDB GSIs).
+// RunDue is the conformance suite of release.DueFinder: exactly the
+// records that can wake, up to the time bound, each once across pages of
+// any size (the wake index is eventually consistent, so reads are retried
+// until they settle).
 func RunDue(t *testing.T, newStore func(t *testing.T) interface {
 	release.Store
 	release.DueFinder
@@ -299,37 +304,78 @@ func RunDue(t *testing.T, newStore func(t *testing.T) interface {
 	t.Helper()
 	ctx := context.Background()
 	s := newStore(t)
+	const ms = 1_764_460_800_000
 	for _, r := range SampleRecords("evt-due") {
 		if err := s.Put(ctx, r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	const ms = 1_764_460_800_000
-	// SampleRecords: leased evidence wakes at ms+300000, the retry_wait
-	// delivery at ms+10000, the failed evidence never.
-	want := []release.DueItem{{EventID: "evt-due", Delivery: true, WakeMS: ms + 10_000}, {EventID: "evt-due", WakeMS: ms + 300_000}}
-	var got []release.DueItem
-	var err error
-	for i := 0; i < 100; i++ {
-		if got, err = s.Due(ctx, 0, ms+1_000_000, 10); err != nil {
+	// SampleRecords: the never-claimed job wakes at ms, the approval that
+	// completed the plan at ms+1, the retry_wait delivery at ms+10000, the
+	// leased evidence at ms+300000; the failed and the parked evidence,
+	// the blocked marker and the other records never.
+	want := map[string]bool{"evt-due/run/0": true, "evt-due/run/1": true, "evt-due/deliver/10000": true, "evt-due/run/300000": true}
+	// More releases, each with one pending evidence record, so that the
+	// pages cross shards.
+	for i := 0; i < 9; i++ {
+		e := SampleEvidence(fmt.Sprintf("evt-due-%d", i), "req-1")
+		e.NextAttemptMS = ms + int64(i)*10
+		if err := s.Put(ctx, e, 0); err != nil {
 			t.Fatal(err)
 		}
-		if reflect.DeepEqual(got, want) {
-			break
+		want[fmt.Sprintf("evt-due-%d/run/%d", i, i*10)] = true
+	}
+	late := SampleEvidence("evt-due-late", "req-1")
+	late.NextAttemptMS = ms + 2_000_000
+	if err := s.Put(ctx, late, 0); err != nil {
+		t.Fatal(err)
+	}
+	collect := func(limit int) (map[string]bool, error) {
+		got, cursor := map[string]bool{}, ""
+		for pages := 0; pages < 100; pages++ {
+			page, err := s.Due(ctx, ms+1_000_000, cursor, limit)
+			if err != nil {
+				return nil, err
+			}
+			if len(page.Items) > limit {
+				return nil, fmt.Errorf("page of %d items, limit %d", len(page.Items), limit)
+			}
+			for _, it := range page.Items {
+				kind := "run"
+				if it.Delivery {
+					kind = "deliver"
+				}
+				key := fmt.Sprintf("%s/%s/%d", it.EventID, kind, it.WakeMS-ms)
+				if got[key] {
+					return nil, fmt.Errorf("%s on two pages", key)
+				}
+				got[key] = true
+			}
+			if page.Next == "" {
+				return got, nil
+			}
+			cursor = page.Next
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil, errors.New("paging does not end")
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("due = %+v, want %+v", got, want)
+	for _, limit := range []int{1, 3, 500} {
+		var got map[string]bool
+		var err error
+		for i := 0; i < 100; i++ {
+			if got, err = collect(limit); err != nil {
+				t.Fatal(err)
+			}
+			if reflect.DeepEqual(got, want) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("limit %d: due = %v, want %v", limit, got, want)
+		}
 	}
-	if got, _ := s.Due(ctx, 0, ms+10_000, 10); len(got) != 1 || !got[0].Delivery {
-		t.Fatalf("window end: %+v", got)
-	}
-	if got, _ := s.Due(ctx, ms+10_001, ms+1_000_000, 10); len(got) != 1 || got[0].Delivery {
-		t.Fatalf("window start: %+v", got)
-	}
-	if got, _ := s.Due(ctx, 0, ms+1_000_000, 1); len(got) != 1 {
-		t.Fatalf("limit: %+v", got)
+	if _, err := s.Due(ctx, ms, "not-a-cursor", 5); err == nil {
+		t.Fatal("a foreign cursor was accepted")
 	}
 }
 

@@ -170,30 +170,17 @@ func Decode(sk string, raw []byte) (release.Record, error) {
 var _ release.DueFinder = (*MemStore)(nil)
 
 // Due implements release.DueFinder over the stored records.
-func (m *MemStore) Due(_ context.Context, fromMS, toMS int64, limit int) ([]release.DueItem, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []release.DueItem
-	for eventID, coll := range m.items {
-		for sk, s := range coll {
-			rec, err := Decode(sk, s.raw)
-			if err != nil {
-				return nil, err
-			}
-			ms, wakes, _, _ := release.Wake(rec)
-			if wakes && ms >= fromMS && ms <= toMS {
-				out = append(out, release.DueItem{EventID: eventID, Delivery: sk == release.SKDelivery, WakeMS: ms})
-			}
-		}
+func (m *MemStore) Due(_ context.Context, toMS int64, cursor string, limit int) (release.DuePage, error) {
+	entries, next, err := m.page(func(rec release.Record) (int64, bool) {
+		ms, wakes, _, _ := release.Wake(rec)
+		return ms, wakes
+	}, toMS, cursor, limit)
+	if err != nil {
+		return release.DuePage{}, err
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].WakeMS != out[j].WakeMS {
-			return out[i].WakeMS < out[j].WakeMS
-		}
-		return out[i].EventID < out[j].EventID
-	})
-	if len(out) > limit {
-		out = out[:limit]
+	out := release.DuePage{Next: next}
+	for _, e := range entries {
+		out.Items = append(out.Items, release.DueItem{EventID: e.EventID, Delivery: e.SK == release.SKDelivery, WakeMS: e.MS})
 	}
 	return out, nil
 }

@@ -37,13 +37,10 @@ const (
 	CodeRepublishRead = "coordinator.republish.read_failed"
 )
 
-// Sweep bounds: the sweep re-enqueues records due within SweepWindow (older
-// wake times belong to releases that are blocked for good, e.g. another
-// locale exhausted its attempts) and at most SweepLimit per run.
-const (
-	SweepWindow = 24 * time.Hour
-	SweepLimit  = 500
-)
+// SweepLimit is the page size of the sweep's index reads. The sweep reads
+// every page (records of blocked releases are not in the wake index, so
+// what it pages through is work that can still progress).
+const SweepLimit = 500
 
 // Queue schedules delayed steps (adapters/delayqueue.Queue).
 type Queue interface {
@@ -155,30 +152,44 @@ type SweepResult struct {
 	Republished int `json:"republished"`
 }
 
-// Sweep re-enqueues a step for every record the wake index says is due:
-// the safety net for a lost or dropped step message. A duplicate step is
-// harmless (the conditional writes decide).
+// Sweep re-enqueues a step for every record the wake index says is due,
+// paging through the index with its cursor: the safety net for a lost or
+// dropped step message. A duplicate step is harmless (the conditional
+// writes decide). It then publishes owed approval events again.
 func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 	now := h.clock.Now()
-	items, err := h.due.Due(ctx, core.Millis(now.Add(-SweepWindow)), core.Millis(now), SweepLimit)
-	if err != nil {
-		return SweepResult{}, fmt.Errorf("sweep: %w", err)
-	}
-	res := SweepResult{Due: len(items)}
+	res := SweepResult{}
 	seen := map[string]bool{}
-	for _, it := range items {
-		kind := KindRun
-		if it.Delivery {
-			kind = KindDeliver
+	cursor := ""
+	for {
+		page, err := h.due.Due(ctx, core.Millis(now), cursor, SweepLimit)
+		if err != nil {
+			return res, fmt.Errorf("sweep: %w", err)
 		}
-		if seen[kind+"|"+it.EventID] {
-			continue
+		res.Due += len(page.Items)
+		for _, it := range page.Items {
+			kind := KindRun
+			if it.Delivery {
+				kind = KindDeliver
+			}
+			if seen[kind+"|"+it.EventID] {
+				continue
+			}
+			seen[kind+"|"+it.EventID] = true
+			if err := h.queue.Send(ctx, kind, it.EventID, now, now); err != nil {
+				return res, fmt.Errorf("sweep %s: %w", it.EventID, err)
+			}
+			res.Scheduled++
 		}
-		seen[kind+"|"+it.EventID] = true
-		if err := h.queue.Send(ctx, kind, it.EventID, now, now); err != nil {
-			return res, fmt.Errorf("sweep %s: %w", it.EventID, err)
+		if page.Next == "" {
+			break
 		}
-		res.Scheduled++
+		if !h.hasTime(ctx, 0) {
+			// The next sweep starts over; what was sent is not lost.
+			h.log.WarnContext(ctx, "coordinator sweep stopped at the invocation deadline", "due", res.Due, "scheduled", res.Scheduled)
+			return res, nil
+		}
+		cursor = page.Next
 	}
 	n, err := h.sweepOutbox(ctx, now)
 	res.Republished = n

@@ -2,10 +2,14 @@ package handler_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -77,5 +81,28 @@ func TestCompletedApprovalWithoutDeliveryIsSwept(t *testing.T) {
 	}
 	if res := b.sweep(t); res.Due != 0 {
 		t.Fatalf("a delivered release still wakes: %+v", res)
+	}
+}
+
+// TestSweepReachesWorkPastOnePage: more records are due than one index
+// read returns (handler.SweepLimit); the sweep pages on with the cursor
+// and schedules every one of them, not only the earliest.
+func TestSweepReachesWorkPastOnePage(t *testing.T) {
+	b := setup(t)
+	n := handler.SweepLimit + 7
+	for i := 0; i < n; i++ {
+		e := releasetest.SampleEvidence(fmt.Sprintf("evt-many-%04d", i), "req-1")
+		e.NextAttemptMS = core.Millis(*b.now) - int64(n-i) // the last is due latest
+		if err := b.store.Put(context.Background(), e, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := b.sweep(t)
+	if res.Due != n || res.Scheduled != n {
+		t.Fatalf("sweep saw %d and scheduled %d of %d due records", res.Due, res.Scheduled, n)
+	}
+	q := b.queue.take(t)
+	if len(q.Records) != n || !strings.Contains(q.Records[n-1].Body, fmt.Sprintf("evt-many-%04d", n-1)) {
+		t.Fatalf("%d steps scheduled; the latest due release is missing", len(q.Records))
 	}
 }
