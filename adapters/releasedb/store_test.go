@@ -100,8 +100,11 @@ func waitIndex(t *testing.T, db *dynamodb.Client, table, index string, want []st
 		var got []string
 		for shard := 0; shard < topology.WakeShards; shard++ {
 			name := topology.AttrWakeShard
-			if index == topology.IndexAttention {
+			switch index {
+			case topology.IndexAttention:
 				name = topology.AttrAttentionShard
+			case topology.IndexOutbox:
+				name = topology.AttrOutboxShard
 			}
 			out, err := db.Query(context.Background(), &dynamodb.QueryInput{
 				TableName:                 aws.String(table),
