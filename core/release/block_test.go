@@ -94,3 +94,38 @@ func TestTransientFinalErrorDoesNotBlock(t *testing.T) {
 		t.Fatal("the release left the wake index")
 	}
 }
+
+// TestWaitingReleaseIsNotDueBeforeItsBackoff: de-DE waits for its
+// evidence backoff, fr-FR completed meanwhile and is never claimed before
+// de-DE is approved. The release must not be due before the backoff ends
+// (the sweep would run it on every pass and stack up steps).
+func TestWaitingReleaseIsNotDueBeforeItsBackoff(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-wait", "de-DE", "fr-FR")
+	b.ingestPlan(t, plan)
+	b.resp.FailFirst = 1
+	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
+	b.runErr(t, "evt-wait", "evidence.http_503") // de-DE: retry_wait
+	b.ingestResult(t, plan, "fr-FR", releasetest.ResultOptions{})
+	o := b.run(t, "evt-wait")
+	if o.Status != release.OutcomeWaiting || o.JobID != "job-de-DE" || !o.WakeAt.After(b.clock.Now()) {
+		t.Fatalf("%+v", o)
+	}
+	now := core.Millis(b.clock.Now())
+	for _, it := range b.due(t) {
+		if it.WakeMS <= now {
+			t.Fatalf("due now while waiting for the backoff: %+v", it)
+		}
+	}
+	// Once the backoff ends the release is due again, and completes.
+	b.clock.Advance(o.WakeAt.Sub(b.clock.Now()))
+	if due := b.due(t); len(due) == 0 {
+		t.Fatal("release not due after its backoff")
+	}
+	for i := 0; i < 4; i++ {
+		b.run(t, "evt-wait")
+	}
+	if s := b.snap(t, "evt-wait"); s.Delivery == nil {
+		t.Fatal("release did not complete")
+	}
+}

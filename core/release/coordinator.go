@@ -361,6 +361,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		if rec := snap.Evidence[req.RequestID]; rec != nil {
 			if ms, ok := rec.WakeMS(); ok {
 				o.WakeAt = core.FromMillis(ms)
+				c.deferAwaitingClaims(ctx, snap, ms)
 			}
 		}
 		return o, nil
@@ -410,6 +411,25 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		return o, err
 	}
 	return next, nil
+}
+
+// deferAwaitingClaims moves the wake of the release's never-claimed jobs
+// to wakeMS, when the selected job's evidence wakes: no run can claim them
+// before, and the evidence record wakes the release then. Without it the
+// sweep would run the release on every pass while it waits. Best effort.
+func (c *Coordinator) deferAwaitingClaims(ctx context.Context, snap *Snapshot, wakeMS int64) {
+	for jobID, j := range snap.Jobs {
+		if ms, wakes, _, _ := Wake(j); !wakes || ms >= wakeMS {
+			continue
+		}
+		next := *j
+		next.NotBeforeMS, next.Version = wakeMS, j.Version+1
+		if err := c.Store.Put(ctx, &next, j.Version); err != nil {
+			c.log().Debug("never-claimed job wake not deferred", "event_id", j.EventID, "job_id", jobID, "code", core.CodeOf(err))
+			continue
+		}
+		snap.Jobs[jobID] = &next
+	}
 }
 
 // Deliver sends a prepared delivery with a leased, bounded attempt. A

@@ -150,17 +150,7 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 		Lease:      Lease{Status: StatePending, MaxAttempts: max, NextAttemptMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS},
 		Version:    1,
 	}
-	// The approvals that woke the release until now stop waking in the
-	// write that prepares the delivery.
-	writes := []Write{{Rec: &rec, Prev: 0}}
-	for _, a := range ready.Approvals {
-		if a.AwaitingDelivery {
-			next := *a
-			next.AwaitingDelivery, next.Version = false, a.Version+1
-			writes = append(writes, Write{Rec: &next, Prev: a.Version})
-		}
-	}
-	if err := c.Store.PutAll(ctx, writes...); err != nil {
+	if err := c.Store.Put(ctx, &rec, 0); err != nil {
 		if !errors.Is(err, ErrConflict) {
 			return nil, false, core.Wrap("cms.delivery.write_failed", true, err)
 		}
@@ -171,18 +161,16 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 		snap.Delivery = fresh.Delivery
 		return fresh.Delivery, false, nil
 	}
-	for _, w := range writes[1:] {
-		a := w.Rec.(*ApprovalRecord)
-		snap.Approvals[a.JobID] = a
-	}
 	snap.Delivery = &rec
+	// The approval that woke the release until now stops waking: the
+	// delivery record wakes it from here on.
+	c.settleAwaitingDelivery(ctx, snap)
 	return &rec, true, nil
 }
 
-// settleAwaitingDelivery clears the AwaitingDelivery marks left on
-// approvals once a delivery exists (a delivery prepared by a write that
-// did not clear them). Best effort: a failure only costs a later sweep
-// step.
+// settleAwaitingDelivery clears the AwaitingDelivery marks of approvals
+// once a delivery exists. Best effort: a mark left behind only costs the
+// sweep one extra step, which clears it.
 func (c *Coordinator) settleAwaitingDelivery(ctx context.Context, snap *Snapshot) {
 	if snap.Delivery == nil {
 		return

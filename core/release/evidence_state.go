@@ -95,27 +95,32 @@ func (s EvidenceState) put(ctx context.Context, snap *Snapshot, next EvidenceRec
 	return &next, nil
 }
 
-// create inserts a fresh evidence record; when its job still wakes as
-// never claimed, the same write clears that (the evidence record wakes
-// from now on).
+// create inserts a fresh evidence record. When its job still wakes as
+// never claimed, the job's mark is cleared next (the evidence record wakes
+// the release from now on); that second write is best effort: a mark left
+// behind only costs the sweep one extra step, which clears it.
 func (s EvidenceState) create(ctx context.Context, snap *Snapshot, fresh EvidenceRecord) (*EvidenceRecord, error) {
-	job := snap.Jobs[fresh.JobID]
+	rec, err := s.put(ctx, snap, fresh, 0, CodeClaimLost, true)
+	if err != nil {
+		return nil, err
+	}
+	s.clearAwaitingClaim(ctx, snap, fresh.JobID)
+	return rec, nil
+}
+
+// clearAwaitingClaim clears a job's never-claimed mark once its evidence
+// record exists; best effort.
+func (s EvidenceState) clearAwaitingClaim(ctx context.Context, snap *Snapshot, jobID string) {
+	job := snap.Jobs[jobID]
 	if job == nil || !job.AwaitingClaim {
-		return s.put(ctx, snap, fresh, 0, CodeClaimLost, true)
+		return
 	}
-	fresh.Version = 1
 	claimed := *job
-	claimed.AwaitingClaim = false
+	claimed.AwaitingClaim, claimed.NotBeforeMS = false, 0
 	claimed.Version = job.Version + 1
-	if err := s.Store.PutAll(ctx, Write{Rec: &fresh, Prev: 0}, Write{Rec: &claimed, Prev: job.Version}); err != nil {
-		if errors.Is(err, ErrConflict) {
-			return nil, core.Wrap(CodeClaimLost, true, err)
-		}
-		return nil, core.Wrap("evidence.state.write_failed", true, err)
+	if err := s.Store.Put(ctx, &claimed, job.Version); err == nil {
+		snap.Jobs[jobID] = &claimed
 	}
-	snap.Evidence[fresh.RequestID] = &fresh
-	snap.Jobs[claimed.JobID] = &claimed
-	return &fresh, nil
 }
 
 // Claim inserts the request's record if new (or checks the stored binding
@@ -151,6 +156,7 @@ func (s EvidenceState) Claim(ctx context.Context, snap *Snapshot, req *EvidenceR
 	if err := ValidateEvidenceRecord(rec); err != nil {
 		return nil, err
 	}
+	s.clearAwaitingClaim(ctx, snap, rec.JobID)
 	if !rec.sameBinding(req) {
 		return nil, core.Fail(CodeBindingMismatch)
 	}

@@ -175,10 +175,14 @@ type JobRecord struct {
 	PayloadSHA256 string `dynamodbav:"payload_sha256"`
 	ReceivedMS    int64  `dynamodbav:"received_ms"`
 	// AwaitingClaim marks a succeeded job whose evidence request was never
-	// created: it wakes (at ReceivedMS) until the run that creates the
-	// evidence record clears it in the same write.
-	AwaitingClaim bool  `dynamodbav:"awaiting_claim,omitempty"`
-	Version       int64 `dynamodbav:"v"`
+	// created: it wakes (at ReceivedMS, or NotBeforeMS) until the run that
+	// creates the evidence record clears it.
+	AwaitingClaim bool `dynamodbav:"awaiting_claim,omitempty"`
+	// NotBeforeMS defers the wake of a never-claimed job while the run
+	// waits on another locale's lease or backoff (it cannot claim this job
+	// before that one is approved).
+	NotBeforeMS int64 `dynamodbav:"not_before_ms,omitempty"`
+	Version     int64 `dynamodbav:"v"`
 }
 
 func (r *JobRecord) Key() (string, string) { return r.EventID, SKJobPrefix + r.JobID }
@@ -228,8 +232,8 @@ type ApprovalRecord struct {
 	// (docs/design.md "Release outbox").
 	OutboxMS int64 `dynamodbav:"outbox_ms,omitempty"`
 	// AwaitingDelivery marks the approval that completed the plan: it
-	// wakes (at ApprovedMS) until the delivery is prepared, in the same
-	// write, or the release is blocked.
+	// wakes (at ApprovedMS) until the run that prepares the delivery
+	// clears it, or the release is blocked.
 	AwaitingDelivery bool  `dynamodbav:"awaiting_delivery,omitempty"`
 	Version          int64 `dynamodbav:"v"`
 }
@@ -376,7 +380,7 @@ func Wake(rec Record) (wakeMS int64, wakes bool, attentionMS int64, attention bo
 	case *DeliveryRecord:
 		l = r.Lease
 	case *JobRecord:
-		return r.ReceivedMS, r.AwaitingClaim && r.Status == JobSucceeded, 0, false
+		return max(r.ReceivedMS, r.NotBeforeMS), r.AwaitingClaim && r.Status == JobSucceeded, 0, false
 	case *ApprovalRecord:
 		return r.ApprovedMS, r.AwaitingDelivery, 0, false
 	case *BlockedRecord:
