@@ -64,6 +64,7 @@ func (b *builder) grant() {
 		"StringEqualsIfExists":      map[string]any{"dynamodb:ReturnValues": "NONE"},
 	}, release.TableArn())
 	b.allow("coordinator", "ReleaseWakeIndex", queryAction, indexArn(release, topology.IndexWake))
+	b.allow("coordinator", "ReleaseOutboxIndex", queryAction, indexArn(release, topology.IndexOutbox))
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
 	b.allow("coordinator", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 

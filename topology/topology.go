@@ -47,10 +47,11 @@ const (
 	// (failed, remote failure); health reads it instead of scanning.
 	AttrAttentionShard = "attention_shard"
 	AttrAttentionMS    = "attention_ms"
-	// Sparse outbox index (monitor table): present only on final records
-	// whose localeflow.change.terminal is still owed; outbox_ms is the time
-	// of the finishing write (it versions the outcome). Publishing the event
-	// removes both; the sweep re-publishes what is left.
+	// Sparse outbox index (monitor and release tables): present only on
+	// records whose output event is owed (stored, not yet known to be
+	// published); publishing removes both keys and the sweep re-publishes
+	// what is left. On the monitor table outbox_ms is the time of the
+	// finishing write (it versions the outcome).
 	AttrOutboxShard = "outbox_shard"
 	AttrOutboxMS    = "outbox_ms"
 	// Records that expire carry a TTL attribute in epoch seconds.
@@ -254,7 +255,7 @@ func New(prefix string) Topology {
 			Name:         prefix + "-release",
 			Partition:    Key{AttrPK, KeyString},
 			Sort:         &Key{AttrSK, KeyString},
-			Indexes:      []Index{wake, attention},
+			Indexes:      []Index{wake, attention, outbox},
 			TTLAttribute: AttrExpiresAt,
 		},
 		PollQueue: queue("PollQueue", "poll", PollerTimeoutSeconds),
@@ -319,14 +320,21 @@ func (r Rule) EventPattern() map[string]any {
 
 // ReleaseCensusAttributes are the only attributes the health function reads
 // from the release table: the keys, the version, the index keys and the
-// content-free fields of the evidence and delivery records (the only
-// records the sparse indexes list). Source and result texts are never in
-// it; the health role's dynamodb:Attributes condition is this list.
+// content-free fields of the records the sparse indexes list (evidence,
+// delivery, job, approval and blocked records). Source and result texts and
+// the approval token are never in it; the health role's
+// dynamodb:Attributes condition is this list.
 var ReleaseCensusAttributes = []string{
 	AttrPK, AttrSK, "v",
-	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS,
+	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS, AttrOutboxShard, AttrOutboxMS,
 	"request_id", "event_id", "plan_id", "job_id", "result_sha256", "evidence_revision",
 	"site_id", "delivery_id", "bundle_sha256", "signature", "prepared_ms",
 	"status", "attempts", "max_attempts", "next_attempt_ms", "lease_owner", "lease_token",
-	"lease_expires_ms", "last_error_code", "created_ms", "updated_ms",
+	"lease_expires_ms", "last_error_code", "created_ms", "updated_ms", "parked",
+	// Job records: a succeeded job never claimed, a failed job.
+	"error_code", "received_ms", "payload_sha256", "awaiting_claim", "not_before_ms",
+	// Approval records completing a plan without a delivery.
+	"approval_id", "target_locale", "approved_ms", "expires_ms", "awaiting_delivery",
+	// Blocked records.
+	"code", "blocked_ms",
 }

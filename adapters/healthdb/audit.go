@@ -238,7 +238,7 @@ func checkReleaseItem(item map[string]types.AttributeValue) (Finding, bool) {
 	}
 	f.Code = CodeReleaseRecordInvalid
 	rec, err := releasedb.Decode(item)
-	return f, err == nil && core.ValidToken(eventID) && !hasIndexKeys(item) && rec.RecordVersion() > 0
+	return f, err == nil && core.ValidToken(eventID) && releaseIndexKeysAgree(item, rec) && rec.RecordVersion() > 0
 }
 
 func releaseKind(sk string) string {
@@ -249,6 +249,8 @@ func releaseKind(sk string) string {
 		return health.KindEvidence
 	case sk == release.SKPlan:
 		return "plan"
+	case sk == release.SKBlocked:
+		return "blocked"
 	}
 	if i := strings.IndexByte(sk, '#'); i > 0 && core.ValidToken(sk[:i]) {
 		return sk[:i]

@@ -3,7 +3,8 @@
 //
 //   - ReleaseReader.ReleaseCensus: every key of the release table's sparse
 //     KEYS_ONLY "wake" and "attention" indexes (8 shards each, queried in
-//     parallel), then those evidence and delivery items by strongly
+//     parallel), then those items (evidence, delivery, a waking job or
+//     approval, a blocked release) by strongly
 //     consistent BatchGetItem, each decoded by releasedb.Decode and checked
 //     (its index keys must agree with its state, as releasedb.Item writes
 //     them). It is here, not in adapters/releasedb, because that store

@@ -261,7 +261,8 @@ func hasIndexKeys(item map[string]types.AttributeValue) bool {
 	return false
 }
 
-// DecodeRelease decodes an evidence or delivery item of the release table
+// DecodeRelease decodes an index entry of the release table (evidence,
+// delivery, a waking job or approval, a blocked release)
 // with adapters/releasedb.Decode (the store's own decoding and key check).
 // It never fails: an item that does not decode, is of another kind, or
 // whose index keys disagree with its state comes back Corrupt.
@@ -279,6 +280,12 @@ func DecodeRelease(item map[string]types.AttributeValue) health.ReleaseRecord {
 		out.Evidence = r
 	case *release.DeliveryRecord:
 		out.Delivery = r
+	case *release.JobRecord:
+		out.Job = r
+	case *release.ApprovalRecord:
+		out.Approval = r
+	case *release.BlockedRecord:
+		out.Blocked = r
 	default:
 		return out
 	}
@@ -286,14 +293,16 @@ func DecodeRelease(item map[string]types.AttributeValue) health.ReleaseRecord {
 	return out
 }
 
-// releaseIndexKeysAgree checks the sparse index attributes the way
-// adapters/releasedb.Item writes them.
+// releaseIndexKeysAgree checks the sparse index attributes (wake,
+// attention, outbox) the way adapters/releasedb.Item writes them.
 func releaseIndexKeysAgree(item map[string]types.AttributeValue, rec release.Record) bool {
 	eventID, sk := rec.Key()
 	shard := int64(release.WakeShard(eventID, sk, topology.WakeShards))
 	wakeMS, wakes, attentionMS, attention := release.Wake(rec)
+	outboxMS, owed := release.Outbox(rec)
 	return pairAgrees(item, topology.AttrWakeShard, topology.AttrWakeMS, wakes, shard, wakeMS) &&
-		pairAgrees(item, topology.AttrAttentionShard, topology.AttrAttentionMS, attention, shard, attentionMS)
+		pairAgrees(item, topology.AttrAttentionShard, topology.AttrAttentionMS, attention, shard, attentionMS) &&
+		pairAgrees(item, topology.AttrOutboxShard, topology.AttrOutboxMS, owed, shard, outboxMS)
 }
 
 func pairAgrees(item map[string]types.AttributeValue, shardAttr, msAttr string, want bool, shard, ms int64) bool {

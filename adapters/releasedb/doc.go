@@ -8,7 +8,9 @@
 // caller read (attribute_not_exists(pk) for a new record, else v = :prev),
 // so every state change is a conditional write and a duplicate or stale
 // writer changes nothing; ConditionalCheckFailedException becomes
-// release.ErrConflict inside this package.
+// release.ErrConflict inside this package. PutAll writes several records of
+// one event (a job record and its result) with one TransactWriteItems of
+// such conditional Puts: all or nothing.
 //
 // Evidence and delivery items that can wake (pending/retry_wait at
 // next_attempt_ms, leased at lease_expires_ms) carry wake_shard and wake_ms

@@ -29,6 +29,7 @@ const attrVersion = "v"
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 var (
@@ -67,6 +68,12 @@ func Item(rec release.Record) (map[string]types.AttributeValue, error) {
 		item[topology.AttrAttentionShard] = number(int64(shard))
 		item[topology.AttrAttentionMS] = number(attentionMS)
 	}
+	// outbox_ms is the record's own attribute; the shard makes it an
+	// outbox index entry.
+	if outboxMS, owed := release.Outbox(rec); owed {
+		item[topology.AttrOutboxShard] = number(int64(shard))
+		item[topology.AttrOutboxMS] = number(outboxMS)
+	}
 	return item, nil
 }
 
@@ -74,15 +81,15 @@ func number(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: fmt.Sprint(n)}
 }
 
-// Put implements release.Store.
-func (s *Store) Put(ctx context.Context, rec release.Record, prev int64) error {
-	eventID, sk := rec.Key()
+// conditionalPut is the item and condition of one versioned write.
+func conditionalPut(rec release.Record, prev int64) (map[string]types.AttributeValue, expression.Expression, error) {
+	eventID, _ := rec.Key()
 	if !core.ValidToken(eventID) || rec.RecordVersion() != prev+1 {
-		return core.Fail("release.store.record_invalid")
+		return nil, expression.Expression{}, core.Fail(release.CodeRecordInvalid)
 	}
 	item, err := Item(rec)
 	if err != nil {
-		return core.Wrap("release.store.record_invalid", false, err)
+		return nil, expression.Expression{}, core.Wrap(release.CodeRecordInvalid, false, err)
 	}
 	cond := expression.AttributeNotExists(expression.Name(topology.AttrPK))
 	if prev != 0 {
@@ -90,7 +97,17 @@ func (s *Store) Put(ctx context.Context, rec release.Record, prev int64) error {
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
-		return core.Wrap("release.store.record_invalid", false, err)
+		return nil, expression.Expression{}, core.Wrap(release.CodeRecordInvalid, false, err)
+	}
+	return item, expr, nil
+}
+
+// Put implements release.Store.
+func (s *Store) Put(ctx context.Context, rec release.Record, prev int64) error {
+	eventID, sk := rec.Key()
+	item, expr, err := conditionalPut(rec, prev)
+	if err != nil {
+		return err
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 aws.String(s.table),
@@ -107,6 +124,44 @@ func (s *Store) Put(ctx context.Context, rec release.Record, prev int64) error {
 		return core.Wrap(CodeUnavailable, true, fmt.Errorf("put %s %s: %w", eventID, sk, err))
 	}
 	return nil
+}
+
+// PutAll implements release.Store with one TransactWriteItems of
+// conditional Puts: a refused condition cancels the whole transaction and
+// becomes release.ErrConflict. A transaction conflicting with another
+// in-flight transaction on the same items is retryable unavailability.
+func (s *Store) PutAll(ctx context.Context, writes ...release.Write) error {
+	if err := release.ValidWrites(writes); err != nil {
+		return err
+	}
+	items := make([]types.TransactWriteItem, 0, len(writes))
+	for _, w := range writes {
+		item, expr, err := conditionalPut(w.Rec, w.Prev)
+		if err != nil {
+			return err
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:                 aws.String(s.table),
+			Item:                      item,
+			ConditionExpression:       expr.Condition(),
+			ExpressionAttributeNames:  expr.Names(),
+			ExpressionAttributeValues: expr.Values(),
+		}})
+	}
+	eventID, _ := writes[0].Rec.Key()
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return nil
+	}
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		for _, r := range canceled.CancellationReasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return core.Wrap(release.CodeStoreConflict, true, fmt.Errorf("put %d records of %s: %w", len(writes), eventID, err))
+			}
+		}
+	}
+	return core.Wrap(CodeUnavailable, true, fmt.Errorf("put %d records of %s: %w", len(writes), eventID, err))
 }
 
 // Load implements release.Store with one consistent Query of the event's

@@ -58,7 +58,7 @@ func TestLoadIsOneQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counting.queries != 1 || snap.Plan == nil || snap.Delivery == nil || len(snap.Evidence) != 2 {
+	if counting.queries != 1 || snap.Plan == nil || snap.Delivery == nil || len(snap.Evidence) != 3 {
 		t.Fatalf("%d queries, snapshot %+v", counting.queries, snap)
 	}
 }
@@ -75,10 +75,13 @@ func TestSparseIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// SampleRecords: one leased and one failed evidence record, one
-	// retry_wait delivery.
-	waitIndex(t, db, table, topology.IndexWake, []string{"delivery", "evidence#blun-l10n-evidence-" + strings.Repeat("e", 64)})
-	waitIndex(t, db, table, topology.IndexAttention, []string{"evidence#req-failed"})
+	// SampleRecords: one leased, one failed and one parked evidence
+	// record, one retry_wait delivery, a never-claimed job, a failed job
+	// (attention: its release waits on upstream), the approval that
+	// completed the plan, a blocked marker.
+	leased := "evidence#blun-l10n-evidence-" + strings.Repeat("e", 64)
+	waitIndex(t, db, table, topology.IndexWake, []string{"delivery", leased, "job#job-1", "approval#job-1"})
+	waitIndex(t, db, table, topology.IndexAttention, []string{"evidence#req-failed", "job#job-2", "blocked"})
 	snap, err := s.Load(ctx, "evt-ix")
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +91,7 @@ func TestSparseIndexes(t *testing.T) {
 	if err := s.Put(ctx, &d, d.Version-1); err != nil {
 		t.Fatal(err)
 	}
-	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#blun-l10n-evidence-" + strings.Repeat("e", 64)})
+	waitIndex(t, db, table, topology.IndexWake, []string{leased, "job#job-1", "approval#job-1"})
 }
 
 func waitIndex(t *testing.T, db *dynamodb.Client, table, index string, want []string) {
@@ -98,8 +101,11 @@ func waitIndex(t *testing.T, db *dynamodb.Client, table, index string, want []st
 		var got []string
 		for shard := 0; shard < topology.WakeShards; shard++ {
 			name := topology.AttrWakeShard
-			if index == topology.IndexAttention {
+			switch index {
+			case topology.IndexAttention:
 				name = topology.AttrAttentionShard
+			case topology.IndexOutbox:
+				name = topology.AttrOutboxShard
 			}
 			out, err := db.Query(context.Background(), &dynamodb.QueryInput{
 				TableName:                 aws.String(table),
@@ -161,6 +167,17 @@ func TestDueDynamoDB(t *testing.T) {
 	releasetest.RunDue(t, func(t *testing.T) interface {
 		release.Store
 		release.DueFinder
+	} {
+		db, table := newTable(t)
+		return New(db, table)
+	})
+}
+
+func TestOutboxDynamoDB(t *testing.T) {
+	localtest.Require(t)
+	releasetest.RunOutbox(t, func(t *testing.T) interface {
+		release.Store
+		release.OutboxFinder
 	} {
 		db, table := newTable(t)
 		return New(db, table)

@@ -31,6 +31,12 @@ type ReleaseRecord struct {
 	SortKey  string
 	Evidence *release.EvidenceRecord
 	Delivery *release.DeliveryRecord
+	// Job, Approval and Blocked are the release-level entries of the
+	// indexes: a succeeded job never claimed or the approval that
+	// completed the plan (wake), a release blocked for good (attention).
+	Job      *release.JobRecord
+	Approval *release.ApprovalRecord
+	Blocked  *release.BlockedRecord
 	// Corrupt is set by the reader when the item did not decode, is not an
 	// evidence or delivery record, or its index keys disagree with it.
 	Corrupt bool
@@ -126,8 +132,12 @@ func (r *Report) addMonitor(rec monitor.Record, nowMS int64) (Item, string) {
 	return it, ""
 }
 
-// addRelease counts one evidence or delivery record.
+// addRelease counts one evidence or delivery record, or lists one
+// release-level entry.
 func (r *Report) addRelease(rec ReleaseRecord, nowMS int64) (Item, string) {
+	if rec.Job != nil || rec.Approval != nil || rec.Blocked != nil {
+		return addReleaseEntry(rec, nowMS)
+	}
 	kind, part, code := KindEvidence, &r.Release.Evidence, CodeEvidenceInvalid
 	if rec.Delivery != nil || (rec.Evidence == nil && rec.SortKey == release.SKDelivery) {
 		kind, part, code = KindDelivery, &r.Release.Delivery, CodeDeliveryInvalid
@@ -161,6 +171,46 @@ func (r *Report) addRelease(rec ReleaseRecord, nowMS int64) (Item, string) {
 	return it, ""
 }
 
+// addReleaseEntry lists a release-level index entry. A blocked release
+// needs an operator; a waking job or approval is work the sweep picks up.
+// An entry whose record fails its check, or does not belong in the index
+// it came from, is invalid.
+func addReleaseEntry(rec ReleaseRecord, nowMS int64) (Item, string) {
+	it := Item{Kind: KindRelease, EventID: safeID(rec.EventID), Key: safeKey(rec.SortKey)}
+	var r release.Record
+	valid := !rec.Corrupt
+	switch {
+	case rec.Blocked != nil && rec.Job == nil && rec.Approval == nil:
+		r, valid = rec.Blocked, valid && release.ValidateBlockedRecord(rec.Blocked) == nil
+	case rec.Job != nil && rec.Approval == nil && rec.Blocked == nil:
+		r, it.State = rec.Job, StateAwaitingClaim
+	case rec.Approval != nil && rec.Job == nil && rec.Blocked == nil:
+		r, it.State = rec.Approval, StateAwaitingDelivery
+	default:
+		valid = false
+	}
+	wake, wakes := int64(0), false
+	if r != nil {
+		var attention bool
+		wake, wakes, _, attention = release.Wake(r)
+		valid = valid && (wakes || attention)
+	}
+	if !valid {
+		it.State, it.ErrorCode, it.Invalid, it.Attention = release.StateFailed, release.CodeRecordInvalid, true, true
+		return it, release.CodeRecordInvalid
+	}
+	if rec.Blocked != nil {
+		it.State, it.ErrorCode, it.UpdatedMS, it.Attention = StateBlocked, rec.Blocked.Code, rec.Blocked.BlockedMS, true
+		return it, ReasonReleaseBlocked
+	}
+	if rec.Job != nil && rec.Job.Status == release.JobFailed {
+		it.State, it.ErrorCode, it.UpdatedMS, it.Attention = StateJobFailed, rec.Job.ErrorCode, rec.Job.ReceivedMS, true
+		return it, ReasonJobFailed
+	}
+	it.NextDueMS, it.Due = wake, wake <= nowMS
+	return it, ""
+}
+
 // safeID keeps output content-free even when a tampered record's id is not
 // a token.
 func safeID(id string) string {
@@ -171,11 +221,16 @@ func safeID(id string) string {
 }
 
 func safeKey(sk string) string {
-	if sk == release.SKDelivery {
+	if sk == release.SKDelivery || sk == release.SKBlocked {
 		return sk
 	}
 	if id, ok := strings.CutPrefix(sk, release.SKEvidencePrefx); ok && core.ValidToken(id) {
 		return id
+	}
+	for _, prefix := range []string{release.SKJobPrefix, release.SKApprovalPrefx} {
+		if id, ok := strings.CutPrefix(sk, prefix); ok && core.ValidToken(id) {
+			return sk
+		}
 	}
 	if sk == "" {
 		return ""

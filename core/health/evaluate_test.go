@@ -272,3 +272,67 @@ func TestCheckerReadsBothAndReportsUnavailable(t *testing.T) {
 		t.Fatalf("release down: %v", err)
 	}
 }
+
+// TestEvaluateReleaseEntries: a blocked release needs an operator (health
+// blocked, an attention item with its code); a never-claimed job and an
+// approval awaiting delivery are due work, not attention; an entry whose
+// record does not belong in the index is invalid.
+func TestEvaluateReleaseEntries(t *testing.T) {
+	job := &release.JobRecord{EventID: "evt-1", PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, PayloadSHA256: strings.Repeat("a", 64), ReceivedMS: base, AwaitingClaim: true, Version: 1}
+	approval := &release.ApprovalRecord{EventID: "evt-2", JobID: "job-1", ApprovedMS: base + 5, AwaitingDelivery: true, Version: 1}
+	blocked := &release.BlockedRecord{EventID: "evt-3", Code: release.CodeAttemptsExhausted, BlockedMS: base + 1, Version: 1}
+	stale := *job
+	stale.AwaitingClaim = false
+	r := health.Evaluate(base+1, health.Census{MonitorItemCount: -1, Release: []health.ReleaseRecord{
+		{EventID: "evt-1", SortKey: "job#job-1", Job: job},
+		{EventID: "evt-2", SortKey: "approval#job-1", Approval: approval},
+		{EventID: "evt-3", SortKey: release.SKBlocked, Blocked: blocked},
+		{EventID: "evt-4", SortKey: "job#job-1", Job: &stale},
+	}})
+	if r.Status != health.StatusBlocked || !slices.Equal(r.Reasons, []string{health.ReasonReleaseBlocked, release.CodeRecordInvalid}) {
+		t.Fatalf("status %s, reasons %v", r.Status, r.Reasons)
+	}
+	byEvent := map[string]health.Item{}
+	for _, it := range r.Items {
+		if it.Kind != health.KindRelease {
+			t.Fatalf("item kind %s", it.Kind)
+		}
+		byEvent[it.EventID] = it
+	}
+	if it := byEvent["evt-3"]; !it.Attention || it.State != health.StateBlocked || it.ErrorCode != release.CodeAttemptsExhausted || it.Key != release.SKBlocked {
+		t.Fatalf("blocked item %+v", it)
+	}
+	if it := byEvent["evt-1"]; it.Attention || it.State != health.StateAwaitingClaim || !it.Due || it.NextDueMS != base || it.Key != "job#job-1" {
+		t.Fatalf("job item %+v", it)
+	}
+	if it := byEvent["evt-2"]; it.Attention || it.State != health.StateAwaitingDelivery || it.Due || it.NextDueMS != base+5 {
+		t.Fatalf("approval item %+v", it)
+	}
+	if it := byEvent["evt-4"]; !it.Attention || !it.Invalid {
+		t.Fatalf("stale entry %+v", it)
+	}
+	if r.Release.Evidence.Open+r.Release.Delivery.Open+r.Release.Evidence.Failed+r.Release.Delivery.Failed != 0 {
+		t.Fatalf("release entries counted as evidence or delivery: %+v", r.Release)
+	}
+}
+
+// TestFailedJobBlocksHealth: a release one of whose jobs failed cannot be
+// delivered until the job runs again upstream. Before, the failed job sat
+// in no index and health stayed ok while the release stalled (found by the
+// simulator, seed blocked_release_shows_in_health).
+func TestFailedJobBlocksHealth(t *testing.T) {
+	failed := &release.JobRecord{EventID: "evt-9", PlanID: "plan-9", JobID: "job-fr-FR", Status: release.JobFailed,
+		ErrorCode: "provider.unavailable", PayloadSHA256: strings.Repeat("b", 64), ReceivedMS: base, Version: 1}
+	if _, wakes, at, attention := release.Wake(failed); wakes || !attention || at != base {
+		t.Fatalf("failed job: wakes %v, attention %v at %d; want attention only, at its receipt", wakes, attention, at)
+	}
+	r := health.Evaluate(base+1, health.Census{MonitorItemCount: -1, Release: []health.ReleaseRecord{
+		{EventID: "evt-9", SortKey: "job#job-fr-FR", Job: failed},
+	}})
+	if r.Status != health.StatusBlocked || !slices.Equal(r.Reasons, []string{health.ReasonJobFailed}) {
+		t.Fatalf("status %s, reasons %v", r.Status, r.Reasons)
+	}
+	if it := r.Items[0]; !it.Attention || it.State != health.StateJobFailed || it.ErrorCode != "provider.unavailable" || it.Key != "job#job-fr-FR" {
+		t.Fatalf("failed job item %+v", it)
+	}
+}

@@ -26,6 +26,12 @@ const (
 	ReasonEvidenceFailed        = "health.evidence.failed"
 	ReasonDeliveryExpiredLeases = "health.delivery.expired_leases"
 	ReasonDeliveryFailed        = "health.delivery.failed"
+	// ReasonReleaseBlocked: a release is blocked for good (its blocked
+	// record names the code).
+	ReasonReleaseBlocked = "health.release.blocked"
+	// ReasonJobFailed: a job of a release failed; the release waits for it
+	// to be run again upstream.
+	ReasonJobFailed = "health.release.job_failed"
 )
 
 // Codes of the checker itself.
@@ -95,6 +101,17 @@ const (
 	KindMonitor  = "monitor"
 	KindEvidence = "evidence"
 	KindDelivery = "delivery"
+	// KindRelease items are release-level entries: a blocked release, or a
+	// job or approval that wakes the release (Key is its sort key).
+	KindRelease = "release"
+)
+
+// States of release-level items.
+const (
+	StateBlocked          = "blocked"
+	StateJobFailed        = "job_failed"
+	StateAwaitingClaim    = "awaiting_claim"
+	StateAwaitingDelivery = "awaiting_delivery"
 )
 
 // Item is one record as health saw it: identities, state, codes and times

@@ -63,6 +63,10 @@ type approvalInput struct {
 	evidence  Evidence
 	now       time.Time
 	ttl       time.Duration
+	// completes says every other job already holds a current approval:
+	// this one completes the plan, so it wakes until the delivery is
+	// prepared.
+	completes bool
 }
 
 // guarded wraps a verification with the operation guard: a refused guard is
@@ -141,6 +145,9 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		TargetLocale: payload.TargetLocale, ResultSHA256: payload.ResultSHA256,
 		RequestID: in.requestID, ApprovalID: payload.ApprovalID, Token: token,
 		ApprovedMS: payload.ApprovedAtMS, ExpiresMS: payload.ExpiresAtMS,
+		// The approval's event is owed from the write that stores it.
+		OutboxMS:         max(payload.ApprovedAtMS, 1),
+		AwaitingDelivery: in.completes,
 	}
 	var prev int64
 	if old := snap.Approvals[in.job.JobID]; old != nil {
@@ -207,6 +214,20 @@ func (c *Coordinator) lookupApproval(snap *Snapshot, plan *PlanRecord, job PlanJ
 	return rec, nil
 }
 
+// completesPlan says whether every job of the plan but jobID holds a
+// current approval at now.
+func (c *Coordinator) completesPlan(snap *Snapshot, plan *PlanRecord, jobID string, now time.Time) bool {
+	for _, job := range plan.Jobs {
+		if job.JobID == jobID {
+			continue
+		}
+		if _, err := c.lookupApproval(snap, plan, job, now); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Readiness says whether every job of the plan holds a current approval.
 type Readiness struct {
 	Ready     bool
@@ -232,4 +253,37 @@ func (c *Coordinator) readiness(snap *Snapshot, plan *PlanRecord, now time.Time)
 		out.Approvals = nil
 	}
 	return out, nil
+}
+
+// CodeOutboxLost: the owed approval changed between read and clear; it
+// stays owed and the sweep publishes it again.
+const CodeOutboxLost = "release.outbox.lost"
+
+// SettleOutbox clears the owed-event marker of the event's approval of
+// jobID after its localeflow.release.approved event was published, with a
+// write conditional on the approval read (same id, still owed). An
+// approval that is no longer owed, or is another approval now, is left as
+// it is.
+func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approvalID string) error {
+	if !core.ValidToken(eventID) {
+		return core.Fail(CodeEventIDInvalid)
+	}
+	snap, err := c.Store.Load(ctx, eventID)
+	if err != nil {
+		return core.Wrap("coordinator.store.read_failed", true, err)
+	}
+	a := snap.Approvals[jobID]
+	if a == nil || a.ApprovalID != approvalID || a.OutboxMS == 0 {
+		return nil
+	}
+	next := *a
+	next.OutboxMS = 0
+	next.Version = a.Version + 1
+	if err := c.Store.Put(ctx, &next, a.Version); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return core.Wrap(CodeOutboxLost, true, err)
+		}
+		return core.Wrap("release.store.write_failed", true, err)
+	}
+	return nil
 }

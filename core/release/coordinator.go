@@ -25,7 +25,10 @@ const (
 	CodeJobConflict  = "coordinator.job.conflict"
 	CodeConfig       = "coordinator.config.invalid"
 	CodeGuardFailed  = "evidence.operation_guard.failed"
-	OutcomeSchema    = "localeflow.release-coordinator.v1"
+	// CodeResultJobMismatch: the stored result is not the one the job
+	// record accepted (its hash differs); the release is refused.
+	CodeResultJobMismatch = "result.job_mismatch"
+	OutcomeSchema         = "localeflow.release-coordinator.v1"
 )
 
 // Outcome is the content-free result of one step.
@@ -145,6 +148,9 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 	if snap.Plan.Event.EventID != eventID || len(snap.Plan.Jobs) == 0 {
 		return nil, nil, core.Fail("coordinator.plan.invalid")
 	}
+	if err := c.CheckPlan(snap.Plan); err != nil {
+		return nil, nil, err
+	}
 	return &snap, snap.Plan, nil
 }
 
@@ -169,6 +175,10 @@ func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, st
 	}
 	if rec.PlanID != plan.PlanID {
 		return nil, "", "", core.Fail("result.plan_mismatch")
+	}
+	if jr := snap.Jobs[job.JobID]; jr == nil || jr.Status != JobSucceeded || jr.ResultSHA256 != rec.ResultSHA256 {
+		// Only the result the job record accepted may be reviewed.
+		return nil, "", "", core.Fail(CodeResultJobMismatch)
 	}
 	src := snap.Sources[job.JobID]
 	if src == nil {
@@ -240,8 +250,19 @@ func deliveryWake(d *DeliveryRecord) (time.Time, bool) {
 
 // RunNextRelease approves at most one completed locale and prepares the
 // delivery only once every locale is approved (the reference's
-// run_next_release).
+// run_next_release). A step that stored an approval and then failed
+// returns the approved outcome (Changed, ApprovalID) together with the
+// error: the approval stands and its event is owed.
+//
+// A step that fails for good in a way every later run would meet again
+// (see stuckCode and stuckEvidence) blocks the release: it leaves the wake
+// index and shows in health's attention.
 func (c *Coordinator) RunNextRelease(ctx context.Context, eventID string) (Outcome, error) {
+	o, err := c.runNextRelease(ctx, eventID)
+	return o, c.blockIfStuck(ctx, eventID, err)
+}
+
+func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -253,6 +274,7 @@ func (c *Coordinator) RunNextRelease(ctx context.Context, eventID string) (Outco
 	if err != nil {
 		return Outcome{}, err
 	}
+	c.settleAwaitingDelivery(ctx, snap)
 	if o, err := c.existingDelivery(snap, plan, now); err != nil || o != nil {
 		if o == nil {
 			return Outcome{}, err
@@ -342,6 +364,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		if rec := snap.Evidence[req.RequestID]; rec != nil {
 			if ms, ok := rec.WakeMS(); ok {
 				o.WakeAt = core.FromMillis(ms)
+				c.deferAwaitingClaims(ctx, snap, ms)
 			}
 		}
 		return o, nil
@@ -366,6 +389,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	approved, err := c.approve(ctx, snap, approvalInput{
 		plan: plan, job: job, result: result, resultSHA: resultSHA, requestID: req.RequestID,
 		evidence: evidence, now: approvalNow, ttl: c.Config.ApprovalTTL,
+		completes: c.completesPlan(snap, plan, job.JobID, approvalNow),
 	})
 	if err != nil {
 		code := core.CodeOf(err)
@@ -376,19 +400,51 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		}
 		return Outcome{}, finalIfFailed(snap, req.RequestID, blocked)
 	}
-	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {
-		return Outcome{}, err
-	}
 	log.Info("locale approved", "approval_id", approved.ApprovalID, "target_locale", job.TargetLocale)
 	o := outcome(OutcomeApproved, plan)
 	o.JobID, o.TargetLocale, o.ApprovalID, o.Changed = job.JobID, job.TargetLocale, approved.ApprovalID, true
-	return c.prepareIfReady(ctx, snap, plan, approvalNow, o)
+	// From here on the approval is stored: whatever fails next, the step
+	// reports it (with the error) so that its event is published.
+	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {
+		log.Warn("approval stored, evidence lease not finished", "code", core.CodeOf(err))
+		return o, err
+	}
+	next, err := c.prepareIfReady(ctx, snap, plan, approvalNow, o)
+	if err != nil {
+		return o, err
+	}
+	return next, nil
+}
+
+// deferAwaitingClaims moves the wake of the release's never-claimed jobs
+// to wakeMS, when the selected job's evidence wakes: no run can claim them
+// before, and the evidence record wakes the release then. Without it the
+// sweep would run the release on every pass while it waits. Best effort.
+func (c *Coordinator) deferAwaitingClaims(ctx context.Context, snap *Snapshot, wakeMS int64) {
+	for jobID, j := range snap.Jobs {
+		if ms, wakes, _, _ := Wake(j); !wakes || ms >= wakeMS {
+			continue
+		}
+		next := *j
+		next.NotBeforeMS, next.Version = wakeMS, j.Version+1
+		if err := c.Store.Put(ctx, &next, j.Version); err != nil {
+			c.log().Debug("never-claimed job wake not deferred", "event_id", j.EventID, "job_id", jobID, "code", core.CodeOf(err))
+			continue
+		}
+		snap.Jobs[jobID] = &next
+	}
 }
 
 // Deliver sends a prepared delivery with a leased, bounded attempt. A
 // delivered event is reported once with Changed; later calls report
-// delivered without sending again.
+// delivered without sending again. Like RunNextRelease, a failure every
+// later attempt would meet again blocks the release.
 func (c *Coordinator) Deliver(ctx context.Context, eventID string) (Outcome, error) {
+	o, err := c.deliver(ctx, eventID)
+	return o, c.blockIfStuck(ctx, eventID, err)
+}
+
+func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}

@@ -162,7 +162,31 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 		return fresh.Delivery, false, nil
 	}
 	snap.Delivery = &rec
+	// The approval that woke the release until now stops waking: the
+	// delivery record wakes it from here on.
+	c.settleAwaitingDelivery(ctx, snap)
 	return &rec, true, nil
+}
+
+// settleAwaitingDelivery clears the AwaitingDelivery marks of approvals
+// once a delivery exists. Best effort: a mark left behind only costs the
+// sweep one extra step, which clears it.
+func (c *Coordinator) settleAwaitingDelivery(ctx context.Context, snap *Snapshot) {
+	if snap.Delivery == nil {
+		return
+	}
+	for jobID, a := range snap.Approvals {
+		if !a.AwaitingDelivery {
+			continue
+		}
+		next := *a
+		next.AwaitingDelivery, next.Version = false, a.Version+1
+		if err := c.Store.Put(ctx, &next, a.Version); err != nil {
+			c.log().Warn("approval still marked awaiting delivery", "event_id", a.EventID, "job_id", jobID, "code", core.CodeOf(err))
+			continue
+		}
+		snap.Approvals[jobID] = &next
+	}
 }
 
 // ValidateDeliveryRecord checks the stored fields of a delivery record:

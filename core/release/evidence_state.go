@@ -95,6 +95,34 @@ func (s EvidenceState) put(ctx context.Context, snap *Snapshot, next EvidenceRec
 	return &next, nil
 }
 
+// create inserts a fresh evidence record. When its job still wakes as
+// never claimed, the job's mark is cleared next (the evidence record wakes
+// the release from now on); that second write is best effort: a mark left
+// behind only costs the sweep one extra step, which clears it.
+func (s EvidenceState) create(ctx context.Context, snap *Snapshot, fresh EvidenceRecord) (*EvidenceRecord, error) {
+	rec, err := s.put(ctx, snap, fresh, 0, CodeClaimLost, true)
+	if err != nil {
+		return nil, err
+	}
+	s.clearAwaitingClaim(ctx, snap, fresh.JobID)
+	return rec, nil
+}
+
+// clearAwaitingClaim clears a job's never-claimed mark once its evidence
+// record exists; best effort.
+func (s EvidenceState) clearAwaitingClaim(ctx context.Context, snap *Snapshot, jobID string) {
+	job := snap.Jobs[jobID]
+	if job == nil || !job.AwaitingClaim {
+		return
+	}
+	claimed := *job
+	claimed.AwaitingClaim, claimed.NotBeforeMS = false, 0
+	claimed.Version = job.Version + 1
+	if err := s.Store.Put(ctx, &claimed, job.Version); err == nil {
+		snap.Jobs[jobID] = &claimed
+	}
+}
+
 // Claim inserts the request's record if new (or checks the stored binding
 // and attempt policy), expires a stale lease, and takes the lease when an
 // attempt is due. It returns nil, nil when the request is leased by another
@@ -121,13 +149,14 @@ func (s EvidenceState) Claim(ctx context.Context, snap *Snapshot, req *EvidenceR
 			Lease: Lease{Status: StatePending, MaxAttempts: maxAttempts, NextAttemptMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS},
 		}
 		var err error
-		if rec, err = s.put(ctx, snap, fresh, 0, CodeClaimLost, true); err != nil {
+		if rec, err = s.create(ctx, snap, fresh); err != nil {
 			return nil, err
 		}
 	}
 	if err := ValidateEvidenceRecord(rec); err != nil {
 		return nil, err
 	}
+	s.clearAwaitingClaim(ctx, snap, rec.JobID)
 	if !rec.sameBinding(req) {
 		return nil, core.Fail(CodeBindingMismatch)
 	}

@@ -170,7 +170,7 @@ func TestCorruptRecords(t *testing.T) {
 			r := *s.Results["job-de-DE"]
 			r.ResultSHA256 = strings.Repeat("0", 64)
 			return &r
-		}, "result.invalid"},
+		}, release.CodeResultJobMismatch},
 		{"source text changed", func(s release.Snapshot) release.Record {
 			r := *s.Sources["job-de-DE"]
 			r.Text = "other"

@@ -63,6 +63,11 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 		}
 	}
 	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1}
+	seal, err := planSeal(c.EventKey, &rec)
+	if err != nil {
+		return false, err
+	}
+	rec.Seal = seal
 	if err := c.Store.Put(ctx, &rec, 0); err != nil {
 		if errors.Is(err, ErrConflict) {
 			// A concurrent delivery of the same event won: same payload is
@@ -98,28 +103,30 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 			return false, core.Fail(CodeJobConflict)
 		}
 	}
-	rec := JobRecord{EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, Status: j.Status, ErrorCode: j.ErrorCode, PayloadSHA256: j.PayloadSHA256, ReceivedMS: core.Millis(now)}
-	if j.Result != nil {
-		sha := core.SHA256Hex(j.ResultJSON)
-		rec.ResultSHA256 = sha
-		res := ResultRecord{EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, ResultSHA256: sha, ResultJSON: string(j.ResultJSON)}
-		var prev int64
-		if cur := snap.Results[j.JobID]; cur != nil {
-			prev = cur.Version
-		}
-		if cur := snap.Results[j.JobID]; cur == nil || cur.ResultSHA256 != sha || cur.PlanID != j.PlanID {
-			res.Version = prev + 1
-			if err := c.Store.Put(ctx, &res, prev); err != nil {
-				return false, storeWrite(err)
-			}
-		}
+	rec := JobRecord{
+		EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, Status: j.Status, ErrorCode: j.ErrorCode,
+		PayloadSHA256: j.PayloadSHA256, ReceivedMS: core.Millis(now), AwaitingClaim: j.Status == JobSucceeded,
 	}
 	var prev int64
 	if old != nil {
 		prev = old.Version
 	}
 	rec.Version = prev + 1
-	if err := c.Store.Put(ctx, &rec, prev); err != nil {
+	writes := []Write{{Rec: &rec, Prev: prev}}
+	if j.Result != nil {
+		// The job record and its result are one write: the result the
+		// coordinator reviews is always the one the job record accepted.
+		sha := core.SHA256Hex(j.ResultJSON)
+		rec.ResultSHA256 = sha
+		res := ResultRecord{EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, ResultSHA256: sha, ResultJSON: string(j.ResultJSON)}
+		var resPrev int64
+		if cur := snap.Results[j.JobID]; cur != nil {
+			resPrev = cur.Version
+		}
+		res.Version = resPrev + 1
+		writes = append(writes, Write{Rec: &res, Prev: resPrev})
+	}
+	if err := c.Store.PutAll(ctx, writes...); err != nil {
 		return false, storeWrite(err)
 	}
 	c.log().Info("job stored", "event_id", j.EventID, "job_id", j.JobID, "status", j.Status)

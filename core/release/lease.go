@@ -63,6 +63,7 @@ func (l Lease) claimable(nowMS int64) bool {
 
 func (l Lease) claimed(owner, token string, nowMS, leaseMS int64) Lease {
 	l.Status = StateLeased
+	l.Parked = false
 	l.Attempts++
 	l.LeaseOwner, l.LeaseToken = owner, token
 	l.LeaseExpiresMS = nowMS + leaseMS

@@ -18,6 +18,7 @@ const (
 	SKResultPrefix  = "result#"
 	SKEvidencePrefx = "evidence#"
 	SKApprovalPrefx = "approval#"
+	SKBlocked       = "blocked"
 )
 
 // CodeStoreConflict is returned by Store.Put when the stored version is not
@@ -49,6 +50,47 @@ type Store interface {
 	// Put writes rec if the stored version equals prev (0: absent), else
 	// returns an error with CodeStoreConflict and changes nothing.
 	Put(ctx context.Context, rec Record, prev int64) error
+	// PutAll writes every record or none: each write is conditional on
+	// its Prev as in Put, and one refused condition refuses them all with
+	// CodeStoreConflict (one TransactWriteItems on DynamoDB). At most
+	// MaxWrites records of one event, each key at most once.
+	PutAll(ctx context.Context, writes ...Write) error
+}
+
+// Write is one conditional write of a PutAll.
+type Write struct {
+	Rec  Record
+	Prev int64
+}
+
+// MaxWrites bounds one PutAll (DynamoDB's transaction limit is 100).
+const MaxWrites = 100
+
+// CodeRecordInvalid refuses a write the store cannot make as asked.
+const CodeRecordInvalid = "release.store.record_invalid"
+
+// ValidWrites checks the shape of a PutAll: 1..MaxWrites writes of one
+// event, distinct keys, each at version Prev+1.
+func ValidWrites(writes []Write) error {
+	if len(writes) == 0 || len(writes) > MaxWrites {
+		return core.Fail(CodeRecordInvalid)
+	}
+	seen := make(map[string]bool, len(writes))
+	first := ""
+	for i, w := range writes {
+		if w.Rec == nil {
+			return core.Fail(CodeRecordInvalid)
+		}
+		eventID, sk := w.Rec.Key()
+		if i == 0 {
+			first = eventID
+		}
+		if eventID != first || !core.ValidToken(eventID) || sk == "" || seen[sk] || w.Rec.RecordVersion() != w.Prev+1 {
+			return core.Fail(CodeRecordInvalid)
+		}
+		seen[sk] = true
+	}
+	return nil
 }
 
 // Snapshot is one event's records.
@@ -60,6 +102,7 @@ type Snapshot struct {
 	Evidence  map[string]*EvidenceRecord // by request id
 	Approvals map[string]*ApprovalRecord // by job id
 	Delivery  *DeliveryRecord
+	Blocked   *BlockedRecord
 }
 
 // NewSnapshot returns an empty snapshot with its maps allocated.
@@ -90,6 +133,8 @@ func (s *Snapshot) Add(rec Record) {
 		s.Approvals[r.JobID] = r
 	case *DeliveryRecord:
 		s.Delivery = r
+	case *BlockedRecord:
+		s.Blocked = r
 	}
 }
 
@@ -100,7 +145,10 @@ type PlanRecord struct {
 	Jobs          []PlanJob `dynamodbav:"jobs"`
 	PayloadSHA256 string    `dynamodbav:"payload_sha256"`
 	ReceivedMS    int64     `dynamodbav:"received_ms"`
-	Version       int64     `dynamodbav:"v"`
+	// Seal is the coordinator's MAC of the fields above (Coordinator.
+	// CheckPlan), made when the signed plan event verified.
+	Seal    string `dynamodbav:"seal"`
+	Version int64  `dynamodbav:"v"`
 }
 
 func (r *PlanRecord) Key() (string, string) { return r.Event.EventID, SKPlan }
@@ -126,7 +174,15 @@ type JobRecord struct {
 	ResultSHA256  string `dynamodbav:"result_sha256,omitempty"`
 	PayloadSHA256 string `dynamodbav:"payload_sha256"`
 	ReceivedMS    int64  `dynamodbav:"received_ms"`
-	Version       int64  `dynamodbav:"v"`
+	// AwaitingClaim marks a succeeded job whose evidence request was never
+	// created: it wakes (at ReceivedMS, or NotBeforeMS) until the run that
+	// creates the evidence record clears it.
+	AwaitingClaim bool `dynamodbav:"awaiting_claim,omitempty"`
+	// NotBeforeMS defers the wake of a never-claimed job while the run
+	// waits on another locale's lease or backoff (it cannot claim this job
+	// before that one is approved).
+	NotBeforeMS int64 `dynamodbav:"not_before_ms,omitempty"`
+	Version     int64 `dynamodbav:"v"`
 }
 
 func (r *JobRecord) Key() (string, string) { return r.EventID, SKJobPrefix + r.JobID }
@@ -170,7 +226,16 @@ type ApprovalRecord struct {
 	Token        string `dynamodbav:"token"`
 	ApprovedMS   int64  `dynamodbav:"approved_ms"`
 	ExpiresMS    int64  `dynamodbav:"expires_ms"`
-	Version      int64  `dynamodbav:"v"`
+	// OutboxMS is set (to ApprovedMS) while the approval's
+	// localeflow.release.approved event is owed: written with the
+	// approval, cleared by a conditional write after a successful publish
+	// (docs/design.md "Release outbox").
+	OutboxMS int64 `dynamodbav:"outbox_ms,omitempty"`
+	// AwaitingDelivery marks the approval that completed the plan: it
+	// wakes (at ApprovedMS) until the run that prepares the delivery
+	// clears it, or the release is blocked.
+	AwaitingDelivery bool  `dynamodbav:"awaiting_delivery,omitempty"`
+	Version          int64 `dynamodbav:"v"`
 }
 
 func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefx + r.JobID }
@@ -203,13 +268,19 @@ type Lease struct {
 	LastErrorCode  string `dynamodbav:"last_error_code,omitempty"`
 	CreatedMS      int64  `dynamodbav:"created_ms"`
 	UpdatedMS      int64  `dynamodbav:"updated_ms"`
+	// Parked takes the record out of the wake index while its release is
+	// blocked for good (Coordinator.block); a new claim un-parks it.
+	Parked bool `dynamodbav:"parked,omitempty"`
 }
 
 // WakeMS is when the record next needs a worker: the next attempt of a
 // pending or retry_wait record, the lease expiry of a leased one. Records
-// that cannot wake (succeeded, failed) return false and drop out of the
-// sparse wake index.
+// that cannot wake (succeeded, failed, parked) return false and drop out of
+// the sparse wake index.
 func (l Lease) WakeMS() (int64, bool) {
+	if l.Parked {
+		return 0, false
+	}
 	switch l.Status {
 	case StatePending, StateRetryWait:
 		return l.NextAttemptMS, true
@@ -263,6 +334,29 @@ type DeliveryRecord struct {
 func (r *DeliveryRecord) Key() (string, string) { return r.EventID, SKDelivery }
 func (r *DeliveryRecord) RecordVersion() int64  { return r.Version }
 
+// BlockedRecord marks a release blocked for good: it cannot make progress
+// without an operator (an evidence request failed for good, a delivery
+// failed, a record failed its integrity check). It sits in the attention
+// index; writing it takes the release's other records out of the wake
+// index (Coordinator.block). Content-free: the code only.
+type BlockedRecord struct {
+	EventID   string `dynamodbav:"event_id"`
+	Code      string `dynamodbav:"code"`
+	BlockedMS int64  `dynamodbav:"blocked_ms"`
+	Version   int64  `dynamodbav:"v"`
+}
+
+func (r *BlockedRecord) Key() (string, string) { return r.EventID, SKBlocked }
+func (r *BlockedRecord) RecordVersion() int64  { return r.Version }
+
+// ValidateBlockedRecord checks a stored blocked record.
+func ValidateBlockedRecord(r *BlockedRecord) error {
+	if r == nil || !core.ValidToken(r.EventID) || !core.ValidErrorCode(r.Code) || !core.ValidMillis(r.BlockedMS) || r.Version <= 0 {
+		return core.Fail(CodeRecordInvalid)
+	}
+	return nil
+}
+
 // WakeShard spreads records over the sparse indexes' partitions by a hash
 // of the event id and sort key.
 func WakeShard(eventID, sortKey string, shards int) int {
@@ -273,7 +367,13 @@ func WakeShard(eventID, sortKey string, shards int) int {
 	return int(h.Sum32() % uint32(shards))
 }
 
-// Wake returns the wake and attention times of rec, if it has any.
+// Wake returns the wake and attention times of rec, if it has any. Besides
+// the leased evidence and delivery records, a release that can make
+// progress without any lease wakes through a succeeded job never claimed
+// (JobRecord.AwaitingClaim) or the approval that completed the plan while
+// no delivery is prepared (ApprovalRecord.AwaitingDelivery). A failed job
+// sits in the attention index: its release cannot be delivered until the
+// job is run again upstream, so an operator must know.
 func Wake(rec Record) (wakeMS int64, wakes bool, attentionMS int64, attention bool) {
 	var l Lease
 	switch r := rec.(type) {
@@ -281,12 +381,30 @@ func Wake(rec Record) (wakeMS int64, wakes bool, attentionMS int64, attention bo
 		l = r.Lease
 	case *DeliveryRecord:
 		l = r.Lease
+	case *JobRecord:
+		if r.Status == JobFailed {
+			return 0, false, r.ReceivedMS, true
+		}
+		return max(r.ReceivedMS, r.NotBeforeMS), r.AwaitingClaim && r.Status == JobSucceeded, 0, false
+	case *ApprovalRecord:
+		return r.ApprovedMS, r.AwaitingDelivery, 0, false
+	case *BlockedRecord:
+		return 0, false, r.BlockedMS, true
 	default:
 		return 0, false, 0, false
 	}
 	wakeMS, wakes = l.WakeMS()
 	attentionMS, attention = l.AttentionMS()
 	return
+}
+
+// Outbox returns since when rec's output event is owed, if it is: such
+// records sit in the sparse outbox index the sweep pages through.
+func Outbox(rec Record) (int64, bool) {
+	if a, ok := rec.(*ApprovalRecord); ok && a.OutboxMS > 0 {
+		return a.OutboxMS, true
+	}
+	return 0, false
 }
 
 // NewRecord returns a zero record of the kind sort key sk names, or nil for
@@ -297,6 +415,8 @@ func NewRecord(sk string) Record {
 		return &PlanRecord{}
 	case sk == SKDelivery:
 		return &DeliveryRecord{}
+	case sk == SKBlocked:
+		return &BlockedRecord{}
 	case strings.HasPrefix(sk, SKJobPrefix):
 		return &JobRecord{}
 	case strings.HasPrefix(sk, SKSourcePrefix):

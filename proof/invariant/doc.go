@@ -40,6 +40,8 @@
 //     result; a delivery exists only when every job of the plan is
 //     approved; with Options.ApprovalKey every approval token opens with
 //     the approval authority's public key and binds the stored approval;
+//   - a release blocked for good (its "blocked" record) has no record that
+//     can wake (RuleBlockedWakes): the sweep never re-runs it;
 //   - content-free: no text the test used (Options.Texts) appears in any
 //     attribute (strings, binary, nested lists and maps) of a monitor item
 //     or of any release item other than the source and result records;

@@ -38,6 +38,7 @@ const (
 	RuleApproval          = "release.approval"
 	RuleApprovalSignature = "release.approval_signature"
 	RuleDeliveryPremature = "release.delivery_premature"
+	RuleBlockedWakes      = "release.blocked_wakes"
 	RuleDeliveredTwice    = "delivery.completed_twice"
 	RuleDeliveryLost      = "delivery.lost"
 	RuleDeliveryUnknown   = "delivery.unknown"

@@ -91,11 +91,18 @@ func checkReleaseItem(c *collector, table string, k indexKey, it map[string]type
 	}
 	evidence := strings.HasPrefix(k.sk, release.SKEvidencePrefx)
 	if !evidence && k.sk != release.SKDelivery {
-		if _, carries := it[topology.AttrWakeShard]; carries {
-			c.add(table, key, RuleWakeKeys, "a %s record carries wake keys", k.sk)
+		// Release-level entries (a never-claimed job, the approval that
+		// completed the plan, a blocked release) carry index keys exactly
+		// when release.Wake says so; other records never do.
+		wakes, attention := false, false
+		if rec, err := releasedb.Decode(it); err == nil {
+			_, wakes, _, attention = release.Wake(rec)
 		}
-		if _, carries := it[topology.AttrAttentionShard]; carries {
-			c.add(table, key, RuleAttentionKeys, "a %s record carries attention keys", k.sk)
+		if _, carries := it[topology.AttrWakeShard]; carries != wakes {
+			c.add(table, key, RuleWakeKeys, "a %s record carries wake keys = %v, its state says %v", k.sk, carries, wakes)
+		}
+		if _, carries := it[topology.AttrAttentionShard]; carries != attention {
+			c.add(table, key, RuleAttentionKeys, "a %s record carries attention keys = %v, its state says %v", k.sk, carries, attention)
 		}
 		return true
 	}
@@ -152,6 +159,7 @@ func checkCollection(c *collector, table, eventID string, s *release.Snapshot) {
 	for jobID, a := range s.Approvals {
 		checkApproval(c, table, key(release.SKApprovalPrefx+jobID), s, a, results)
 	}
+	checkBlocked(c, table, key, s)
 	if d := s.Delivery; d != nil {
 		for _, j := range s.Plan.Jobs {
 			if s.Approvals[j.JobID] == nil {
@@ -160,6 +168,32 @@ func checkCollection(c *collector, table, eventID string, s *release.Snapshot) {
 		}
 		if d.PlanID != s.Plan.PlanID || d.SiteID != s.Plan.Event.SiteID {
 			c.add(table, key(release.SKDelivery), RuleDeliveryPremature, "delivery bound to another plan or site")
+		}
+	}
+}
+
+// checkBlocked: no record of a release blocked for good can wake.
+func checkBlocked(c *collector, table string, key func(string) string, s *release.Snapshot) {
+	if s.Blocked == nil {
+		return
+	}
+	var recs []release.Record
+	for _, e := range s.Evidence {
+		recs = append(recs, e)
+	}
+	for _, j := range s.Jobs {
+		recs = append(recs, j)
+	}
+	for _, a := range s.Approvals {
+		recs = append(recs, a)
+	}
+	if s.Delivery != nil {
+		recs = append(recs, s.Delivery)
+	}
+	for _, r := range recs {
+		if _, wakes, _, _ := release.Wake(r); wakes {
+			_, sk := r.Key()
+			c.add(table, key(sk), RuleBlockedWakes, "a record of a blocked release can wake")
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/proof/harness"
@@ -90,6 +91,32 @@ func TestCheckerReleaseRules(t *testing.T) {
 	t.Run("delivery lost", func(t *testing.T) {
 		if r := rules(check(map[string][]string{})); !r[invariant.RuleDeliveryLost] {
 			t.Fatalf("rules %v", r)
+		}
+	})
+	t.Run("blocked release that still wakes", func(t *testing.T) {
+		store := releasedb.New(stack.Audit, stack.Resources.ReleaseTable)
+		blocked := &release.BlockedRecord{EventID: plan.EventID, Code: release.CodeAttemptsExhausted, BlockedMS: 1_764_460_800_000, Version: 1}
+		if err := store.Put(ctx, blocked, 0); err != nil {
+			t.Fatal(err)
+		}
+		if r := rules(check(delivered)); len(r) != 0 {
+			t.Fatalf("a blocked release with nothing waking: rules %v", r)
+		}
+		snap, err := store.Load(ctx, plan.EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := *snap.Jobs[plan.Jobs[0].JobID]
+		job.AwaitingClaim, job.Version = true, job.Version+1
+		if err := store.Put(ctx, &job, job.Version-1); err != nil {
+			t.Fatal(err)
+		}
+		if r := rules(check(delivered)); !r[invariant.RuleBlockedWakes] {
+			t.Fatalf("rules %v", r)
+		}
+		job.AwaitingClaim, job.Version = false, job.Version+1
+		if err := store.Put(ctx, &job, job.Version-1); err != nil {
+			t.Fatal(err)
 		}
 	})
 	// Break the stored records.

@@ -6,10 +6,11 @@ import (
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
+	"github.com/localeflow/localeflow/core/release"
 )
 
-// releaseCensus reads what health's release reader reads (evidence and
-// delivery records that can wake or need attention) from the memory
+// releaseCensus reads what health's release reader reads — every record in
+// the sparse wake or attention index (release.Wake) — from the memory
 // store, for the releases of the scenario.
 type releaseCensus struct{ r *Release }
 
@@ -20,20 +21,31 @@ func (c releaseCensus) ReleaseCensus(ctx context.Context) ([]health.ReleaseRecor
 		if err != nil {
 			return nil, err
 		}
+		type entry struct {
+			rec release.Record
+			hr  health.ReleaseRecord
+		}
+		var recs []entry
 		for _, e := range snap.Evidence {
-			_, wakes := e.WakeMS()
-			_, attention := e.AttentionMS()
-			if wakes || attention {
-				_, sk := e.Key()
-				out = append(out, health.ReleaseRecord{EventID: e.EventID, SortKey: sk, Evidence: e})
-			}
+			recs = append(recs, entry{e, health.ReleaseRecord{Evidence: e}})
+		}
+		for _, j := range snap.Jobs {
+			recs = append(recs, entry{j, health.ReleaseRecord{Job: j}})
+		}
+		for _, a := range snap.Approvals {
+			recs = append(recs, entry{a, health.ReleaseRecord{Approval: a}})
 		}
 		if d := snap.Delivery; d != nil {
-			_, wakes := d.WakeMS()
-			_, attention := d.AttentionMS()
+			recs = append(recs, entry{d, health.ReleaseRecord{Delivery: d}})
+		}
+		if b := snap.Blocked; b != nil {
+			recs = append(recs, entry{b, health.ReleaseRecord{Blocked: b}})
+		}
+		for _, e := range recs {
+			_, wakes, _, attention := release.Wake(e.rec)
 			if wakes || attention {
-				_, sk := d.Key()
-				out = append(out, health.ReleaseRecord{EventID: d.EventID, SortKey: sk, Delivery: d})
+				e.hr.EventID, e.hr.SortKey = e.rec.Key()
+				out = append(out, e.hr)
 			}
 		}
 	}

@@ -60,9 +60,14 @@ func (p *Peers) Close() {
 	p.Delivery.Close()
 }
 
+var (
+	_ release.Store        = (*releaseStore)(nil)
+	_ release.DueFinder    = (*releaseStore)(nil)
+	_ release.OutboxFinder = (*releaseStore)(nil)
+)
+
 // releaseStore gates the real memory release store.
 type releaseStore struct {
-	release.Store
 	w   *World
 	mem *releasetest.MemStore
 }
@@ -103,17 +108,40 @@ func recordStatus(rec release.Record) string {
 	return ""
 }
 
-func (s *releaseStore) Due(ctx context.Context, fromMS, toMS int64, limit int) (items []release.DueItem, err error) {
+func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) error {
+	keys := make([]string, 0, len(writes))
+	for _, w := range writes {
+		pk, sk := w.Rec.Key()
+		keys = append(keys, pk+" "+sk)
+	}
+	return s.w.do(ctx, KindStore, "release.PutAll "+strings.Join(keys, " + "), releaseDown, func() (string, error) {
+		if err := s.mem.PutAll(ctx, writes...); err != nil {
+			return "refused " + core.CodeOf(err), err
+		}
+		return "written", nil
+	})
+}
+
+func (s *releaseStore) Due(ctx context.Context, toMS int64, cursor string, limit int) (page release.DuePage, err error) {
 	err = s.w.do(ctx, KindStore, "release.Due", releaseDown, func() (string, error) {
 		var e error
-		items, e = s.mem.Due(ctx, fromMS, toMS, limit)
-		ids := make([]string, 0, len(items))
-		for _, it := range items {
+		page, e = s.mem.Due(ctx, toMS, cursor, limit)
+		ids := make([]string, 0, len(page.Items))
+		for _, it := range page.Items {
 			ids = append(ids, it.EventID)
 		}
 		return strings.Join(ids, ","), e
 	})
-	return items, err
+	return page, err
+}
+
+func (s *releaseStore) Owed(ctx context.Context, toMS int64, cursor string, limit int) (page release.OwedPage, err error) {
+	err = s.w.do(ctx, KindStore, "release.Owed", releaseDown, func() (string, error) {
+		var e error
+		page, e = s.mem.Owed(ctx, toMS, cursor, limit)
+		return fmt.Sprintf("%d owed", len(page.Items)), e
+	})
+	return page, err
 }
 
 // peerTransport calls an HTTP peer's handler in memory, as one gated call.
@@ -183,7 +211,7 @@ type issued struct{ kind, issuer string }
 func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quarantined *Queue) (*Release, error) {
 	top := topology.New("sim")
 	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
-	r.store = &releaseStore{Store: r.mem, w: w, mem: r.mem}
+	r.store = &releaseStore{w: w, mem: r.mem}
 	r.queue = newQueue(w, top.RelQueue, "coordinator")
 	r.fn = &Function{w: w, name: "coordinator", timeout: time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second, queue: r.queue}
 	bus.rules[topology.DetailPlanAccepted] = r.queue

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 )
 
@@ -106,6 +107,103 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 		}
 	})
 
+	t.Run("PutAllWritesAllOrNothing", func(t *testing.T) {
+		s := newStore(t)
+		job := &release.JobRecord{EventID: "evt-tx", PlanID: "plan-1", JobID: "job-1", Status: release.JobFailed, PayloadSHA256: sha('a'), ReceivedMS: 1, Version: 1}
+		if err := s.Put(ctx, job, 0); err != nil {
+			t.Fatal(err)
+		}
+		res := &release.ResultRecord{EventID: "evt-tx", PlanID: "plan-1", JobID: "job-1", ResultSHA256: sha('c'), ResultJSON: `{"candidate":"x"}`, Version: 1}
+		next := *job
+		next.Status, next.ResultSHA256, next.Version = release.JobSucceeded, sha('c'), 2
+		// The job write's condition fails (stale version): the result
+		// write, whose own condition holds, must not happen either.
+		stale := next
+		stale.Version = 3
+		if err := s.PutAll(ctx, release.Write{Rec: res, Prev: 0}, release.Write{Rec: &stale, Prev: 2}); !errors.Is(err, release.ErrConflict) {
+			t.Fatalf("put all with a stale write: %v, want conflict", err)
+		}
+		snap, err := s.Load(ctx, "evt-tx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Results) != 0 || snap.Jobs["job-1"].Version != 1 {
+			t.Fatalf("a refused transaction wrote: results %v, job %+v", snap.Results, snap.Jobs["job-1"])
+		}
+		if err := s.PutAll(ctx, release.Write{Rec: res, Prev: 0}, release.Write{Rec: &next, Prev: 1}); err != nil {
+			t.Fatal(err)
+		}
+		snap, err = s.Load(ctx, "evt-tx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(snap.Results["job-1"], res) || !reflect.DeepEqual(snap.Jobs["job-1"], &next) {
+			t.Fatalf("transaction stored %+v and %+v", snap.Results["job-1"], snap.Jobs["job-1"])
+		}
+	})
+
+	t.Run("PutAllRefusesMalformedBatches", func(t *testing.T) {
+		s := newStore(t)
+		a := SampleEvidence("evt-m", "req-a")
+		other := SampleEvidence("evt-other", "req-b")
+		for name, writes := range map[string][]release.Write{
+			"empty":         nil,
+			"two events":    {{Rec: a, Prev: 0}, {Rec: other, Prev: 0}},
+			"same key":      {{Rec: a, Prev: 0}, {Rec: a, Prev: 0}},
+			"wrong version": {{Rec: a, Prev: 1}},
+		} {
+			if err := s.PutAll(ctx, writes...); err == nil || errors.Is(err, release.ErrConflict) {
+				t.Errorf("%s: %v, want a refused batch", name, err)
+			}
+		}
+		if snap, err := s.Load(ctx, "evt-m"); err != nil || len(snap.Evidence) != 0 {
+			t.Fatalf("a malformed batch wrote: %v %v", snap.Evidence, err)
+		}
+	})
+
+	t.Run("ConcurrentTransactionsOneWins", func(t *testing.T) {
+		s := newStore(t)
+		const writers = 6
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for i := 0; i < writers; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				h := sha(byte('a' + i))
+				res := &release.ResultRecord{EventID: "evt-ct", PlanID: "plan-1", JobID: "job-1", ResultSHA256: h, ResultJSON: fmt.Sprintf(`{"w":%d}`, i), Version: 1}
+				job := &release.JobRecord{EventID: "evt-ct", PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, ResultSHA256: h, PayloadSHA256: h, Version: 1}
+				err := s.PutAll(ctx, release.Write{Rec: res}, release.Write{Rec: job})
+				for try := 0; err != nil && !errors.Is(err, release.ErrConflict) && core.IsRetryable(err) && try < 50; try++ {
+					// DynamoDB cancels a transaction that collides with
+					// another in flight; the retry meets the winner's
+					// versions.
+					time.Sleep(20 * time.Millisecond)
+					err = s.PutAll(ctx, release.Write{Rec: res}, release.Write{Rec: job})
+				}
+				if err == nil {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				} else if !errors.Is(err, release.ErrConflict) {
+					t.Errorf("writer %d: %v", i, err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%d transactions won, want exactly 1", wins)
+		}
+		snap, err := s.Load(ctx, "evt-ct")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Jobs["job-1"].ResultSHA256 != snap.Results["job-1"].ResultSHA256 {
+			t.Fatal("job and result records come from different transactions")
+		}
+	})
+
 	t.Run("ConcurrentWritersOneWinsPerVersion", func(t *testing.T) {
 		s := newStore(t)
 		base := SampleEvidence("evt-cc", "req-1")
@@ -166,7 +264,11 @@ func SampleRecords(eventID string) []release.Record {
 	leased.Status, leased.Attempts, leased.LeaseOwner, leased.LeaseToken, leased.LeaseExpiresMS = release.StateLeased, 1, "worker-1", "tok-1", ms+300_000
 	failed := SampleEvidence(eventID, "req-failed")
 	failed.Status, failed.Attempts, failed.LastErrorCode = release.StateFailed, 5, "evidence.http_503"
+	parked := SampleEvidence(eventID, "req-parked")
+	parked.Status, parked.Attempts, parked.LastErrorCode, parked.Parked = release.StateRetryWait, 1, "evidence.http_503", true
 	return []release.Record{
+		parked,
+		&release.BlockedRecord{EventID: eventID, Code: release.CodeAttemptsExhausted, BlockedMS: ms + 2, Version: 1},
 		&release.PlanRecord{
 			Event:  release.Event{EventID: eventID, SiteID: "site-1", WebsiteVersion: "v1", SourceSequence: 7},
 			PlanID: "plan-1",
@@ -174,15 +276,15 @@ func SampleRecords(eventID string) []release.Record {
 				{JobID: "job-1", SourceLocale: "en-US", SourceSHA256: sha('a'), TargetLocale: "de-DE", ContentType: "page", CommercialProfile: "retail"},
 				{JobID: "job-2", SourceLocale: "en-US", SourceSHA256: sha('b'), TargetLocale: "fr-FR", ContentType: "page"},
 			},
-			PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1,
+			PayloadSHA256: sha('d'), ReceivedMS: ms, Seal: sha('9'), Version: 1,
 		},
-		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, ResultSHA256: sha('c'), PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1},
+		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, ResultSHA256: sha('c'), PayloadSHA256: sha('d'), ReceivedMS: ms, AwaitingClaim: true, Version: 1},
 		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-2", Status: release.JobFailed, ErrorCode: "provider.down", PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1},
 		&release.SourceRecord{EventID: eventID, JobID: "job-1", SourceSHA256: sha('a'), Text: "Hallo «Welt» ünïcödé", Version: 1},
 		&release.ResultRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", ResultSHA256: sha('c'), ResultJSON: `{"candidate":"x"}`, Version: 1},
 		leased,
 		failed,
-		&release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", TargetLocale: "de-DE", ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: ms, ExpiresMS: ms + 1000, Version: 1},
+		&release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", TargetLocale: "de-DE", ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: ms + 1, ExpiresMS: ms + 1000, OutboxMS: ms + 1, AwaitingDelivery: true, Version: 1},
 		&release.DeliveryRecord{
 			EventID: eventID, PlanID: "plan-1", SiteID: "site-1", DeliveryID: "dlv-1", BundleSHA256: sha('f'), Signature: "sig", PreparedMS: ms,
 			Lease:   release.Lease{Status: release.StateRetryWait, Attempts: 2, MaxAttempts: 5, NextAttemptMS: ms + 10_000, LastErrorCode: "cms.http_503", CreatedMS: ms, UpdatedMS: ms},
@@ -191,9 +293,10 @@ func SampleRecords(eventID string) []release.Record {
 	}
 }
 
-// RunDue is the conformance suite of release.DueFinder: only records that
-// can wake, inside the window, earliest first. waitIndex lets an eventually
-// consistent index catch up (DynamoDB GSIs).
+// RunDue is the conformance suite of release.DueFinder: exactly the
+// records that can wake, up to the time bound, each once across pages of
+// any size (the wake index is eventually consistent, so reads are retried
+// until they settle).
 func RunDue(t *testing.T, newStore func(t *testing.T) interface {
 	release.Store
 	release.DueFinder
@@ -201,19 +304,140 @@ func RunDue(t *testing.T, newStore func(t *testing.T) interface {
 	t.Helper()
 	ctx := context.Background()
 	s := newStore(t)
+	const ms = 1_764_460_800_000
 	for _, r := range SampleRecords("evt-due") {
 		if err := s.Put(ctx, r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// SampleRecords: the never-claimed job wakes at ms, the approval that
+	// completed the plan at ms+1, the retry_wait delivery at ms+10000, the
+	// leased evidence at ms+300000; the failed and the parked evidence,
+	// the blocked marker and the other records never.
+	want := map[string]bool{"evt-due/run/0": true, "evt-due/run/1": true, "evt-due/deliver/10000": true, "evt-due/run/300000": true}
+	// More releases, each with one pending evidence record, so that the
+	// pages cross shards.
+	for i := 0; i < 9; i++ {
+		e := SampleEvidence(fmt.Sprintf("evt-due-%d", i), "req-1")
+		e.NextAttemptMS = ms + int64(i)*10
+		if err := s.Put(ctx, e, 0); err != nil {
+			t.Fatal(err)
+		}
+		want[fmt.Sprintf("evt-due-%d/run/%d", i, i*10)] = true
+	}
+	late := SampleEvidence("evt-due-late", "req-1")
+	late.NextAttemptMS = ms + 2_000_000
+	if err := s.Put(ctx, late, 0); err != nil {
+		t.Fatal(err)
+	}
+	collect := func(limit int) (map[string]bool, error) {
+		got, cursor := map[string]bool{}, ""
+		for pages := 0; pages < 100; pages++ {
+			page, err := s.Due(ctx, ms+1_000_000, cursor, limit)
+			if err != nil {
+				return nil, err
+			}
+			if len(page.Items) > limit {
+				return nil, fmt.Errorf("page of %d items, limit %d", len(page.Items), limit)
+			}
+			for _, it := range page.Items {
+				kind := "run"
+				if it.Delivery {
+					kind = "deliver"
+				}
+				key := fmt.Sprintf("%s/%s/%d", it.EventID, kind, it.WakeMS-ms)
+				if got[key] {
+					return nil, fmt.Errorf("%s on two pages", key)
+				}
+				got[key] = true
+			}
+			if page.Next == "" {
+				return got, nil
+			}
+			cursor = page.Next
+		}
+		return nil, errors.New("paging does not end")
+	}
+	for _, limit := range []int{1, 3, 500} {
+		var got map[string]bool
+		var err error
+		for i := 0; i < 100; i++ {
+			if got, err = collect(limit); err != nil {
+				t.Fatal(err)
+			}
+			if reflect.DeepEqual(got, want) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("limit %d: due = %v, want %v", limit, got, want)
+		}
+	}
+	if _, err := s.Due(ctx, ms, "not-a-cursor", 5); err == nil {
+		t.Fatal("a foreign cursor was accepted")
+	}
+}
+
+// RunOutbox is the conformance suite of release.OutboxFinder: every owed
+// approval up to the time bound, each once, across pages; a settled
+// approval leaves the index.
+func RunOutbox(t *testing.T, newStore func(t *testing.T) interface {
+	release.Store
+	release.OutboxFinder
+}) {
+	t.Helper()
+	ctx := context.Background()
+	s := newStore(t)
 	const ms = 1_764_460_800_000
-	// SampleRecords: leased evidence wakes at ms+300000, the retry_wait
-	// delivery at ms+10000, the failed evidence never.
-	want := []release.DueItem{{EventID: "evt-due", Delivery: true, WakeMS: ms + 10_000}, {EventID: "evt-due", WakeMS: ms + 300_000}}
-	var got []release.DueItem
+	want := map[string]bool{}
+	for i := 0; i < 12; i++ {
+		eventID := fmt.Sprintf("evt-ob-%02d", i)
+		for j := 0; j < 2; j++ {
+			a := &release.ApprovalRecord{
+				EventID: eventID, PlanID: "plan-1", JobID: fmt.Sprintf("job-%d", j), TargetLocale: "de-DE",
+				ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b",
+				ApprovedMS: ms + int64(i), ExpiresMS: ms + 100_000, Version: 1,
+			}
+			switch {
+			case j == 1 && i%3 == 0: // published already
+			case i == 11: // owed, but after the bound
+				a.OutboxMS = ms + 50_000
+			default:
+				a.OutboxMS = a.ApprovedMS
+				want[eventID+"/"+a.JobID] = true
+			}
+			if err := s.Put(ctx, a, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	collect := func() (map[string]bool, int, error) {
+		got, pages, cursor := map[string]bool{}, 0, ""
+		for {
+			page, err := s.Owed(ctx, ms+10_000, cursor, 5)
+			if err != nil {
+				return nil, 0, err
+			}
+			pages++
+			for _, it := range page.Items {
+				key := it.EventID + "/" + it.JobID
+				if got[key] {
+					return nil, 0, fmt.Errorf("%s on two pages", key)
+				}
+				got[key] = true
+			}
+			if page.Next == "" {
+				return got, pages, nil
+			}
+			cursor = page.Next
+		}
+	}
+	var got map[string]bool
+	var pages int
 	var err error
 	for i := 0; i < 100; i++ {
-		if got, err = s.Due(ctx, 0, ms+1_000_000, 10); err != nil {
+		if got, pages, err = collect(); err != nil {
 			t.Fatal(err)
 		}
 		if reflect.DeepEqual(got, want) {
@@ -222,15 +446,34 @@ func RunDue(t *testing.T, newStore func(t *testing.T) interface {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("due = %+v, want %+v", got, want)
+		t.Fatalf("owed = %v, want %v", got, want)
 	}
-	if got, _ := s.Due(ctx, 0, ms+10_000, 10); len(got) != 1 || !got[0].Delivery {
-		t.Fatalf("window end: %+v", got)
+	if pages < len(want)/5 {
+		t.Fatalf("%d pages of at most 5 for %d owed records", pages, len(want))
 	}
-	if got, _ := s.Due(ctx, ms+10_001, ms+1_000_000, 10); len(got) != 1 || got[0].Delivery {
-		t.Fatalf("window start: %+v", got)
+	snap, err := s.Load(ctx, "evt-ob-01")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, _ := s.Due(ctx, 0, ms+1_000_000, 1); len(got) != 1 {
-		t.Fatalf("limit: %+v", got)
+	settled := *snap.Approvals["job-0"]
+	settled.OutboxMS, settled.Version = 0, settled.Version+1
+	if err := s.Put(ctx, &settled, settled.Version-1); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "evt-ob-01/job-0")
+	for i := 0; i < 100; i++ {
+		if got, _, err = collect(); err != nil {
+			t.Fatal(err)
+		}
+		if reflect.DeepEqual(got, want) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after settling: owed = %v, want %v", got, want)
+	}
+	if _, err := s.Owed(ctx, ms, "not-a-cursor", 5); err == nil {
+		t.Fatal("a foreign cursor was accepted")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/localeflow/localeflow/core"
@@ -90,6 +91,49 @@ func (m *MemStore) Put(_ context.Context, rec release.Record, prev int64) error 
 	return nil
 }
 
+// PutAll implements release.Store: every write or none, under one lock.
+func (m *MemStore) PutAll(_ context.Context, writes ...release.Write) error {
+	if err := release.ValidWrites(writes); err != nil {
+		return err
+	}
+	raws := make([][]byte, len(writes))
+	for i, w := range writes {
+		raw, err := json.Marshal(w.Rec)
+		if err != nil {
+			return fmt.Errorf("memstore: encode %T: %w", w.Rec, err)
+		}
+		raws[i] = raw
+	}
+	eventID, _ := writes[0].Rec.Key()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failOn != nil {
+		for _, w := range writes {
+			if err := m.failOn(w.Rec); err != nil {
+				return err
+			}
+		}
+	}
+	coll := m.items[eventID]
+	for _, w := range writes {
+		_, sk := w.Rec.Key()
+		cur, exists := coll[sk]
+		if (w.Prev == 0 && exists) || (w.Prev != 0 && (!exists || cur.version != w.Prev)) {
+			return release.ErrConflict
+		}
+	}
+	if coll == nil {
+		coll = map[string]stored{}
+		m.items[eventID] = coll
+	}
+	for i, w := range writes {
+		_, sk := w.Rec.Key()
+		coll[sk] = stored{version: w.Rec.RecordVersion(), raw: raws[i]}
+	}
+	m.puts++
+	return nil
+}
+
 // Load implements release.Store.
 func (m *MemStore) Load(_ context.Context, eventID string) (release.Snapshot, error) {
 	m.mu.Lock()
@@ -126,30 +170,92 @@ func Decode(sk string, raw []byte) (release.Record, error) {
 var _ release.DueFinder = (*MemStore)(nil)
 
 // Due implements release.DueFinder over the stored records.
-func (m *MemStore) Due(_ context.Context, fromMS, toMS int64, limit int) ([]release.DueItem, error) {
+func (m *MemStore) Due(_ context.Context, toMS int64, cursor string, limit int) (release.DuePage, error) {
+	entries, next, err := m.page(func(rec release.Record) (int64, bool) {
+		ms, wakes, _, _ := release.Wake(rec)
+		return ms, wakes
+	}, toMS, cursor, limit)
+	if err != nil {
+		return release.DuePage{}, err
+	}
+	out := release.DuePage{Next: next}
+	for _, e := range entries {
+		out.Items = append(out.Items, release.DueItem{EventID: e.EventID, Delivery: e.SK == release.SKDelivery, WakeMS: e.MS})
+	}
+	return out, nil
+}
+
+// indexEntry is one record of a sparse index, ordered by (ms, event, key).
+type indexEntry struct {
+	MS      int64  `json:"ms"`
+	EventID string `json:"e"`
+	SK      string `json:"k"`
+}
+
+func (a indexEntry) less(b indexEntry) bool {
+	if a.MS != b.MS {
+		return a.MS < b.MS
+	}
+	if a.EventID != b.EventID {
+		return a.EventID < b.EventID
+	}
+	return a.SK < b.SK
+}
+
+// page returns up to limit entries of the index that keys defines with ms
+// at most toMS, after cursor (the JSON of the last entry of the previous
+// page), and the next cursor ("" after the last page).
+func (m *MemStore) page(keys func(release.Record) (int64, bool), toMS int64, cursor string, limit int) ([]indexEntry, string, error) {
+	if limit <= 0 {
+		return nil, "", core.Fail("release.store.page_invalid")
+	}
+	var after *indexEntry
+	if cursor != "" {
+		var c indexEntry
+		if err := json.Unmarshal([]byte(cursor), &c); err != nil {
+			return nil, "", core.Wrap("release.store.cursor_invalid", false, err)
+		}
+		after = &c
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []release.DueItem
+	var all []indexEntry
 	for eventID, coll := range m.items {
 		for sk, s := range coll {
 			rec, err := Decode(sk, s.raw)
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
-			ms, wakes, _, _ := release.Wake(rec)
-			if wakes && ms >= fromMS && ms <= toMS {
-				out = append(out, release.DueItem{EventID: eventID, Delivery: sk == release.SKDelivery, WakeMS: ms})
+			ms, ok := keys(rec)
+			e := indexEntry{MS: ms, EventID: eventID, SK: sk}
+			if ok && ms <= toMS && (after == nil || after.less(e)) {
+				all = append(all, e)
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].WakeMS != out[j].WakeMS {
-			return out[i].WakeMS < out[j].WakeMS
-		}
-		return out[i].EventID < out[j].EventID
-	})
-	if len(out) > limit {
-		out = out[:limit]
+	sort.Slice(all, func(i, j int) bool { return all[i].less(all[j]) })
+	if len(all) <= limit {
+		return all, "", nil
+	}
+	all = all[:limit]
+	next, err := json.Marshal(all[limit-1])
+	if err != nil {
+		return nil, "", fmt.Errorf("memstore: cursor: %w", err)
+	}
+	return all, string(next), nil
+}
+
+var _ release.OutboxFinder = (*MemStore)(nil)
+
+// Owed implements release.OutboxFinder over the stored records.
+func (m *MemStore) Owed(_ context.Context, toMS int64, cursor string, limit int) (release.OwedPage, error) {
+	entries, next, err := m.page(release.Outbox, toMS, cursor, limit)
+	if err != nil {
+		return release.OwedPage{}, err
+	}
+	out := release.OwedPage{Next: next}
+	for _, e := range entries {
+		out.Items = append(out.Items, release.OwedItem{EventID: e.EventID, JobID: strings.TrimPrefix(e.SK, release.SKApprovalPrefx), OutboxMS: e.MS})
 	}
 	return out, nil
 }

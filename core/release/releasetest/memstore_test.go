@@ -18,3 +18,12 @@ func TestMemStoreDue(t *testing.T) {
 		return NewMemStore()
 	})
 }
+
+func TestMemStoreOutbox(t *testing.T) {
+	RunOutbox(t, func(t *testing.T) interface {
+		release.Store
+		release.OutboxFinder
+	} {
+		return NewMemStore()
+	})
+}

@@ -32,6 +32,17 @@
 // and must dedupe on the ids (event_id with approval_id or delivery_id
 // and status).
 //
+// An approval's event is also owed durably (docs/design.md "Release
+// outbox"): a step that stored an approval publishes it even when it then
+// fails, and clears the approval's outbox mark after the publish; the
+// scheduled sweep publishes again every approval still owed after
+// OutboxGrace, so a lost or dead-lettered message loses no approval event.
+//
+// The scheduled sweep pages through the release table's wake index with
+// its cursor and schedules a step for every due release (evidence and
+// delivery records, never-claimed jobs, the approval that completed a plan
+// without a delivery); releases blocked for good are not in that index.
+//
 // Errors: a message whose error is retryable and has no stored wake time
 // is reported in BatchItemFailures (SQS redelivers it, then the DLQ); a
 // non-retryable coded error is logged and acknowledged. Evidence and

@@ -38,13 +38,10 @@ const (
 	CodeRepublishRead = "coordinator.republish.read_failed"
 )
 
-// Sweep bounds: the sweep re-enqueues records due within SweepWindow (older
-// wake times belong to releases that are blocked for good, e.g. another
-// locale exhausted its attempts) and at most SweepLimit per run.
-const (
-	SweepWindow = 24 * time.Hour
-	SweepLimit  = 500
-)
+// SweepLimit is the page size of the sweep's index reads. The sweep reads
+// every page (records of blocked releases are not in the wake index, so
+// what it pages through is work that can still progress).
+const SweepLimit = 500
 
 // Queue schedules delayed steps (adapters/delayqueue.Queue).
 type Queue interface {
@@ -63,9 +60,13 @@ type Config struct {
 	Queue       Queue
 	Bus         Bus
 	// Due finds due records for the scheduled sweep (the release store).
-	Due   release.DueFinder
-	Clock core.Clock
-	Log   *slog.Logger
+	Due release.DueFinder
+	// Outbox finds approvals whose event is owed, for the sweep to
+	// publish again; nil uses Due when it implements release.OutboxFinder
+	// (both stores do).
+	Outbox release.OutboxFinder
+	Clock  core.Clock
+	Log    *slog.Logger
 	// Margin is kept free of work at the end of an invocation.
 	Margin time.Duration
 	// Rejecter quarantines, counts and logs rejected inputs (bad
@@ -104,6 +105,7 @@ type Handler struct {
 	queue  Queue
 	bus    Bus
 	due    release.DueFinder
+	outbox release.OutboxFinder
 	clock  core.Clock
 	log    *slog.Logger
 	margin time.Duration
@@ -124,7 +126,14 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.Coordinator.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
+	outbox := cfg.Outbox
+	if outbox == nil {
+		outbox, _ = cfg.Due.(release.OutboxFinder)
+	}
+	if outbox == nil {
+		return nil, core.Fail("coordinator.config.invalid")
+	}
+	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, outbox: outbox, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
 		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter, texts: cfg.Texts, retention: cfg.TextRetention}
 	if h.retention <= 0 {
 		h.retention = DefaultTextRetention
@@ -180,34 +189,55 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (any, error) 
 type SweepResult struct {
 	Due       int `json:"due"`
 	Scheduled int `json:"scheduled"`
+	// Republished counts owed approval events published again.
+	Republished int `json:"republished"`
 }
 
-// Sweep re-enqueues a step for every record the wake index says is due:
-// the safety net for a lost or dropped step message. A duplicate step is
-// harmless (the conditional writes decide).
+// Sweep re-enqueues a step for every record the wake index says is due,
+// paging through the index with its cursor: the safety net for a lost or
+// dropped step message. A duplicate step is harmless (the conditional
+// writes decide). It then publishes owed approval events again.
 func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 	now := h.clock.Now()
-	items, err := h.due.Due(ctx, core.Millis(now.Add(-SweepWindow)), core.Millis(now), SweepLimit)
-	if err != nil {
-		return SweepResult{}, fmt.Errorf("sweep: %w", err)
-	}
-	res := SweepResult{Due: len(items)}
+	res := SweepResult{}
 	seen := map[string]bool{}
-	for _, it := range items {
-		kind := KindRun
-		if it.Delivery {
-			kind = KindDeliver
+	cursor := ""
+	for {
+		page, err := h.due.Due(ctx, core.Millis(now), cursor, SweepLimit)
+		if err != nil {
+			return res, fmt.Errorf("sweep: %w", err)
 		}
-		if seen[kind+"|"+it.EventID] {
-			continue
+		res.Due += len(page.Items)
+		for _, it := range page.Items {
+			kind := KindRun
+			if it.Delivery {
+				kind = KindDeliver
+			}
+			if seen[kind+"|"+it.EventID] {
+				continue
+			}
+			seen[kind+"|"+it.EventID] = true
+			if err := h.queue.Send(ctx, kind, it.EventID, now, now); err != nil {
+				return res, fmt.Errorf("sweep %s: %w", it.EventID, err)
+			}
+			res.Scheduled++
 		}
-		seen[kind+"|"+it.EventID] = true
-		if err := h.queue.Send(ctx, kind, it.EventID, now, now); err != nil {
-			return res, fmt.Errorf("sweep %s: %w", it.EventID, err)
+		if page.Next == "" {
+			break
 		}
-		res.Scheduled++
+		if !h.hasTime(ctx, 0) {
+			// The next sweep starts over; what was sent is not lost.
+			h.log.WarnContext(ctx, "coordinator sweep stopped at the invocation deadline", "due", res.Due, "scheduled", res.Scheduled)
+			return res, nil
+		}
+		cursor = page.Next
 	}
-	h.log.InfoContext(ctx, "coordinator sweep done", "due", res.Due, "scheduled", res.Scheduled)
+	n, err := h.sweepOutbox(ctx, now)
+	res.Republished = n
+	if err != nil {
+		return res, err
+	}
+	h.log.InfoContext(ctx, "coordinator sweep done", "due", res.Due, "scheduled", res.Scheduled, "republished", res.Republished)
 	return res, nil
 }
 
@@ -364,6 +394,20 @@ func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool) err
 	} else {
 		o, err = h.c.RunNextRelease(ctx, eventID)
 	}
+	if err != nil && o.Changed && o.ApprovalID != "" {
+		// The step stored an approval and then failed: the approval
+		// stands, so its event is published and the release goes on.
+		h.log.WarnContext(ctx, "release step failed after storing an approval", "event_id", eventID,
+			"job_id", o.JobID, "approval_id", o.ApprovalID, "code", core.CodeOf(err), "retryable", core.IsRetryable(err))
+		if perr := h.publish(ctx, o); perr != nil {
+			return perr
+		}
+		if core.IsRetryable(err) {
+			return h.afterError(ctx, kind, eventID, err)
+		}
+		now := h.clock.Now()
+		return h.queue.Send(ctx, KindRun, eventID, now, now)
+	}
 	if err != nil {
 		return h.afterError(ctx, kind, eventID, err)
 	}
@@ -479,16 +523,26 @@ func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
 	if o.ApprovalID != "" {
 		if err := h.publishApproved(ctx, ReleaseApproved{
 			EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
-		}); err != nil {
+		}, true); err != nil {
 			return err
 		}
 	}
 	return h.publishDelivery(ctx, Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status})
 }
 
-func (h *Handler) publishApproved(ctx context.Context, d ReleaseApproved) error {
+// publishApproved publishes localeflow.release.approved and then clears
+// the approval's owed-event marker. A failed clear only means the sweep
+// publishes the same event again (consumers dedupe on approval_id).
+func (h *Handler) publishApproved(ctx context.Context, d ReleaseApproved, owed bool) error {
 	if err := h.bus.Publish(ctx, topology.DetailReleaseApproved, d); err != nil {
 		return fmt.Errorf("publish approved %s: %w", d.EventID, err)
+	}
+	if !owed {
+		return nil
+	}
+	if err := h.c.SettleOutbox(ctx, d.EventID, d.JobID, d.ApprovalID); err != nil {
+		h.log.WarnContext(ctx, "approved event published, outbox not cleared", "event_id", d.EventID,
+			"job_id", d.JobID, "approval_id", d.ApprovalID, "code", core.CodeOf(err))
 	}
 	return nil
 }
@@ -518,29 +572,13 @@ func (h *Handler) publishDelivery(ctx context.Context, d Delivery) error {
 // succeeded one; a failed delivery publishes nothing. The details are the
 // ones the changing step published; consumers dedupe on the ids.
 func (h *Handler) republish(ctx context.Context, eventID string) error {
-	if !core.ValidToken(eventID) {
-		return nil // the step reports the invalid id
+	snap, plan, err := h.stored(ctx, eventID)
+	if err != nil || plan == nil {
+		return err
 	}
-	snap, err := h.c.Store.Load(ctx, eventID)
+	approved, err := h.republishApprovals(ctx, snap, plan, false)
 	if err != nil {
-		return core.Wrap(CodeRepublishRead, true, fmt.Errorf("republish %s: %w", eventID, err))
-	}
-	plan := snap.Plan
-	if plan == nil || plan.Event.EventID != eventID {
-		return nil
-	}
-	approved := 0
-	for _, job := range plan.Jobs {
-		rec := snap.Approvals[job.JobID]
-		if rec == nil || !h.approvalBinds(rec, plan, job) {
-			continue
-		}
-		if err := h.publishApproved(ctx, ReleaseApproved{
-			EventID: eventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
-		}); err != nil {
-			return err
-		}
-		approved++
+		return err
 	}
 	status := ""
 	if d := snap.Delivery; d != nil && d.EventID == eventID && d.PlanID == plan.PlanID && core.ValidToken(d.DeliveryID) {
@@ -556,6 +594,85 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 	}
 	h.log.InfoContext(ctx, "coordinator events republished", "event_id", eventID, "approved", approved, "delivery_status", status)
 	return nil
+}
+
+// stored reads the event's records for re-publication; plan is nil when
+// there is nothing to publish from (no plan, or a plan that fails its
+// seal: the step reports it).
+func (h *Handler) stored(ctx context.Context, eventID string) (release.Snapshot, *release.PlanRecord, error) {
+	if !core.ValidToken(eventID) {
+		return release.Snapshot{}, nil, nil // the step reports the invalid id
+	}
+	snap, err := h.c.Store.Load(ctx, eventID)
+	if err != nil {
+		return release.Snapshot{}, nil, core.Wrap(CodeRepublishRead, true, fmt.Errorf("republish %s: %w", eventID, err))
+	}
+	plan := snap.Plan
+	if plan == nil || plan.Event.EventID != eventID || h.c.CheckPlan(plan) != nil {
+		return snap, nil, nil
+	}
+	return snap, plan, nil
+}
+
+// republishApprovals publishes release.approved for the stored approvals
+// that bind the plan's jobs (onlyOwed: only those whose event is still
+// owed) and clears their owed markers.
+func (h *Handler) republishApprovals(ctx context.Context, snap release.Snapshot, plan *release.PlanRecord, onlyOwed bool) (int, error) {
+	n := 0
+	for _, job := range plan.Jobs {
+		rec := snap.Approvals[job.JobID]
+		if rec == nil || (onlyOwed && rec.OutboxMS == 0) || !h.approvalBinds(rec, plan, job) {
+			continue
+		}
+		if err := h.publishApproved(ctx, ReleaseApproved{
+			EventID: plan.Event.EventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
+		}, rec.OutboxMS > 0); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// OutboxGrace is how old an owed event must be before the sweep publishes
+// it: a younger one may belong to a step that is still running (and about
+// to publish it itself).
+const OutboxGrace = time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second
+
+// sweepOutbox publishes, again, every approval event still owed (older
+// than OutboxGrace), paging through the outbox index.
+func (h *Handler) sweepOutbox(ctx context.Context, now time.Time) (int, error) {
+	published, cursor := 0, ""
+	done := map[string]bool{}
+	for {
+		page, err := h.outbox.Owed(ctx, core.Millis(now.Add(-OutboxGrace)), cursor, SweepLimit)
+		if err != nil {
+			return published, fmt.Errorf("sweep outbox: %w", err)
+		}
+		for _, it := range page.Items {
+			if done[it.EventID] {
+				continue
+			}
+			done[it.EventID] = true
+			snap, plan, err := h.stored(ctx, it.EventID)
+			if err != nil {
+				return published, err
+			}
+			if plan == nil {
+				h.log.WarnContext(ctx, "owed approval event without a usable plan", "event_id", it.EventID, "job_id", it.JobID)
+				continue
+			}
+			n, err := h.republishApprovals(ctx, snap, plan, true)
+			published += n
+			if err != nil {
+				return published, err
+			}
+		}
+		if page.Next == "" {
+			return published, nil
+		}
+		cursor = page.Next
+	}
 }
 
 // approvalBinds says whether a stored approval's signed token opens and

@@ -1,0 +1,53 @@
+package healthdb_test
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/localeflow/localeflow/adapters/healthdb"
+	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// TestDecodeReleaseEntries: every record the release table's indexes can
+// hold decodes into its own field; an entry whose index keys disagree with
+// its record (here: an outbox mark the record does not carry) is Corrupt.
+func TestDecodeReleaseEntries(t *testing.T) {
+	for _, rec := range releasetest.SampleRecords("evt-1") {
+		_, wakes, _, attention := release.Wake(rec)
+		_, owed := release.Outbox(rec)
+		if !wakes && !attention && !owed {
+			continue
+		}
+		item, err := releasedb.Item(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := healthdb.DecodeRelease(item)
+		set := 0
+		for _, p := range []bool{got.Evidence != nil, got.Delivery != nil, got.Job != nil, got.Approval != nil, got.Blocked != nil} {
+			if p {
+				set++
+			}
+		}
+		if got.Corrupt || set != 1 {
+			t.Fatalf("%T decoded as %+v", rec, got)
+		}
+	}
+	job := releasetest.SampleRecords("evt-1")[3]
+	if _, ok := job.(*release.JobRecord); !ok {
+		t.Fatalf("sample 3 is %T", job)
+	}
+	item, err := releasedb.Item(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item[topology.AttrOutboxShard] = &types.AttributeValueMemberN{Value: "0"}
+	item[topology.AttrOutboxMS] = &types.AttributeValueMemberN{Value: "1"}
+	if got := healthdb.DecodeRelease(item); !got.Corrupt {
+		t.Fatalf("a job record with an outbox mark decoded as %+v", got)
+	}
+}

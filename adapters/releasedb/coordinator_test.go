@@ -1,0 +1,110 @@
+package releasedb
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// refuseJob refuses, for good, the evidence of one job.
+type refuseJob struct {
+	next  release.EvidenceProvider
+	jobID string
+}
+
+func (p refuseJob) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
+	if req.JobID == p.jobID {
+		return nil, core.Fail("http_400")
+	}
+	return p.next.Obtain(ctx, req)
+}
+
+// TestCoordinatorIndexesOnDynamoDB runs the coordinator on DynamoDB Local
+// and reads the real sparse indexes: an owed approval sits in the outbox
+// index until it is settled, and a release blocked for good leaves the wake
+// index and shows in the attention index (the parking transaction removes
+// the index keys).
+func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
+	localtest.Require(t)
+	db, table := newTable(t)
+	store := New(db, table)
+	ctx := context.Background()
+	fx := releasetest.NewFixture()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	clock := core.ClockFunc(func() time.Time { return now })
+	resp := &releasetest.Responder{Fixture: fx, Clock: clock}
+	approval, publication := fx.Authorities()
+	c := &release.Coordinator{
+		Store: store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: resp}, CMS: &releasetest.CMS{},
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clock,
+		Config: release.DefaultConfig("rev-1", "worker-1"),
+	}
+	plan := releasetest.NewPlan("evt-ddb", "de-DE", "fr-FR", "it-IT")
+	ingest := func(detailType string, payload []byte) {
+		t.Helper()
+		if _, _, err := c.Ingest(ctx, detailType, fx.Detail(payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingest(topology.DetailPlanAccepted, plan.PlanPayload())
+	ingest(topology.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
+	// it-IT is approved: its event is owed until settled.
+	o, err := c.RunNextRelease(ctx, "evt-ddb")
+	if err != nil || o.ApprovalID == "" {
+		t.Fatalf("%+v %v", o, err)
+	}
+	waitIndex(t, db, table, topology.IndexOutbox, []string{"approval#job-it-IT"})
+	if err := c.SettleOutbox(ctx, "evt-ddb", "job-it-IT", o.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	waitIndex(t, db, table, topology.IndexOutbox, nil)
+	// fr-FR waits for a retry; then de-DE, selected first, fails for good.
+	resp.FailFirst = resp.Calls() + 1
+	ingest(topology.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))
+	if _, err := c.RunNextRelease(ctx, "evt-ddb"); !core.HasCode(err, "evidence.http_503") {
+		t.Fatalf("fr-FR attempt: %v", err)
+	}
+	ingest(topology.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
+	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#" + onlyRetryWait(t, store), "job#job-de-DE"})
+	c.Evidence = refuseJob{next: c.Evidence, jobID: "job-de-DE"}
+	if _, err := c.RunNextRelease(ctx, "evt-ddb"); !core.HasCode(err, "evidence.http_400") {
+		t.Fatalf("de-DE attempt: %v", err)
+	}
+	waitIndex(t, db, table, topology.IndexWake, nil)
+	snap, err := store.Load(ctx, "evt-ddb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := ""
+	for id, e := range snap.Evidence {
+		if e.Status == release.StateFailed {
+			failed = "evidence#" + id
+		}
+	}
+	waitIndex(t, db, table, topology.IndexAttention, []string{release.SKBlocked, failed})
+	page, err := store.Due(ctx, core.Millis(now.Add(24*time.Hour)), "", 10)
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("a blocked release is still due: %+v %v", page, err)
+	}
+}
+
+func onlyRetryWait(t *testing.T, s *Store) string {
+	t.Helper()
+	snap, err := s.Load(context.Background(), "evt-ddb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, e := range snap.Evidence {
+		if e.Status == release.StateRetryWait {
+			return id
+		}
+	}
+	t.Fatal("no retry_wait evidence")
+	return ""
+}

@@ -1,0 +1,155 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+)
+
+// stuckCodes are final errors that come from the stored records
+// themselves, so every later run of the release meets them again: a record
+// failed its integrity check, an evidence request is used up, a prepared
+// delivery can no longer be sent. Transient final errors (a lease that ran
+// out or was lost, the operation guard, configuration) are not among them.
+var stuckCodes = map[string]bool{
+	CodePlanSealInvalid: true, CodePlanInvalid: true, CodeResultJobMismatch: true, "queue.plan_mismatch": true,
+	CodeApprovalInvalid: true, CodeApprovalResultMismatch: true, CodeBindingMismatch: true,
+	CodeEvidenceStateInvalid: true, CodeAlreadyConsumed: true, CodeAttemptsExhausted: true,
+	CodeDeliveryFailed: true, CodeDeliveryInvalid: true, codeDeliveryBundleMismatch: true,
+}
+
+// stuckCode reports whether a final step error blocks the release for good.
+func stuckCode(code string) bool {
+	return stuckCodes[code] || strings.HasPrefix(code, "result.") || strings.HasPrefix(code, "cms.approval.")
+}
+
+// stuckEvidence reports whether the snapshot holds a current-revision
+// evidence request that failed for good while its job has no current
+// approval: the release selects that job again and again, and its request
+// (a hash of the same binding) can only answer attempts_exhausted.
+func (c *Coordinator) stuckEvidence(snap *Snapshot, now time.Time) bool {
+	plan := snap.Plan
+	if plan == nil {
+		return false
+	}
+	for _, e := range snap.Evidence {
+		if e.Status != StateFailed || e.EvidenceRevision != c.Config.EvidenceRevision {
+			continue
+		}
+		job, ok := plan.Job(e.JobID)
+		if !ok {
+			continue
+		}
+		if _, err := c.lookupApproval(snap, plan, job, now); err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// blockIfStuck ends a step that failed for good: when the failure is one
+// every later run would meet again, the release is marked blocked and
+// leaves the wake index (block). It returns stepErr unchanged; blocking is
+// best effort (a release still in the wake index is met again by the
+// sweep, which blocks it then).
+func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr error) error {
+	if stepErr == nil || core.IsRetryable(stepErr) || !core.ValidToken(eventID) || c.Validate() != nil {
+		return stepErr
+	}
+	code := core.CodeOf(stepErr)
+	if !core.ValidErrorCode(code) {
+		return stepErr
+	}
+	snap, err := c.Store.Load(ctx, eventID)
+	if err != nil {
+		c.log().Warn("release not blocked: read failed", "event_id", eventID, "code", code)
+		return stepErr
+	}
+	now := c.now()
+	if !stuckCode(code) && !c.stuckEvidence(&snap, now) {
+		return stepErr
+	}
+	if err := c.block(ctx, eventID, &snap, code, now); err != nil {
+		c.log().Warn("release not blocked", "event_id", eventID, "code", code, "block_code", core.CodeOf(err))
+		return stepErr
+	}
+	return stepErr
+}
+
+// CodeBlockLost: a record changed while the release was being blocked;
+// the next run or sweep blocks it again.
+const CodeBlockLost = "release.block.lost"
+
+// block marks the release blocked for good with code (a blocked record in
+// the attention index, which health shows) and takes every other record of
+// the release out of the wake index: evidence and delivery records are
+// parked, a never-claimed job and an approval awaiting delivery lose their
+// marks. Writes go in transactions of at most MaxWrites records, each
+// conditional on the version read; an already blocked release only parks
+// what still wakes.
+func (c *Coordinator) block(ctx context.Context, eventID string, snap *Snapshot, code string, now time.Time) error {
+	var writes []Write
+	park := func(rec Record) {
+		w, ok := parked(rec)
+		if ok {
+			writes = append(writes, w)
+		}
+	}
+	for _, e := range snap.Evidence {
+		park(e)
+	}
+	for _, j := range snap.Jobs {
+		park(j)
+	}
+	for _, a := range snap.Approvals {
+		park(a)
+	}
+	if snap.Delivery != nil {
+		park(snap.Delivery)
+	}
+	if snap.Blocked == nil {
+		writes = append([]Write{{Rec: &BlockedRecord{EventID: eventID, Code: code, BlockedMS: core.Millis(now), Version: 1}}}, writes...)
+	}
+	for start := 0; start < len(writes); start += MaxWrites {
+		if err := c.Store.PutAll(ctx, writes[start:min(start+MaxWrites, len(writes))]...); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return core.Wrap(CodeBlockLost, true, err)
+			}
+			return core.Wrap("release.store.write_failed", true, err)
+		}
+	}
+	if len(writes) > 0 {
+		c.log().Warn("release blocked", "event_id", eventID, "code", code, "parked", len(writes))
+	}
+	return nil
+}
+
+// parked returns the write that takes rec out of the wake index, if it is
+// in it.
+func parked(rec Record) (Write, bool) {
+	if _, wakes, _, _ := Wake(rec); !wakes {
+		return Write{}, false
+	}
+	switch r := rec.(type) {
+	case *EvidenceRecord:
+		n := *r
+		n.Parked, n.Version = true, r.Version+1
+		return Write{Rec: &n, Prev: r.Version}, true
+	case *DeliveryRecord:
+		n := *r
+		n.Parked, n.Version = true, r.Version+1
+		return Write{Rec: &n, Prev: r.Version}, true
+	case *JobRecord:
+		n := *r
+		n.AwaitingClaim, n.Version = false, r.Version+1
+		return Write{Rec: &n, Prev: r.Version}, true
+	case *ApprovalRecord:
+		n := *r
+		n.AwaitingDelivery, n.Version = false, r.Version+1
+		return Write{Rec: &n, Prev: r.Version}, true
+	}
+	return Write{}, false
+}
