@@ -132,9 +132,15 @@ type env struct {
 
 func setup(t testing.TB) *env {
 	t.Helper()
+	return setupWith(t, monitor.Config{WorkerID: "poller-test"})
+}
+
+// setupWith is setup with the monitor configured by cfg.
+func setupWith(t testing.TB, cfg monitor.Config) *env {
+	t.Helper()
 	e := &env{t: t, clock: &clock{now: t0}, store: memstore.New(), sqs: &fakeSQS{}, bus: &fakeBus{}, logs: &logcapture.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
-	svc, err := monitor.NewService(e.store, e.clock, log, monitor.Config{WorkerID: "poller-test"})
+	svc, err := monitor.NewService(e.store, e.clock, log, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
