@@ -125,6 +125,12 @@ type stackResources struct {
 
 func setupStack(t *testing.T) *stackEnv {
 	t.Helper()
+	return setupStackWith(t, monitor.Config{WorkerID: "poller-it"})
+}
+
+// setupStackWith is setupStack with the monitor configured by cfg.
+func setupStackWith(t *testing.T, cfg monitor.Config) *stackEnv {
+	t.Helper()
 	localtest.Require(t)
 	_, res := localtest.Stack(t)
 	e := &stackEnv{
@@ -139,7 +145,7 @@ func setupStack(t *testing.T) *stackEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc, err = monitor.NewService(store, e.clock, nil, monitor.Config{WorkerID: "poller-it"})
+	e.svc, err = monitor.NewService(store, e.clock, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
