@@ -50,7 +50,9 @@ func TestHintPollsLongIntervalChangeAtOnce(t *testing.T) {
 	e := watchingLong(t, cmstest.StatusStep("published"))
 	e.clock.Advance(2 * time.Second)
 	sentBefore := len(e.sqs.Sent())
-	e.hint(hintBody(hintEvent, "site-berlin"))
+	if resp := e.invokeSQS(testdata(t, "sqs_hint.json")); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("hint failures: %+v", resp.BatchItemFailures)
+	}
 	st := e.status(hintEvent)
 	if st.State != monitor.StateTerminal || st.RemoteStatus != "published" || st.PollAttempts != 2 {
 		t.Fatalf("after the hint: %s %s attempts %d", st.State, st.RemoteStatus, st.PollAttempts)
