@@ -175,3 +175,29 @@ func TestMalformedHintsAreAcknowledged(t *testing.T) {
 		t.Fatalf("malformed hints not logged as dropped:\n%s", e.logs.String())
 	}
 }
+
+// A hint for a change that is already due polls it only when the hint is
+// redelivered (its first attempt may have moved the poll and then failed
+// before polling); a first delivery leaves it to the poll message.
+func TestRedeliveredHintPollsDueChange(t *testing.T) {
+	e := watchingLong(t)
+	e.clock.Advance(10 * time.Minute)
+	requests := len(e.cms.RequestsFor(hintEvent))
+	e.hint(hintBody(hintEvent, "site-berlin"))
+	if n := len(e.cms.RequestsFor(hintEvent)); n != requests {
+		t.Fatalf("first delivery of a hint for a due change polled it (%d requests)", n-requests)
+	}
+	if !strings.Contains(e.logs.String(), monitor.CodeHintAlreadyDue) {
+		t.Fatal("already-due hint not logged with its code")
+	}
+	resp := e.invokeSQS(batchOf(t, 2, hintBody(hintEvent, "site-berlin")))
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("redelivered hint failed: %+v", resp.BatchItemFailures)
+	}
+	if n := len(e.cms.RequestsFor(hintEvent)); n != requests+1 {
+		t.Fatalf("redelivered hint made %d requests, want 1", n-requests)
+	}
+	if st := e.status(hintEvent); st.PollAttempts != 2 || st.State != monitor.StateWatching {
+		t.Fatalf("after the redelivered hint: %+v", st)
+	}
+}
