@@ -65,7 +65,8 @@ const hintRetryInterval = 200 * time.Millisecond
 // hintAfterLease tries the hint again every hintRetryInterval while the
 // change is leased, for at most the CMS client's timeout (a live poll ends
 // within it; a longer lease belongs to a poller that died, and the lease
-// expiry handles it). It returns the last try's result.
+// expiry handles it) and while the invocation has time left for a poll. It
+// returns the last try's result.
 func (h *Handler) hintAfterLease(ctx context.Context, d monitor.HintDetail) (monitor.HintResult, error) {
 	h.log.InfoContext(ctx, "poller hint waits for the poll in flight", "event_id", d.EventID)
 	deadline := time.Now().Add(h.reader.Timeout())
@@ -79,7 +80,7 @@ func (h *Handler) hintAfterLease(ctx context.Context, d monitor.HintDetail) (mon
 		if err != nil {
 			return monitor.HintResult{}, fmt.Errorf("hint: %w", err)
 		}
-		if res.State != monitor.StateLeased || !time.Now().Before(deadline) {
+		if res.State != monitor.StateLeased || !time.Now().Before(deadline) || !h.budget(ctx) {
 			return res, nil
 		}
 	}

@@ -123,9 +123,24 @@ func TestIntegrationHintLatency(t *testing.T) {
 		for _, p := range r.polls {
 			total += p
 		}
-		t.Logf("RESULT arm=%s changes=%d median=%v p99=%v max=%v polls_per_change=%.2f",
+		single := 0
+		for _, p := range r.polls {
+			if p == 1 {
+				single++
+			}
+		}
+		t.Logf("RESULT arm=%s changes=%d median=%v p99=%v max=%v polls_per_change=%.2f single_poll_changes=%d",
 			r.arm.name, n, lat[(n-1)/2].Round(time.Millisecond), lat[(99*n+99)/100-1].Round(time.Millisecond),
-			lat[n-1].Round(time.Millisecond), float64(total)/float64(n))
+			lat[n-1].Round(time.Millisecond), float64(total)/float64(n), single)
+		// The slowest changes and their CMS requests, to explain the tail.
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return int(r.latencies[b] - r.latencies[a]) })
+		for _, i := range order[:min(3, n)] {
+			t.Logf("SLOW arm=%s latency=%v polls=%d", r.arm.name, r.latencies[i].Round(time.Millisecond), r.polls[i])
+		}
 	}
 }
 
