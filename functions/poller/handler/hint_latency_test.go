@@ -77,6 +77,9 @@ type armResult struct {
 	arm       latencyArm
 	latencies []time.Duration
 	polls     []int
+	// offsets: when each change's status changed, after the first polls
+	// were queued.
+	offsets []time.Duration
 }
 
 // TestIntegrationHintLatency measures, on the local stack (DynamoDB Local +
@@ -139,7 +142,8 @@ func TestIntegrationHintLatency(t *testing.T) {
 		}
 		slices.SortFunc(order, func(a, b int) int { return int(r.latencies[b] - r.latencies[a]) })
 		for _, i := range order[:min(3, n)] {
-			t.Logf("SLOW arm=%s latency=%v polls=%d", r.arm.name, r.latencies[i].Round(time.Millisecond), r.polls[i])
+			t.Logf("SLOW arm=%s latency=%v polls=%d changed_at=+%v", r.arm.name, r.latencies[i].Round(time.Millisecond), r.polls[i],
+				r.offsets[i].Round(time.Millisecond))
 		}
 	}
 }
@@ -220,6 +224,7 @@ func runLatencyArm(t *testing.T, arm latencyArm, n int, seed uint64) armResult {
 			if at, ok := terminal.get(id); ok {
 				mu.Lock()
 				out.latencies = append(out.latencies, at.Sub(changed[i]))
+				out.offsets = append(out.offsets, changed[i].Sub(start))
 				mu.Unlock()
 				out.polls = append(out.polls, len(cmsServer.RequestsFor(id)))
 				break
