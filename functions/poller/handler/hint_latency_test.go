@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +81,9 @@ type armResult struct {
 	// offsets: when each change's status changed, after the first polls
 	// were queued.
 	offsets []time.Duration
+	// redelivered counts messages the handler reported as failed (SQS
+	// shows them again after the 30 s visibility timeout).
+	redelivered int64
 }
 
 // TestIntegrationHintLatency measures, on the local stack (DynamoDB Local +
@@ -132,9 +136,9 @@ func TestIntegrationHintLatency(t *testing.T) {
 				single++
 			}
 		}
-		t.Logf("RESULT arm=%s changes=%d median=%v p99=%v max=%v polls_per_change=%.2f single_poll_changes=%d",
+		t.Logf("RESULT arm=%s changes=%d median=%v p99=%v max=%v polls_per_change=%.2f single_poll_changes=%d redelivered=%d",
 			r.arm.name, n, lat[(n-1)/2].Round(time.Millisecond), lat[(99*n+99)/100-1].Round(time.Millisecond),
-			lat[n-1].Round(time.Millisecond), float64(total)/float64(n), single)
+			lat[n-1].Round(time.Millisecond), float64(total)/float64(n), single, r.redelivered)
 		// The slowest changes and their CMS requests, to explain the tail.
 		order := make([]int, n)
 		for i := range order {
@@ -189,8 +193,9 @@ func runLatencyArm(t *testing.T, arm latencyArm, n int, seed uint64) armResult {
 		}
 	}
 	// The event source mapping: 4 receivers, batches of 10.
+	var redelivered atomic.Int64
 	for range 4 {
-		go esm(ctx, sq, res.PollQueue.URL, invoke)
+		go esm(ctx, sq, res.PollQueue.URL, invoke, &redelivered)
 	}
 	// The CMS: each change turns published at a random time, and says so
 	// with a hint in the hints arm.
@@ -219,6 +224,7 @@ func runLatencyArm(t *testing.T, arm latencyArm, n int, seed uint64) armResult {
 	}
 	wg.Wait()
 	out := armResult{arm: arm}
+	defer func() { out.redelivered = redelivered.Load() }()
 	for i, id := range ids {
 		for {
 			if at, ok := terminal.get(id); ok {
@@ -240,7 +246,7 @@ func runLatencyArm(t *testing.T, arm latencyArm, n int, seed uint64) armResult {
 
 // esm receives batches and invokes the handler until ctx ends, deleting
 // what the handler acknowledged.
-func esm(ctx context.Context, sq *sqs.Client, url string, invoke lambda.Handler) {
+func esm(ctx context.Context, sq *sqs.Client, url string, invoke lambda.Handler, redelivered *atomic.Int64) {
 	for ctx.Err() == nil {
 		out, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 30,
@@ -257,6 +263,7 @@ func esm(ctx context.Context, sq *sqs.Client, url string, invoke lambda.Handler)
 		payload, _ := json.Marshal(ev)
 		raw, err := invoke.Invoke(ctx, payload)
 		if err != nil {
+			redelivered.Add(int64(len(ev.Records)))
 			continue
 		}
 		var resp events.SQSEventResponse
@@ -265,6 +272,7 @@ func esm(ctx context.Context, sq *sqs.Client, url string, invoke lambda.Handler)
 		for _, f := range resp.BatchItemFailures {
 			failed[f.ItemIdentifier] = true
 		}
+		redelivered.Add(int64(len(failed)))
 		for _, m := range ev.Records {
 			if !failed[m.MessageId] {
 				_, _ = sq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: aws.String(m.ReceiptHandle)})
