@@ -224,7 +224,6 @@ func runLatencyArm(t *testing.T, arm latencyArm, n int, seed uint64) armResult {
 	}
 	wg.Wait()
 	out := armResult{arm: arm}
-	defer func() { out.redelivered = redelivered.Load() }()
 	for i, id := range ids {
 		for {
 			if at, ok := terminal.get(id); ok {
@@ -236,11 +235,13 @@ func runLatencyArm(t *testing.T, arm latencyArm, n int, seed uint64) armResult {
 				break
 			}
 			if ctx.Err() != nil {
+				out.redelivered = redelivered.Load()
 				return out
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	out.redelivered = redelivered.Load()
 	return out
 }
 
