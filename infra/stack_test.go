@@ -401,10 +401,29 @@ func TestRulesRouteDetailTypesToQueues(t *testing.T) {
 			routed[dt]++
 		}
 	}
-	for _, dt := range []string{topology.DetailChangeDispatched, topology.DetailPlanAccepted, topology.DetailJobCompleted} {
+	for _, dt := range []string{topology.DetailChangeDispatched, topology.DetailPlanAccepted, topology.DetailJobCompleted, topology.DetailChangeHint} {
 		if routed[dt] != 1 {
 			t.Errorf("detail-type %s routed %d times", dt, routed[dt])
 		}
+	}
+}
+
+// TestChangeHintRuleTargetsPollQueue: the template routes
+// localeflow.change.hint from the bus to the poll queue (and nowhere else).
+func TestChangeHintRuleTargetsPollQueue(t *testing.T) {
+	s := defaultSynth(t)
+	queueID := s.logicalID(t, "AWS::SQS::Queue", "PollQueue")
+	p := s.props(t, "AWS::Events::Rule", "ChangeHintRule")
+	want := map[string]any{"source": []any{topology.EventSource}, "detail-type": []any{topology.DetailChangeHint}}
+	if !jsonEqual(p["EventPattern"], want) {
+		t.Errorf("pattern = %v, want %v", p["EventPattern"], want)
+	}
+	targets := asList(p["Targets"])
+	if len(targets) != 1 || !jsonEqual(targets[0].(map[string]any)["Arn"], getAtt(queueID, "Arn")) {
+		t.Errorf("targets = %v, want the poll queue", targets)
+	}
+	if p["Name"] != topology.DefaultPrefix+"-change-hint" {
+		t.Errorf("name = %v", p["Name"])
 	}
 }
 

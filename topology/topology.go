@@ -25,6 +25,10 @@ const (
 	DetailChangeDispatched = "localeflow.change.dispatched"
 	DetailPlanAccepted     = "localeflow.plan.accepted"
 	DetailJobCompleted     = "localeflow.job.completed"
+	// DetailChangeHint: a CMS says "look now" for one change
+	// ({event_id, site_id}); the poller polls it through the normal
+	// signed poll.
+	DetailChangeHint = "localeflow.change.hint"
 
 	DetailChangeTerminal    = "localeflow.change.terminal"
 	DetailReleaseApproved   = "localeflow.release.approved"
@@ -276,6 +280,12 @@ func New(prefix string) Topology {
 				Name:        prefix + "-release-input",
 				DetailTypes: []string{DetailPlanAccepted, DetailJobCompleted},
 				TargetQueue: "ReleaseQueue",
+			},
+			{
+				Logical:     "ChangeHintRule",
+				Name:        prefix + "-change-hint",
+				DetailTypes: []string{DetailChangeHint},
+				TargetQueue: "PollQueue",
 			},
 		},
 		Schedules: []Schedule{

@@ -101,3 +101,20 @@ type ChangeTerminal struct {
 	// LifecycleSHA256 hashes the stored lifecycle snapshot.
 	LifecycleSHA256 *string `json:"lifecycle_sha256"`
 }
+
+// ChangeHint is the detail of localeflow.change.hint: a CMS saying that
+// the lifecycle status of one change changed. It carries no status: the
+// poller answers it with its normal signed poll.
+type ChangeHint struct {
+	EventID string `json:"event_id"`
+	SiteID  string `json:"site_id"`
+}
+
+// Hint publishes a localeflow.change.hint for eventID of siteID (both
+// tokens).
+func (p *Publisher) Hint(ctx context.Context, eventID, siteID string) error {
+	if !core.ValidToken(eventID) || !core.ValidToken(siteID) {
+		return core.Wrap(CodeDetailInvalid, false, errors.New("hint event_id and site_id must be tokens"))
+	}
+	return p.Publish(ctx, topology.DetailChangeHint, ChangeHint{EventID: eventID, SiteID: siteID})
+}

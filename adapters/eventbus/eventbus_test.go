@@ -12,6 +12,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -105,5 +106,25 @@ func TestPublishRejectsBadDetail(t *testing.T) {
 				t.Fatal("invalid detail was sent")
 			}
 		})
+	}
+}
+
+// A hint's detail is exactly what the poller's parser takes.
+func TestHintDetailParses(t *testing.T) {
+	bus := fakeBus{}
+	if err := eventbus.New(&bus, "lf-bus").Hint(context.Background(), "evt-1", "site-berlin"); err != nil {
+		t.Fatal(err)
+	}
+	e := bus.inputs[0].Entries[0]
+	if *e.DetailType != topology.DetailChangeHint || *e.Source != topology.EventSource {
+		t.Fatalf("entry %s %s", *e.DetailType, *e.Source)
+	}
+	d, err := monitor.ParseHint([]byte(*e.Detail))
+	if err != nil || d.EventID != "evt-1" || d.SiteID != "site-berlin" {
+		t.Fatalf("ParseHint(%s) = %+v, %v", *e.Detail, d, err)
+	}
+	err = eventbus.New(&bus, "lf-bus").Hint(context.Background(), "evt 1", "site-berlin")
+	if !core.HasCode(err, eventbus.CodeDetailInvalid) || len(bus.inputs) != 1 {
+		t.Fatalf("hint with an invalid id: %v (%d puts)", err, len(bus.inputs))
 	}
 }

@@ -36,6 +36,7 @@ const (
 	attrLifecycle       = "lifecycle"
 	attrCreatedMS       = "created_ms"
 	attrUpdatedMS       = "updated_ms"
+	attrHintMS          = "hint_ms"
 	attrWakeShard       = topology.AttrWakeShard
 	attrWakeMS          = topology.AttrWakeMS
 	attrAttentionShard  = topology.AttrAttentionShard
@@ -69,6 +70,7 @@ type item struct {
 	Lifecycle              string `dynamodbav:"lifecycle,omitempty"`
 	CreatedMS              int64  `dynamodbav:"created_ms"`
 	UpdatedMS              int64  `dynamodbav:"updated_ms"`
+	HintMS                 int64  `dynamodbav:"hint_ms,omitempty"`
 	WakeShard              *int   `dynamodbav:"wake_shard,omitempty"`
 	WakeMS                 *int64 `dynamodbav:"wake_ms,omitempty"`
 	AttentionShard         *int   `dynamodbav:"attention_shard,omitempty"`
@@ -84,7 +86,7 @@ var knownAttributes = map[string]bool{
 	attrFailures: true, attrMaxFailures: true, attrNextPollMS: true, attrLeaseOwner: true,
 	attrLeaseToken: true, attrLeaseExpiresMS: true, attrLastErrorCode: true,
 	attrRemoteStatus: true, attrLifecycleSHA256: true, attrLifecycle: true,
-	attrCreatedMS: true, attrUpdatedMS: true, attrWakeShard: true, attrWakeMS: true,
+	attrCreatedMS: true, attrUpdatedMS: true, attrHintMS: true, attrWakeShard: true, attrWakeMS: true,
 	attrAttentionShard: true, attrAttentionMS: true, attrOutboxShard: true, attrOutboxMS: true,
 }
 
@@ -106,7 +108,7 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		LeaseOwner: rec.LeaseOwner, LeaseToken: rec.LeaseToken, LeaseExpiresMS: rec.LeaseExpiresMS,
 		LastErrorCode: rec.LastErrorCode, RemoteStatus: rec.RemoteStatus,
 		LifecycleSHA256: rec.LifecycleSHA256, Lifecycle: string(rec.Lifecycle),
-		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS,
+		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS, HintMS: rec.HintMS,
 	}
 	if rec.OutboxMS != 0 {
 		shard := Shard(rec.EventID)
@@ -155,7 +157,7 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 		NextPollMS: it.NextPollMS, LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken,
 		LeaseExpiresMS: it.LeaseExpiresMS, LastErrorCode: it.LastErrorCode, RemoteStatus: it.RemoteStatus,
 		LifecycleSHA256: it.LifecycleSHA256, CreatedMS: it.CreatedMS, UpdatedMS: it.UpdatedMS,
-		OutboxMS: it.OutboxMS, SchemaVersion: it.SchemaVersion,
+		OutboxMS: it.OutboxMS, HintMS: it.HintMS, SchemaVersion: it.SchemaVersion,
 	}
 	if it.Lifecycle != "" {
 		rec.Lifecycle = []byte(it.Lifecycle)

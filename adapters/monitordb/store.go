@@ -176,6 +176,54 @@ func (s *Store) Claim(ctx context.Context, eventID string, l monitor.Lease) (mon
 	return decode(out.Attributes), true, nil
 }
 
+// Hint implements monitor.Store: one conditional UpdateItem (the condition
+// of monitor.Hintable) that sets next_poll_ms, its wake key, hint_ms and
+// updated_ms to the hint's time; ALL_NEW, or ALL_OLD when the condition
+// fails.
+func (s *Store) Hint(ctx context.Context, h monitor.Hint) (monitor.Record, bool, error) {
+	now := expression.Value(h.NowMS)
+	cond := expression.And(
+		expression.Name(attrSchemaVersion).Equal(expression.Value(monitor.SchemaVersion)),
+		expression.Name(attrSiteID).Equal(expression.Value(h.SiteID)),
+		expression.Name(attrState).Equal(expression.Value(string(monitor.StateWatching))),
+		expression.Name(attrNextPollMS).GreaterThan(now),
+		expression.Name(attrUpdatedMS).LessThanEqual(now),
+		expression.Or(
+			expression.AttributeNotExists(expression.Name(attrHintMS)),
+			expression.Name(attrHintMS).LessThanEqual(expression.Value(h.NowMS-h.MinGapMS))),
+	)
+	update := expression.Set(expression.Name(attrNextPollMS), now).
+		Set(expression.Name(attrHintMS), now).
+		Set(expression.Name(attrUpdatedMS), now).
+		Set(expression.Name(attrWakeShard), expression.Value(Shard(h.EventID))).
+		Set(expression.Name(attrWakeMS), now)
+	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
+	if err != nil {
+		return monitor.Record{}, false, err
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(h.EventID),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.capacity.mode(),
+	})
+	if ccf, ok := conditionFailed(err); ok {
+		if len(ccf.Item) == 0 {
+			return monitor.Record{}, false, core.Fail(monitor.CodeEventMissing)
+		}
+		return decode(ccf.Item), false, nil
+	}
+	if err != nil {
+		return monitor.Record{}, false, unavailable("hint", err)
+	}
+	s.capacity.add(out.ConsumedCapacity, true)
+	return decode(out.Attributes), true, nil
+}
+
 // Transition implements monitor.Store: one UpdateItem fenced on the whole
 // claim.
 func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (monitor.Record, error) {

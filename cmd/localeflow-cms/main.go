@@ -9,7 +9,9 @@
 //
 // The HMAC key comes from -key-hex or LOCALEFLOW_CMS_KEY_HEX. Changes come
 // from -changes (a JSON list of reference.ChangeSpec) and from
-// POST /_admin/v1/changes. It logs one JSON line when ready and stops on
+// POST /_admin/v1/changes. With -hint-bus it puts localeflow.change.hint
+// on that EventBridge bus (endpoints from the standard AWS_ENDPOINT_URL*
+// variables) whenever a change's status changes. It logs one JSON line when ready and stops on
 // SIGINT/SIGTERM.
 package main
 
@@ -23,6 +25,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/localeflow/localeflow/adapters/awsclient"
+	"github.com/localeflow/localeflow/adapters/awsconfig"
+	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/localstack/reference"
 )
 
@@ -33,6 +38,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	pubHex := cmd.Flags.String("publication-public-key", "", "localeflow's publication Ed25519 public key, hex")
 	apvHex := cmd.Flags.String("approval-public-key", "", "localeflow's approval Ed25519 public key, hex")
 	changes := cmd.Flags.String("changes", "", "JSON file with a list of changes to register")
+	hintBus := cmd.Flags.String("hint-bus", "", "EventBridge bus to put localeflow.change.hint on when a change's status changes (default: no hints)")
 	key, err := cmd.Parse(args, getenv)
 	if err != nil {
 		return err
@@ -45,7 +51,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	cms, err := reference.NewCMS(reference.CMSConfig{Key: key, Publication: pub, Approval: apv, Faults: cmd.Faults})
+	cfg := reference.CMSConfig{Key: key, Publication: pub, Approval: apv, Faults: cmd.Faults}
+	if *hintBus != "" {
+		awsCfg, err := awsconfig.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("hint bus: %w", err)
+		}
+		cfg.Hinter = eventbus.New(awsclient.EventBridge(awsCfg), *hintBus)
+	}
+	cms, err := reference.NewCMS(cfg)
 	if err != nil {
 		return err
 	}
@@ -56,7 +70,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	}
 	return cmd.Serve(ctx, cms, out, []any{"changes", n}, func() []any {
 		st := cms.Stats()
-		return []any{"delivery_calls", st.DeliveryCalls, "rejected", st.Rejected, "injected_failures", st.Injected}
+		return []any{"delivery_calls", st.DeliveryCalls, "rejected", st.Rejected, "injected_failures", st.Injected,
+			"hints", st.Hints, "hint_failures", st.HintFailures}
 	})
 }
 

@@ -56,7 +56,7 @@ func TestDemoLegalTextNeedsHumanReviewIssuer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := startServers(k, reference.Faults{}, reference.Faults{})
+	srv, err := startServers(k, reference.Faults{}, reference.Faults{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

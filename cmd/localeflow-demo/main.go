@@ -43,6 +43,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
 	"github.com/localeflow/localeflow/adapters/awsconfig"
+	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/bootstrap"
@@ -72,6 +73,12 @@ type options struct {
 	evidence   reference.Faults
 	tty        string
 	destroy    bool
+	// hints: the reference CMS puts localeflow.change.hint on the bus when
+	// a change's status changes.
+	hints bool
+	// pollInterval is the poller's interval on AWS; the demo runs it
+	// scaled down by speedup.
+	pollInterval time.Duration
 }
 
 func parse(args []string) (options, error) {
@@ -92,6 +99,8 @@ func parse(args []string) (options, error) {
 	fs.Float64Var(&o.evidence.FailureRate, "evidence-failure-rate", 0, "share of evidence requests answered 503 at random (0..1)")
 	fs.StringVar(&o.tty, "tty", "auto", "redraw the table in place: auto, always or never")
 	fs.BoolVar(&o.destroy, "destroy", true, "delete the created resources at the end")
+	fs.BoolVar(&o.hints, "hints", true, "the reference CMS sends localeflow.change.hint when a change's status changes")
+	fs.DurationVar(&o.pollInterval, "poll-interval", 60*time.Second, "poller interval as on AWS (run scaled down by -speedup); hints make a long one affordable")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -103,6 +112,9 @@ func parse(args []string) (options, error) {
 	}
 	if o.timeout <= 0 || o.speedup < 1 {
 		return o, errors.New("-timeout must be positive and -speedup at least 1")
+	}
+	if scaled(o.pollInterval, o.speedup) < time.Millisecond || o.pollInterval > monitor.MaxDelay {
+		return o, fmt.Errorf("-poll-interval must be at most %s and at least 1 ms once divided by -speedup", monitor.MaxDelay)
 	}
 	if err := o.cms.Validate(); err != nil {
 		return o, err
@@ -183,11 +195,21 @@ func (d *demo) run(ctx context.Context) error {
 	if d.keys, err = newKeys(); err != nil {
 		return err
 	}
-	if d.srv, err = startServers(d.keys, o.cms, o.evidence); err != nil {
+	var hinter reference.Hinter
+	if o.hints {
+		hinter = eventbus.New(d.eb, d.res.BusName)
+	}
+	if d.srv, err = startServers(d.keys, o.cms, o.evidence, hinter); err != nil {
 		return err
 	}
 	d.cleanUp = append(d.cleanUp, d.srv.Close)
 	say(out, "• reference CMS at %s (latency %s+%s), evidence provider at %s", d.srv.CMSURL, o.cms.Latency, o.cms.Jitter, d.srv.EvidenceURL)
+	if o.hints {
+		say(out, "• the CMS sends %s on every status change; the poller polls every %s (on AWS: %s)",
+			topology.DetailChangeHint, scaled(o.pollInterval, o.speedup), o.pollInterval)
+	} else {
+		say(out, "• no hints: the poller polls every %s (on AWS: %s)", scaled(o.pollInterval, o.speedup), o.pollInterval)
+	}
 
 	runID := randomHex(3)
 	changes := scenario(runID)
@@ -322,6 +344,7 @@ func (d *demo) startFunctions(ctx context.Context) error {
 	names := resourceNames{MonitorTable: d.res.MonitorTable, ReleaseTable: d.res.ReleaseTable, Bus: d.res.BusName,
 		PollQueueURL: d.res.PollQueue.URL, ReleaseQueueURL: d.res.ReleaseQueue.URL, QuarantineQueueURL: d.res.QuarantineQueue.URL}
 	env := functionEnv(names, d.keys, d.srv, d.srv.Evidence.Issuers())
+	env["poller"] = append(env["poller"], pollerTiming(d.o.pollInterval, d.o.speedup)...)
 	d.fns = map[string]*function{}
 	for _, fn := range d.topo.Functions {
 		f, err := startFunction(ctx, d.o.rie, d.o.binDir, d.o.outDir, fn.Dir, env[fn.Dir], time.Duration(fn.TimeoutSeconds)*time.Second)
@@ -479,8 +502,8 @@ func (d *demo) footer(st runner.Stack) string {
 		deliveries += n
 	}
 	es := d.srv.Evidence.Stats()
-	return fmt.Sprintf("runner %s; schedules fired %d | CMS %d lifecycle reads, %d deliveries | evidence %d receipts",
-		strings.Join(parts, ", "), fired, reads, deliveries, es.Answered)
+	return fmt.Sprintf("runner %s; schedules fired %d | CMS %d lifecycle reads, %d deliveries, %d hints | evidence %d receipts",
+		strings.Join(parts, ", "), fired, reads, deliveries, cs.Hints, es.Answered)
 }
 
 // dlqCount is the approximate number of messages in a DLQ (-1 unknown).

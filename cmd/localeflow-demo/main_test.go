@@ -269,6 +269,8 @@ func TestParseFlags(t *testing.T) {
 		{"-rie", "/bin/true", "-speedup", "0.5"},
 		{"-rie", "/bin/true", "-tty", "sometimes"},
 		{"-rie", "/bin/true", "-timeout", "0s"},
+		{"-rie", "/bin/true", "-poll-interval", "0s"},
+		{"-rie", "/bin/true", "-poll-interval", "25h"},
 	} {
 		if _, err := parse(args); err == nil {
 			t.Errorf("%v accepted", args)
@@ -277,6 +279,19 @@ func TestParseFlags(t *testing.T) {
 	t.Setenv("LOCALEFLOW_RIE", "")
 	if _, err := parse(nil); err == nil || !strings.Contains(err.Error(), "rie") {
 		t.Fatalf("missing rie: %v", err)
+	}
+}
+
+// The demo's poller runs the AWS interval (default 60 s) and hint gap
+// (5 s) scaled down by -speedup, and the poller's own config accepts them.
+func TestPollerTimingIsScaled(t *testing.T) {
+	o, err := parse([]string{"-rie", "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(pollerTiming(o.pollInterval, o.speedup), " ")
+	if got != "LOCALEFLOW_POLL_INTERVAL=5s LOCALEFLOW_HINT_MIN_GAP=417ms" || !o.hints {
+		t.Fatalf("poller timing %q (hints %v)", got, o.hints)
 	}
 }
 

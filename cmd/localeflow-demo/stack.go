@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/localstack/reference"
 	"github.com/localeflow/localeflow/localstack/runner"
@@ -45,7 +46,9 @@ type servers struct {
 	closers     []func()
 }
 
-func startServers(k keys, cmsFaults, evFaults reference.Faults) (*servers, error) {
+// startServers starts both servers; hinter (nil: none) hears the CMS's
+// status changes.
+func startServers(k keys, cmsFaults, evFaults reference.Faults, hinter reference.Hinter) (*servers, error) {
 	approval, err := release.NewApprovalAuthority(k.ApprovalSeed)
 	if err != nil {
 		return nil, err
@@ -55,7 +58,8 @@ func startServers(k keys, cmsFaults, evFaults reference.Faults) (*servers, error
 		return nil, err
 	}
 	s := &servers{}
-	s.CMS, err = reference.NewCMS(reference.CMSConfig{Key: k.CMS, Publication: publication.PublicKey(), Approval: approval.PublicKey(), Faults: cmsFaults})
+	s.CMS, err = reference.NewCMS(reference.CMSConfig{Key: k.CMS, Publication: publication.PublicKey(), Approval: approval.PublicKey(),
+		Faults: cmsFaults, Hinter: hinter})
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +120,9 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 			"LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_MONITOR_LEASE=30s",
 			// The demo's fake CMS and evidence provider listen on plain http.
 			"LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
-			// Accelerated for the demo (defaults: 30 s interval, 5 s..300 s backoff).
-			"LOCALEFLOW_POLL_INTERVAL=2s", "LOCALEFLOW_RETRY_BASE_DELAY=1s", "LOCALEFLOW_RETRY_MAX_DELAY=4s",
+			// Accelerated for the demo (defaults: 5 s..300 s backoff); the
+			// poll interval and hint gap come from pollerTiming.
+			"LOCALEFLOW_RETRY_BASE_DELAY=1s", "LOCALEFLOW_RETRY_MAX_DELAY=4s",
 		},
 		"coordinator": {
 			"LOCALEFLOW_RELEASE_TABLE=" + names.ReleaseTable, "LOCALEFLOW_RELEASE_QUEUE_URL=" + names.ReleaseQueueURL,
@@ -136,6 +141,20 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 	// One trusted issuer set per receipt kind.
 	env["coordinator"] = append(env["coordinator"], issuers.Env()...)
 	return env
+}
+
+// pollerTiming is the poller's interval and hint gap: the AWS values
+// (interval as given, gap the default 5 s) divided by speedup.
+func pollerTiming(interval time.Duration, speedup float64) []string {
+	return []string{
+		"LOCALEFLOW_POLL_INTERVAL=" + scaled(interval, speedup).String(),
+		"LOCALEFLOW_HINT_MIN_GAP=" + scaled(monitor.DefaultHintMinGap, speedup).String(),
+	}
+}
+
+// scaled is d divided by speedup, in whole milliseconds.
+func scaled(d time.Duration, speedup float64) time.Duration {
+	return time.Duration(float64(d) / speedup).Round(time.Millisecond)
 }
 
 // resourceNames are what the functions need from the created resources.

@@ -33,6 +33,16 @@ const (
 	// stable code (the reference delegated this check to its dispatcher).
 	CodeErrorInvalid = "lifecycle_monitor.error_code_invalid"
 
+	// Hints (localeflow.change.hint). CodeHintInvalid refuses a hint
+	// detail; the others name why a valid hint changed nothing.
+	CodeHintInvalid      = "lifecycle_monitor.hint_invalid"
+	CodeHintUnknown      = "lifecycle_monitor.hint_unknown"
+	CodeHintSiteMismatch = "lifecycle_monitor.hint_site_mismatch"
+	CodeHintNotWatching  = "lifecycle_monitor.hint_not_watching"
+	CodeHintAlreadyDue   = "lifecycle_monitor.hint_already_due"
+	CodeHintTooSoon      = "lifecycle_monitor.hint_too_soon"
+	CodeHintGapInvalid   = "lifecycle_monitor.hint_gap_invalid"
+
 	// Stored data.
 	CodeStateInvalid = "lifecycle_monitor.state_invalid"
 	// CodeSchemaAltered: a record written by another schema version, or a

@@ -14,6 +14,7 @@ const (
 	DefaultLease                  = 600 * time.Second
 	DefaultMaxConsecutiveFailures = 5
 	DefaultWorkerID               = "worker"
+	DefaultHintMinGap             = 5 * time.Second
 
 	MaxDelay       = 86_400 * time.Second
 	MaxLease       = 86_400 * time.Second
@@ -40,6 +41,10 @@ type Config struct {
 	// finished the change before a sweep re-publishes it (OutboxGrace
 	// below, when zero).
 	OutboxGrace time.Duration
+	// HintMinGap is the least time between two hints that move one
+	// change's next poll forward (DefaultHintMinGap when zero): a burst of
+	// hints for one change costs at most one extra poll per gap.
+	HintMinGap time.Duration
 }
 
 // DefaultConfig is the reference's configuration.
@@ -68,11 +73,15 @@ func (c Config) WithDefaults() Config {
 	if c.OutboxGrace == 0 {
 		c.OutboxGrace = OutboxGrace
 	}
+	if c.HintMinGap == 0 {
+		c.HintMinGap = DefaultHintMinGap
+	}
 	return c
 }
 
 // Validate checks every limit of the reference: delays in (0, 86,400 s]
-// with base ≤ max, lease in (0, 86,400 s], failures in 1..20, a worker
+// with base ≤ max, lease in (0, 86,400 s], hint gap in (0, 86,400 s]
+// (lifecycle_monitor.hint_gap_invalid), failures in 1..20, a worker
 // id token. Durations are whole milliseconds (storage is integer ms).
 func (c Config) Validate() error {
 	for _, d := range []time.Duration{c.PollInterval, c.BaseDelay, c.MaxDelay} {
@@ -88,6 +97,9 @@ func (c Config) Validate() error {
 	}
 	if !validDuration(c.OutboxGrace, MaxDelay) {
 		return core.Fail(CodeDelayInvalid)
+	}
+	if !validDuration(c.HintMinGap, MaxDelay) {
+		return core.Fail(CodeHintGapInvalid)
 	}
 	if c.MaxConsecutiveFailures < 1 || c.MaxConsecutiveFailures > MaxFailures {
 		return core.Fail(CodeMaxFailuresInvalid)

@@ -44,6 +44,10 @@ func TestConfigValidate(t *testing.T) {
 		{"outbox grace 1 s", func(c *monitor.Config) { c.OutboxGrace = time.Second }, ""},
 		{"outbox grace negative", func(c *monitor.Config) { c.OutboxGrace = -time.Second }, monitor.CodeDelayInvalid},
 		{"outbox grace over limit", func(c *monitor.Config) { c.OutboxGrace = day + time.Millisecond }, monitor.CodeDelayInvalid},
+		{"hint gap 1 ms", func(c *monitor.Config) { c.HintMinGap = time.Millisecond }, ""},
+		{"hint gap negative", func(c *monitor.Config) { c.HintMinGap = -time.Second }, monitor.CodeHintGapInvalid},
+		{"hint gap fractional millisecond", func(c *monitor.Config) { c.HintMinGap = 1500 * time.Microsecond }, monitor.CodeHintGapInvalid},
+		{"hint gap over limit", func(c *monitor.Config) { c.HintMinGap = day + time.Millisecond }, monitor.CodeHintGapInvalid},
 		{"worker not a token", func(c *monitor.Config) { c.WorkerID = "worker 1" }, monitor.CodeWorkerInvalid},
 		{"worker too long", func(c *monitor.Config) { c.WorkerID = string(make([]byte, 129)) }, monitor.CodeWorkerInvalid},
 	}

@@ -43,6 +43,9 @@ type Record struct {
 	// a final record whose localeflow.change.terminal is still owed; 0 once
 	// the event was published (or for a record that is not final).
 	OutboxMS int64
+	// HintMS is the time of the last hint that moved next_poll_ms forward
+	// (0: never). Hints are refused until HintMS + the hint gap.
+	HintMS int64
 	// SchemaVersion of the stored layout; stores set SchemaVersion.
 	SchemaVersion int
 	// Corrupt is set by a store when the stored item could not be decoded

@@ -52,6 +52,12 @@ type Store interface {
 	// setting its outbox key to nowMS (the outcome is owed). It does
 	// nothing when the record does not exist.
 	MarkInvalid(ctx context.Context, eventID string, nowMS int64) error
+	// Hint moves the next poll of a watching record forward to h.NowMS if,
+	// at write time, Hintable(current, h) holds: it applies ApplyHint and
+	// returns the new record with ok=true, in one conditional write.
+	// Otherwise it writes nothing and returns the current record with
+	// ok=false. CodeEventMissing when there is no record.
+	Hint(ctx context.Context, h Hint) (rec Record, ok bool, err error)
 	// Park takes a record of another schema version (one this code must not
 	// change) out of due discovery and into the census of records needing
 	// attention, changing nothing else. It does nothing when the record does

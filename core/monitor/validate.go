@@ -40,6 +40,7 @@ func validRecord(r Record) (*lifecycle.Response, bool) {
 		r.MaxConsecutiveFailures < 1 || r.MaxConsecutiveFailures > MaxFailures ||
 		r.ConsecutiveFailures > r.MaxConsecutiveFailures ||
 		r.NextPollMS < r.CreatedMS || r.UpdatedMS < r.CreatedMS ||
+		(r.HintMS != 0 && (!core.ValidMillis(r.HintMS) || r.HintMS < r.CreatedMS || r.HintMS > r.UpdatedMS)) ||
 		(r.OutboxMS != 0 && (!r.State.Final() || r.OutboxMS != r.UpdatedMS)) {
 		return nil, false
 	}

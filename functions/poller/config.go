@@ -39,6 +39,7 @@ const (
 	envBaseDelay    = "LOCALEFLOW_RETRY_BASE_DELAY"
 	envMaxDelay     = "LOCALEFLOW_RETRY_MAX_DELAY"
 	envMaxFailures  = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
+	envHintMinGap   = "LOCALEFLOW_HINT_MIN_GAP"
 	envConcurrency  = "LOCALEFLOW_POLL_CONCURRENCY"
 	envMargin       = "LOCALEFLOW_DEADLINE_MARGIN"
 	envWorkerID     = "LOCALEFLOW_WORKER_ID"
@@ -92,6 +93,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Duration(envBaseDelay, &c.Monitor.BaseDelay)
 	env.Duration(envMaxDelay, &c.Monitor.MaxDelay)
 	env.Duration(envMargin, &c.Margin)
+	env.Duration(envHintMinGap, &c.Monitor.HintMinGap)
 	env.Int(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
 	env.Int(envConcurrency, &c.Concurrency)
 	env.Duration(envEventMaxAge, &c.EventMaxAge)
@@ -156,7 +158,10 @@ func (c config) validate() error {
 	if c.CMSTimeout <= 0 || c.CMSTimeout > cms.MaxTimeout {
 		errs = append(errs, fmt.Errorf("%s must be in (0, %s]", envCMSTimeout, cms.MaxTimeout))
 	}
-	if err := c.Monitor.Validate(); err != nil {
+	if err := (monitor.Config{HintMinGap: c.Monitor.HintMinGap}).WithDefaults().Validate(); core.HasCode(err, monitor.CodeHintGapInvalid) {
+		errs = append(errs, fmt.Errorf("%s (%s) must be a whole number of milliseconds in (0, %s]: %w",
+			envHintMinGap, c.Monitor.HintMinGap, monitor.MaxDelay, err))
+	} else if err := c.Monitor.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("monitor settings: %w", err))
 	} else if c.Monitor.Lease <= c.CMSTimeout {
 		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s (%s): %w", envLease, c.Monitor.Lease, envCMSTimeout, c.CMSTimeout,

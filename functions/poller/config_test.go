@@ -33,7 +33,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.CMSTimeout != 10*time.Second || c.Monitor.Lease != 600*time.Second || c.Monitor.PollInterval != 30*time.Second ||
-		c.Monitor.BaseDelay != 5*time.Second || c.Monitor.MaxDelay != 300*time.Second || c.Monitor.MaxConsecutiveFailures != 5 {
+		c.Monitor.BaseDelay != 5*time.Second || c.Monitor.MaxDelay != 300*time.Second || c.Monitor.MaxConsecutiveFailures != 5 ||
+		c.Monitor.HintMinGap != 5*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
 	if !strings.HasPrefix(c.Monitor.WorkerID, "poller-") {
@@ -49,12 +50,14 @@ func TestLoadConfigOverrides(t *testing.T) {
 	env[envMaxFailures] = "7"
 	env[envConcurrency] = "8"
 	env[envWorkerID] = "worker-a"
+	env[envHintMinGap] = "250ms"
 	c, err := loadConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.CMSTimeout != 3*time.Second || c.Monitor.Lease != 2*time.Minute || c.Monitor.PollInterval != 45*time.Second ||
-		c.Monitor.MaxConsecutiveFailures != 7 || c.Concurrency != 8 || c.Monitor.WorkerID != "worker-a" {
+		c.Monitor.MaxConsecutiveFailures != 7 || c.Concurrency != 8 || c.Monitor.WorkerID != "worker-a" ||
+		c.Monitor.HintMinGap != 250*time.Millisecond {
 		t.Fatalf("overrides %+v", c)
 	}
 }
@@ -84,6 +87,10 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"base over max", func(e map[string]string) { e[envBaseDelay] = "10m" }, "delay_invalid"},
 		{"concurrency", func(e map[string]string) { e[envConcurrency] = "100000" }, envConcurrency},
 		{"worker id", func(e map[string]string) { e[envWorkerID] = "has space" }, "worker_invalid"},
+		{"hint gap negative", func(e map[string]string) { e[envHintMinGap] = "-1s" }, envHintMinGap + " (-1s) must be a whole number of milliseconds"},
+		{"hint gap sub-millisecond", func(e map[string]string) { e[envHintMinGap] = "1500us" }, "lifecycle_monitor.hint_gap_invalid"},
+		{"hint gap over a day", func(e map[string]string) { e[envHintMinGap] = "25h" }, envHintMinGap},
+		{"hint gap not a duration", func(e map[string]string) { e[envHintMinGap] = "5" }, envHintMinGap},
 		{"log level", func(e map[string]string) { e[envLogLevel] = "LOUD" }, envLogLevel},
 	}
 	for _, tt := range tests {

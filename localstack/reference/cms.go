@@ -2,6 +2,7 @@ package reference
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
 	"github.com/localeflow/localeflow/adapters/cmsdelivery/cmsdeliverytest"
@@ -28,7 +30,20 @@ type CMSConfig struct {
 	Publication ed25519.PublicKey
 	Approval    ed25519.PublicKey
 	Faults      Faults
+	// Hinter, when set, is told each time a change's lifecycle status
+	// changes (its first accepted delivery), as a CMS would put
+	// localeflow.change.hint on the bus (*eventbus.Publisher fits).
+	Hinter Hinter
 }
+
+// Hinter sends a change hint.
+type Hinter interface {
+	Hint(ctx context.Context, eventID, siteID string) error
+}
+
+// hintTimeout bounds one hint; a hint that fails is counted, not retried
+// (the regular poll still sees the status).
+const hintTimeout = 5 * time.Second
 
 // ChangeSpec is a change the CMS knows and how its lifecycle plays.
 type ChangeSpec struct {
@@ -95,9 +110,13 @@ type CMS struct {
 	handler   http.Handler
 	faults    *faulty
 
+	hinter Hinter
+
 	mu        sync.Mutex
 	specs     map[string]ChangeSpec
 	delivered map[string]int
+	hints     int
+	hintFails int
 }
 
 // NewCMS returns a reference CMS; Close releases its delivery backend.
@@ -119,6 +138,7 @@ func NewCMS(c CMSConfig) (*CMS, error) {
 		delivery:  cmsdeliverytest.New(c.Key, c.Publication, c.Approval),
 		specs:     map[string]ChangeSpec{},
 		delivered: map[string]int{},
+		hinter:    c.Hinter,
 	}
 	target, err := url.Parse(cms.delivery.URL)
 	if err != nil {
@@ -188,10 +208,29 @@ func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.specs[event]; ok {
+	spec, ok := c.specs[event]
+	changed := false
+	if ok {
 		c.delivered[event]++
 		c.scriptLocked(event)
+		changed = c.delivered[event] == 1 && spec.AfterDelivery != spec.Before
+	}
+	c.mu.Unlock()
+	if changed && c.hinter != nil {
+		c.hint(r.Context(), spec)
+	}
+}
+
+// hint tells the hinter that spec's status changed.
+func (c *CMS) hint(ctx context.Context, spec ChangeSpec) {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hintTimeout)
+	defer cancel()
+	err := c.hinter.Hint(hctx, spec.EventID, spec.SiteID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hints++
+	if err != nil {
+		c.hintFails++
 	}
 }
 
@@ -246,6 +285,9 @@ type CMSStats struct {
 	Duplicates    int
 	// Injected counts the failures injected by Faults.
 	Injected int
+	// Hints sent on status changes, and how many of them failed.
+	Hints        int
+	HintFailures int
 }
 
 // Stats returns what the CMS saw so far.
@@ -261,6 +303,7 @@ func (c *CMS) Stats() CMSStats {
 	for k, v := range c.delivered {
 		st.Deliveries[k] = v
 	}
+	st.Hints, st.HintFailures = c.hints, c.hintFails
 	c.mu.Unlock()
 	st.DeliveryCalls, st.Rejected, st.Duplicates, _ = c.delivery.Stats()
 	st.Injected = c.faults.Injected()

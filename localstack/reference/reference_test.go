@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,7 +59,27 @@ func trusted(t *testing.T, r ReceiptIssuers) release.TrustedIssuers {
 	return ti
 }
 
+// hintLog records the hints the CMS sends.
+type hintLog struct {
+	mu    sync.Mutex
+	hints []string
+}
+
+func (h *hintLog) Hint(_ context.Context, eventID, siteID string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hints = append(h.hints, eventID+"/"+siteID)
+	return nil
+}
+
+func (h *hintLog) sent() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.hints...)
+}
+
 type bundle struct {
+	hints    *hintLog
 	fx       releasetest.Fixture
 	cms      *CMS
 	cmsURL   string
@@ -71,7 +92,8 @@ func setup(t *testing.T, cmsFaults, evFaults Faults) bundle {
 	t.Helper()
 	fx := releasetest.NewFixture()
 	approval, publication := fx.Authorities()
-	c, err := NewCMS(CMSConfig{Key: cmsKey, Publication: publication.PublicKey(), Approval: approval.PublicKey(), Faults: cmsFaults})
+	hints := &hintLog{}
+	c, err := NewCMS(CMSConfig{Key: cmsKey, Publication: publication.PublicKey(), Approval: approval.PublicKey(), Faults: cmsFaults, Hinter: hints})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +117,7 @@ func setup(t *testing.T, cmsFaults, evFaults Faults) bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bundle{fx: fx, cms: c, cmsURL: cs.URL, evidence: ev, evURL: es.URL, reader: reader}
+	return bundle{hints: hints, fx: fx, cms: c, cmsURL: cs.URL, evidence: ev, evURL: es.URL, reader: reader}
 }
 
 func spec(eventID string, locales ...string) ChangeSpec {
@@ -166,15 +188,23 @@ func TestCMSLifecycleFollowsDelivery(t *testing.T) {
 			t.Fatalf("release %s: %+v %v", l, o, err)
 		}
 	}
+	if h := b.hints.sent(); len(h) != 0 {
+		t.Fatalf("hints before the status changed: %v", h)
+	}
 	if o, err := c.Deliver(ctx, s.EventID); err != nil || o.Status != release.OutcomeDelivered {
 		t.Fatalf("deliver: %+v %v", o, err)
+	}
+	// The status changed (processing → published): one hint, no status in it.
+	if h := b.hints.sent(); len(h) != 1 || h[0] != s.EventID+"/"+s.SiteID {
+		t.Fatalf("hints after the delivery: %v", h)
 	}
 	resp, err = b.reader.ReadLifecycle(ctx, target(s))
 	if err != nil || resp.Status != "published" || len(resp.ApprovedLocales) != 2 {
 		t.Fatalf("after delivery: %+v %v", resp, err)
 	}
 	st := b.cms.Stats()
-	if st.LifecycleFailures[s.EventID] != 2 || st.LifecycleRequests[s.EventID] != 4 || st.Deliveries[s.EventID] != 1 || st.Rejected != 0 {
+	if st.LifecycleFailures[s.EventID] != 2 || st.LifecycleRequests[s.EventID] != 4 || st.Deliveries[s.EventID] != 1 || st.Rejected != 0 ||
+		st.Hints != 1 || st.HintFailures != 0 {
 		t.Fatalf("cms stats %+v", st)
 	}
 	if es := b.evidence.Stats(); es.Answered != 2 || es.Rejected != 0 {

@@ -105,6 +105,18 @@ func (s *monitorStore) DuePage(ctx context.Context, nowMS int64, limit int, curs
 	return ids, next, err
 }
 
+func (s *monitorStore) Hint(ctx context.Context, h monitor.Hint) (out monitor.Record, ok bool, err error) {
+	err = s.w.do(ctx, KindStore, "monitor.Hint "+h.EventID, storeDown, func() (string, error) {
+		var e error
+		out, ok, e = s.mem.Hint(ctx, h)
+		if e != nil || !ok {
+			return "not hinted, " + string(out.State), e
+		}
+		return "hinted", nil
+	})
+	return out, ok, err
+}
+
 func (s *monitorStore) Park(ctx context.Context, id string, nowMS int64) error {
 	return s.w.do(ctx, KindStore, "monitor.Park "+id, storeDown, func() (string, error) {
 		return "parked", s.mem.Park(ctx, id, nowMS)

@@ -116,6 +116,22 @@ func (s *Store) Transition(_ context.Context, f monitor.Fence, u monitor.Update)
 	return clone(next), nil
 }
 
+// Hint implements monitor.Store.
+func (s *Store) Hint(_ context.Context, h monitor.Hint) (monitor.Record, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.records[h.EventID]
+	if !ok {
+		return monitor.Record{}, false, core.Fail(monitor.CodeEventMissing)
+	}
+	if !monitor.Hintable(cur, h) {
+		return clone(cur), false, nil
+	}
+	next := monitor.ApplyHint(cur, h)
+	s.records[h.EventID] = next
+	return clone(next), true, nil
+}
+
 // MarkInvalid implements monitor.Store.
 func (s *Store) MarkInvalid(_ context.Context, eventID string, nowMS int64) error {
 	s.mu.Lock()

@@ -598,6 +598,7 @@ func RunStoreSuite(t *testing.T, h Harness) {
 	t.Run("service over the store", func(t *testing.T) {
 		runServiceFlow(t, h)
 	})
+	runHintSuite(t, h)
 }
 
 // fixedClock is a settable clock.

@@ -11,7 +11,7 @@ import (
 // back to SQS until it reaches the DLQ.
 func FuzzSQSBody(f *testing.F) {
 
-	for _, name := range []string{"sqs_intake.json", "sqs_poll.json", "sqs_malformed.json"} {
+	for _, name := range []string{"sqs_intake.json", "sqs_poll.json", "sqs_malformed.json", "sqs_hint.json"} {
 		var batch struct {
 			Records []struct {
 				Body string `json:"body"`
@@ -25,6 +25,8 @@ func FuzzSQSBody(f *testing.F) {
 
 	f.Add(`{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt-poller-0001","not_before_ms":0}`, 2)
 	f.Add(`{"detail-type":"localeflow.change.dispatched","source":"localeflow","detail":{"change":{},"dispatch":{}}}`, 1)
+	f.Add(`{"detail-type":"localeflow.change.hint","source":"localeflow","detail":{"event_id":"evt-poller-0001","site_id":"site-berlin"}}`, 2)
+	f.Add(`{"detail-type":"localeflow.change.hint","source":"localeflow","detail":{"event_id":"evt-poller-0001"}}`, 1)
 	e := setup(f)
 	e.intake()
 	f.Fuzz(func(t *testing.T, body string, receiveCount int) {

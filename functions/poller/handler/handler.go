@@ -59,6 +59,7 @@ type Monitor interface {
 	Due(ctx context.Context, limit int) ([]string, error)
 	DuePage(ctx context.Context, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error)
 	PollOnce(ctx context.Context, eventID string, reader monitor.LifecycleReader) (monitor.Outcome, error)
+	Hint(ctx context.Context, d monitor.HintDetail) (monitor.HintResult, error)
 	OwedOutcomes(ctx context.Context, limit int) ([]string, error)
 	Announcement(ctx context.Context, eventID string) (monitor.Announcement, bool, error)
 	Announced(ctx context.Context, a monitor.Announcement) error

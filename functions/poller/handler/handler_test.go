@@ -136,9 +136,15 @@ type env struct {
 
 func setup(t testing.TB, opts ...func(*handler.Config)) *env {
 	t.Helper()
+	return setupWith(t, monitor.Config{WorkerID: "poller-test"}, opts...)
+}
+
+// setupWith is setup with the monitor configured by mcfg.
+func setupWith(t testing.TB, mcfg monitor.Config, opts ...func(*handler.Config)) *env {
+	t.Helper()
 	e := &env{t: t, clock: &clock{now: t0}, store: memstore.New(), sqs: &fakeSQS{}, bus: &fakeBus{}, logs: &logcapture.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
-	svc, err := monitor.NewService(e.store, e.clock, log, monitor.Config{WorkerID: "poller-test"})
+	svc, err := monitor.NewService(e.store, e.clock, log, mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,6 +129,12 @@ type stackResources struct {
 
 func setupStack(t *testing.T, opts ...func(e *stackEnv, url string, c *handler.Config)) *stackEnv {
 	t.Helper()
+	return setupStackWith(t, monitor.Config{WorkerID: "poller-it"}, opts...)
+}
+
+// setupStackWith is setupStack with the monitor configured by mcfg.
+func setupStackWith(t *testing.T, mcfg monitor.Config, opts ...func(e *stackEnv, url string, c *handler.Config)) *stackEnv {
+	t.Helper()
 	localtest.Require(t)
 	_, res := localtest.Stack(t)
 	e := &stackEnv{
@@ -143,7 +149,7 @@ func setupStack(t *testing.T, opts ...func(e *stackEnv, url string, c *handler.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc, err = monitor.NewService(store, e.clock, nil, monitor.Config{WorkerID: "poller-it"})
+	e.svc, err = monitor.NewService(store, e.clock, nil, mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

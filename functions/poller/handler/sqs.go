@@ -76,7 +76,10 @@ func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 	if _, ok := probe["schema"]; ok {
 		return h.delayed(ctx, m, body)
 	}
-	if _, ok := probe["detail-type"]; ok {
+	if dt, ok := probe["detail-type"]; ok {
+		if string(dt) == `"`+topology.DetailChangeHint+`"` {
+			return h.hint(ctx, body, receiveCount(m) > 1)
+		}
 		return h.intake(ctx, body, receiveCount(m) > 1)
 	}
 	return core.Wrap(CodeMessageInvalid, false, errors.New("body has neither schema nor detail-type"))
