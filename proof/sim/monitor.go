@@ -379,6 +379,13 @@ func (m *Monitor) script(n int, window time.Duration) {
 				m.bus.put(topology.DetailChangeDispatched, signedDetail(topology.DetailChangeDispatched, dispatchedDetail(c)))
 			})
 		}
+		for range r.IntN(4) {
+			// Hints (the CMS saying "look now"): unsigned, any time, in
+			// any state; they may only move a watching change's next poll.
+			at := c.dispatch.Add(time.Duration(r.Int64N(int64(10 * time.Minute))))
+			hint, _ := json.Marshal(map[string]string{"event_id": c.id, "site_id": "site-sim"})
+			m.w.at(at, "hint "+c.id, func() { m.bus.put(topology.DetailChangeHint, hint) })
+		}
 		if c.tamper != "" {
 			at := c.dispatch.Add(time.Duration(r.Int64N(int64(5 * time.Minute))))
 			m.w.at(at, "tamper "+c.tamper+" "+c.id, func() { m.tamper(c) })

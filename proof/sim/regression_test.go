@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-var flagFind = flag.Int("sim.find", 0, "search this many seeds for one that reaches each regression's situation and print it")
+var flagFind = flag.Int("sim.find", 0, "search this many seeds from -sim.start for one that reaches each regression's situation and print it")
 
 // regression is a defect the simulator found, kept as one seed that reaches
 // the situation the defect needs. The situation check keeps the case
 // honest: when a code change moves the seed's history elsewhere, the case
-// fails and asks for a new seed (go test -run TestSimRegressions -sim.find=2000).
+// fails and asks for a new seed (go test -run TestSimRegressions -sim.start=1000001 -sim.find=3000).
 type regression struct {
 	name    string
 	seed    uint64
@@ -63,28 +63,28 @@ func failsAfter(r Result, pattern string) bool {
 }
 
 var regressions = []regression{
-	{"outcome_after_lease_expiry_reclaim", 0, func(r Result) bool {
+	{"outcome_after_lease_expiry_reclaim", 1000060, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
-	{"outcome_after_integrity_failure", 0, func(r Result) bool {
+	{"outcome_after_integrity_failure", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
-	{"outcome_after_publish_failure_on_sweep", 0, func(r Result) bool {
+	{"outcome_after_publish_failure_on_sweep", 1000004, func(r Result) bool {
 		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
 	}},
-	{"schema_altered_record_not_left_leased", 0, func(r Result) bool {
+	{"schema_altered_record_not_left_leased", 1000001, func(r Result) bool {
 		return stepMatches(r, `^tamper schema `)
 	}},
-	{"sweep_reaches_records_behind_unclaimable_head", 0, func(r Result) bool {
+	{"sweep_reaches_records_behind_unclaimable_head", 1000001, func(r Result) bool {
 		return stepMatches(r, `^tamper schema `) && inSweep(r, `^monitor\.Transition .* \| (retry_wait|failed) lease_expired`)
 	}},
-	{"refused_result_never_delivered", 0, func(r Result) bool {
+	{"refused_result_never_delivered", 1000005, func(r Result) bool {
 		return r.Faults.Concurrency > 1 && stepMatches(r, `^job rel-\d+ \S+ \(second result\)`)
 	}},
-	{"approval_announced_after_a_later_failure", 0, func(r Result) bool {
+	{"approval_announced_after_a_later_failure", 1000003, func(r Result) bool {
 		return failsAfter(r, `^release\.Put rel-\d+ approval#`)
 	}},
-	{"blocked_release_shows_in_health", 0, func(r Result) bool {
+	{"blocked_release_shows_in_health", 1000007, func(r Result) bool {
 		return stepMatches(r, `^job rel-\d+ \S+ \(failed\)`)
 	}},
 }
@@ -99,7 +99,7 @@ func TestSimRegressions(t *testing.T) {
 	for _, c := range regressions {
 		t.Run(c.name, func(t *testing.T) {
 			if c.seed == 0 {
-				t.Skip("no seed chosen yet: go test -run TestSimRegressions -sim.find=2000")
+				t.Skip("no seed chosen yet: go test -run TestSimRegressions -sim.start=1000001 -sim.find=3000")
 			}
 			res := runSeed(t, c.seed)
 			if !c.reaches(res) {
@@ -114,7 +114,7 @@ func TestSimRegressions(t *testing.T) {
 
 func findRegressionSeeds(t *testing.T) {
 	found := map[string]uint64{}
-	for seed := uint64(1); seed <= uint64(*flagFind) && len(found) < len(regressions); seed++ {
+	for seed := *flagStart; seed < *flagStart+uint64(*flagFind) && len(found) < len(regressions); seed++ {
 		res := runSeed(t, seed)
 		for _, c := range regressions {
 			if _, ok := found[c.name]; !ok && c.reaches(res) {
