@@ -9,6 +9,7 @@ import (
 
 	"github.com/localeflow/localeflow/bootstrap"
 	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/topology"
 )
 
 func TestRunRejectsBadArguments(t *testing.T) {
@@ -53,7 +54,7 @@ func TestRunAppliesAndDestroys(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("output is not Resources JSON: %v\n%s", err, out.String())
 	}
-	if res.Prefix != prefix || res.BusName != prefix+"-bus" || len(res.Rules) != 2 ||
+	if res.Prefix != prefix || res.BusName != prefix+"-bus" || len(res.Rules) != len(topology.New(prefix).Rules) ||
 		!strings.HasSuffix(res.PollQueue.URL, prefix+"-poll") || res.ReleaseQueue.DLQARN == "" ||
 		!strings.HasSuffix(res.QuarantineQueue.URL, prefix+"-quarantine") {
 		t.Fatalf("unexpected resources: %+v", res)
