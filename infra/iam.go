@@ -73,7 +73,8 @@ func (b *builder) grant() {
 		table := b.tables[t.Logical]
 		for _, ix := range t.Indexes {
 			if ix.Name == topology.IndexOutbox {
-				// Only the poller publishes owed outcomes.
+				// Only the poller and the coordinator publish owed
+				// events; health never reads the outbox indexes.
 				continue
 			}
 			indexes = append(indexes, indexArn(table, ix.Name))

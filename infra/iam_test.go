@@ -118,7 +118,6 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("table ReleaseTable", "dynamodb:BatchGetItem"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/attention", "dynamodb:Query"),
-			pairs("table ReleaseTable/index/outbox", "dynamodb:Query"),
 			pairs("bus", "events:PutEvents"),
 		),
 	}
