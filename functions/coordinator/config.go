@@ -15,6 +15,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/envvar"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // Environment variables read at cold start. Every key comes either from a
@@ -76,6 +77,9 @@ const (
 )
 
 type config struct {
+	// Deployment is the metrics' Deployment dimension (LOCALEFLOW_DEPLOYMENT,
+	// the resource prefix; default localeflow).
+	Deployment      string
 	ReleaseTable    string
 	ReleaseQueueURL string
 	EventBus        string
@@ -137,6 +141,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Int(envEvidenceAttempts, &c.Release.EvidenceMaxAttempts)
 	env.Int(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
 	c.LogLevel = env.Level(envLogLevel)
+	c.Deployment = env.Deployment(topology.DefaultPrefix)
 	c.InsecureHTTP = env.InsecureHTTPAllowed()
 	c.QuarantineURL = env.String(envQuarantineURL)
 	env.Duration(envEventMaxAge, &c.Events.MaxAge)

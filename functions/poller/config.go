@@ -16,6 +16,7 @@ import (
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/internal/envvar"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // Environment variables read at cold start.
@@ -48,6 +49,9 @@ const (
 // config is the poller's configuration. Durations are Go duration strings
 // ("30s", "10m"); zero values take the defaults of the packages they feed.
 type config struct {
+	// Deployment is the metrics' Deployment dimension (LOCALEFLOW_DEPLOYMENT,
+	// the resource prefix; default localeflow).
+	Deployment   string
 	MonitorTable string
 	PollQueueURL string
 	// QuarantineURL is the quarantine queue; empty only logs and counts
@@ -83,6 +87,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		CMSKey:        secretkey.FromEnv(getenv, envCMSKey),
 		EventKey:      secretkey.FromEnv(getenv, envEventKey),
 		Monitor:       monitor.Config{WorkerID: env.String(envWorkerID)},
+		Deployment:    env.Deployment(topology.DefaultPrefix),
 		LogLevel:      env.Level(envLogLevel),
 		InsecureHTTP:  env.InsecureHTTPAllowed(),
 	}

@@ -130,7 +130,7 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 		EventKeySet: eventKeys,
 		Rejecter: &quarantine.Rejecter{
 			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).PollQueue.Logical,
-			Function: "poller", Metrics: os.Stdout, Clock: clock,
+			Function: "poller", Deployment: cfg.Deployment, Metrics: os.Stdout, Clock: clock,
 		},
 		EventMaxAge:    cfg.EventMaxAge,
 		RefuseV1Events: cfg.RefuseV1,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -105,4 +106,26 @@ func CheckServiceURL(name, value string, insecure bool) error {
 		return fmt.Errorf("%s must be https:// (plain http only with %s=1, for local runs)", name, AllowInsecureHTTP)
 	}
 	return fmt.Errorf("%s must be an https:// URL", name)
+}
+
+// Deployment names the variable that tells one deployment's metrics from
+// another's in the same account: the resource prefix, published as the
+// metric dimension "Deployment". The stack sets it on every function.
+const Deployment = "LOCALEFLOW_DEPLOYMENT"
+
+// deploymentPattern is the resource prefix's rule (topology.ValidatePrefix).
+var deploymentPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+
+// Deployment returns the Deployment variable, or def when it is unset; a
+// value that is not a resource prefix is an error.
+func (r *Reader) Deployment(def string) string {
+	v := r.String(Deployment)
+	if v == "" {
+		return def
+	}
+	if !deploymentPattern.MatchString(v) {
+		r.errs = append(r.errs, fmt.Errorf("%s (%q) must be a resource prefix: %s", Deployment, v, deploymentPattern))
+		return def
+	}
+	return v
 }
