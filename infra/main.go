@@ -26,6 +26,7 @@ const (
 	ctxCMSBaseURL         = "cmsBaseUrl"
 	ctxEvidenceBaseURL    = "evidenceBaseUrl"
 	ctxAlarmTopicArn      = "alarmTopicArn"
+	ctxAlarmEmail         = "alarmEmail"
 	// ctxReceiptIssuersShared is the retired single issuer set; run refuses
 	// it so a stale deploy command fails instead of deploying without it.
 	ctxReceiptIssuersShared      = "receiptIssuers"
@@ -46,6 +47,10 @@ const (
 // ToleranceFile is written next to the template: the CMS outage tolerance
 // of the synthesized settings (`make synth` prints it).
 const ToleranceFile = "outage-tolerance.txt"
+
+// AlarmsFile is written next to the template: which SNS topic the alarms
+// notify (`make synth` prints it).
+const AlarmsFile = "alarms.txt"
 
 // placeholderURL is used when no base URL is given, so that synth works on a
 // fresh machine; the .invalid TLD never resolves, so a stack deployed with it
@@ -112,6 +117,7 @@ func run(appProps *awscdk.AppProps) error {
 		CMSBaseURL:         ctx(ctxCMSBaseURL, placeholderURL),
 		EvidenceBaseURL:    ctx(ctxEvidenceBaseURL, placeholderURL),
 		AlarmTopicArn:      ctx(ctxAlarmTopicArn, ""),
+		AlarmEmail:         ctx(ctxAlarmEmail, ""),
 		ReceiptIssuers: ReceiptIssuers{
 			Quality:           ctx(ctxReceiptIssuersQuality, ""),
 			HumanReview:       ctx(ctxReceiptIssuersHumanReview, ""),
@@ -146,7 +152,12 @@ func run(appProps *awscdk.AppProps) error {
 	}
 	line := cfg.OutageToleranceLine() + "\n"
 	fmt.Fprint(os.Stderr, line)
-	return os.WriteFile(filepath.Join(*app.Outdir(), ToleranceFile), []byte(line), 0o644)
+	if err := os.WriteFile(filepath.Join(*app.Outdir(), ToleranceFile), []byte(line), 0o644); err != nil {
+		return err
+	}
+	alarms := cfg.AlarmsLine() + "\n"
+	fmt.Fprint(os.Stderr, alarms)
+	return os.WriteFile(filepath.Join(*app.Outdir(), AlarmsFile), []byte(alarms), 0o644)
 }
 
 // synthErrors fails on error annotations (cdk-nag findings among them), so
