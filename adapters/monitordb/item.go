@@ -44,6 +44,10 @@ const (
 	attrOutboxMS        = topology.AttrOutboxMS
 )
 
+// AttrAcknowledgedMS is the attribute an acknowledgement sets on a record
+// that needed attention (when, in epoch ms).
+const AttrAcknowledgedMS = "acknowledged_ms"
+
 // item is the stored form. Optional attributes are omitted when empty.
 type item struct {
 	EventID                string `dynamodbav:"event_id"`
@@ -75,10 +79,12 @@ type item struct {
 	AttentionMS            *int64 `dynamodbav:"attention_ms,omitempty"`
 	OutboxShard            *int   `dynamodbav:"outbox_shard,omitempty"`
 	OutboxMS               int64  `dynamodbav:"outbox_ms,omitempty"`
+	AcknowledgedMS         int64  `dynamodbav:"acknowledged_ms,omitempty"`
 }
 
 var knownAttributes = map[string]bool{
-	attrEventID: true, attrSchemaVersion: true, attrSiteID: true, attrPlanID: true,
+	AttrAcknowledgedMS: true,
+	attrEventID:        true, attrSchemaVersion: true, attrSiteID: true, attrPlanID: true,
 	attrWebsiteVersion: true, attrSourceSequence: true, attrJobCount: true,
 	attrChangeSHA256: true, attrBindingSHA256: true, attrState: true, attrPollAttempts: true,
 	attrFailures: true, attrMaxFailures: true, attrNextPollMS: true, attrLeaseOwner: true,
@@ -107,6 +113,7 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		LastErrorCode: rec.LastErrorCode, RemoteStatus: rec.RemoteStatus,
 		LifecycleSHA256: rec.LifecycleSHA256, Lifecycle: string(rec.Lifecycle),
 		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS,
+		AcknowledgedMS: rec.AcknowledgedMS,
 	}
 	if rec.OutboxMS != 0 {
 		shard := Shard(rec.EventID)
@@ -155,7 +162,7 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 		NextPollMS: it.NextPollMS, LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken,
 		LeaseExpiresMS: it.LeaseExpiresMS, LastErrorCode: it.LastErrorCode, RemoteStatus: it.RemoteStatus,
 		LifecycleSHA256: it.LifecycleSHA256, CreatedMS: it.CreatedMS, UpdatedMS: it.UpdatedMS,
-		OutboxMS: it.OutboxMS, SchemaVersion: it.SchemaVersion,
+		OutboxMS: it.OutboxMS, SchemaVersion: it.SchemaVersion, AcknowledgedMS: it.AcknowledgedMS,
 	}
 	if it.Lifecycle != "" {
 		rec.Lifecycle = []byte(it.Lifecycle)

@@ -43,6 +43,12 @@ type Record struct {
 	// a final record whose localeflow.change.terminal is still owed; 0 once
 	// the event was published (or for a record that is not final).
 	OutboxMS int64
+	// AcknowledgedMS is when an operator acknowledged a record that needed
+	// attention (`localeflow ack`); 0 when it was not acknowledged. An
+	// acknowledged record no longer needs attention: it leaves the
+	// attention index and health stops counting it. Who and why are in the
+	// acknowledgement's journal item.
+	AcknowledgedMS int64
 	// SchemaVersion of the stored layout; stores set SchemaVersion.
 	SchemaVersion int
 	// Corrupt is set by a store when the stored item could not be decoded
@@ -72,8 +78,16 @@ func (r Record) WakeMS() (int64, bool) {
 }
 
 // NeedsAttention reports whether an operator must look at the record:
-// it failed, or the CMS reported a terminal failure.
+// it failed, or the CMS reported a terminal failure, and no operator
+// acknowledged it yet.
 func (r Record) NeedsAttention() bool {
+	return r.AttentionWorthy() && r.AcknowledgedMS == 0
+}
+
+// AttentionWorthy reports whether the record is of the kind that needs
+// attention until acknowledged: it failed, or the CMS reported a terminal
+// failure.
+func (r Record) AttentionWorthy() bool {
 	return r.State == StateFailed || (r.State == StateTerminal && lifecycle.IsRemoteFailure(r.RemoteStatus))
 }
 

@@ -40,7 +40,8 @@ func validRecord(r Record) (*lifecycle.Response, bool) {
 		r.MaxConsecutiveFailures < 1 || r.MaxConsecutiveFailures > MaxFailures ||
 		r.ConsecutiveFailures > r.MaxConsecutiveFailures ||
 		r.NextPollMS < r.CreatedMS || r.UpdatedMS < r.CreatedMS ||
-		(r.OutboxMS != 0 && (!r.State.Final() || r.OutboxMS != r.UpdatedMS)) {
+		(r.OutboxMS != 0 && (!r.State.Final() || r.OutboxMS != r.UpdatedMS)) ||
+		(r.AcknowledgedMS != 0 && (!r.AttentionWorthy() || !core.ValidMillis(r.AcknowledgedMS) || r.AcknowledgedMS < r.UpdatedMS)) {
 		return nil, false
 	}
 	binding, err := Binding(r.EventID, r.SiteID, r.PlanID, r.WebsiteVersion, r.SourceSequence, r.JobCount, r.ChangeSHA256, r.MaxConsecutiveFailures)
