@@ -42,6 +42,8 @@ const (
 	// How long texts stay after a release is delivered or blocked (Go
 	// duration, default 168h).
 	ctxTextRetention = "textRetention"
+	// How long finished monitor records stay (Go duration, default 2160h).
+	ctxMonitorRetention = "monitorRetention"
 )
 
 // ToleranceFile is written next to the template: the CMS outage tolerance
@@ -106,6 +108,10 @@ func run(appProps *awscdk.AppProps) error {
 	if err != nil {
 		return fmt.Errorf("infra: context %s: %w", ctxTextRetention, err)
 	}
+	monitorRetention, err := time.ParseDuration(ctx(ctxMonitorRetention, "0s"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxMonitorRetention, err)
+	}
 	prefix := ctx(ctxPrefix, "")
 	stackName := ctx(ctxStackName, "Localeflow")
 	props := &LocaleflowStackProps{
@@ -127,6 +133,7 @@ func run(appProps *awscdk.AppProps) error {
 		MaxConsecutiveFailures: maxFailures,
 		RetryMaxDelay:          retryMaxDelay,
 		TextRetention:          textRetention,
+		MonitorRetention:       monitorRetention,
 	}
 	stack, err := NewLocaleflowStack(app, stackName, props)
 	if err != nil {

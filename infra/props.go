@@ -32,7 +32,10 @@ const (
 	EnvRetryMaxDelay      = "LOCALEFLOW_RETRY_MAX_DELAY"
 	// EnvDeployment is the prefix, the Deployment dimension of every
 	// custom metric the functions publish.
-	EnvDeployment           = "LOCALEFLOW_DEPLOYMENT"
+	EnvDeployment = "LOCALEFLOW_DEPLOYMENT"
+	// EnvMonitorRetention: finished monitor records that need no attention
+	// expire (DynamoDB TTL) this long after they finished.
+	EnvMonitorRetention     = "LOCALEFLOW_MONITOR_RETENTION"
 	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
 	EnvCMSBaseURL           = "LOCALEFLOW_CMS_BASE_URL"
@@ -139,6 +142,10 @@ type LocaleflowStackProps struct {
 	// release table after the release is delivered or blocked for good
 	// (their expires_at TTL); 0 means DefaultTextRetention.
 	TextRetention time.Duration
+	// MonitorRetention is how long finished monitor records that need no
+	// attention stay before DynamoDB TTL deletes them (records that need
+	// attention never expire); 0 means DefaultMonitorRetention.
+	MonitorRetention time.Duration
 }
 
 // ReceiptIssuers lists, per receipt kind, the trusted issuers as
@@ -153,6 +160,9 @@ type ReceiptIssuers struct {
 
 // DefaultTextRetention is the default TextRetention.
 const DefaultTextRetention = 7 * 24 * time.Hour
+
+// DefaultMonitorRetention is the default MonitorRetention (90 days).
+const DefaultMonitorRetention = 90 * 24 * time.Hour
 
 // functionConfig is one function with its resolved sizing.
 type functionConfig struct {
@@ -177,6 +187,8 @@ type stackConfig struct {
 	monitor monitor.Config
 	// textRetention keeps texts after delivered/blocked.
 	textRetention time.Duration
+	// monitorRetention keeps finished monitor records.
+	monitorRetention time.Duration
 	// visibility per queue Logical: the topology value, raised to
 	// visibilityFactor × the consumer's timeout when that is larger.
 	visibility map[string]int
@@ -227,6 +239,13 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 	}
 	if cfg.textRetention < time.Hour {
 		return stackConfig{}, fmt.Errorf("infra: TextRetention %s must be at least 1h", cfg.textRetention)
+	}
+	cfg.monitorRetention = props.MonitorRetention
+	if cfg.monitorRetention == 0 {
+		cfg.monitorRetention = DefaultMonitorRetention
+	}
+	if cfg.monitorRetention < time.Hour {
+		return stackConfig{}, fmt.Errorf("infra: MonitorRetention %s must be at least 1h", cfg.monitorRetention)
 	}
 	if err := resolveFunctions(&cfg, props.Functions); err != nil {
 		return stackConfig{}, err

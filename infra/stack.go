@@ -308,6 +308,7 @@ func (b *builder) env(dir string) map[string]*string {
 		// outage tolerance it was synthesized for.
 		env[EnvMaxFailures] = jsii.String(fmt.Sprint(b.cfg.monitor.MaxConsecutiveFailures))
 		env[EnvRetryMaxDelay] = jsii.String(b.cfg.monitor.MaxDelay.String())
+		env[EnvMonitorRetention] = jsii.String(b.cfg.monitorRetention.String())
 	case "coordinator":
 		env[EnvReleaseTable] = b.tables[topo.Release.Logical].TableName()
 		env[EnvReleaseQueueURL] = b.queues[topo.RelQueue.Logical].QueueUrl()

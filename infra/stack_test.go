@@ -93,7 +93,7 @@ func TestFunctionEnvironment(t *testing.T) {
 			EnvMonitorTable: monitor, EnvPollQueueURL: pollURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,
 			EnvCMSBaseURL: "https://cms.example.com", EnvCMSKeySecret: ref("CMSKeySecret"),
 			EnvEventKeySecret: ref("EventKeySecret"), EnvMaxFailures: "5", EnvRetryMaxDelay: "5m0s",
-			EnvDeployment: "localeflow",
+			EnvDeployment: "localeflow", EnvMonitorRetention: "2160h0m0s",
 		},
 		"coordinator": {
 			EnvReleaseTable: release, EnvReleaseQueueURL: relURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,
@@ -285,6 +285,11 @@ func TestReleaseTableTTL(t *testing.T) {
 		if !jsonEqual(ttl, want) {
 			t.Errorf("%s TTL = %v, want %v", table.Logical, ttl, want)
 		}
+	}
+	// Finished monitor records expire too (only those that need no
+	// attention: the poller sets expires_at on them alone).
+	if s.topo.Monitor.TTLAttribute != topology.AttrExpiresAt {
+		t.Fatalf("monitor table TTL attribute %q", s.topo.Monitor.TTLAttribute)
 	}
 	if s.topo.Release.TTLAttribute != topology.AttrExpiresAt {
 		t.Fatalf("release table TTL attribute %q", s.topo.Release.TTLAttribute)

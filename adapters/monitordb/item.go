@@ -3,6 +3,7 @@ package monitordb
 import (
 	"hash/fnv"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -44,6 +45,15 @@ const (
 	attrOutboxMS        = topology.AttrOutboxMS
 )
 
+// AttrExpiresAt is the monitor table's TTL attribute (epoch seconds), set
+// only on finished records that need no attention.
+const AttrExpiresAt = topology.AttrExpiresAt
+
+// ExpiresAt is the expires_at of a record finished at updatedMS.
+func ExpiresAt(updatedMS int64, retention time.Duration) int64 {
+	return (updatedMS + retention.Milliseconds()) / 1000
+}
+
 // AttrAcknowledgedMS is the attribute an acknowledgement sets on a record
 // that needed attention (when, in epoch ms).
 const AttrAcknowledgedMS = "acknowledged_ms"
@@ -80,10 +90,12 @@ type item struct {
 	OutboxShard            *int   `dynamodbav:"outbox_shard,omitempty"`
 	OutboxMS               int64  `dynamodbav:"outbox_ms,omitempty"`
 	AcknowledgedMS         int64  `dynamodbav:"acknowledged_ms,omitempty"`
+	ExpiresAt              int64  `dynamodbav:"expires_at,omitempty"`
 }
 
 var knownAttributes = map[string]bool{
 	AttrAcknowledgedMS: true,
+	AttrExpiresAt:      true,
 	attrEventID:        true, attrSchemaVersion: true, attrSiteID: true, attrPlanID: true,
 	attrWebsiteVersion: true, attrSourceSequence: true, attrJobCount: true,
 	attrChangeSHA256: true, attrBindingSHA256: true, attrState: true, attrPollAttempts: true,
@@ -113,7 +125,7 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		LastErrorCode: rec.LastErrorCode, RemoteStatus: rec.RemoteStatus,
 		LifecycleSHA256: rec.LifecycleSHA256, Lifecycle: string(rec.Lifecycle),
 		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS,
-		AcknowledgedMS: rec.AcknowledgedMS,
+		AcknowledgedMS: rec.AcknowledgedMS, ExpiresAt: rec.ExpiresAt,
 	}
 	if rec.OutboxMS != 0 {
 		shard := Shard(rec.EventID)
@@ -163,6 +175,7 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 		LeaseExpiresMS: it.LeaseExpiresMS, LastErrorCode: it.LastErrorCode, RemoteStatus: it.RemoteStatus,
 		LifecycleSHA256: it.LifecycleSHA256, CreatedMS: it.CreatedMS, UpdatedMS: it.UpdatedMS,
 		OutboxMS: it.OutboxMS, SchemaVersion: it.SchemaVersion, AcknowledgedMS: it.AcknowledgedMS,
+		ExpiresAt: it.ExpiresAt,
 	}
 	if it.Lifecycle != "" {
 		rec.Lifecycle = []byte(it.Lifecycle)

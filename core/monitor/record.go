@@ -49,6 +49,9 @@ type Record struct {
 	// attention index and health stops counting it. Who and why are in the
 	// acknowledgement's journal item.
 	AcknowledgedMS int64
+	// ExpiresAt (epoch seconds) is when DynamoDB TTL may delete a finished
+	// record that needs no attention; 0 for every other record.
+	ExpiresAt int64
 	// SchemaVersion of the stored layout; stores set SchemaVersion.
 	SchemaVersion int
 	// Corrupt is set by a store when the stored item could not be decoded

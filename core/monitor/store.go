@@ -249,6 +249,7 @@ func ApplyUpdate(r Record, u Update) Record {
 // ApplyInvalid is the record MarkInvalid writes.
 func ApplyInvalid(r Record, nowMS int64) Record {
 	r.State = StateFailed
+	r.AcknowledgedMS, r.ExpiresAt = 0, 0
 	r.LastErrorCode = CodeStateInvalid
 	r.LeaseOwner, r.LeaseToken, r.LeaseExpiresMS = "", "", 0
 	r.UpdatedMS = nowMS

@@ -41,6 +41,7 @@ func validRecord(r Record) (*lifecycle.Response, bool) {
 		r.ConsecutiveFailures > r.MaxConsecutiveFailures ||
 		r.NextPollMS < r.CreatedMS || r.UpdatedMS < r.CreatedMS ||
 		(r.OutboxMS != 0 && (!r.State.Final() || r.OutboxMS != r.UpdatedMS)) ||
+		(r.ExpiresAt != 0 && (!r.State.Final() || r.AttentionWorthy() || r.ExpiresAt < r.UpdatedMS/1000)) ||
 		(r.AcknowledgedMS != 0 && (!r.AttentionWorthy() || !core.ValidMillis(r.AcknowledgedMS) || r.AcknowledgedMS < r.UpdatedMS)) {
 		return nil, false
 	}

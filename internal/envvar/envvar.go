@@ -35,7 +35,7 @@ func (r *Reader) Duration(name string, out *time.Duration) {
 	if v := r.String(name); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			r.errs = append(r.errs, fmt.Errorf("%s: not a duration", name))
+			r.errs = append(r.errs, fmt.Errorf("%s (%q) is not a Go duration: expected a number with a unit, e.g. 30s, 5m or 2h", name, v))
 			return
 		}
 		*out = d
@@ -47,7 +47,7 @@ func (r *Reader) Int(name string, out *int) {
 	if v := r.String(name); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			r.errs = append(r.errs, fmt.Errorf("%s: not an integer", name))
+			r.errs = append(r.errs, fmt.Errorf("%s (%q) is not an integer: expected decimal digits, e.g. 5", name, v))
 			return
 		}
 		*out = n
@@ -89,7 +89,7 @@ func (r *Reader) InsecureHTTPAllowed() bool {
 	case "1":
 		return true
 	default:
-		r.errs = append(r.errs, fmt.Errorf("%s must be 1 or unset", AllowInsecureHTTP))
+		r.errs = append(r.errs, fmt.Errorf("%s (%q) must be 1 or unset", AllowInsecureHTTP, v))
 		return false
 	}
 }
@@ -103,9 +103,9 @@ func CheckServiceURL(name, value string, insecure bool) error {
 	case insecure && strings.HasPrefix(value, "http://"):
 		return nil
 	case strings.HasPrefix(value, "http://"):
-		return fmt.Errorf("%s must be https:// (plain http only with %s=1, for local runs)", name, AllowInsecureHTTP)
+		return fmt.Errorf("%s (%q) must be https:// (plain http only with %s=1, for local runs)", name, value, AllowInsecureHTTP)
 	}
-	return fmt.Errorf("%s must be an https:// URL", name)
+	return fmt.Errorf("%s (%q) must be an https:// URL, e.g. https://cms.example.com", name, value)
 }
 
 // Deployment names the variable that tells one deployment's metrics from
