@@ -3,6 +3,7 @@ package monitordb
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -54,6 +55,40 @@ func ExpiresAt(updatedMS int64, retention time.Duration) int64 {
 	return (updatedMS + retention.Milliseconds()) / 1000
 }
 
+// AttrTimeline holds a record's last transitions compactly:
+// "at_ms,state,remote_status,code" per transition (empty fields for none),
+// joined by ";", oldest first — at most monitor.TimelineMax entries, a few
+// hundred bytes, so the hot item stays small.
+const AttrTimeline = "timeline"
+
+// EncodeTimeline is the stored form of t ("" when empty).
+func EncodeTimeline(t []monitor.TimelineEntry) string {
+	parts := make([]string, 0, len(t))
+	for _, e := range t {
+		parts = append(parts, strconv.FormatInt(e.AtMS, 10)+","+string(e.State)+","+e.RemoteStatus+","+e.Code)
+	}
+	return strings.Join(parts, ";")
+}
+
+// decodeTimeline parses the stored form; ok is false when it is malformed
+// or an entry is not valid.
+func decodeTimeline(s string) ([]monitor.TimelineEntry, bool) {
+	var out []monitor.TimelineEntry
+	for _, part := range strings.Split(s, ";") {
+		f := strings.Split(part, ",")
+		if len(f) != 4 {
+			return nil, false
+		}
+		at, err := strconv.ParseInt(f[0], 10, 64)
+		e := monitor.TimelineEntry{AtMS: at, State: monitor.State(f[1]), RemoteStatus: f[2], Code: f[3]}
+		if err != nil || !e.Valid() {
+			return nil, false
+		}
+		out = append(out, e)
+	}
+	return out, len(out) <= monitor.TimelineMax
+}
+
 // AttrAcknowledgedMS is the attribute an acknowledgement sets on a record
 // that needed attention (when, in epoch ms).
 const AttrAcknowledgedMS = "acknowledged_ms"
@@ -91,11 +126,13 @@ type item struct {
 	OutboxMS               int64  `dynamodbav:"outbox_ms,omitempty"`
 	AcknowledgedMS         int64  `dynamodbav:"acknowledged_ms,omitempty"`
 	ExpiresAt              int64  `dynamodbav:"expires_at,omitempty"`
+	Timeline               string `dynamodbav:"timeline,omitempty"`
 }
 
 var knownAttributes = map[string]bool{
 	AttrAcknowledgedMS: true,
 	AttrExpiresAt:      true,
+	AttrTimeline:       true,
 	attrEventID:        true, attrSchemaVersion: true, attrSiteID: true, attrPlanID: true,
 	attrWebsiteVersion: true, attrSourceSequence: true, attrJobCount: true,
 	attrChangeSHA256: true, attrBindingSHA256: true, attrState: true, attrPollAttempts: true,
@@ -125,7 +162,7 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		LastErrorCode: rec.LastErrorCode, RemoteStatus: rec.RemoteStatus,
 		LifecycleSHA256: rec.LifecycleSHA256, Lifecycle: string(rec.Lifecycle),
 		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS,
-		AcknowledgedMS: rec.AcknowledgedMS, ExpiresAt: rec.ExpiresAt,
+		AcknowledgedMS: rec.AcknowledgedMS, ExpiresAt: rec.ExpiresAt, Timeline: EncodeTimeline(rec.Timeline),
 	}
 	if rec.OutboxMS != 0 {
 		shard := Shard(rec.EventID)
@@ -176,6 +213,13 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 		LifecycleSHA256: it.LifecycleSHA256, CreatedMS: it.CreatedMS, UpdatedMS: it.UpdatedMS,
 		OutboxMS: it.OutboxMS, SchemaVersion: it.SchemaVersion, AcknowledgedMS: it.AcknowledgedMS,
 		ExpiresAt: it.ExpiresAt,
+	}
+	if it.Timeline != "" {
+		t, ok := decodeTimeline(it.Timeline)
+		if !ok {
+			rec.Corrupt = true
+		}
+		rec.Timeline = t
 	}
 	if it.Lifecycle != "" {
 		rec.Lifecycle = []byte(it.Lifecycle)

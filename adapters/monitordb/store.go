@@ -248,6 +248,9 @@ func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Updat
 	} else {
 		update = update.Remove(expression.Name(attrAttentionShard)).Remove(expression.Name(attrAttentionMS))
 	}
+	if u.Timeline != nil {
+		update = update.Set(expression.Name(AttrTimeline), expression.Value(EncodeTimeline(u.Timeline)))
+	}
 	if u.State.Final() && !u.Attention("") && s.retention > 0 {
 		// A finished change nobody has to look at expires; one that needs
 		// attention never does (an acknowledgement does not change that).

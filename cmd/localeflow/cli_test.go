@@ -15,6 +15,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core/health/healthtest"
+	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/localtest"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -237,7 +238,12 @@ func TestAckOnLocalStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := store.Create(ctx, healthtest.MonitorRecord("evt-blocked", healthtest.PublicationBlocked, base)); err != nil {
+	blocked := healthtest.MonitorRecord("evt-blocked", healthtest.PublicationBlocked, base)
+	blocked.Timeline = []monitor.TimelineEntry{
+		{AtMS: base, State: monitor.StateRetryWait, Code: "cms.http_503"},
+		{AtMS: base + 1, State: monitor.StateTerminal, RemoteStatus: "publication_blocked"},
+	}
+	if _, _, err := store.Create(ctx, blocked); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := store.Create(ctx, healthtest.MonitorRecord("evt-open", healthtest.Watching, base)); err != nil {
@@ -282,7 +288,10 @@ func TestAckOnLocalStack(t *testing.T) {
 	}
 	r = runCLI(env, p, "status", "evt-blocked", "--json")
 	var st struct {
-		Monitor      struct{ State, RemoteStatus string } `json:"monitor"`
+		Monitor struct {
+			State, RemoteStatus string
+			Timeline            []monitor.TimelineEntry `json:"timeline"`
+		} `json:"monitor"`
 		Acknowledged struct {
 			Count  int    `json:"ack_count"`
 			By     string `json:"by"`
@@ -290,8 +299,13 @@ func TestAckOnLocalStack(t *testing.T) {
 		} `json:"acknowledged"`
 	}
 	if err := json.Unmarshal([]byte(r.out), &st); err != nil || r.code != exitOK || st.Monitor.State != "terminal" ||
+		len(st.Monitor.Timeline) != 2 || st.Monitor.Timeline[0].Code != "cms.http_503" ||
 		st.Acknowledged.Count != 1 || !strings.HasPrefix(st.Acknowledged.By, "arn:") || !strings.Contains(st.Acknowledged.Reason, "TICKET-42") {
 		t.Fatalf("status after ack: %+v (%v)", r, err)
+	}
+	if r = runCLI(env, p, "status", "evt-blocked"); r.code != exitOK || !strings.Contains(r.out, "recent transitions") ||
+		!strings.Contains(r.out, "terminal  publication_blocked") || !strings.Contains(r.out, "acknowledged") {
+		t.Fatalf("status text after ack: %+v", r)
 	}
 	if r = runCLI(env, p, "ack", "evt-unknown", "--reason", "typo", "--json"); r.code != exitBad ||
 		!strings.Contains(r.out, `"code":"lifecycle_monitor.event_missing"`) || strings.Count(r.err, "lifecycle_monitor.event_missing") != 1 {

@@ -83,6 +83,9 @@ type monitorView struct {
 	RequiredLocales     []string `json:"required_locales"`
 	Created             string   `json:"created"`
 	Updated             string   `json:"updated"`
+	// Timeline is the change's last transitions, oldest first (the full
+	// history is in the poller's log).
+	Timeline []monitor.TimelineEntry `json:"timeline"`
 }
 
 // status shows one change. The monitor record is read and validated by the
@@ -108,6 +111,10 @@ func (c *cli) status(ctx context.Context, eventID string) error {
 			RemoteStatus: st.RemoteStatus, LifecycleSHA256: st.LifecycleSHA256,
 			ApprovedLocales: st.ApprovedLocales, RequiredLocales: st.RequiredLocales,
 			Created: tsTime(st.Created), Updated: tsTime(st.Updated),
+			Timeline: st.Timeline,
+		}
+		if view.Monitor.Timeline == nil {
+			view.Monitor.Timeline = []monitor.TimelineEntry{}
 		}
 		if st.State == monitor.StateLeased {
 			view.Monitor.LeaseExpires = tsTime(st.LeaseExpires)
@@ -201,6 +208,15 @@ func (c *cli) printStatus(v statusView) {
 	if j := v.Requeues; j != nil {
 		fmt.Fprintf(w, "requeued\t%d time(s), last at %s (was failed with %s after %d failures)\n",
 			j.RequeuedCount, ts(j.RequeuedMS), j.LastFailedCode, j.LastFailedFailures)
+	}
+	if m := v.Monitor; m != nil {
+		for i, e := range m.Timeline {
+			label := ""
+			if i == 0 {
+				label = "recent transitions"
+			}
+			fmt.Fprintf(w, "%s\t%s  %s  %s  %s\n", label, ts(e.AtMS), e.State, dash(e.RemoteStatus), dash(e.Code))
+		}
 	}
 	if j := v.Acknowledged; j != nil {
 		fmt.Fprintf(w, "acknowledged	by %s at %s: %q (was %s %s)\n", j.By, ts(j.AckMS), j.Reason, j.State, firstNonEmpty(j.ErrorCode, j.RemoteStatus))

@@ -45,6 +45,14 @@ func validRecord(r Record) (*lifecycle.Response, bool) {
 		(r.AcknowledgedMS != 0 && (!r.AttentionWorthy() || !core.ValidMillis(r.AcknowledgedMS) || r.AcknowledgedMS < r.UpdatedMS)) {
 		return nil, false
 	}
+	if len(r.Timeline) > TimelineMax {
+		return nil, false
+	}
+	for i, e := range r.Timeline {
+		if !e.Valid() || e.AtMS > r.UpdatedMS || (i > 0 && e.AtMS < r.Timeline[i-1].AtMS) {
+			return nil, false
+		}
+	}
 	binding, err := Binding(r.EventID, r.SiteID, r.PlanID, r.WebsiteVersion, r.SourceSequence, r.JobCount, r.ChangeSHA256, r.MaxConsecutiveFailures)
 	if err != nil || binding != r.BindingSHA256 {
 		return nil, false
