@@ -142,22 +142,24 @@ up: install ## Start a long-lived local stack in network namespace "localeflow" 
 down: ## Stop the stack started by make up
 	localstack/down.sh
 
-.PHONY: demo
-demo: install ## The pipeline demo: five changes through poller, coordinator, health on the local stack
-	@echo "== building the functions for this machine ($(BUILD)/local/<fn>/bootstrap, linux/$$(go env GOHOSTARCH)) and the demo driver"
+.PHONY: build-local
+build-local: ## Build every function for this machine (build/local/<fn>/bootstrap, linux/host arch) and the local tools
+	@echo "== building the functions for this machine ($(BUILD)/local/<fn>/bootstrap, linux/$$(go env GOHOSTARCH))"
 	@for fn in $(FUNCTIONS); do \
 		GOOS=linux GOARCH=$$(go env GOHOSTARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath \
 			-o $(BUILD)/local/$$fn/bootstrap ./functions/$$fn || exit 1; \
 	done
+	go build -o $(BUILD)/local/localeflow-bootstrap ./cmd/localeflow-bootstrap
+	go build -o $(BUILD)/local/localeflow-runner ./cmd/localeflow-runner
+	go build -o $(BUILD)/local/localeflow ./cmd/localeflow
+
+.PHONY: demo
+demo: install build-local ## The pipeline demo: five changes through poller, coordinator, health on the local stack
 	go build -o $(BUILD)/local/localeflow-demo ./cmd/localeflow-demo
 	localstack/with-stack.sh $(BUILD)/local/localeflow-demo -prefix $(DEMO_PREFIX) -bin-dir $(BUILD)/local -out $(BUILD)/local/demo $(DEMO_FLAGS)
 
 .PHONY: demo-localstack
-demo-localstack: install ## The same demo against LocalStack (docker compose; needs Docker)
-	@for fn in $(FUNCTIONS); do \
-		GOOS=linux GOARCH=$$(go env GOHOSTARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath \
-			-o $(BUILD)/local/$$fn/bootstrap ./functions/$$fn || exit 1; \
-	done
+demo-localstack: install build-local ## The same demo against LocalStack (docker compose; needs Docker)
 	go build -o $(BUILD)/local/localeflow-demo ./cmd/localeflow-demo
 	localstack/demo.sh $(BUILD)/local -prefix $(DEMO_PREFIX) $(DEMO_FLAGS)
 

@@ -14,7 +14,8 @@
 #   RECEIPT_ISSUERS_INDEPENDENT_REVIEW independent-model-review receipt issuers, same form (required by deploy)
 #                          A key may be trusted for one kind only. The retired RECEIPT_ISSUERS is refused.
 #   DELETION_PROTECTION    true|false (default true; deploy-local uses false)
-#   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional)
+#   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional; else the stack creates <prefix>-alarms)
+#   ALARM_EMAIL            e-mail address subscribed to the created alarm topic (optional)
 #   MAX_CONSECUTIVE_FAILURES  poller failure budget, 1..20 (default 5)
 #   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
@@ -38,6 +39,7 @@ RECEIPT_ISSUERS_HUMAN_REVIEW ?=
 RECEIPT_ISSUERS_INDEPENDENT_REVIEW ?=
 DELETION_PROTECTION ?= true
 ALARM_TOPIC_ARN ?=
+ALARM_EMAIL ?=
 MAX_CONSECUTIVE_FAILURES ?=
 RETRY_MAX_DELAY ?=
 CDK_FLAGS ?=
@@ -51,6 +53,7 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(RECEIPT_ISSUERS_HUMAN_REVIEW),-c receiptIssuersHumanReview=$(RECEIPT_ISSUERS_HUMAN_REVIEW)) \
 	$(if $(RECEIPT_ISSUERS_INDEPENDENT_REVIEW),-c receiptIssuersIndependentReview=$(RECEIPT_ISSUERS_INDEPENDENT_REVIEW)) \
 	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN)) \
+	$(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) \
 	$(if $(MAX_CONSECUTIVE_FAILURES),-c maxConsecutiveFailures=$(MAX_CONSECUTIVE_FAILURES)) \
 	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY))
 
@@ -66,6 +69,7 @@ synth: build $(INFRA_CLI_STAMP) ## Synthesize the CloudFormation template offlin
 	cd infra && $(INFRA_CDK) synth --quiet $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
 	@echo "template: infra/cdk.out/$(STACK_NAME).template.json"
 	@cat infra/cdk.out/outage-tolerance.txt
+	@cat infra/cdk.out/alarms.txt
 
 infra-deploy-settings:
 	@test -n "$(CMS_BASE_URL)" || { echo "deploy: set CMS_BASE_URL=https://..." >&2; exit 2; }

@@ -26,6 +26,7 @@ const (
 	ctxCMSBaseURL         = "cmsBaseUrl"
 	ctxEvidenceBaseURL    = "evidenceBaseUrl"
 	ctxAlarmTopicArn      = "alarmTopicArn"
+	ctxAlarmEmail         = "alarmEmail"
 	// ctxReceiptIssuersShared is the retired single issuer set; run refuses
 	// it so a stale deploy command fails instead of deploying without it.
 	ctxReceiptIssuersShared      = "receiptIssuers"
@@ -41,11 +42,17 @@ const (
 	// How long texts stay after a release is delivered or blocked (Go
 	// duration, default 168h).
 	ctxTextRetention = "textRetention"
+	// How long finished monitor records stay (Go duration, default 2160h).
+	ctxMonitorRetention = "monitorRetention"
 )
 
 // ToleranceFile is written next to the template: the CMS outage tolerance
 // of the synthesized settings (`make synth` prints it).
 const ToleranceFile = "outage-tolerance.txt"
+
+// AlarmsFile is written next to the template: which SNS topic the alarms
+// notify (`make synth` prints it).
+const AlarmsFile = "alarms.txt"
 
 // placeholderURL is used when no base URL is given, so that synth works on a
 // fresh machine; the .invalid TLD never resolves, so a stack deployed with it
@@ -101,6 +108,10 @@ func run(appProps *awscdk.AppProps) error {
 	if err != nil {
 		return fmt.Errorf("infra: context %s: %w", ctxTextRetention, err)
 	}
+	monitorRetention, err := time.ParseDuration(ctx(ctxMonitorRetention, "0s"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxMonitorRetention, err)
+	}
 	prefix := ctx(ctxPrefix, "")
 	stackName := ctx(ctxStackName, "Localeflow")
 	props := &LocaleflowStackProps{
@@ -112,6 +123,7 @@ func run(appProps *awscdk.AppProps) error {
 		CMSBaseURL:         ctx(ctxCMSBaseURL, placeholderURL),
 		EvidenceBaseURL:    ctx(ctxEvidenceBaseURL, placeholderURL),
 		AlarmTopicArn:      ctx(ctxAlarmTopicArn, ""),
+		AlarmEmail:         ctx(ctxAlarmEmail, ""),
 		ReceiptIssuers: ReceiptIssuers{
 			Quality:           ctx(ctxReceiptIssuersQuality, ""),
 			HumanReview:       ctx(ctxReceiptIssuersHumanReview, ""),
@@ -121,6 +133,7 @@ func run(appProps *awscdk.AppProps) error {
 		MaxConsecutiveFailures: maxFailures,
 		RetryMaxDelay:          retryMaxDelay,
 		TextRetention:          textRetention,
+		MonitorRetention:       monitorRetention,
 	}
 	stack, err := NewLocaleflowStack(app, stackName, props)
 	if err != nil {
@@ -146,7 +159,12 @@ func run(appProps *awscdk.AppProps) error {
 	}
 	line := cfg.OutageToleranceLine() + "\n"
 	fmt.Fprint(os.Stderr, line)
-	return os.WriteFile(filepath.Join(*app.Outdir(), ToleranceFile), []byte(line), 0o644)
+	if err := os.WriteFile(filepath.Join(*app.Outdir(), ToleranceFile), []byte(line), 0o644); err != nil {
+		return err
+	}
+	alarms := cfg.AlarmsLine() + "\n"
+	fmt.Fprint(os.Stderr, alarms)
+	return os.WriteFile(filepath.Join(*app.Outdir(), AlarmsFile), []byte(alarms), 0o644)
 }
 
 // synthErrors fails on error annotations (cdk-nag findings among them), so

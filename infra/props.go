@@ -23,13 +23,19 @@ import (
 // "Environment"). Secret variables carry Secrets Manager ARNs, never key
 // material: the functions read the values at cold start.
 const (
-	EnvMonitorTable         = "LOCALEFLOW_MONITOR_TABLE"
-	EnvReleaseTable         = "LOCALEFLOW_RELEASE_TABLE"
-	EnvPollQueueURL         = "LOCALEFLOW_POLL_QUEUE_URL"
-	EnvQuarantineQueueURL   = "LOCALEFLOW_QUARANTINE_QUEUE_URL"
-	EnvMaxFailures          = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
-	EnvTextRetention        = "LOCALEFLOW_TEXT_RETENTION"
-	EnvRetryMaxDelay        = "LOCALEFLOW_RETRY_MAX_DELAY"
+	EnvMonitorTable       = "LOCALEFLOW_MONITOR_TABLE"
+	EnvReleaseTable       = "LOCALEFLOW_RELEASE_TABLE"
+	EnvPollQueueURL       = "LOCALEFLOW_POLL_QUEUE_URL"
+	EnvQuarantineQueueURL = "LOCALEFLOW_QUARANTINE_QUEUE_URL"
+	EnvMaxFailures        = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
+	EnvTextRetention      = "LOCALEFLOW_TEXT_RETENTION"
+	EnvRetryMaxDelay      = "LOCALEFLOW_RETRY_MAX_DELAY"
+	// EnvDeployment is the prefix, the Deployment dimension of every
+	// custom metric the functions publish.
+	EnvDeployment = "LOCALEFLOW_DEPLOYMENT"
+	// EnvMonitorRetention: finished monitor records that need no attention
+	// expire (DynamoDB TTL) this long after they finished.
+	EnvMonitorRetention     = "LOCALEFLOW_MONITOR_RETENTION"
 	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
 	EnvCMSBaseURL           = "LOCALEFLOW_CMS_BASE_URL"
@@ -48,7 +54,8 @@ const (
 )
 
 // The health function publishes its blocked flag as a CloudWatch Embedded
-// Metric Format metric without dimensions; the stack alarms on it.
+// Metric Format metric with the dimension DeploymentDimension (the
+// prefix); the stack alarms on its own deployment's series.
 const (
 	HealthMetricNamespace   = "Localeflow"
 	HealthBlockedMetricName = "HealthBlocked"
@@ -56,6 +63,9 @@ const (
 	// Function and by Function+Code.
 	QuarantineMetricNamespace  = "Localeflow"
 	MessagesRejectedMetricName = "MessagesRejected"
+	// DeploymentDimension tells deployments in one account apart: every
+	// custom metric carries it with the prefix as its value.
+	DeploymentDimension = "Deployment"
 )
 
 // Lambda and SQS limits the props are checked against.
@@ -71,11 +81,24 @@ const (
 // FunctionOptions sizes one function. Zero fields keep the topology default;
 // ReservedConcurrency 0 leaves the function unreserved (reserving on a new
 // account with the default quota of 10 makes the deploy fail).
+//
+// MaxConcurrency caps the concurrent invocations the function's SQS event
+// source mapping starts (2..1000; 0 means DefaultMaxConcurrency): the
+// poller never sends the CMS more parallel polls than that.
 type FunctionOptions struct {
 	MemoryMB            int `json:"memoryMB"`
 	TimeoutSeconds      int `json:"timeoutSeconds"`
 	ReservedConcurrency int `json:"reservedConcurrency"`
+	MaxConcurrency      int `json:"maxConcurrency"`
 }
+
+// DefaultMaxConcurrency is the event source mappings' default maximum
+// concurrency; 2..1000 is the Lambda range.
+const (
+	DefaultMaxConcurrency = 10
+	minMaxConcurrency     = 2
+	maxMaxConcurrency     = 1000
+)
 
 // LocaleflowStackProps configures NewLocaleflowStack.
 type LocaleflowStackProps struct {
@@ -100,8 +123,12 @@ type LocaleflowStackProps struct {
 	// start without all three; all empty leaves the variables unset (synth
 	// only).
 	ReceiptIssuers ReceiptIssuers
-	// AlarmTopicArn, when set, is an existing SNS topic every alarm notifies.
+	// AlarmTopicArn, when set, is an existing SNS topic every alarm
+	// notifies. When empty the stack creates the topic <prefix>-alarms.
 	AlarmTopicArn string
+	// AlarmEmail, when set, subscribes an e-mail address to the topic the
+	// stack creates (not allowed with AlarmTopicArn: subscribe it there).
+	AlarmEmail string
 	// Functions overrides sizing per function, keyed by topology
 	// Function.Dir ("poller", "coordinator", "health").
 	Functions map[string]FunctionOptions
@@ -115,6 +142,10 @@ type LocaleflowStackProps struct {
 	// release table after the release is delivered or blocked for good
 	// (their expires_at TTL); 0 means DefaultTextRetention.
 	TextRetention time.Duration
+	// MonitorRetention is how long finished monitor records that need no
+	// attention stay before DynamoDB TTL deletes them (records that need
+	// attention never expire); 0 means DefaultMonitorRetention.
+	MonitorRetention time.Duration
 }
 
 // ReceiptIssuers lists, per receipt kind, the trusted issuers as
@@ -130,10 +161,15 @@ type ReceiptIssuers struct {
 // DefaultTextRetention is the default TextRetention.
 const DefaultTextRetention = 7 * 24 * time.Hour
 
+// DefaultMonitorRetention is the default MonitorRetention (90 days).
+const DefaultMonitorRetention = 90 * 24 * time.Hour
+
 // functionConfig is one function with its resolved sizing.
 type functionConfig struct {
 	topology.Function
 	ReservedConcurrency int
+	// MaxConcurrency of the function's SQS event source mapping.
+	MaxConcurrency int
 }
 
 // stackConfig is the validated form of the props.
@@ -145,11 +181,14 @@ type stackConfig struct {
 	evidenceBaseURL    string
 	receiptIssuers     ReceiptIssuers
 	alarmTopicArn      string
+	alarmEmail         string
 	functions          map[string]functionConfig
 	// monitor is the poller's retry policy (defaults applied).
 	monitor monitor.Config
 	// textRetention keeps texts after delivered/blocked.
 	textRetention time.Duration
+	// monitorRetention keeps finished monitor records.
+	monitorRetention time.Duration
 	// visibility per queue Logical: the topology value, raised to
 	// visibilityFactor × the consumer's timeout when that is larger.
 	visibility map[string]int
@@ -170,6 +209,7 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 		topo:               topology.New(prefix),
 		deletionProtection: props.DeletionProtection == nil || *props.DeletionProtection,
 		alarmTopicArn:      props.AlarmTopicArn,
+		alarmEmail:         strings.TrimSpace(props.AlarmEmail),
 		functions:          map[string]functionConfig{},
 		visibility:         map[string]int{},
 	}
@@ -186,6 +226,9 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 	if cfg.alarmTopicArn != "" && !validSNSArn(cfg.alarmTopicArn) {
 		return stackConfig{}, fmt.Errorf("infra: AlarmTopicArn %q is not an SNS topic ARN", cfg.alarmTopicArn)
 	}
+	if cfg.alarmEmail != "" && (cfg.alarmTopicArn != "" || !validEmail(cfg.alarmEmail)) {
+		return stackConfig{}, fmt.Errorf("infra: AlarmEmail %q must be one e-mail address, and only without AlarmTopicArn (subscribe it to the existing topic instead)", cfg.alarmEmail)
+	}
 	cfg.monitor = monitor.Config{WorkerID: "synth", MaxConsecutiveFailures: props.MaxConsecutiveFailures, MaxDelay: props.RetryMaxDelay}.WithDefaults()
 	if err := cfg.monitor.Validate(); err != nil {
 		return stackConfig{}, fmt.Errorf("infra: MaxConsecutiveFailures/RetryMaxDelay: %w", err)
@@ -196,6 +239,13 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 	}
 	if cfg.textRetention < time.Hour {
 		return stackConfig{}, fmt.Errorf("infra: TextRetention %s must be at least 1h", cfg.textRetention)
+	}
+	cfg.monitorRetention = props.MonitorRetention
+	if cfg.monitorRetention == 0 {
+		cfg.monitorRetention = DefaultMonitorRetention
+	}
+	if cfg.monitorRetention < time.Hour {
+		return stackConfig{}, fmt.Errorf("infra: MonitorRetention %s must be at least 1h", cfg.monitorRetention)
 	}
 	if err := resolveFunctions(&cfg, props.Functions); err != nil {
 		return stackConfig{}, err
@@ -218,7 +268,13 @@ func resolveFunctions(cfg *stackConfig, overrides map[string]FunctionOptions) er
 	}
 	for _, fn := range cfg.topo.Functions {
 		o := overrides[fn.Dir]
-		fc := functionConfig{Function: fn, ReservedConcurrency: o.ReservedConcurrency}
+		fc := functionConfig{Function: fn, ReservedConcurrency: o.ReservedConcurrency, MaxConcurrency: o.MaxConcurrency}
+		if fc.MaxConcurrency == 0 {
+			fc.MaxConcurrency = DefaultMaxConcurrency
+		}
+		if fc.MaxConcurrency < minMaxConcurrency || fc.MaxConcurrency > maxMaxConcurrency {
+			return fmt.Errorf("infra: %s maxConcurrency %d outside %d..%d (the event source mapping's range)", fn.Dir, fc.MaxConcurrency, minMaxConcurrency, maxMaxConcurrency)
+		}
 		if o.MemoryMB != 0 {
 			fc.MemoryMB = o.MemoryMB
 		}
@@ -327,6 +383,24 @@ func issuers(field, raw string) (string, []string, error) {
 		keys = append(keys, key)
 	}
 	return strings.Join(out, ","), keys, nil
+}
+
+// validEmail is a plain address check: one @, no spaces, a dot in the
+// domain.
+func validEmail(s string) bool {
+	local, domain, ok := strings.Cut(s, "@")
+	return ok && local != "" && strings.Contains(domain, ".") && !strings.ContainsAny(s, " ,;<>") && !strings.Contains(domain, "@")
+}
+
+// AlarmsLine is what `make synth` prints about where the alarms go.
+func (c stackConfig) AlarmsLine() string {
+	switch {
+	case c.alarmTopicArn != "":
+		return "alarms notify the existing SNS topic " + c.alarmTopicArn
+	case c.alarmEmail != "":
+		return "alarms notify the new SNS topic " + c.topo.Prefix + "-alarms, e-mail subscription " + c.alarmEmail + " (confirm the e-mail AWS sends)"
+	}
+	return "alarms notify the new SNS topic " + c.topo.Prefix + "-alarms (no subscriber yet: set ALARM_EMAIL or subscribe to it)"
 }
 
 func validSNSArn(arn string) bool {

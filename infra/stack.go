@@ -18,11 +18,18 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/localeflow/localeflow/topology"
+)
+
+// Tags on every resource of the stack.
+const (
+	TagApplication = "application"
+	TagPrefix      = "localeflow:prefix"
 )
 
 // logRetention of the functions' log groups.
@@ -95,6 +102,8 @@ type builder struct {
 	functions  map[string]awslambda.Function
 	roles      map[string]awsiam.Role
 	alarms     []awscloudwatch.Alarm
+	// alarmTopic is the topic the stack created (nil with AlarmTopicArn).
+	alarmTopic awssns.Topic
 	healthURL  awslambda.FunctionUrl
 }
 
@@ -167,7 +176,11 @@ func NewLocaleflowStack(scope constructs.Construct, id string, props *Localeflow
 		b.addSchedule(s)
 	}
 	b.addAlarms()
+	b.addDashboard()
 	b.addOutputs()
+	// Every resource says what it belongs to.
+	awscdk.Tags_Of(b.stack).Add(jsii.String(TagApplication), jsii.String("localeflow"), nil)
+	awscdk.Tags_Of(b.stack).Add(jsii.String(TagPrefix), jsii.String(cfg.topo.Prefix), nil)
 	b.suppressFindings()
 	return b.stack, nil
 }
@@ -284,7 +297,7 @@ func (b *builder) addSecret(s secretSpec) {
 // env lists the variables of one function: only the resources it may use.
 func (b *builder) env(dir string) map[string]*string {
 	topo := b.cfg.topo
-	env := map[string]*string{EnvEventBus: b.bus.EventBusName()}
+	env := map[string]*string{EnvEventBus: b.bus.EventBusName(), EnvDeployment: jsii.String(topo.Prefix)}
 	switch dir {
 	case "poller":
 		env[EnvMonitorTable] = b.tables[topo.Monitor.Logical].TableName()
@@ -295,6 +308,7 @@ func (b *builder) env(dir string) map[string]*string {
 		// outage tolerance it was synthesized for.
 		env[EnvMaxFailures] = jsii.String(fmt.Sprint(b.cfg.monitor.MaxConsecutiveFailures))
 		env[EnvRetryMaxDelay] = jsii.String(b.cfg.monitor.MaxDelay.String())
+		env[EnvMonitorRetention] = jsii.String(b.cfg.monitorRetention.String())
 	case "coordinator":
 		env[EnvReleaseTable] = b.tables[topo.Release.Logical].TableName()
 		env[EnvReleaseQueueURL] = b.queues[topo.RelQueue.Logical].QueueUrl()
@@ -349,7 +363,10 @@ func (b *builder) addFunction(fc functionConfig) {
 		Timeout:      awscdk.Duration_Seconds(jsii.Number(fc.TimeoutSeconds)),
 		Role:         role,
 		LogGroup:     logs,
-		Environment:  &map[string]*string{},
+		// JSON platform lines (START, REPORT) next to the functions' own
+		// JSON lines: one format for Logs Insights.
+		LoggingFormat: awslambda.LoggingFormat_JSON,
+		Environment:   &map[string]*string{},
 	}
 	for k, v := range b.env(fc.Dir) {
 		(*props.Environment)[k] = v
@@ -369,6 +386,7 @@ func (b *builder) addFunction(fc functionConfig) {
 		fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(b.queues[fc.Queue], &awslambdaeventsources.SqsEventSourceProps{
 			BatchSize:               jsii.Number(q.BatchSize),
 			ReportBatchItemFailures: jsii.Bool(true),
+			MaxConcurrency:          jsii.Number(fc.MaxConcurrency),
 		}))
 	}
 	b.functions[fc.Dir] = fn
@@ -403,25 +421,56 @@ func (b *builder) addSchedule(s topology.Schedule) {
 	})
 }
 
+// Alarm periods and thresholds.
+const (
+	alarmPeriodMinutes = 5
+	// oldestMessageAlarmSeconds: a message older than this in a work queue
+	// means its consumer is not keeping up (a delayed message waits at
+	// most 15 min per hop, so a healthy queue stays far below).
+	oldestMessageAlarmSeconds = 3600
+)
+
+// metricOptions is a CloudWatch statistic over minutes.
+func metricOptions(statistic string, minutes float64) *awscloudwatch.MetricOptions {
+	return &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(minutes)), Statistic: jsii.String(statistic)}
+}
+
+// customMetric is one of the functions' EMF metrics of this deployment:
+// every series carries the Deployment dimension = the prefix.
+func (b *builder) customMetric(name string, dims map[string]string, statistic string, minutes float64) awscloudwatch.Metric {
+	d := map[string]*string{DeploymentDimension: jsii.String(b.cfg.topo.Prefix)}
+	for k, v := range dims {
+		d[k] = jsii.String(v)
+	}
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String(HealthMetricNamespace),
+		MetricName:    jsii.String(name),
+		DimensionsMap: &d,
+		Period:        awscdk.Duration_Minutes(jsii.Number(minutes)),
+		Statistic:     jsii.String(statistic),
+	})
+}
+
 func (b *builder) addAlarms() {
 	topo := b.cfg.topo
+	gt := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
+	quiet := awscloudwatch.TreatMissingData_NOT_BREACHING
 	for _, q := range topo.Queues() {
 		dlq := b.dlqs[q.Logical]
 		b.alarm(q.Logical+"DLQDepthAlarm", q.DLQName+"-depth",
 			"messages in "+q.DLQName+": inspect and redrive",
-			dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
-				Period:    awscdk.Duration_Minutes(jsii.Number(1)),
-				Statistic: jsii.String("Maximum"),
-			}), 0, awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD)
+			dlq.MetricApproximateNumberOfMessagesVisible(metricOptions("Maximum", 1)), 0, gt, quiet)
+		b.alarm(q.Logical+"OldestMessageAlarm", q.Name+"-oldest-message",
+			fmt.Sprintf("the oldest message in %s is older than %d s: its consumer is not keeping up (throttled or failing)", q.Name, oldestMessageAlarmSeconds),
+			b.queues[q.Logical].MetricApproximateAgeOfOldestMessage(metricOptions("Maximum", alarmPeriodMinutes)),
+			oldestMessageAlarmSeconds, gt, quiet)
 	}
+	// The health check reports every run; no data means it stopped running
+	// (or cannot write metrics), which is as bad as blocked.
 	b.alarm("HealthBlockedAlarm", topo.Prefix+"-health-blocked",
-		"localeflow health reports blocked: open the health Function URL",
-		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:  jsii.String(HealthMetricNamespace),
-			MetricName: jsii.String(HealthBlockedMetricName),
-			Period:     awscdk.Duration_Minutes(jsii.Number(5)),
-			Statistic:  jsii.String("Maximum"),
-		}), 1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD)
+		"localeflow health reports blocked, or has not reported for a period: open the health Function URL",
+		b.customMetric(HealthBlockedMetricName, nil, "Maximum", alarmPeriodMinutes),
+		1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD, awscloudwatch.TreatMissingData_BREACHING)
 	// Every rejected message (quarantined with its code) raises the
 	// consumer's alarm: nothing is dropped silently.
 	for _, fn := range topo.Functions {
@@ -430,32 +479,39 @@ func (b *builder) addAlarms() {
 		}
 		b.alarm(fn.Logical+"RejectedAlarm", fn.Name+"-messages-rejected",
 			fn.Name+" rejected messages for good: list them with `localeflow quarantine list`",
-			awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-				Namespace:     jsii.String(QuarantineMetricNamespace),
-				MetricName:    jsii.String(MessagesRejectedMetricName),
-				DimensionsMap: &map[string]*string{"Function": jsii.String(fn.Dir)},
-				Period:        awscdk.Duration_Minutes(jsii.Number(5)),
-				Statistic:     jsii.String("Sum"),
-			}), 0, awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD)
+			b.customMetric(MessagesRejectedMetricName, map[string]string{"Function": fn.Dir}, "Sum", alarmPeriodMinutes), 0, gt, quiet)
 	}
 	for _, fn := range topo.Functions {
+		f := b.functions[fn.Dir]
 		b.alarm(fn.Logical+"ErrorsAlarm", fn.Name+"-errors",
-			fn.Name+" returned errors",
-			b.functions[fn.Dir].MetricErrors(&awscloudwatch.MetricOptions{
-				Period:    awscdk.Duration_Minutes(jsii.Number(5)),
-				Statistic: jsii.String("Sum"),
-			}), 0, awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD)
+			fn.Name+" returned errors", f.MetricErrors(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
+		b.alarm(fn.Logical+"ThrottlesAlarm", fn.Name+"-throttles",
+			fn.Name+" was throttled: raise its reserved concurrency or the account limit",
+			f.MetricThrottles(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
 	}
-	if b.cfg.alarmTopicArn == "" {
-		return
+	var topic awssns.ITopic
+	if b.cfg.alarmTopicArn != "" {
+		topic = awssns.Topic_FromTopicArn(b.stack, jsii.String("AlarmTopic"), jsii.String(b.cfg.alarmTopicArn))
+	} else {
+		t := awssns.NewTopic(b.stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
+			TopicName:   jsii.String(topo.Prefix + "-alarms"),
+			DisplayName: jsii.String("localeflow " + topo.Prefix + " alarms"),
+			EnforceSSL:  jsii.Bool(true),
+		})
+		if b.cfg.alarmEmail != "" {
+			t.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(b.cfg.alarmEmail), nil))
+		}
+		b.alarmTopic = t
+		topic = t
 	}
-	topic := awssns.Topic_FromTopicArn(b.stack, jsii.String("AlarmTopic"), jsii.String(b.cfg.alarmTopicArn))
 	for _, a := range b.alarms {
 		a.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
+		a.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
 	}
 }
 
-func (b *builder) alarm(logical, name, description string, metric awscloudwatch.Metric, threshold float64, op awscloudwatch.ComparisonOperator) {
+func (b *builder) alarm(logical, name, description string, metric awscloudwatch.IMetric, threshold float64,
+	op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
 	b.alarms = append(b.alarms, awscloudwatch.NewAlarm(b.stack, jsii.String(logical), &awscloudwatch.AlarmProps{
 		AlarmName:          jsii.String(name),
 		AlarmDescription:   jsii.String(description),
@@ -463,8 +519,62 @@ func (b *builder) alarm(logical, name, description string, metric awscloudwatch.
 		Threshold:          jsii.Number(threshold),
 		ComparisonOperator: op,
 		EvaluationPeriods:  jsii.Number(1),
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		TreatMissingData:   missing,
 	}))
+}
+
+// addDashboard is the on-call view of one deployment.
+func (b *builder) addDashboard() {
+	topo := b.cfg.topo
+	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(title), Width: jsii.Number(8), Height: jsii.Number(6), Left: &metrics,
+		})
+	}
+	health := func(names ...string) []awscloudwatch.IMetric {
+		out := make([]awscloudwatch.IMetric, 0, len(names))
+		for _, n := range names {
+			out = append(out, b.customMetric(n, nil, "Maximum", alarmPeriodMinutes))
+		}
+		return out
+	}
+	var invocations, errs, dlq, oldest []awscloudwatch.IMetric
+	for _, fn := range topo.Functions {
+		f := b.functions[fn.Dir]
+		invocations = append(invocations, f.MetricInvocations(metricOptions("Sum", 1)))
+		errs = append(errs, f.MetricErrors(metricOptions("Sum", 1)), f.MetricThrottles(metricOptions("Sum", 1)))
+	}
+	for _, q := range topo.Queues() {
+		dlq = append(dlq, b.dlqs[q.Logical].MetricApproximateNumberOfMessagesVisible(metricOptions("Maximum", 1)))
+		oldest = append(oldest, b.queues[q.Logical].MetricApproximateAgeOfOldestMessage(metricOptions("Maximum", 1)))
+	}
+	byCode := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,Function,Code} MetricName="%s" %s="%s"', 'Sum', 60)`,
+			QuarantineMetricNamespace, DeploymentDimension, MessagesRejectedMetricName, DeploymentDimension, topo.Prefix)),
+		Label:        jsii.String("rejected by code"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{},
+		Period:       awscdk.Duration_Minutes(jsii.Number(1)),
+	})
+	awscloudwatch.NewDashboard(b.stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(topo.Prefix + "-operations"),
+		Widgets: &[]*[]awscloudwatch.IWidget{
+			{
+				graph("Invocations per minute (polls, release steps, health)", invocations...),
+				graph("Errors and throttles per minute", errs...),
+				graph("Health status (1 = blocked)", health(HealthBlockedMetricName, "HealthCheckFailed", "InvalidRecords")...),
+			},
+			{
+				graph("Monitor: due backlog and states", health("MonitorDue", "MonitorPending", "MonitorWatching", "MonitorRetryWait", "MonitorLeased", "MonitorExpiredLeases")...),
+				graph("Monitor: failures (failed, remote failures)", health("MonitorFailed", "MonitorRemoteFailures")...),
+				graph("Rejected messages by code", byCode),
+			},
+			{
+				graph("Evidence and delivery outcomes", health("EvidenceOpen", "EvidenceDue", "EvidenceFailed", "DeliveryOpen", "DeliveryDue", "DeliveryFailed")...),
+				graph("DLQ depth", dlq...),
+				graph("Oldest message age (s)", oldest...),
+			},
+		},
+	})
 }
 
 func (b *builder) addOutputs() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -92,6 +93,7 @@ func TestFunctionEnvironment(t *testing.T) {
 			EnvMonitorTable: monitor, EnvPollQueueURL: pollURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,
 			EnvCMSBaseURL: "https://cms.example.com", EnvCMSKeySecret: ref("CMSKeySecret"),
 			EnvEventKeySecret: ref("EventKeySecret"), EnvMaxFailures: "5", EnvRetryMaxDelay: "5m0s",
+			EnvDeployment: "localeflow", EnvMonitorRetention: "2160h0m0s",
 		},
 		"coordinator": {
 			EnvReleaseTable: release, EnvReleaseQueueURL: relURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,
@@ -102,8 +104,9 @@ func TestFunctionEnvironment(t *testing.T) {
 			EnvReceiptIssuersHumanReview:       "review-desk=" + humanKey,
 			EnvReceiptIssuersIndependentReview: "review-beta=" + reviewKey,
 			EnvTextRetention:                   "168h0m0s",
+			EnvDeployment:                      "localeflow",
 		},
-		"health": {EnvMonitorTable: monitor, EnvReleaseTable: release, EnvEventBus: bus},
+		"health": {EnvMonitorTable: monitor, EnvReleaseTable: release, EnvEventBus: bus, EnvDeployment: "localeflow"},
 	}
 	for _, fn := range s.topo.Functions {
 		t.Run(fn.Dir, func(t *testing.T) {
@@ -282,6 +285,11 @@ func TestReleaseTableTTL(t *testing.T) {
 		if !jsonEqual(ttl, want) {
 			t.Errorf("%s TTL = %v, want %v", table.Logical, ttl, want)
 		}
+	}
+	// Finished monitor records expire too (only those that need no
+	// attention: the poller sets expires_at on them alone).
+	if s.topo.Monitor.TTLAttribute != topology.AttrExpiresAt {
+		t.Fatalf("monitor table TTL attribute %q", s.topo.Monitor.TTLAttribute)
 	}
 	if s.topo.Release.TTLAttribute != topology.AttrExpiresAt {
 		t.Fatalf("release table TTL attribute %q", s.topo.Release.TTLAttribute)
@@ -505,11 +513,15 @@ func TestHealthFunctionURLUsesIAMAuth(t *testing.T) {
 	noPanic(t, func() { s.template.HasOutput(jsii.String("HealthUrl"), map[string]any{}) })
 }
 
+// deploymentDim is the Deployment dimension of the default stack's custom
+// metrics.
+var deploymentDim = map[string]any{"Name": DeploymentDimension, "Value": topology.DefaultPrefix}
+
 func TestAlarms(t *testing.T) {
 	s := defaultSynth(t)
-	// DLQ depth per queue, health blocked, rejected messages per consumer,
-	// errors per function.
-	s.count(t, "AWS::CloudWatch::Alarm", len(s.topo.Queues())+1+len(s.topo.Queues())+len(s.topo.Functions))
+	// DLQ depth and oldest message per queue, health blocked, rejected
+	// messages per consumer, errors and throttles per function.
+	s.count(t, "AWS::CloudWatch::Alarm", 2*len(s.topo.Queues())+1+len(s.topo.Queues())+2*len(s.topo.Functions))
 	for _, q := range s.topo.Queues() {
 		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
 			"AlarmName":          q.DLQName + "-depth",
@@ -519,29 +531,109 @@ func TestAlarms(t *testing.T) {
 			"ComparisonOperator": "GreaterThanThreshold",
 			"Threshold":          0,
 		})
+		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+			"AlarmName":          q.Name + "-oldest-message",
+			"Namespace":          "AWS/SQS",
+			"MetricName":         "ApproximateAgeOfOldestMessage",
+			"Dimensions":         []any{map[string]any{"Name": "QueueName", "Value": getAtt(s.logicalID(t, "AWS::SQS::Queue", q.Logical), "QueueName")}},
+			"ComparisonOperator": "GreaterThanThreshold",
+			"Threshold":          oldestMessageAlarmSeconds,
+		})
 	}
+	for _, fn := range s.topo.Functions {
+		for _, m := range []string{"Errors", "Throttles"} {
+			s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+				"AlarmName":          fn.Name + "-" + strings.ToLower(m),
+				"Namespace":          "AWS/Lambda",
+				"MetricName":         m,
+				"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": ref(s.logicalID(t, "AWS::Lambda::Function", fn.Logical))}},
+				"ComparisonOperator": "GreaterThanThreshold",
+				"Threshold":          0,
+			})
+		}
+	}
+}
+
+// TestHealthAlarmBreachesOnMissingData: the health alarm treated missing
+// data as not breaching, so a health function that stopped running (or
+// could not write its metric) left the alarm OK forever.
+func TestHealthAlarmBreachesOnMissingData(t *testing.T) {
+	s := defaultSynth(t)
 	s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
 		"AlarmName":          "localeflow-health-blocked",
 		"Namespace":          HealthMetricNamespace,
 		"MetricName":         HealthBlockedMetricName,
-		"Dimensions":         assertions.Match_Absent(),
+		"Dimensions":         []any{deploymentDim},
 		"ComparisonOperator": "GreaterThanOrEqualToThreshold",
 		"Threshold":          1,
+		"TreatMissingData":   "breaching",
 	})
-	for _, fn := range s.topo.Functions {
-		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
-			"AlarmName":          fn.Name + "-errors",
-			"Namespace":          "AWS/Lambda",
-			"MetricName":         "Errors",
-			"Dimensions":         []any{map[string]any{"Name": "FunctionName", "Value": ref(s.logicalID(t, "AWS::Lambda::Function", fn.Logical))}},
-			"ComparisonOperator": "GreaterThanThreshold",
-			"Threshold":          0,
-		})
-	}
+}
+
+// TestAlarmsSelectTheirDeployment: the custom metrics had no deployment
+// dimension, so two stacks in one account shared one series and tripped
+// each other's alarms. Every custom-metric alarm now selects its own
+// prefix; AWS metrics are selected by the stack's own (prefixed) resources.
+func TestAlarmsSelectTheirDeployment(t *testing.T) {
+	props := testProps()
+	props.Prefix = "acme-dev"
+	s := synth(t, props)
 	for id, r := range s.resources("AWS::CloudWatch::Alarm") {
-		if _, ok := r["Properties"].(map[string]any)["AlarmActions"]; ok {
-			t.Errorf("%s has actions without an alarm topic", id)
+		p := r["Properties"].(map[string]any)
+		dims := asList(p["Dimensions"])
+		if len(dims) == 0 {
+			t.Errorf("%s has no dimensions", id)
+			continue
 		}
+		if p["Namespace"] != HealthMetricNamespace {
+			// AWS/SQS and AWS/Lambda: one dimension naming a resource of this
+			// stack (Ref or GetAtt), whose name carries the prefix.
+			v, _ := dims[0].(map[string]any)["Value"].(map[string]any)
+			if len(dims) != 1 || v == nil {
+				t.Errorf("%s dimensions %v", id, dims)
+			}
+			continue
+		}
+		found := false
+		for _, d := range dims {
+			if jsonEqual(d, map[string]any{"Name": DeploymentDimension, "Value": "acme-dev"}) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s (%v) does not select Deployment=acme-dev: %v", id, p["MetricName"], dims)
+		}
+	}
+	// The functions are told their deployment, so their metrics carry it.
+	for _, fn := range s.topo.Functions {
+		env := s.props(t, "AWS::Lambda::Function", fn.Logical)["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if env[EnvDeployment] != "acme-dev" {
+			t.Errorf("%s: %s = %v", fn.Dir, EnvDeployment, env[EnvDeployment])
+		}
+	}
+}
+
+// TestAlarmTopicCreatedByDefault: with no topic ARN every alarm notified
+// nobody; the stack now creates <prefix>-alarms (TLS only) and every alarm
+// notifies it, with an optional e-mail subscription.
+func TestAlarmTopicCreatedByDefault(t *testing.T) {
+	props := testProps()
+	props.AlarmEmail = "oncall@example.com"
+	s := synth(t, props)
+	s.count(t, "AWS::SNS::Topic", 1)
+	s.has(t, "AWS::SNS::Topic", map[string]any{"TopicName": "localeflow-alarms"})
+	s.has(t, "AWS::SNS::Subscription", map[string]any{"Protocol": "email", "Endpoint": "oncall@example.com"})
+	topic := ref(s.logicalID(t, "AWS::SNS::Topic", "AlarmTopic"))
+	alarms := s.resources("AWS::CloudWatch::Alarm")
+	for id, r := range alarms {
+		p := r["Properties"].(map[string]any)
+		if !jsonEqual(p["AlarmActions"], []any{topic}) || !jsonEqual(p["OKActions"], []any{topic}) {
+			t.Errorf("%s actions = %v / %v", id, p["AlarmActions"], p["OKActions"])
+		}
+	}
+	cfg, err := resolve(props)
+	if err != nil || !strings.Contains(cfg.AlarmsLine(), "localeflow-alarms") || !strings.Contains(cfg.AlarmsLine(), "oncall@example.com") {
+		t.Fatalf("alarms line %q, %v", cfg.AlarmsLine(), err)
 	}
 }
 
@@ -549,6 +641,7 @@ func TestAlarmTopicNotifiedByEveryAlarm(t *testing.T) {
 	props := testProps()
 	props.AlarmTopicArn = "arn:aws:sns:eu-west-1:123456789012:ops"
 	s := synth(t, props)
+	s.count(t, "AWS::SNS::Topic", 0)
 	alarms := s.resources("AWS::CloudWatch::Alarm")
 	if len(alarms) == 0 {
 		t.Fatal("no alarms")
@@ -556,6 +649,102 @@ func TestAlarmTopicNotifiedByEveryAlarm(t *testing.T) {
 	for id, r := range alarms {
 		if !jsonEqual(r["Properties"].(map[string]any)["AlarmActions"], []any{props.AlarmTopicArn}) {
 			t.Errorf("%s actions = %v", id, r["Properties"].(map[string]any)["AlarmActions"])
+		}
+	}
+	cfg, err := resolve(props)
+	if err != nil || !strings.Contains(cfg.AlarmsLine(), "existing SNS topic "+props.AlarmTopicArn) {
+		t.Fatalf("alarms line %q, %v", cfg.AlarmsLine(), err)
+	}
+}
+
+func TestDashboard(t *testing.T) {
+	s := defaultSynth(t)
+	s.count(t, "AWS::CloudWatch::Dashboard", 1)
+	p := s.props(t, "AWS::CloudWatch::Dashboard", "Dashboard")
+	if p["DashboardName"] != "localeflow-operations" {
+		t.Fatalf("dashboard name %v", p["DashboardName"])
+	}
+	body, err := json.Marshal(p["DashboardBody"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Invocations", "MonitorDue", "MonitorFailed", "MonitorRemoteFailures", "MessagesRejected",
+		"ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage", "EvidenceFailed", "DeliveryFailed", HealthBlockedMetricName} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("dashboard has no %s", want)
+		}
+	}
+}
+
+// TestEveryResourceTagged: application and prefix tags on every resource
+// that takes tags.
+func TestEveryResourceTagged(t *testing.T) {
+	props := testProps()
+	props.Prefix = "acme-dev"
+	s := synth(t, props)
+	taggable := map[string]bool{}
+	for _, typ := range []string{"AWS::DynamoDB::Table", "AWS::SQS::Queue", "AWS::Lambda::Function", "AWS::IAM::Role",
+		"AWS::Logs::LogGroup", "AWS::SecretsManager::Secret", "AWS::SNS::Topic", "AWS::Events::EventBus", "AWS::CloudWatch::Alarm",
+		"AWS::Lambda::EventSourceMapping"} {
+		taggable[typ] = true
+	}
+	resources := s.raw["Resources"].(map[string]any)
+	for id, r := range resources {
+		rm := r.(map[string]any)
+		typ := rm["Type"].(string)
+		p, _ := rm["Properties"].(map[string]any)
+		tags, has := p["Tags"]
+		if !has {
+			if taggable[typ] {
+				t.Errorf("%s (%s) has no tags", id, typ)
+			}
+			continue
+		}
+		got := map[string]any{}
+		for _, tag := range asList(tags) {
+			m := tag.(map[string]any)
+			got[fmt.Sprint(m["Key"])] = m["Value"]
+		}
+		if len(got) == 0 { // a map of tags (e.g. some resource types)
+			if tm, ok := tags.(map[string]any); ok {
+				got = tm
+			}
+		}
+		if got[TagApplication] != "localeflow" || got[TagPrefix] != "acme-dev" {
+			t.Errorf("%s (%s) tags %v", id, typ, tags)
+		}
+	}
+}
+
+func TestFunctionsLogJSONAndCapConcurrency(t *testing.T) {
+	props := testProps()
+	props.Functions = map[string]FunctionOptions{"poller": {MaxConcurrency: 3}}
+	s := synth(t, props)
+	for _, fn := range s.topo.Functions {
+		lc, _ := s.props(t, "AWS::Lambda::Function", fn.Logical)["LoggingConfig"].(map[string]any)
+		if lc["LogFormat"] != "JSON" {
+			t.Errorf("%s logging config %v", fn.Dir, lc)
+		}
+	}
+	s.has(t, "AWS::Lambda::EventSourceMapping", map[string]any{
+		"FunctionName":  ref(s.logicalID(t, "AWS::Lambda::Function", s.topo.Functions[0].Logical)),
+		"ScalingConfig": map[string]any{"MaximumConcurrency": 3},
+	})
+	maps := s.resources("AWS::Lambda::EventSourceMapping")
+	if len(maps) != 2 {
+		t.Fatalf("%d event source mappings", len(maps))
+	}
+	for id, r := range maps {
+		sc, _ := r["Properties"].(map[string]any)["ScalingConfig"].(map[string]any)
+		if sc["MaximumConcurrency"] == nil {
+			t.Errorf("%s has no maximum concurrency", id)
+		}
+	}
+	for _, bad := range []int{1, 1001} {
+		props := testProps()
+		props.Functions = map[string]FunctionOptions{"coordinator": {MaxConcurrency: bad}}
+		if _, err := resolve(props); err == nil || !strings.Contains(err.Error(), "maxConcurrency") {
+			t.Errorf("maxConcurrency %d: %v", bad, err)
 		}
 	}
 }
@@ -629,6 +818,10 @@ func TestInvalidPropsRejected(t *testing.T) {
 			p.ReceiptIssuers.IndependentReview = "rv=" + humanKey
 		}, "share a key"},
 		{"bad alarm topic", func(p *LocaleflowStackProps) { p.AlarmTopicArn = "arn:aws:sqs:eu-west-1:1:q" }, "SNS"},
+		{"bad alarm e-mail", func(p *LocaleflowStackProps) { p.AlarmEmail = "not-an-address" }, "AlarmEmail"},
+		{"alarm e-mail with a topic ARN", func(p *LocaleflowStackProps) {
+			p.AlarmEmail, p.AlarmTopicArn = "ops@example.com", "arn:aws:sns:eu-west-1:123456789012:ops"
+		}, "AlarmEmail"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -711,7 +904,7 @@ func TestQuarantineQueueAndRejectedAlarm(t *testing.T) {
 			"AlarmName":          fn.Name + "-messages-rejected",
 			"Namespace":          QuarantineMetricNamespace,
 			"MetricName":         MessagesRejectedMetricName,
-			"Dimensions":         []any{map[string]any{"Name": "Function", "Value": fn.Dir}},
+			"Dimensions":         assertions.Match_ArrayWith(&[]any{deploymentDim, map[string]any{"Name": "Function", "Value": fn.Dir}}),
 			"Statistic":          "Sum",
 			"ComparisonOperator": "GreaterThanThreshold",
 			"Threshold":          0,

@@ -253,6 +253,9 @@ func New(prefix string) Topology {
 			Name:      prefix + "-monitor",
 			Partition: Key{AttrEventID, KeyString},
 			Indexes:   []Index{wake, attention, outbox},
+			// Finished records that need no attention expire
+			// (LOCALEFLOW_MONITOR_RETENTION, default 90 days).
+			TTLAttribute: AttrExpiresAt,
 		},
 		Release: Table{
 			Logical:      "ReleaseTable",

@@ -69,10 +69,12 @@ type Finding struct {
 
 // AuditReport is the outcome of an audit.
 type AuditReport struct {
-	MonitorRecords int       `json:"monitor_records"`
-	JournalItems   int       `json:"journal_items"`
-	ReleaseItems   int       `json:"release_items"`
-	Invalid        []Finding `json:"invalid"`
+	MonitorRecords int `json:"monitor_records"`
+	JournalItems   int `json:"journal_items"`
+	// AckItems counts the acknowledgement journal items (ack#<event id>).
+	AckItems     int       `json:"ack_items"`
+	ReleaseItems int       `json:"release_items"`
+	Invalid      []Finding `json:"invalid"`
 }
 
 // Audit scans both tables with Segments parallel segments each and checks
@@ -93,6 +95,13 @@ func (a *Auditor) Audit(ctx context.Context) (AuditReport, error) {
 		key, _ := stringAttr(item, topology.AttrEventID)
 		mu.Lock()
 		defer mu.Unlock()
+		if strings.HasPrefix(key, AckJournalPrefix) {
+			rep.AckItems++
+			if _, err := decodeAckJournal(item); err != nil {
+				rep.Invalid = append(rep.Invalid, Finding{Table: a.monitorTable, Kind: "ack", EventID: formatKey(key), Code: core.CodeOf(err)})
+			}
+			return
+		}
 		if strings.HasPrefix(key, JournalPrefix) {
 			rep.JournalItems++
 			if _, err := decodeJournal(item); err != nil {

@@ -181,6 +181,8 @@ func (q *Requeuer) Requeue(ctx context.Context, eventID string, nowMS int64) (Re
 	// A failure outcome not announced yet is moot once the change is
 	// monitored again: the requeued record leaves the outbox.
 	after.OutboxMS = 0
+	// A requeued change that fails again needs attention again.
+	after.AcknowledgedMS = 0
 	if _, err := monitor.Validate(after); err != nil {
 		// A valid failed record always yields a valid requeued one; this
 		// guards the monitor's rules changing under us.
@@ -231,7 +233,8 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 		Remove(expression.Name(topology.AttrAttentionShard)).
 		Remove(expression.Name(topology.AttrAttentionMS)).
 		Remove(expression.Name(topology.AttrOutboxShard)).
-		Remove(expression.Name(topology.AttrOutboxMS))
+		Remove(expression.Name(topology.AttrOutboxMS)).
+		Remove(expression.Name(monitordb.AttrAcknowledgedMS))
 	rexpr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(update).Build()
 	if err != nil {
 		return nil, fmt.Errorf("healthdb: build requeue expression: %w", err)

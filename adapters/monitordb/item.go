@@ -3,6 +3,8 @@ package monitordb
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -45,6 +47,53 @@ const (
 	attrOutboxMS        = topology.AttrOutboxMS
 )
 
+// AttrExpiresAt is the monitor table's TTL attribute (epoch seconds), set
+// only on finished records that need no attention.
+const AttrExpiresAt = topology.AttrExpiresAt
+
+// ExpiresAt is the expires_at of a record finished at updatedMS.
+func ExpiresAt(updatedMS int64, retention time.Duration) int64 {
+	return (updatedMS + retention.Milliseconds()) / 1000
+}
+
+// AttrTimeline holds a record's last transitions compactly:
+// "at_ms,state,remote_status,code" per transition (empty fields for none),
+// joined by ";", oldest first — at most monitor.TimelineMax entries, a few
+// hundred bytes, so the hot item stays small.
+const AttrTimeline = "timeline"
+
+// EncodeTimeline is the stored form of t ("" when empty).
+func EncodeTimeline(t []monitor.TimelineEntry) string {
+	parts := make([]string, 0, len(t))
+	for _, e := range t {
+		parts = append(parts, strconv.FormatInt(e.AtMS, 10)+","+string(e.State)+","+e.RemoteStatus+","+e.Code)
+	}
+	return strings.Join(parts, ";")
+}
+
+// decodeTimeline parses the stored form; ok is false when it is malformed
+// or an entry is not valid.
+func decodeTimeline(s string) ([]monitor.TimelineEntry, bool) {
+	var out []monitor.TimelineEntry
+	for _, part := range strings.Split(s, ";") {
+		f := strings.Split(part, ",")
+		if len(f) != 4 {
+			return nil, false
+		}
+		at, err := strconv.ParseInt(f[0], 10, 64)
+		e := monitor.TimelineEntry{AtMS: at, State: monitor.State(f[1]), RemoteStatus: f[2], Code: f[3]}
+		if err != nil || !e.Valid() {
+			return nil, false
+		}
+		out = append(out, e)
+	}
+	return out, len(out) <= monitor.TimelineMax
+}
+
+// AttrAcknowledgedMS is the attribute an acknowledgement sets on a record
+// that needed attention (when, in epoch ms).
+const AttrAcknowledgedMS = "acknowledged_ms"
+
 // item is the stored form. Optional attributes are omitted when empty.
 type item struct {
 	EventID                string `dynamodbav:"event_id"`
@@ -77,10 +126,16 @@ type item struct {
 	AttentionMS            *int64 `dynamodbav:"attention_ms,omitempty"`
 	OutboxShard            *int   `dynamodbav:"outbox_shard,omitempty"`
 	OutboxMS               int64  `dynamodbav:"outbox_ms,omitempty"`
+	AcknowledgedMS         int64  `dynamodbav:"acknowledged_ms,omitempty"`
+	ExpiresAt              int64  `dynamodbav:"expires_at,omitempty"`
+	Timeline               string `dynamodbav:"timeline,omitempty"`
 }
 
 var knownAttributes = map[string]bool{
-	attrEventID: true, attrSchemaVersion: true, attrSiteID: true, attrPlanID: true,
+	AttrAcknowledgedMS: true,
+	AttrExpiresAt:      true,
+	AttrTimeline:       true,
+	attrEventID:        true, attrSchemaVersion: true, attrSiteID: true, attrPlanID: true,
 	attrWebsiteVersion: true, attrSourceSequence: true, attrJobCount: true,
 	attrChangeSHA256: true, attrBindingSHA256: true, attrState: true, attrPollAttempts: true,
 	attrFailures: true, attrMaxFailures: true, attrNextPollMS: true, attrLeaseOwner: true,
@@ -109,6 +164,7 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		LastErrorCode: rec.LastErrorCode, RemoteStatus: rec.RemoteStatus,
 		LifecycleSHA256: rec.LifecycleSHA256, Lifecycle: string(rec.Lifecycle),
 		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS, HintMS: rec.HintMS,
+		AcknowledgedMS: rec.AcknowledgedMS, ExpiresAt: rec.ExpiresAt, Timeline: EncodeTimeline(rec.Timeline),
 	}
 	if rec.OutboxMS != 0 {
 		shard := Shard(rec.EventID)
@@ -157,7 +213,15 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 		NextPollMS: it.NextPollMS, LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken,
 		LeaseExpiresMS: it.LeaseExpiresMS, LastErrorCode: it.LastErrorCode, RemoteStatus: it.RemoteStatus,
 		LifecycleSHA256: it.LifecycleSHA256, CreatedMS: it.CreatedMS, UpdatedMS: it.UpdatedMS,
-		OutboxMS: it.OutboxMS, HintMS: it.HintMS, SchemaVersion: it.SchemaVersion,
+		OutboxMS: it.OutboxMS, HintMS: it.HintMS, SchemaVersion: it.SchemaVersion, AcknowledgedMS: it.AcknowledgedMS,
+		ExpiresAt: it.ExpiresAt,
+	}
+	if it.Timeline != "" {
+		t, ok := decodeTimeline(it.Timeline)
+		if !ok {
+			rec.Corrupt = true
+		}
+		rec.Timeline = t
 	}
 	if it.Lifecycle != "" {
 		rec.Lifecycle = []byte(it.Lifecycle)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -40,6 +41,19 @@ type Store struct {
 	// capacity, when set, asks DynamoDB for consumed capacity and adds it
 	// up (benchmarks).
 	capacity *capacityMeter
+	// retention, when positive, is how long a finished record that needs
+	// no attention is kept: its finishing write sets expires_at (the
+	// table's TTL attribute, epoch seconds) to the write's time plus
+	// retention. Zero keeps every record.
+	retention time.Duration
+}
+
+// WithRetention returns s with the retention of finished records (see
+// Store.retention); 0 keeps them forever.
+func (s *Store) WithRetention(d time.Duration) *Store {
+	c := *s
+	c.retention = d
+	return &c
 }
 
 // New returns a store on table (topology.Monitor.Name of the deployment).
@@ -282,6 +296,14 @@ func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Updat
 	} else {
 		update = update.Remove(expression.Name(attrAttentionShard)).Remove(expression.Name(attrAttentionMS))
 	}
+	if u.Timeline != nil {
+		update = update.Set(expression.Name(AttrTimeline), expression.Value(EncodeTimeline(u.Timeline)))
+	}
+	if u.State.Final() && !u.Attention("") && s.retention > 0 {
+		// A finished change nobody has to look at expires; one that needs
+		// attention never does (an acknowledgement does not change that).
+		update = update.Set(expression.Name(AttrExpiresAt), expression.Value(ExpiresAt(u.UpdatedMS, s.retention)))
+	}
 	if u.State.Final() {
 		update = update.Set(expression.Name(attrOutboxShard), shard).Set(expression.Name(attrOutboxMS), expression.Value(u.UpdatedMS))
 	} else {
@@ -333,7 +355,10 @@ func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) er
 		Remove(expression.Name(attrLeaseToken)).
 		Remove(expression.Name(attrLeaseExpiresMS)).
 		Remove(expression.Name(attrWakeShard)).
-		Remove(expression.Name(attrWakeMS))
+		Remove(expression.Name(attrWakeMS)).
+		// An invalid record needs attention: never expired, not acknowledged.
+		Remove(expression.Name(AttrExpiresAt)).
+		Remove(expression.Name(AttrAcknowledgedMS))
 	expr, err := build(expression.NewBuilder().
 		WithCondition(expression.AttributeExists(expression.Name(attrEventID))).WithUpdate(update))
 	if err != nil {

@@ -66,6 +66,10 @@ type Rejecter struct {
 	Source string
 	// Function is the Function dimension of the metric ("poller").
 	Function string
+	// Deployment is the Deployment dimension of the metric: the resource
+	// prefix, so two deployments in one account count apart. Empty means
+	// DefaultDeployment.
+	Deployment string
 	// Metrics receives the EMF lines (os.Stdout in Lambda); nil discards.
 	Metrics io.Writer
 	// Log receives the WARN line; nil discards.
@@ -127,18 +131,27 @@ type emfMeta struct {
 	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
 }
 
+// DefaultDeployment is the Deployment dimension when none is configured
+// (the default resource prefix).
+const DefaultDeployment = "localeflow"
+
 // MetricLine is the EMF document of one rejection: MessagesRejected = 1
-// under the dimension sets [Function] and [Function, Code].
-func MetricLine(function, code string, at time.Time) []byte {
+// under the dimension sets [Deployment, Function] and
+// [Deployment, Function, Code].
+func MetricLine(deployment, function, code string, at time.Time) []byte {
+	if deployment == "" {
+		deployment = DefaultDeployment
+	}
 	line, _ := json.Marshal(map[string]any{
 		"_aws": emfMeta{Timestamp: at.UnixMilli(), CloudWatchMetrics: []emfDirective{{
 			Namespace:  Namespace,
-			Dimensions: [][]string{{"Function"}, {"Function", "Code"}},
+			Dimensions: [][]string{{"Deployment", "Function"}, {"Deployment", "Function", "Code"}},
 			Metrics:    []emfMetric{{Name: MetricName, Unit: "Count"}},
 		}}},
-		"Function": function,
-		"Code":     code,
-		MetricName: 1,
+		"Deployment": deployment,
+		"Function":   function,
+		"Code":       code,
+		MetricName:   1,
 	})
 	return line
 }
@@ -151,7 +164,7 @@ func (r *Rejecter) metric(code string) {
 	if r.Clock != nil {
 		now = r.Clock.Now()
 	}
-	line := append(MetricLine(r.Function, code, now), '\n')
+	line := append(MetricLine(r.Deployment, r.Function, code, now), '\n')
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, _ = r.Metrics.Write(line)

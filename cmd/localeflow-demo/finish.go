@@ -9,6 +9,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/localeflow/localeflow/adapters/healthdb"
+	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/localstack/runner"
 )
@@ -111,13 +118,40 @@ func (d *demo) finish(ctx context.Context, changes []change, views []view, timed
 	}
 	v := judge(changes, views, h, dlqTotal)
 	leaks := contentLeaks(d.o.outDir, changes)
+	acked := false
+	if v.HealthOK && h.Status == monitor.HealthBlocked {
+		// What on-call does next: acknowledge the failure that was looked
+		// at, and health is ok again.
+		say(out, "")
+		say(out, "Health: BLOCKED (HTTP %d) by %d remote failure(s): the change that fails on purpose. On-call looks at it and acknowledges it:",
+			h.HTTPStatus, h.RemoteFailures)
+		after, err := d.acknowledge(ctx, changes, mon, rel, st)
+		if err != nil {
+			say(out, "")
+			say(out, "Acknowledging the change that fails on purpose failed: %v", err)
+			v.HealthOK = false
+		} else {
+			acked = true
+			v.HealthOK = after.Status == monitor.HealthOK && after.RemoteFailures == 0 && after.Failed == 0
+			v.Explanation += "; after `localeflow ack` it must be ok"
+			h = after
+			_ = os.WriteFile(jsonPath, h.JSON, 0o644)
+			if len(h.HTML) > 0 {
+				_ = os.WriteFile(htmlPath, h.HTML, 0o644)
+			}
+		}
+	}
 
 	say(out, "")
 	say(out, "Health: %s (HTTP %d), from %s", upper(h.Status), h.HTTPStatus, h.Source)
 	say(out, "  monitor: %d failed, %d remote failures, %d expired leases; release: %d failed evidence/delivery records",
 		h.Failed, h.RemoteFailures, h.ExpiredLeases, h.ReleaseFailures)
 	for _, c := range changes {
-		if c.Expect == expectBlocked {
+		if c.Expect == expectBlocked && acked {
+			say(out, "  %s (%s) was delivered, then the CMS refused to publish pt-BR (legal_hold): health was BLOCKED on purpose",
+				shortID(c.EventID), c.SiteID)
+			say(out, "  until the operator acknowledged it (`localeflow ack %s --reason ...`); it stays visible in `localeflow status`.", c.EventID)
+		} else if c.Expect == expectBlocked {
 			say(out, "  The BLOCKED status is on purpose: %s (%s) was delivered, then the CMS refused to publish pt-BR (legal_hold).",
 				shortID(c.EventID), c.SiteID)
 			say(out, "  That is what health is for: an operator has to look at it. Everything else finished cleanly.")
@@ -158,6 +192,58 @@ func (d *demo) finish(ctx context.Context, changes []change, views []view, timed
 		say(out, "DEMO NOT OK: changes as expected: %v; health as expected: %v (%s); DLQs empty: %v.", v.ChangesOK, v.HealthOK, v.Explanation, v.DLQsEmpty)
 	}
 	return nil
+}
+
+// acknowledge acknowledges every change that fails on purpose, as the
+// caller's AWS identity (STS), the way `localeflow ack` does, and reads
+// health again.
+func (d *demo) acknowledge(ctx context.Context, changes []change, mon MonitorHealth, rel SnapshotLoader, st runner.Stack) (healthReport, error) {
+	db, ok := d.clients.DynamoDB.(*dynamodb.Client)
+	if !ok {
+		return healthReport{}, fmt.Errorf("acknowledge: no DynamoDB client")
+	}
+	store, err := monitordb.New(db, d.res.MonitorTable)
+	if err != nil {
+		return healthReport{}, err
+	}
+	q, err := healthdb.NewRequeuer(store, db, d.res.MonitorTable)
+	if err != nil {
+		return healthReport{}, err
+	}
+	who, err := d.sts.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return healthReport{}, fmt.Errorf("sts GetCallerIdentity: %w", err)
+	}
+	say(d.out, "")
+	for _, c := range changes {
+		if c.Expect != expectBlocked {
+			continue
+		}
+		reason := "demo: legal hold on pt-BR seen and handled by the content team"
+		got, err := q.Acknowledge(ctx, c.EventID, aws.ToString(who.Arn), reason, core.Millis(time.Now()))
+		if err != nil {
+			return healthReport{}, err
+		}
+		say(d.out, "$ localeflow ack %s --reason %q", c.EventID, reason)
+		say(d.out, "  acknowledged %s (%s, %s) by %s: health no longer counts it", shortID(c.EventID), got.Journal.State,
+			got.Journal.RemoteStatus, got.Journal.By)
+	}
+	if sched := d.healthSchedule(st); sched != nil {
+		if resp, ferr := sched.Fire(ctx); ferr == nil {
+			var r struct {
+				Status string `json:"status"`
+			}
+			if json.Unmarshal(resp, &r) == nil {
+				say(d.out, "Health schedule fired again (%s): status %s", sched.Name, r.Status)
+			}
+		}
+	}
+	if fn := d.fns["health"]; fn != nil {
+		hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return fromFunction(hctx, fn.Proc)
+	}
+	return computed(ctx, mon, rel, changes)
 }
 
 // healthSchedule is the schedule that targets the health function.

@@ -15,8 +15,8 @@ import (
 // TestIntegrationDemoEndsAsExpected runs the whole demo on the local stack
 // with the functions built for this machine, as make demo does, and
 // expects exit code 0: every change in its expected final state, health
-// blocked exactly by the change that fails on purpose, DLQs empty, logs
-// content-free.
+// blocked exactly by the change that fails on purpose until it is
+// acknowledged, then ok, DLQs empty, logs content-free.
 func TestIntegrationDemoEndsAsExpected(t *testing.T) {
 	localtest.Require(t)
 	rie := os.Getenv("LOCALEFLOW_RIE")
@@ -39,6 +39,11 @@ func TestIntegrationDemoEndsAsExpected(t *testing.T) {
 		"-out", t.TempDir(), "-tty", "never", "-timeout", "120s"}, &out)
 	if code != 0 || !strings.Contains(out.String(), "DEMO OK") {
 		t.Fatalf("demo exit %d:\n%s", code, out.String())
+	}
+	// It ends the way on-call would: the failure on purpose acknowledged,
+	// health ok again.
+	if !strings.Contains(out.String(), "$ localeflow ack ") || !strings.Contains(out.String(), "health is ok") {
+		t.Fatalf("demo did not end with an acknowledgement and health ok:\n%s", out.String())
 	}
 	if testing.Verbose() {
 		t.Log(out.String())

@@ -40,6 +40,7 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
 	"github.com/localeflow/localeflow/adapters/awsconfig"
@@ -165,6 +166,9 @@ type demo struct {
 	clients bootstrap.Clients
 	sqs     *sqs.Client
 	eb      *eventbridge.Client
+	// sts reads the operator identity the final acknowledgement is
+	// recorded under.
+	sts     *sts.Client
 	keys    keys
 	srv     *servers
 	fns     map[string]*function
@@ -321,6 +325,7 @@ func (d *demo) setupAWS(ctx context.Context) error {
 	}
 	d.sqs = awsclient.SQS(cfg)
 	d.eb = awsclient.EventBridge(cfg)
+	d.sts = sts.NewFromConfig(cfg)
 	d.clients = bootstrap.Clients{DynamoDB: awsclient.DynamoDB(cfg), SQS: d.sqs, EventBridge: d.eb}
 	d.topo = topology.New(d.o.prefix)
 	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -7,10 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
 	"github.com/localeflow/localeflow/adapters/awsconfig"
@@ -35,6 +38,8 @@ const (
 const (
 	codeUsage   = "cli.usage"
 	codeRuntime = "cli.runtime"
+	// codeIdentity: the caller's AWS identity could not be read.
+	codeIdentity = "cli.identity_unavailable"
 )
 
 const usageText = `usage: localeflow [--monitor-table NAME] [--release-table NAME] [--prefix P] [--json] COMMAND [ARGS]
@@ -42,8 +47,11 @@ const usageText = `usage: localeflow [--monitor-table NAME] [--release-table NAM
 commands:
   status EVENT_ID                     one change: monitor record, evidence, delivery, requeues
   health                              the health document (exit 1 when blocked)
-  list [--state S] [--kind K]         open records and records needing attention (K: monitor, evidence, delivery)
+  list [--state S] [--kind K] [--attention]
+                                      open records and records needing attention (K: monitor, evidence, delivery;
+                                      --attention: only unacknowledged records that block health)
   requeue EVENT_ID                    a failed change back to due with a fresh failure budget
+  ack EVENT_ID --reason TEXT          acknowledge a change needing attention (failed, remote failure): health stops counting it
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
   quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
@@ -76,6 +84,11 @@ type cli struct {
 	kind         string
 	args         []string
 	all          bool
+	reason       string
+	attention    bool
+	// identity returns the caller's AWS identity (an ARN); nil means STS
+	// GetCallerIdentity.
+	identity func(ctx context.Context) (string, error)
 
 	db *dynamodb.Client
 }
@@ -83,18 +96,138 @@ type cli struct {
 func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) int {
 	c := &cli{out: out, errOut: errOut, getenv: getenv}
 	if len(args) == 0 || slices.Contains([]string{"-h", "--help", "help", "-help"}, args[0]) {
+		if len(args) > 1 && args[0] == "help" {
+			if h, ok := commandHelp[args[1]]; ok {
+				fmt.Fprint(out, h)
+				return exitOK
+			}
+		}
 		fmt.Fprint(out, usageText)
 		if len(args) == 0 {
 			return exitUsage
 		}
 		return exitOK
 	}
+	if slices.Contains([]string{"--version", "-version", "version"}, args[0]) {
+		fmt.Fprintf(out, "localeflow %s\n", version())
+		return exitOK
+	}
 	err := c.parse(args)
+	if errors.Is(err, errHelp) {
+		h, ok := commandHelp[firstNonEmpty(c.command(), "-")]
+		if !ok {
+			h = usageText
+		}
+		fmt.Fprint(out, h)
+		return exitOK
+	}
 	if err == nil {
 		err = c.dispatch(ctx)
 	}
 	return c.report(err)
 }
+
+// errHelp: --help or -h was given (exit 0 after the help).
+var errHelp = errors.New("help requested")
+
+// version is the module version the binary was built from ("(devel)" for a
+// build from a checkout), with the VCS revision when the build recorded it.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+	}
+	return v
+}
+
+func (c *cli) command() string {
+	if len(c.args) == 0 {
+		return ""
+	}
+	return c.args[0]
+}
+
+// commandFlags are the flags each command accepts besides the global ones
+// (--json, --prefix, --monitor-table, --release-table).
+var commandFlags = map[string][]string{
+	"status": {}, "health": {}, "requeue": {},
+	"ack":        {"reason"},
+	"list":       {"state", "kind", "attention"},
+	"audit":      {"segments"},
+	"quarantine": {"all"},
+}
+
+var globalFlags = []string{"json", "prefix", "monitor-table", "release-table"}
+
+// commandHelp is each command's help (`localeflow COMMAND --help`).
+var commandHelp = map[string]string{
+	"status": `usage: localeflow [global flags] status EVENT_ID
+
+One change: its monitor record (state, attempts, failures, last error, remote
+status), its requeues and acknowledgement, its evidence and delivery records.
+Exit 1 when the record is missing or invalid.
+` + globalHelp,
+	"health": `usage: localeflow [global flags] health
+
+The health document (same rules as the health function); with --json the
+document plus "reasons" (why it is blocked) and "attention" (the records that
+block it). Exit 1 when blocked.
+` + globalHelp,
+	"list": `usage: localeflow [global flags] list [--state S] [--kind K] [--attention]
+
+Open records and records needing attention, from the sparse indexes.
+  --state S     only records in state S (monitor: pending, leased, watching,
+                retry_wait, terminal, failed; evidence/delivery: pending, leased,
+                retry_wait, failed)
+  --kind K      monitor, evidence or delivery
+  --attention   only the unacknowledged records that block health
+` + globalHelp,
+	"requeue": `usage: localeflow [global flags] requeue EVENT_ID
+
+Puts a failed change back to due with a fresh failure budget (journaled).
+Exit 1 when the change is not failed or changed meanwhile.
+` + globalHelp,
+	"ack": `usage: localeflow [global flags] ack EVENT_ID --reason TEXT
+
+Acknowledges a change that needs attention (failed, or a remote failure such
+as publication_blocked): who (your AWS identity, from STS GetCallerIdentity),
+when and why go to a journal item, the record leaves the attention index and
+health stops counting it; status and audit still show it.
+  --reason TEXT  why (one line, 1..200 printable characters; no texts or secrets)
+A second ack is a no-op (exit 0). Exit 1: unknown id, or nothing to acknowledge.
+` + globalHelp,
+	"audit": `usage: localeflow [global flags] audit [--segments N]
+
+Full integrity check of both tables (parallel Scan; it reads every item, run
+on demand only). Exit 1 when any record is invalid.
+  --segments N   parallel Scan segments per table, 1..64 (default 4)
+` + globalHelp,
+	"quarantine": `usage: localeflow [global flags] quarantine list
+       localeflow [global flags] quarantine replay ID...|--all
+
+list: rejected messages (ids, code, source queue, body hash; never the body).
+replay: send them back to their source queue and delete them from quarantine.
+  --all   replay every quarantined message
+` + globalHelp,
+}
+
+const globalHelp = `
+global flags (before or after the command):
+  --prefix P             the tables (and queues) of deployment prefix P
+  --monitor-table NAME   default $LOCALEFLOW_MONITOR_TABLE
+  --release-table NAME   default $LOCALEFLOW_RELEASE_TABLE
+  --json                 JSON for scripts
+exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
+`
 
 // parse reads the flags anywhere on the line and the positional arguments.
 func (c *cli) parse(args []string) error {
@@ -108,8 +241,13 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.state, "state", "", "")
 	fs.StringVar(&c.kind, "kind", "", "")
 	fs.BoolVar(&c.all, "all", false, "")
+	fs.StringVar(&c.reason, "reason", "", "")
+	fs.BoolVar(&c.attention, "attention", false, "")
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return errHelp
+			}
 			return usagef("%v", err)
 		}
 		args = fs.Args()
@@ -121,6 +259,17 @@ func (c *cli) parse(args []string) error {
 	}
 	if len(c.args) == 0 {
 		return usagef("no command")
+	}
+	if allowed, ok := commandFlags[c.args[0]]; ok {
+		var wrong []string
+		fs.Visit(func(f *flag.Flag) {
+			if !slices.Contains(allowed, f.Name) && !slices.Contains(globalFlags, f.Name) {
+				wrong = append(wrong, "--"+f.Name)
+			}
+		})
+		if len(wrong) > 0 {
+			return usagef("%s: %s is not a flag of %s (see localeflow %s --help)", c.args[0], strings.Join(wrong, ", "), c.args[0], c.args[0])
+		}
 	}
 	if c.prefix != "" {
 		if err := topology.ValidatePrefix(c.prefix); err != nil {
@@ -155,7 +304,7 @@ func (c *cli) dispatch(ctx context.Context) error {
 	}
 	var err error
 	switch cmd {
-	case "status", "requeue":
+	case "status", "requeue", "ack":
 		err = need(1, "needs exactly one EVENT_ID")
 		if err == nil && !core.ValidToken(rest[0]) {
 			err = usagef("%s: EVENT_ID must match [A-Za-z0-9_.:-]{1,256}", cmd)
@@ -173,6 +322,9 @@ func (c *cli) dispatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if cmd == "ack" && !healthdb.ValidAckReason(c.reason) {
+		return usagef("ack: --reason TEXT is required: one line, 1..%d printable characters (why it is acknowledged; no texts or secrets)", healthdb.MaxAckReason)
+	}
 	if cmd == "audit" && (c.segments < 1 || c.segments > 64) {
 		return usagef("audit: --segments must be 1..64")
 	}
@@ -187,6 +339,8 @@ func (c *cli) dispatch(ctx context.Context) error {
 		return c.status(ctx, rest[0])
 	case "requeue":
 		return c.requeue(ctx, rest[0])
+	case "ack":
+		return c.ack(ctx, rest[0])
 	case "health":
 		return c.health(ctx)
 	case "list":
@@ -224,6 +378,16 @@ func (c *cli) connect(ctx context.Context) error {
 		return core.Wrap(codeRuntime, true, fmt.Errorf("aws config: %w", err))
 	}
 	c.db = awsclient.DynamoDB(cfg)
+	if c.identity == nil {
+		client := sts.NewFromConfig(cfg)
+		c.identity = func(ctx context.Context) (string, error) {
+			out, err := client.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+			if err != nil {
+				return "", core.Wrap(codeIdentity, true, fmt.Errorf("sts GetCallerIdentity: %w", err))
+			}
+			return aws.ToString(out.Arn), nil
+		}
+	}
 	return nil
 }
 
@@ -269,7 +433,12 @@ func (c *cli) report(err error) int {
 			Error string `json:"error"`
 		}{code, err.Error()})
 	}
-	fmt.Fprintf(c.errOut, "localeflow: %s: %v\n", code, err)
+	// The code once: most errors already name it in their message.
+	if msg := err.Error(); strings.Contains(msg, code) {
+		fmt.Fprintf(c.errOut, "localeflow: %s\n", msg)
+	} else {
+		fmt.Fprintf(c.errOut, "localeflow: %s: %s\n", code, msg)
+	}
 	if exit == exitUsage {
 		fmt.Fprint(c.errOut, usageText)
 	}

@@ -11,9 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core/health/healthtest"
+	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/localtest"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -65,6 +67,57 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestCommandHelpAndVersion: `localeflow status --help` was a usage error
+// (exit 2, "flag: help requested"); each command now prints its own help
+// and exits 0, and --version prints the build's version.
+func TestCommandHelpAndVersion(t *testing.T) {
+	for cmd := range commandFlags {
+		r := runCLI(map[string]string{}, cmd, "--help")
+		if r.code != exitOK || !strings.Contains(r.out, "usage: localeflow [global flags] "+cmd) {
+			t.Errorf("%s --help: %+v", cmd, r)
+		}
+		if r := runCLI(map[string]string{}, "help", cmd); r.code != exitOK || !strings.Contains(r.out, "localeflow [global flags] "+cmd) {
+			t.Errorf("help %s: %+v", cmd, r)
+		}
+	}
+	if r := runCLI(map[string]string{}, "ack", "-h"); r.code != exitOK || !strings.Contains(r.out, "--reason TEXT") {
+		t.Errorf("ack -h: %+v", r)
+	}
+	if r := runCLI(map[string]string{}, "--version"); r.code != exitOK || !strings.HasPrefix(r.out, "localeflow ") {
+		t.Errorf("--version: %+v", r)
+	}
+}
+
+// TestFlagsBelongToTheirCommand: every flag was accepted by every command
+// (`status --segments 3` ran status and ignored it); a flag of another
+// command is now a usage error that names it.
+func TestFlagsBelongToTheirCommand(t *testing.T) {
+	env := map[string]string{"LOCALEFLOW_MONITOR_TABLE": "m", "LOCALEFLOW_RELEASE_TABLE": "r"}
+	for _, args := range [][]string{
+		{"status", "evt-1", "--segments", "3"}, {"health", "--reason", "x"}, {"audit", "--state", "failed"},
+		{"requeue", "evt-1", "--all"}, {"ack", "evt-1", "--reason", "r", "--kind", "monitor"},
+	} {
+		r := runCLI(env, args...)
+		if r.code != exitUsage || !strings.Contains(r.err, "is not a flag of "+args[0]) {
+			t.Errorf("%v: %+v", args, r)
+		}
+	}
+}
+
+// TestErrorPrintsItsCodeOnce: an error printed its code twice
+// ("localeflow: cli.usage: ..." and again inside the message).
+func TestErrorPrintsItsCodeOnce(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	r := runCLI(map[string]string{}, "--prefix=localeflow", "health")
+	if strings.Count(r.err, "health.unavailable") != 1 {
+		t.Fatalf("stderr %q names the code %d times", r.err, strings.Count(r.err, "health.unavailable"))
+	}
+}
+
 // TestCommandsOnLocalStack drives every command against DynamoDB Local.
 func TestCommandsOnLocalStack(t *testing.T) {
 	localtest.Require(t)
@@ -105,7 +158,8 @@ func TestCommandsOnLocalStack(t *testing.T) {
 	t.Logf("localeflow health:\n%s", r.out)
 	r = runCLI(env, "health", "--json", p)
 	var doc map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || r.code != exitBad || len(doc) != 5 || string(doc["status"]) != `"blocked"` {
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || r.code != exitBad || len(doc) != 7 || string(doc["status"]) != `"blocked"` ||
+		!strings.Contains(string(doc["reasons"]), "lifecycle_monitor.state_invalid") || !strings.Contains(string(doc["attention"]), "evt-failed") {
 		t.Fatalf("health --json: %+v (%v)", r, err)
 	}
 
@@ -167,5 +221,102 @@ func TestRuntimeErrorExit3(t *testing.T) {
 	r := runCLI(map[string]string{}, "--prefix=localeflow", "health")
 	if r.code != exitRuntime || !strings.Contains(r.err, "health.unavailable") {
 		t.Fatalf("unreachable: %+v", r)
+	}
+}
+
+// TestAckOnLocalStack: after a remote failure health stayed blocked for
+// good, with no way to acknowledge it. `ack` takes a publication_blocked
+// change out of the attention index (health goes from blocked to ok), a
+// second ack is a no-op, an unknown id exits 1 with its code, and the
+// acknowledgement stays visible in status and audit.
+func TestAckOnLocalStack(t *testing.T) {
+	localtest.Require(t)
+	topo := localtest.Topology(t)
+	db := localtest.DynamoDB(t)
+	ctx := context.Background()
+	store, err := monitordb.New(db, topo.Monitor.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := healthtest.MonitorRecord("evt-blocked", healthtest.PublicationBlocked, base)
+	blocked.Timeline = []monitor.TimelineEntry{
+		{AtMS: base, State: monitor.StateRetryWait, Code: "cms.http_503"},
+		{AtMS: base + 1, State: monitor.StateTerminal, RemoteStatus: "publication_blocked"},
+	}
+	if _, _, err := store.Create(ctx, blocked); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Create(ctx, healthtest.MonitorRecord("evt-open", healthtest.Watching, base)); err != nil {
+		t.Fatal(err)
+	}
+	// The caller's identity comes from STS GetCallerIdentity (kumo's on the
+	// local stack: AWS_ENDPOINT_URL_STS).
+	env := map[string]string{}
+	p := "--prefix=" + topo.Prefix
+
+	r := runCLI(env, p, "health")
+	if r.code != exitBad || !strings.Contains(r.out, "health: blocked") || !strings.Contains(r.out, "publication_blocked") {
+		t.Fatalf("health before ack: %+v", r)
+	}
+	r = runCLI(env, p, "list", "--attention", "--json")
+	var items []map[string]any
+	if err := json.Unmarshal([]byte(r.out), &items); err != nil || len(items) != 1 || items[0]["event_id"] != "evt-blocked" {
+		t.Fatalf("list --attention before ack: %+v", r)
+	}
+	if r = runCLI(env, p, "ack", "evt-blocked"); r.code != exitUsage || !strings.Contains(r.err, "--reason") {
+		t.Fatalf("ack without a reason: %+v", r)
+	}
+	r = runCLI(env, p, "ack", "evt-blocked", "--reason", "CMS team unblocked it by hand (TICKET-42)")
+	if r.code != exitOK || !strings.Contains(r.out, "acknowledged evt-blocked (terminal, publication_blocked) by arn:") {
+		t.Fatalf("ack: %+v", r)
+	}
+	t.Logf("localeflow ack:\n%s", r.out)
+	r = runCLI(env, p, "health", "--json")
+	var doc struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || r.code != exitOK || doc.Status != "ok" {
+		t.Fatalf("health after ack: %+v", r)
+	}
+	r = runCLI(env, p, "list", "--attention")
+	if r.code != exitOK || strings.Contains(r.out, "evt-blocked") {
+		t.Fatalf("list --attention after ack: %+v", r)
+	}
+	r = runCLI(env, p, "ack", "evt-blocked", "--reason", "again")
+	if r.code != exitOK || !strings.Contains(r.out, "already acknowledged") || !strings.Contains(r.out, "nothing written") {
+		t.Fatalf("second ack: %+v", r)
+	}
+	r = runCLI(env, p, "status", "evt-blocked", "--json")
+	var st struct {
+		Monitor struct {
+			State, RemoteStatus string
+			Timeline            []monitor.TimelineEntry `json:"timeline"`
+		} `json:"monitor"`
+		Acknowledged struct {
+			Count  int    `json:"ack_count"`
+			By     string `json:"by"`
+			Reason string `json:"reason"`
+		} `json:"acknowledged"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || r.code != exitOK || st.Monitor.State != "terminal" ||
+		len(st.Monitor.Timeline) != 2 || st.Monitor.Timeline[0].Code != "cms.http_503" ||
+		st.Acknowledged.Count != 1 || !strings.HasPrefix(st.Acknowledged.By, "arn:") || !strings.Contains(st.Acknowledged.Reason, "TICKET-42") {
+		t.Fatalf("status after ack: %+v (%v)", r, err)
+	}
+	if r = runCLI(env, p, "status", "evt-blocked"); r.code != exitOK || !strings.Contains(r.out, "recent transitions") ||
+		!strings.Contains(r.out, "terminal  publication_blocked") || !strings.Contains(r.out, "acknowledged") {
+		t.Fatalf("status text after ack: %+v", r)
+	}
+	if r = runCLI(env, p, "ack", "evt-unknown", "--reason", "typo", "--json"); r.code != exitBad ||
+		!strings.Contains(r.out, `"code":"lifecycle_monitor.event_missing"`) || strings.Count(r.err, "lifecycle_monitor.event_missing") != 1 {
+		t.Fatalf("ack of an unknown id: %+v", r)
+	}
+	if r = runCLI(env, p, "ack", "evt-open", "--reason", "nothing to see"); r.code != exitBad || !strings.Contains(r.err, healthdb.CodeAckNotNeeded) {
+		t.Fatalf("ack of an open change: %+v", r)
+	}
+	r = runCLI(env, p, "audit", "--json")
+	var rep healthdb.AuditReport
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != exitOK || rep.AckItems != 1 || rep.MonitorRecords != 2 {
+		t.Fatalf("audit after ack: %+v (%v)", r, err)
 	}
 }

@@ -53,11 +53,14 @@ type leaseView struct {
 }
 
 type statusView struct {
-	EventID  string              `json:"event_id"`
-	Monitor  *monitorView        `json:"monitor"`
-	Requeues *healthdb.Journal   `json:"requeues,omitempty"`
-	Release  []leaseView         `json:"release"`
-	Plan     *release.PlanRecord `json:"-"`
+	EventID  string            `json:"event_id"`
+	Monitor  *monitorView      `json:"monitor"`
+	Requeues *healthdb.Journal `json:"requeues,omitempty"`
+	// Acknowledged is the last acknowledgement (who, when, why); it stays
+	// visible after the record left the attention index.
+	Acknowledged *healthdb.AckJournal `json:"acknowledged,omitempty"`
+	Release      []leaseView          `json:"release"`
+	Plan         *release.PlanRecord  `json:"-"`
 }
 
 type monitorView struct {
@@ -80,6 +83,9 @@ type monitorView struct {
 	RequiredLocales     []string `json:"required_locales"`
 	Created             string   `json:"created"`
 	Updated             string   `json:"updated"`
+	// Timeline is the change's last transitions, oldest first (the full
+	// history is in the poller's log).
+	Timeline []monitor.TimelineEntry `json:"timeline"`
 }
 
 // status shows one change. The monitor record is read and validated by the
@@ -105,6 +111,10 @@ func (c *cli) status(ctx context.Context, eventID string) error {
 			RemoteStatus: st.RemoteStatus, LifecycleSHA256: st.LifecycleSHA256,
 			ApprovedLocales: st.ApprovedLocales, RequiredLocales: st.RequiredLocales,
 			Created: tsTime(st.Created), Updated: tsTime(st.Updated),
+			Timeline: st.Timeline,
+		}
+		if view.Monitor.Timeline == nil {
+			view.Monitor.Timeline = []monitor.TimelineEntry{}
 		}
 		if st.State == monitor.StateLeased {
 			view.Monitor.LeaseExpires = tsTime(st.LeaseExpires)
@@ -118,6 +128,11 @@ func (c *cli) status(ctx context.Context, eventID string) error {
 		return fmt.Errorf("requeue journal %s: %w", eventID, err)
 	} else if ok {
 		view.Requeues = &j
+	}
+	if j, ok, err := requeuer.AckHistory(ctx, eventID); err != nil {
+		return fmt.Errorf("ack journal %s: %w", eventID, err)
+	} else if ok {
+		view.Acknowledged = &j
 	}
 	snap, err := c.releaseStore().Load(ctx, eventID)
 	if err != nil {
@@ -194,6 +209,18 @@ func (c *cli) printStatus(v statusView) {
 		fmt.Fprintf(w, "requeued\t%d time(s), last at %s (was failed with %s after %d failures)\n",
 			j.RequeuedCount, ts(j.RequeuedMS), j.LastFailedCode, j.LastFailedFailures)
 	}
+	if m := v.Monitor; m != nil {
+		for i, e := range m.Timeline {
+			label := ""
+			if i == 0 {
+				label = "recent transitions"
+			}
+			fmt.Fprintf(w, "%s\t%s  %s  %s  %s\n", label, ts(e.AtMS), e.State, dash(e.RemoteStatus), dash(e.Code))
+		}
+	}
+	if j := v.Acknowledged; j != nil {
+		fmt.Fprintf(w, "acknowledged	by %s at %s: %q (was %s %s)\n", j.By, ts(j.AckMS), j.Reason, j.State, firstNonEmpty(j.ErrorCode, j.RemoteStatus))
+	}
 	w.Flush()
 	if len(v.Release) == 0 {
 		fmt.Fprintln(c.out, "\nno evidence or delivery records")
@@ -234,6 +261,41 @@ func (c *cli) requeue(ctx context.Context, eventID string) error {
 	return nil
 }
 
+// ack acknowledges a change that needs attention, as the caller's AWS
+// identity; a second ack is a no-op.
+func (c *cli) ack(ctx context.Context, eventID string) error {
+	q, err := healthdb.NewRequeuer(c.monitorStore(), c.db, c.monitorTable)
+	if err != nil {
+		return err
+	}
+	by, err := c.identity(ctx)
+	if err != nil {
+		return err
+	}
+	got, err := q.Acknowledge(ctx, eventID, by, c.reason, core.Millis(time.Now()))
+	if err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(struct {
+			EventID string              `json:"event_id"`
+			Already bool                `json:"already_acknowledged"`
+			Journal healthdb.AckJournal `json:"acknowledgement"`
+		}{eventID, got.Already, got.Journal})
+	}
+	j := got.Journal
+	what := j.State
+	if code := firstNonEmpty(j.ErrorCode, j.RemoteStatus); code != "" {
+		what += ", " + code
+	}
+	if got.Already {
+		fmt.Fprintf(c.out, "%s was already acknowledged by %s at %s (%s): %q; nothing written\n", eventID, j.By, ts(j.AckMS), what, j.Reason)
+		return nil
+	}
+	fmt.Fprintf(c.out, "acknowledged %s (%s) by %s at %s: %q; health no longer counts it\n", eventID, what, j.By, ts(j.AckMS), j.Reason)
+	return nil
+}
+
 // health prints the health document; blocked exits 1.
 func (c *cli) health(ctx context.Context) error {
 	ch, err := c.checker()
@@ -245,7 +307,7 @@ func (c *cli) health(ctx context.Context) error {
 		return err
 	}
 	if c.jsonOut {
-		if err := c.printJSON(r); err != nil {
+		if err := c.printJSON(healthJSON(r)); err != nil {
 			return err
 		}
 	} else {
@@ -255,6 +317,23 @@ func (c *cli) health(ctx context.Context) error {
 		return badError{health.StatusBlocked}
 	}
 	return nil
+}
+
+// healthJSON is the health document plus what the page shows besides it:
+// the reasons it is blocked and the unacknowledged records blocking it.
+func healthJSON(r health.Report) any {
+	reasons, attention := r.Reasons, r.Attention()
+	if reasons == nil {
+		reasons = []string{}
+	}
+	if attention == nil {
+		attention = []health.Item{}
+	}
+	return struct {
+		health.Report
+		Reasons   []string      `json:"reasons"`
+		Attention []health.Item `json:"attention"`
+	}{r, reasons, attention}
 }
 
 func (c *cli) printHealth(r health.Report) {
@@ -323,7 +402,7 @@ func (c *cli) list(ctx context.Context) error {
 	}
 	items := []health.Item{}
 	for _, it := range r.Items {
-		if (c.kind == "" || it.Kind == c.kind) && (c.state == "" || it.State == c.state) {
+		if (c.kind == "" || it.Kind == c.kind) && (c.state == "" || it.State == c.state) && (!c.attention || it.Attention) {
 			items = append(items, it)
 		}
 	}

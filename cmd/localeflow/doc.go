@@ -4,9 +4,13 @@
 //
 //	localeflow [flags] status EVENT_ID    one change: monitor record, evidence, delivery, requeues
 //	localeflow [flags] health             the health document (same rules as the health function)
-//	localeflow [flags] list [--state S] [--kind monitor|evidence|delivery]
+//	localeflow [flags] list [--state S] [--kind monitor|evidence|delivery] [--attention]
 //	                                      open records and records needing attention
+//	                                      (--attention: only the unacknowledged ones blocking health)
 //	localeflow [flags] requeue EVENT_ID   a failed change back to due with a fresh failure budget
+//	localeflow [flags] ack EVENT_ID --reason TEXT
+//	                                      acknowledge a change needing attention as the caller's
+//	                                      AWS identity (STS); health stops counting it
 //	localeflow [flags] audit [--segments N]
 //	                                      full integrity check of both tables (parallel Scan;
 //	                                      on demand only: it reads every item)
@@ -28,7 +32,7 @@
 //	   id that is not a token
 //	3  runtime error: AWS unreachable, throttled, access denied
 //
-// Errors go to stderr as "localeflow: <code>: <detail>" (the code is a
+// Errors go to stderr as "localeflow: <detail>" naming the code once (a
 // stable localeflow error code); with --json, {"code":..., "error":...}.
 //
 // list shows what the sparse indexes hold: successful terminal records and

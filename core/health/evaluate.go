@@ -110,7 +110,7 @@ func (r *Report) addMonitor(rec monitor.Record, nowMS int64) (Item, string) {
 	}
 	m.Counts[string(rec.State)]++
 	it.State, it.ErrorCode, it.RemoteStatus = string(rec.State), rec.LastErrorCode, rec.RemoteStatus
-	it.Attempts, it.UpdatedMS = rec.PollAttempts, rec.UpdatedMS
+	it.Attempts, it.UpdatedMS, it.Timeline = rec.PollAttempts, rec.UpdatedMS, rec.Timeline
 	if wake, ok := rec.WakeMS(); ok {
 		it.NextDueMS = wake
 	}

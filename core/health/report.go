@@ -135,7 +135,9 @@ type Item struct {
 	// Attention: this item blocks health (failed, remote failure, expired
 	// lease or invalid).
 	Attention bool `json:"attention"`
-	Invalid   bool `json:"invalid,omitempty"`
+	// Timeline is a monitor record's last transitions (content-free).
+	Timeline []monitor.TimelineEntry `json:"timeline,omitempty"`
+	Invalid  bool                    `json:"invalid,omitempty"`
 	// Due: waiting and due now; LeaseExpired: leased past its expiry.
 	Due          bool `json:"due,omitempty"`
 	LeaseExpired bool `json:"lease_expired,omitempty"`

@@ -46,12 +46,55 @@ type Record struct {
 	// HintMS is the time of the last hint that moved next_poll_ms forward
 	// (0: never). Hints are refused until HintMS + the hint gap.
 	HintMS int64
+	// AcknowledgedMS is when an operator acknowledged a record that needed
+	// attention (`localeflow ack`); 0 when it was not acknowledged. An
+	// acknowledged record no longer needs attention: it leaves the
+	// attention index and health stops counting it. Who and why are in the
+	// acknowledgement's journal item.
+	AcknowledgedMS int64
+	// ExpiresAt (epoch seconds) is when DynamoDB TTL may delete a finished
+	// record that needs no attention; 0 for every other record.
+	ExpiresAt int64
+	// Timeline is the change's last transitions (at most TimelineMax,
+	// oldest first), content-free: time, state, remote status, code.
+	Timeline []TimelineEntry
 	// SchemaVersion of the stored layout; stores set SchemaVersion.
 	SchemaVersion int
 	// Corrupt is set by a store when the stored item could not be decoded
 	// into a Record or its derived attributes (index keys) disagree with
 	// it. A corrupt record never validates.
 	Corrupt bool
+}
+
+// TimelineMax is how many transitions a record keeps (the full history is
+// in the poller's log, one line per transition).
+const TimelineMax = 5
+
+// TimelineEntry is one finishing write of a change: when, the state it
+// left, the CMS status it saw ("" when the poll got no answer) and the
+// error code ("" when none).
+type TimelineEntry struct {
+	AtMS         int64  `json:"at_ms"`
+	State        State  `json:"state"`
+	RemoteStatus string `json:"remote_status,omitempty"`
+	Code         string `json:"code,omitempty"`
+}
+
+// Valid reports whether e could have been written.
+func (e TimelineEntry) Valid() bool {
+	return core.ValidMillis(e.AtMS) && e.State.Valid() &&
+		(e.RemoteStatus == "" || lifecycle.IsRemoteStatus(e.RemoteStatus)) &&
+		(e.Code == "" || core.ValidErrorCode(e.Code))
+}
+
+// AppendTimeline returns t with e appended, keeping the last TimelineMax
+// entries (a new slice; t is not changed).
+func AppendTimeline(t []TimelineEntry, e TimelineEntry) []TimelineEntry {
+	out := append(append(make([]TimelineEntry, 0, len(t)+1), t...), e)
+	if len(out) > TimelineMax {
+		out = out[len(out)-TimelineMax:]
+	}
+	return out
 }
 
 // Target is the identity a lifecycle answer must match.
@@ -75,8 +118,16 @@ func (r Record) WakeMS() (int64, bool) {
 }
 
 // NeedsAttention reports whether an operator must look at the record:
-// it failed, or the CMS reported a terminal failure.
+// it failed, or the CMS reported a terminal failure, and no operator
+// acknowledged it yet.
 func (r Record) NeedsAttention() bool {
+	return r.AttentionWorthy() && r.AcknowledgedMS == 0
+}
+
+// AttentionWorthy reports whether the record is of the kind that needs
+// attention until acknowledged: it failed, or the CMS reported a terminal
+// failure.
+func (r Record) AttentionWorthy() bool {
 	return r.State == StateFailed || (r.State == StateTerminal && lifecycle.IsRemoteFailure(r.RemoteStatus))
 }
 
@@ -122,6 +173,9 @@ type Claim struct {
 	LeaseOwner             string
 	LeaseToken             string
 	LeaseExpires           time.Time
+	// Timeline is the claimed record's timeline; the finishing write
+	// appends to it.
+	Timeline []TimelineEntry
 }
 
 // Target is the identity the CMS answer must match.
@@ -153,6 +207,7 @@ func claimOf(r Record) Claim {
 		Attempt: r.PollAttempts, ConsecutiveFailures: r.ConsecutiveFailures,
 		MaxConsecutiveFailures: r.MaxConsecutiveFailures, LeaseOwner: r.LeaseOwner,
 		LeaseToken: r.LeaseToken, LeaseExpires: core.FromMillis(r.LeaseExpiresMS),
+		Timeline: r.Timeline,
 	}
 }
 
@@ -188,6 +243,8 @@ type Status struct {
 	// OutboxMS is the record's outbox key: non-zero while the change's
 	// outcome is owed (see Announcement).
 	OutboxMS int64
+	// Timeline is the change's last transitions, oldest first.
+	Timeline []TimelineEntry
 }
 
 // Announcement returns the outcome owed for a final change, ok=false when
@@ -210,7 +267,7 @@ func statusOf(r Record, snap *lifecycle.Response, now int64) Status {
 		RequiredLocales: []string{}, ApprovedLocales: []string{},
 		BlockedLocales: []lifecycle.BlockedLocale{}, QueueCounts: map[string]int64{},
 		Created: core.FromMillis(r.CreatedMS), Updated: core.FromMillis(r.UpdatedMS),
-		OutboxMS: r.OutboxMS,
+		OutboxMS: r.OutboxMS, Timeline: r.Timeline,
 	}
 	if r.State == StateLeased {
 		s.LeaseExpires = core.FromMillis(r.LeaseExpiresMS)

@@ -279,6 +279,7 @@ func (s *Service) reclaim(ctx context.Context, rec Record, now int64) (Status, e
 	if failures >= rec.MaxConsecutiveFailures {
 		u.State, u.NextPollMS = StateFailed, now
 	}
+	u.Timeline = AppendTimeline(rec.Timeline, TimelineEntry{AtMS: now, State: u.State, Code: u.LastErrorCode})
 	f := FenceOf(rec, now)
 	f.Expired = true
 	next, err := s.store.Transition(ctx, f, u)
@@ -367,6 +368,11 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 }
 
 func (s *Service) finish(ctx context.Context, c Claim, u Update, lostCode string) (Status, error) {
+	entry := TimelineEntry{AtMS: u.UpdatedMS, State: u.State, Code: u.LastErrorCode}
+	if u.SetSnapshot {
+		entry.RemoteStatus = u.RemoteStatus
+	}
+	u.Timeline = AppendTimeline(c.Timeline, entry)
 	f := fenceOfClaim(c, u.UpdatedMS)
 	rec, err := s.store.Transition(ctx, f, u)
 	if err != nil {

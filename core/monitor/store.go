@@ -202,6 +202,9 @@ type Update struct {
 	LifecycleSHA256     string
 	Lifecycle           []byte
 	UpdatedMS           int64
+	// Timeline, when not nil, replaces the record's timeline (the claim's
+	// timeline with this write appended).
+	Timeline []TimelineEntry
 }
 
 // Attention reports whether the updated record needs attention, given the
@@ -245,6 +248,9 @@ func ApplyUpdate(r Record, u Update) Record {
 		r.Lifecycle = append([]byte(nil), u.Lifecycle...)
 	}
 	r.UpdatedMS = u.UpdatedMS
+	if u.Timeline != nil {
+		r.Timeline = append([]TimelineEntry(nil), u.Timeline...)
+	}
 	r.OutboxMS = 0
 	if u.State.Final() {
 		r.OutboxMS = u.UpdatedMS
@@ -255,6 +261,7 @@ func ApplyUpdate(r Record, u Update) Record {
 // ApplyInvalid is the record MarkInvalid writes.
 func ApplyInvalid(r Record, nowMS int64) Record {
 	r.State = StateFailed
+	r.AcknowledgedMS, r.ExpiresAt = 0, 0
 	r.LastErrorCode = CodeStateInvalid
 	r.LeaseOwner, r.LeaseToken, r.LeaseExpiresMS = "", "", 0
 	r.UpdatedMS = nowMS

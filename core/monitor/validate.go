@@ -41,8 +41,18 @@ func validRecord(r Record) (*lifecycle.Response, bool) {
 		r.ConsecutiveFailures > r.MaxConsecutiveFailures ||
 		r.NextPollMS < r.CreatedMS || r.UpdatedMS < r.CreatedMS ||
 		(r.HintMS != 0 && (!core.ValidMillis(r.HintMS) || r.HintMS < r.CreatedMS || r.HintMS > r.UpdatedMS)) ||
-		(r.OutboxMS != 0 && (!r.State.Final() || r.OutboxMS != r.UpdatedMS)) {
+		(r.OutboxMS != 0 && (!r.State.Final() || r.OutboxMS != r.UpdatedMS)) ||
+		(r.ExpiresAt != 0 && (!r.State.Final() || r.AttentionWorthy() || r.ExpiresAt < r.UpdatedMS/1000)) ||
+		(r.AcknowledgedMS != 0 && (!r.AttentionWorthy() || !core.ValidMillis(r.AcknowledgedMS) || r.AcknowledgedMS < r.UpdatedMS)) {
 		return nil, false
+	}
+	if len(r.Timeline) > TimelineMax {
+		return nil, false
+	}
+	for i, e := range r.Timeline {
+		if !e.Valid() || e.AtMS > r.UpdatedMS || (i > 0 && e.AtMS < r.Timeline[i-1].AtMS) {
+			return nil, false
+		}
 	}
 	binding, err := Binding(r.EventID, r.SiteID, r.PlanID, r.WebsiteVersion, r.SourceSequence, r.JobCount, r.ChangeSHA256, r.MaxConsecutiveFailures)
 	if err != nil || binding != r.BindingSHA256 {

@@ -15,6 +15,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/envvar"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // Environment variables read at cold start. Every key comes either from a
@@ -76,6 +77,9 @@ const (
 )
 
 type config struct {
+	// Deployment is the metrics' Deployment dimension (LOCALEFLOW_DEPLOYMENT,
+	// the resource prefix; default localeflow).
+	Deployment      string
 	ReleaseTable    string
 	ReleaseQueueURL string
 	EventBus        string
@@ -137,6 +141,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Int(envEvidenceAttempts, &c.Release.EvidenceMaxAttempts)
 	env.Int(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
 	c.LogLevel = env.Level(envLogLevel)
+	c.Deployment = env.Deployment(topology.DefaultPrefix)
 	c.InsecureHTTP = env.InsecureHTTPAllowed()
 	c.QuarantineURL = env.String(envQuarantineURL)
 	env.Duration(envEventMaxAge, &c.Events.MaxAge)
@@ -239,20 +244,26 @@ func (c config) validate() error {
 	}
 	r := c.Release
 	if r.EvidenceLease <= c.EvidenceTimeout || r.EvidenceLease <= c.CMSTimeout {
-		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s and %s: %w", envEvidenceLease, r.EvidenceLease, envEvidenceTimeout, envCMSTimeout,
+		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s (%s) and %s (%s): %w", envEvidenceLease, r.EvidenceLease, envEvidenceTimeout, c.EvidenceTimeout, envCMSTimeout, c.CMSTimeout,
 			core.Fail("coordinator.lease_too_short")))
 	}
 	if c.KeyTTL < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", envKeyTTL))
+		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envKeyTTL, c.KeyTTL))
 	}
 	if c.TextRetention < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", envTextRetention))
+		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envTextRetention, c.TextRetention))
 	}
 	if c.Events.MaxAge < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", envEventMaxAge))
+		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envEventMaxAge, c.Events.MaxAge))
 	}
-	if c.EvidenceTimeout <= 0 || c.CMSTimeout <= 0 || c.Margin < 0 {
-		errs = append(errs, errors.New("timeouts must be positive and the margin not negative"))
+	if c.EvidenceTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%s (%s) must be positive", envEvidenceTimeout, c.EvidenceTimeout))
+	}
+	if c.CMSTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%s (%s) must be positive", envCMSTimeout, c.CMSTimeout))
+	}
+	if c.Margin < 0 {
+		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envMargin, c.Margin))
 	}
 	if err := validatePolicy(r); err != nil {
 		errs = append(errs, err)
@@ -265,17 +276,17 @@ func (c config) validate() error {
 func validatePolicy(r release.Config) error {
 	switch {
 	case !core.ValidToken(r.EvidenceRevision):
-		return fmt.Errorf("%s must be a token", envRevision)
+		return fmt.Errorf("%s (%q) must be 1..256 characters of [A-Za-z0-9_.:-]", envRevision, r.EvidenceRevision)
 	case !core.ValidTokenN(r.WorkerID, core.MaxWorkerIDLength):
-		return fmt.Errorf("%s must be a token of at most %d characters", envWorkerID, core.MaxWorkerIDLength)
+		return fmt.Errorf("%s (%q) must be 1..%d characters of [A-Za-z0-9_.:-]", envWorkerID, r.WorkerID, core.MaxWorkerIDLength)
 	case r.EvidenceLease <= 0 || r.EvidenceLease > release.MaxLease:
-		return fmt.Errorf("%s must be in (0, %s]", envEvidenceLease, release.MaxLease)
+		return fmt.Errorf("%s (%s) must be more than 0 and at most %s", envEvidenceLease, r.EvidenceLease, release.MaxLease)
 	case r.EvidenceMaxAttempts < 1 || r.EvidenceMaxAttempts > release.MaxAttempts:
-		return fmt.Errorf("%s must be 1..%d", envEvidenceAttempts, release.MaxAttempts)
+		return fmt.Errorf("%s (%d) must be 1..%d", envEvidenceAttempts, r.EvidenceMaxAttempts, release.MaxAttempts)
 	case r.DeliveryMaxAttempts < 1 || r.DeliveryMaxAttempts > release.MaxAttempts:
-		return fmt.Errorf("%s must be 1..%d", envDeliveryAttempts, release.MaxAttempts)
+		return fmt.Errorf("%s (%d) must be 1..%d", envDeliveryAttempts, r.DeliveryMaxAttempts, release.MaxAttempts)
 	case r.ApprovalTTL <= 0:
-		return fmt.Errorf("%s must be positive", envApprovalTTL)
+		return fmt.Errorf("%s (%s) must be positive", envApprovalTTL, r.ApprovalTTL)
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ func TestLoadConfig(t *testing.T) {
 		{"retired shared issuers beside the new ones", map[string]string{envReceiptIssuersShared: issuerEnv(releasetest.NewFixture(), release.KindQuality)}, envReceiptIssuersShared + " is no longer read"},
 		{"lease over 3600s", map[string]string{envEvidenceLease: "2h"}, envEvidenceLease},
 		{"lease not over timeout", map[string]string{envEvidenceLease: "20s"}, "lease_too_short"},
-		{"bad duration", map[string]string{envApprovalTTL: "soon"}, "not a duration"},
+		{"bad duration", map[string]string{envApprovalTTL: "soon"}, envApprovalTTL + ` ("soon") is not a Go duration`},
 		{"attempts 21", map[string]string{envEvidenceAttempts: "21"}, envEvidenceAttempts},
 		{"delivery attempts 0", map[string]string{envDeliveryAttempts: "0"}, envDeliveryAttempts},
 		{"bad revision", map[string]string{envRevision: "rev 1"}, envRevision},

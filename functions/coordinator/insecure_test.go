@@ -13,7 +13,7 @@ func TestPlainHTTPServiceURLsNeedTheLocalFlag(t *testing.T) {
 	for _, v := range []string{envEvidenceBaseURL, envCMSBaseURL} {
 		env := baseEnv()
 		env[v] = "http://127.0.0.1:9009"
-		if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), v+" must be https://") {
+		if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), v+` ("http://127.0.0.1:9009") must be https://`) {
 			t.Errorf("%s over http accepted without the flag: %v", v, err)
 		}
 		env["LOCALEFLOW_ALLOW_INSECURE_HTTP"] = "1"

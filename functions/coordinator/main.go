@@ -154,7 +154,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Margin:      cfg.Margin,
 		Rejecter: &quarantine.Rejecter{
 			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).RelQueue.Logical,
-			Function: "coordinator", Metrics: os.Stdout, Clock: clock,
+			Function: "coordinator", Deployment: cfg.Deployment, Metrics: os.Stdout, Clock: clock,
 		},
 		Texts:         releasedb.TextExpirer{DB: awsclient.DynamoDB(awsCfg), Table: cfg.ReleaseTable},
 		TextRetention: cfg.TextRetention,

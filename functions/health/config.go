@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/localeflow/localeflow/internal/envvar"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // Environment variables read at cold start.
@@ -18,6 +19,9 @@ const (
 
 // config is the health function's configuration.
 type config struct {
+	// Deployment is the metrics' Deployment dimension (LOCALEFLOW_DEPLOYMENT,
+	// the resource prefix; default localeflow).
+	Deployment   string
 	MonitorTable string
 	ReleaseTable string
 	EventBus     string
@@ -32,6 +36,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		MonitorTable: env.String(envMonitorTable),
 		ReleaseTable: env.String(envReleaseTable),
 		EventBus:     env.String(envEventBus),
+		Deployment:   env.Deployment(topology.DefaultPrefix),
 		LogLevel:     env.Level(envLogLevel),
 	}
 	if err := errors.Join(env.Err(), c.validate()); err != nil {

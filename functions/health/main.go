@@ -63,10 +63,11 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 		return nil, err
 	}
 	return handler.New(handler.Config{
-		Checker: checker,
-		Bus:     eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
-		Metrics: stdout,
-		Clock:   clock,
-		Log:     log,
+		Checker:    checker,
+		Bus:        eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
+		Metrics:    stdout,
+		Clock:      clock,
+		Log:        log,
+		Deployment: cfg.Deployment,
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/internal/envvar"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // Environment variables read at cold start.
@@ -44,11 +45,24 @@ const (
 	envMargin       = "LOCALEFLOW_DEADLINE_MARGIN"
 	envWorkerID     = "LOCALEFLOW_WORKER_ID"
 	envLogLevel     = "LOCALEFLOW_LOG_LEVEL"
+	envRetention    = "LOCALEFLOW_MONITOR_RETENTION" // finished records expire after (default 2160h)
+)
+
+// Retention of finished monitor records that need no attention.
+const (
+	DefaultMonitorRetention = 90 * 24 * time.Hour
+	minMonitorRetention     = time.Hour
 )
 
 // config is the poller's configuration. Durations are Go duration strings
 // ("30s", "10m"); zero values take the defaults of the packages they feed.
 type config struct {
+	// Deployment is the metrics' Deployment dimension (LOCALEFLOW_DEPLOYMENT,
+	// the resource prefix; default localeflow).
+	Deployment string
+	// Retention is how long finished records that need no attention stay
+	// before DynamoDB TTL deletes them.
+	Retention    time.Duration
 	MonitorTable string
 	PollQueueURL string
 	// QuarantineURL is the quarantine queue; empty only logs and counts
@@ -84,6 +98,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		CMSKey:        secretkey.FromEnv(getenv, envCMSKey),
 		EventKey:      secretkey.FromEnv(getenv, envEventKey),
 		Monitor:       monitor.Config{WorkerID: env.String(envWorkerID)},
+		Deployment:    env.Deployment(topology.DefaultPrefix),
 		LogLevel:      env.Level(envLogLevel),
 		InsecureHTTP:  env.InsecureHTTPAllowed(),
 	}
@@ -98,6 +113,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Int(envConcurrency, &c.Concurrency)
 	env.Duration(envEventMaxAge, &c.EventMaxAge)
 	env.Duration(envKeyTTL, &c.KeyTTL)
+	c.Retention = DefaultMonitorRetention
+	env.Duration(envRetention, &c.Retention)
 	errs := []error{env.Err()}
 	switch env.String(envEventV1) {
 	case "", "0":
@@ -134,6 +151,9 @@ func (c config) validate() error {
 			errs = append(errs, fmt.Errorf("%s is required", req.name))
 		}
 	}
+	if c.Retention < minMonitorRetention {
+		errs = append(errs, fmt.Errorf("%s (%s) must be at least %s (a Go duration such as 2160h)", envRetention, c.Retention, minMonitorRetention))
+	}
 	if !strings.HasPrefix(c.PollQueueURL, "https://") && !strings.HasPrefix(c.PollQueueURL, "http://") {
 		errs = append(errs, fmt.Errorf("%s must be a queue URL", envPollQueueURL))
 	}
@@ -150,30 +170,64 @@ func (c config) validate() error {
 		errs = append(errs, err)
 	}
 	if c.KeyTTL < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", envKeyTTL))
+		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envKeyTTL, c.KeyTTL))
 	}
 	if c.EventMaxAge < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", envEventMaxAge))
+		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envEventMaxAge, c.EventMaxAge))
 	}
 	if c.CMSTimeout <= 0 || c.CMSTimeout > cms.MaxTimeout {
-		errs = append(errs, fmt.Errorf("%s must be in (0, %s]", envCMSTimeout, cms.MaxTimeout))
+		errs = append(errs, fmt.Errorf("%s (%s) must be more than 0 and at most %s", envCMSTimeout, c.CMSTimeout, cms.MaxTimeout))
 	}
 	if err := (monitor.Config{HintMinGap: c.Monitor.HintMinGap}).WithDefaults().Validate(); core.HasCode(err, monitor.CodeHintGapInvalid) {
 		errs = append(errs, fmt.Errorf("%s (%s) must be a whole number of milliseconds in (0, %s]: %w",
 			envHintMinGap, c.Monitor.HintMinGap, monitor.MaxDelay, err))
 	} else if err := c.Monitor.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("monitor settings: %w", err))
+		errs = append(errs, monitorSettingError(c.Monitor, err))
 	} else if c.Monitor.Lease <= c.CMSTimeout {
 		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s (%s): %w", envLease, c.Monitor.Lease, envCMSTimeout, c.CMSTimeout,
 			core.Fail(monitor.CodeLeaseTooShort)))
 	}
 	if c.Concurrency < 0 || c.Concurrency > handler.MaxConcurrency {
-		errs = append(errs, fmt.Errorf("%s must be 1..%d", envConcurrency, handler.MaxConcurrency))
+		errs = append(errs, fmt.Errorf("%s (%d) must be 1..%d", envConcurrency, c.Concurrency, handler.MaxConcurrency))
 	}
 	if c.Margin < 0 {
-		errs = append(errs, fmt.Errorf("%s must not be negative", envMargin))
+		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envMargin, c.Margin))
 	}
 	return errors.Join(errs...)
+}
+
+// monitorSettingError says which variable breaks which rule of
+// monitor.Config.Validate (err), with the value given; the monitor's code
+// stays the cause.
+func monitorSettingError(m monitor.Config, err error) error {
+	bounded := func(name string, d, maximum time.Duration) error {
+		if d < time.Millisecond || d > maximum || d%time.Millisecond != 0 {
+			return fmt.Errorf("%s (%s) must be a Go duration of whole milliseconds from 1ms to %s: %w", name, d, maximum, err)
+		}
+		return nil
+	}
+	for _, check := range []error{
+		bounded(envPollInterval, m.PollInterval, monitor.MaxDelay),
+		bounded(envBaseDelay, m.BaseDelay, monitor.MaxDelay),
+		bounded(envMaxDelay, m.MaxDelay, monitor.MaxDelay),
+	} {
+		if check != nil {
+			return check
+		}
+	}
+	if m.BaseDelay > m.MaxDelay {
+		return fmt.Errorf("%s (%s) must not exceed %s (%s): %w", envBaseDelay, m.BaseDelay, envMaxDelay, m.MaxDelay, err)
+	}
+	if e := bounded(envLease, m.Lease, monitor.MaxLease); e != nil {
+		return e
+	}
+	if m.MaxConsecutiveFailures < 1 || m.MaxConsecutiveFailures > monitor.MaxFailures {
+		return fmt.Errorf("%s (%d) must be 1..%d: %w", envMaxFailures, m.MaxConsecutiveFailures, monitor.MaxFailures, err)
+	}
+	if !core.ValidTokenN(m.WorkerID, core.MaxWorkerIDLength) {
+		return fmt.Errorf("%s (%q) must be 1..%d characters of [A-Za-z0-9_.:-]: %w", envWorkerID, m.WorkerID, core.MaxWorkerIDLength, err)
+	}
+	return fmt.Errorf("monitor settings: %w", err)
 }
 
 func randomWorkerID() (string, error) {

@@ -11,7 +11,7 @@ import (
 func TestPlainHTTPCMSURLNeedsTheLocalFlag(t *testing.T) {
 	env := baseEnv()
 	env[envCMSBaseURL] = "http://127.0.0.1:9009"
-	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), envCMSBaseURL+" must be https://") {
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), envCMSBaseURL+` ("http://127.0.0.1:9009") must be https://`) {
 		t.Fatalf("http CMS URL accepted without the flag: %v", err)
 	}
 	env["LOCALEFLOW_ALLOW_INSECURE_HTTP"] = "1"

@@ -109,10 +109,11 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 		return nil, wired{}, fmt.Errorf("cms client: %w", err)
 	}
 	db := awsclient.DynamoDB(awsCfg)
-	store, err := monitordb.New(db, cfg.MonitorTable)
+	base, err := monitordb.New(db, cfg.MonitorTable)
 	if err != nil {
 		return nil, wired{}, fmt.Errorf("monitor store: %w", err)
 	}
+	store := base.WithRetention(cfg.Retention)
 	clock := core.SystemClock{}
 	svc, err := monitor.NewService(store, clock, log, cfg.Monitor)
 	if err != nil {
@@ -130,7 +131,7 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 		EventKeySet: eventKeys,
 		Rejecter: &quarantine.Rejecter{
 			SQS: awsclient.SQS(awsCfg), QueueURL: cfg.QuarantineURL, Source: topology.New(topology.DefaultPrefix).PollQueue.Logical,
-			Function: "poller", Metrics: os.Stdout, Clock: clock,
+			Function: "poller", Deployment: cfg.Deployment, Metrics: os.Stdout, Clock: clock,
 		},
 		EventMaxAge:    cfg.EventMaxAge,
 		RefuseV1Events: cfg.RefuseV1,

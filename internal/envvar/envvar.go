@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +35,7 @@ func (r *Reader) Duration(name string, out *time.Duration) {
 	if v := r.String(name); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			r.errs = append(r.errs, fmt.Errorf("%s: not a duration", name))
+			r.errs = append(r.errs, fmt.Errorf("%s (%q) is not a Go duration: expected a number with a unit, e.g. 30s, 5m or 2h", name, v))
 			return
 		}
 		*out = d
@@ -46,7 +47,7 @@ func (r *Reader) Int(name string, out *int) {
 	if v := r.String(name); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			r.errs = append(r.errs, fmt.Errorf("%s: not an integer", name))
+			r.errs = append(r.errs, fmt.Errorf("%s (%q) is not an integer: expected decimal digits, e.g. 5", name, v))
 			return
 		}
 		*out = n
@@ -88,7 +89,7 @@ func (r *Reader) InsecureHTTPAllowed() bool {
 	case "1":
 		return true
 	default:
-		r.errs = append(r.errs, fmt.Errorf("%s must be 1 or unset", AllowInsecureHTTP))
+		r.errs = append(r.errs, fmt.Errorf("%s (%q) must be 1 or unset", AllowInsecureHTTP, v))
 		return false
 	}
 }
@@ -102,7 +103,29 @@ func CheckServiceURL(name, value string, insecure bool) error {
 	case insecure && strings.HasPrefix(value, "http://"):
 		return nil
 	case strings.HasPrefix(value, "http://"):
-		return fmt.Errorf("%s must be https:// (plain http only with %s=1, for local runs)", name, AllowInsecureHTTP)
+		return fmt.Errorf("%s (%q) must be https:// (plain http only with %s=1, for local runs)", name, value, AllowInsecureHTTP)
 	}
-	return fmt.Errorf("%s must be an https:// URL", name)
+	return fmt.Errorf("%s (%q) must be an https:// URL, e.g. https://cms.example.com", name, value)
+}
+
+// Deployment names the variable that tells one deployment's metrics from
+// another's in the same account: the resource prefix, published as the
+// metric dimension "Deployment". The stack sets it on every function.
+const Deployment = "LOCALEFLOW_DEPLOYMENT"
+
+// deploymentPattern is the resource prefix's rule (topology.ValidatePrefix).
+var deploymentPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+
+// Deployment returns the Deployment variable, or def when it is unset; a
+// value that is not a resource prefix is an error.
+func (r *Reader) Deployment(def string) string {
+	v := r.String(Deployment)
+	if v == "" {
+		return def
+	}
+	if !deploymentPattern.MatchString(v) {
+		r.errs = append(r.errs, fmt.Errorf("%s (%q) must be a resource prefix: %s", Deployment, v, deploymentPattern))
+		return def
+	}
+	return v
 }

@@ -30,9 +30,9 @@ func TestDurationAndInt(t *testing.T) {
 		{"unset keeps defaults", map[string]string{"D": " ", "N": ""}, time.Minute, 7, nil},
 		{"set", map[string]string{"D": " 45s ", "N": "12"}, 45 * time.Second, 12, nil},
 		{"negative", map[string]string{"D": "-1s", "N": "-3"}, -time.Second, -3, nil},
-		{"bad duration", map[string]string{"D": "soon", "N": "2"}, time.Minute, 2, []string{"D: not a duration"}},
-		{"bad integer", map[string]string{"N": "five"}, time.Minute, 7, []string{"N: not an integer"}},
-		{"both bad", map[string]string{"D": "10", "N": "1.5"}, time.Minute, 7, []string{"D: not a duration", "N: not an integer"}},
+		{"bad duration", map[string]string{"D": "soon", "N": "2"}, time.Minute, 2, []string{`D ("soon") is not a Go duration: expected a number with a unit, e.g. 30s`}},
+		{"bad integer", map[string]string{"N": "five"}, time.Minute, 7, []string{`N ("five") is not an integer: expected decimal digits`}},
+		{"both bad", map[string]string{"D": "10", "N": "1.5"}, time.Minute, 7, []string{`D ("10") is not a Go duration`, `N ("1.5") is not an integer`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,11 +52,10 @@ func TestDurationAndInt(t *testing.T) {
 					t.Fatalf("err = %v, want %q", err, want)
 				}
 			}
-			for _, v := range tt.env {
-				if v != "" && err != nil && strings.Contains(err.Error(), v) {
-					t.Fatalf("error %v echoes the value %q", err, v)
-				}
-			}
+			// Durations and integers are never secret: the error names the
+			// value given (wantErr), so the operator sees what to fix. Key
+			// material is read with String and checked by secretkey, whose
+			// errors never echo it.
 		})
 	}
 }
@@ -69,7 +68,7 @@ func TestLevel(t *testing.T) {
 	if got := r.Level("UNSET"); got != nil || r.Err() != nil {
 		t.Fatalf("Level(UNSET) = %v, %v", got, r.Err())
 	}
-	if got := r.Level("BAD"); got != nil || r.Err() == nil || !strings.Contains(r.Err().Error(), "BAD must be DEBUG, INFO, WARN or ERROR") {
+	if got := r.Level("BAD"); got != nil || r.Err() == nil || !strings.Contains(r.Err().Error(), `BAD ("loud") must be DEBUG, INFO, WARN or ERROR`) {
 		t.Fatalf("Level(BAD) = %v, %v", got, r.Err())
 	}
 }

@@ -27,7 +27,7 @@ func ParseLevel(name, s string) (slog.Level, error) {
 		}
 		return level, nil
 	default:
-		return 0, fmt.Errorf("%s must be DEBUG, INFO, WARN or ERROR", name)
+		return 0, fmt.Errorf("%s (%q) must be DEBUG, INFO, WARN or ERROR", name, s)
 	}
 }
 

@@ -30,7 +30,7 @@ func checkMonitor(ctx context.Context, o Options, c *collector, rep *Report) err
 	for _, it := range items {
 		id := str(it, topology.AttrEventID)
 		if !core.ValidToken(id) {
-			// adapters/healthdb keeps requeue journals ("requeue#<id>") in
+			// adapters/healthdb keeps requeue and ack journals ("requeue#<id>", "ack#<id>") in
 			// this table; they are not monitor records.
 			continue
 		}
@@ -155,7 +155,8 @@ func checkMonitorItem(c *collector, table, id string, it map[string]types.Attrib
 	attShard, hasAttShard := num(it, topology.AttrAttentionShard)
 	_, hasAttMS := num(it, topology.AttrAttentionMS)
 	remote := str(it, "remote_status")
-	needs := monitor.Record{State: state, RemoteStatus: remote}.NeedsAttention()
+	acked, _ := num(it, "acknowledged_ms")
+	needs := monitor.Record{State: state, RemoteStatus: remote, AcknowledgedMS: acked}.NeedsAttention()
 	if needs != (hasAttShard && hasAttMS) || hasAttShard != hasAttMS || (needs && attShard != shard) {
 		c.add(table, id, RuleAttentionKeys, "state %s remote %q: attention keys (%v,%v) shard %d", state, remote, hasAttShard, hasAttMS, attShard)
 	}

@@ -20,6 +20,9 @@ const (
 	Terminal      = "terminal"
 	Failed        = "failed"
 	RemoteFailure = "remote_failure"
+	// PublicationBlocked is a terminal record whose CMS status is
+	// publication_blocked (a remote failure).
+	PublicationBlocked = "publication_blocked"
 )
 
 // Times relative to the record's base time (ms).
@@ -61,6 +64,9 @@ func MonitorRecord(eventID, variant string, baseMS int64) monitor.Record {
 	case RemoteFailure:
 		r.State, r.NextPollMS = monitor.StateTerminal, at
 		snapshot("publication_failed")
+	case PublicationBlocked:
+		r.State, r.NextPollMS = monitor.StateTerminal, at
+		snapshot("publication_blocked")
 	default:
 		panic(fmt.Sprintf("healthtest: unknown monitor variant %q", variant))
 	}

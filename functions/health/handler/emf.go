@@ -31,12 +31,20 @@ type metric struct {
 	value int
 }
 
+// DefaultDeployment is the Deployment dimension when none is configured
+// (the default resource prefix).
+const DefaultDeployment = "localeflow"
+
 // emfLine is one CloudWatch Embedded Metric Format document: the metadata
-// under "_aws" and every metric value as a top-level member. No
-// dimensions: one series per metric name.
-func emfLine(timestampMS int64, metrics []metric) []byte {
-	doc := map[string]any{}
-	directive := emfDirective{Namespace: Namespace, Dimensions: [][]string{{}}}
+// under "_aws" and every metric value as a top-level member. One dimension,
+// Deployment (the resource prefix): one series per metric and deployment,
+// so two deployments in one account never share an alarm.
+func emfLine(deployment string, timestampMS int64, metrics []metric) []byte {
+	if deployment == "" {
+		deployment = DefaultDeployment
+	}
+	doc := map[string]any{"Deployment": deployment}
+	directive := emfDirective{Namespace: Namespace, Dimensions: [][]string{{"Deployment"}}}
 	for _, m := range metrics {
 		directive.Metrics = append(directive.Metrics, emfMetric{Name: m.name, Unit: "Count"})
 		doc[m.name] = m.value
@@ -59,7 +67,7 @@ func boolMetric(b bool) int {
 
 // reportMetrics is the EMF line of a report: HealthBlocked plus every
 // count. counts.terminal is approximate and not published.
-func reportMetrics(r health.Report) []byte {
+func reportMetrics(deployment string, r health.Report) []byte {
 	invalid := 0
 	for _, it := range r.Items {
 		if it.Invalid {
@@ -67,7 +75,7 @@ func reportMetrics(r health.Report) []byte {
 		}
 	}
 	m, ev, dl := r.Monitor, r.Release.Evidence, r.Release.Delivery
-	return emfLine(r.CheckedAtMS, []metric{
+	return emfLine(deployment, r.CheckedAtMS, []metric{
 		{"HealthBlocked", boolMetric(r.Status == health.StatusBlocked)},
 		{"HealthCheckFailed", 0},
 		{"InvalidRecords", invalid},
@@ -92,6 +100,6 @@ func reportMetrics(r health.Report) []byte {
 
 // failedMetrics is the EMF line of a check that could not read the tables:
 // blocked, so the alarm fires.
-func failedMetrics(nowMS int64) []byte {
-	return emfLine(nowMS, []metric{{"HealthBlocked", 1}, {"HealthCheckFailed", 1}})
+func failedMetrics(deployment string, nowMS int64) []byte {
+	return emfLine(deployment, nowMS, []metric{{"HealthBlocked", 1}, {"HealthCheckFailed", 1}})
 }

@@ -42,6 +42,9 @@ type Config struct {
 	Metrics io.Writer
 	Clock   core.Clock
 	Log     *slog.Logger
+	// Deployment is the metrics' Deployment dimension (the resource
+	// prefix); empty means DefaultDeployment.
+	Deployment string
 }
 
 // Handler serves the Function URL and the schedule.
@@ -52,6 +55,8 @@ type Handler struct {
 	mu      sync.Mutex // serializes metric lines
 	clock   core.Clock
 	log     *slog.Logger
+	// deployment is the metrics' Deployment dimension.
+	deployment string
 }
 
 // New returns a Handler; every Config field but Log is required.
@@ -62,7 +67,7 @@ func New(c Config) (*Handler, error) {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{checker: c.Checker, bus: c.Bus, metrics: c.Metrics, clock: c.Clock, log: c.Log}, nil
+	return &Handler{checker: c.Checker, bus: c.Bus, metrics: c.Metrics, clock: c.Clock, log: c.Log, deployment: c.Deployment}, nil
 }
 
 // Handle is the Lambda entry point: it tells a Function URL request
@@ -195,14 +200,14 @@ func (h *Handler) Scheduled(ctx context.Context) (ScheduledResult, error) {
 	if err != nil {
 		now := core.Millis(h.clock.Now())
 		h.log.ErrorContext(ctx, "health check failed", "code", core.CodeOf(err), "error", err.Error())
-		h.writeMetrics(ctx, failedMetrics(now))
+		h.writeMetrics(ctx, failedMetrics(h.deployment, now))
 		detail := BlockedDetail{Schema: health.Schema, CheckedAtMS: now, Reasons: []string{health.CodeUnavailable}}
 		if perr := h.bus.Publish(ctx, topology.DetailHealthBlocked, detail); perr != nil {
 			h.log.ErrorContext(ctx, "health blocked event not published", "code", core.CodeOf(perr))
 		}
 		return ScheduledResult{}, fmt.Errorf("scheduled health check: %w", err)
 	}
-	h.writeMetrics(ctx, reportMetrics(report))
+	h.writeMetrics(ctx, reportMetrics(h.deployment, report))
 	if report.Status == health.StatusBlocked {
 		detail := BlockedDetail{Schema: health.Schema, CheckedAtMS: report.CheckedAtMS, Reasons: report.Reasons,
 			Monitor: &report.Monitor, Release: &report.Release}

@@ -349,3 +349,30 @@ func TestFunctionURLHTMLOK(t *testing.T) {
 		t.Fatalf("ok page: %d", resp.StatusCode)
 	}
 }
+
+// TestMetricsCarryDeploymentDimension: without a Deployment dimension two
+// deployments in one account published one HealthBlocked series, so one
+// stack's blocked health raised the other's alarm.
+func TestMetricsCarryDeploymentDimension(t *testing.T) {
+	for _, tc := range []struct{ deployment, want string }{{"ops-a", "ops-a"}, {"", handler.DefaultDeployment}} {
+		metrics := &bytes.Buffer{}
+		h, err := handler.New(handler.Config{Checker: reportChecker{report: okReport()}, Bus: &recordingBus{}, Metrics: metrics,
+			Clock:      core.ClockFunc(func() time.Time { return core.FromMillis(base + 20_000) }),
+			Deployment: tc.deployment})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := invoke(t, h, "scheduled.json"); err != nil {
+			t.Fatal(err)
+		}
+		doc, _ := parseEMF(t, bytes.TrimSpace(metrics.Bytes()))
+		var values map[string]any
+		if err := json.Unmarshal(bytes.TrimSpace(metrics.Bytes()), &values); err != nil {
+			t.Fatal(err)
+		}
+		dims := doc.AWS.CloudWatchMetrics[0].Dimensions
+		if len(dims) != 1 || len(dims[0]) != 1 || dims[0][0] != "Deployment" || values["Deployment"] != tc.want {
+			t.Fatalf("deployment %q: dimensions %v, Deployment = %v", tc.deployment, dims, values["Deployment"])
+		}
+	}
+}

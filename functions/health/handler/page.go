@@ -166,7 +166,7 @@ func (w *pageWriter) page(d pageData) {
 	w.num(len(d.Attention))
 	w.raw(")</h2>\n")
 	if len(d.Attention) > 0 {
-		w.raw("<table>\n<tr><th>Kind</th><th>Event</th><th>Key</th><th>State</th><th>Error code</th><th>Remote status</th><th>Attempts</th><th>Since</th></tr>\n")
+		w.raw("<table>\n<tr><th>Kind</th><th>Event</th><th>Key</th><th>State</th><th>Error code</th><th>Remote status</th><th>Attempts</th><th>Since</th><th>Recent transitions</th></tr>\n")
 		for _, it := range d.Attention {
 			w.raw(`<tr class="bad">`)
 			w.itemCells(it)
@@ -183,6 +183,8 @@ func (w *pageWriter) page(d pageData) {
 			} else {
 				w.text(when(d.Now, it.UpdatedMS))
 			}
+			w.raw("</td><td>")
+			w.text(timeline(it.Timeline))
 			w.raw("</td></tr>\n")
 		}
 		w.raw("</table>")
@@ -322,6 +324,22 @@ func stateLabel(it health.Item) string {
 }
 
 // when is ms as UTC time with its distance from now ("in 25s", "3m ago").
+// timeline is a record's last transitions on one line, oldest first:
+// "15:04:05 state remote code → …".
+func timeline(t []monitor.TimelineEntry) string {
+	parts := make([]string, 0, len(t))
+	for _, e := range t {
+		p := core.FromMillis(e.AtMS).Format("15:04:05") + " " + string(e.State)
+		for _, f := range []string{e.RemoteStatus, e.Code} {
+			if f != "" {
+				p += " " + f
+			}
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, " → ")
+}
+
 func when(nowMS, ms int64) string {
 	if ms <= 0 {
 		return "—"

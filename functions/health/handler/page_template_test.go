@@ -47,8 +47,8 @@ const templatePageHTML = `<!doctype html>
 
 <h2>Needing attention ({{len .Attention}})</h2>
 {{if .Attention}}<table>
-<tr><th>Kind</th><th>Event</th><th>Key</th><th>State</th><th>Error code</th><th>Remote status</th><th>Attempts</th><th>Since</th></tr>
-{{range .Attention}}<tr class="bad"><td>{{.Kind}}</td><td><code>{{.EventID}}</code></td><td><code>{{.Key}}</code></td><td>{{state .}}</td><td><code>{{.ErrorCode}}</code></td><td>{{.RemoteStatus}}</td><td class="n">{{.Attempts}}</td><td>{{if .LeaseExpired}}lease expired {{when $.Now .NextDueMS}}{{else}}{{when $.Now .UpdatedMS}}{{end}}</td></tr>
+<tr><th>Kind</th><th>Event</th><th>Key</th><th>State</th><th>Error code</th><th>Remote status</th><th>Attempts</th><th>Since</th><th>Recent transitions</th></tr>
+{{range .Attention}}<tr class="bad"><td>{{.Kind}}</td><td><code>{{.EventID}}</code></td><td><code>{{.Key}}</code></td><td>{{state .}}</td><td><code>{{.ErrorCode}}</code></td><td>{{.RemoteStatus}}</td><td class="n">{{.Attempts}}</td><td>{{if .LeaseExpired}}lease expired {{when $.Now .NextDueMS}}{{else}}{{when $.Now .UpdatedMS}}{{end}}</td><td>{{timeline .Timeline}}</td></tr>
 {{end}}</table>{{else}}<p>Nothing needs attention.</p>{{end}}
 
 <h2>Open items ({{.OpenCount}})</h2>
@@ -69,8 +69,9 @@ const templateErrorHTML = `<!doctype html>
 
 var (
 	oraclePage = template.Must(template.New("health").Funcs(template.FuncMap{
-		"when":  when,
-		"state": stateLabel,
+		"when":     when,
+		"timeline": timeline,
+		"state":    stateLabel,
 	}).Parse(templatePageHTML))
 	oracleError = template.Must(template.New("error").Parse(templateErrorHTML))
 )
@@ -140,6 +141,11 @@ func randomReport(rng *rand.Rand) health.Report {
 			ErrorCode: nasty(rng), RemoteStatus: nasty(rng), NextDueMS: times[rng.IntN(len(times))], Attempts: rng.IntN(40) - 1,
 			UpdatedMS: times[rng.IntN(len(times))], Attention: rng.IntN(2) == 0, Invalid: rng.IntN(5) == 0,
 			Due: rng.IntN(3) == 0, LeaseExpired: rng.IntN(4) == 0})
+		for n := rng.IntN(4); n > 0; n-- {
+			it := &r.Items[len(r.Items)-1]
+			it.Timeline = append(it.Timeline, monitor.TimelineEntry{AtMS: times[rng.IntN(len(times))], State: monitor.State(nasty(rng)),
+				RemoteStatus: nasty(rng), Code: nasty(rng)})
+		}
 	}
 	return r
 }

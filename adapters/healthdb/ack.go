@@ -1,0 +1,277 @@
+package healthdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// Acknowledgement codes.
+const (
+	// CodeAckNotNeeded: the record does not need attention (it is open, or
+	// finished well), so there is nothing to acknowledge.
+	CodeAckNotNeeded = "operator.ack.not_needed"
+	// CodeAckLost: the record changed between the read and the write.
+	CodeAckLost = "operator.ack.lost"
+	// CodeAckReasonInvalid: the reason is empty, too long or not one line
+	// of printable text.
+	CodeAckReasonInvalid = "operator.ack.reason_invalid"
+	// CodeAckActorInvalid: the caller's identity is not a printable ARN.
+	CodeAckActorInvalid = "operator.ack.actor_invalid"
+	// CodeAckJournalInvalid: an acknowledgement journal item fails its
+	// checks.
+	CodeAckJournalInvalid = "operator.ack.journal_invalid"
+)
+
+// AckJournalPrefix prefixes the event id in an acknowledgement journal
+// item's key.
+const AckJournalPrefix = "ack#"
+
+// MaxAckReason is the longest reason (characters).
+const MaxAckReason = 200
+
+// maxActor is the longest identity (an IAM ARN is at most 2048 bytes).
+const maxActor = 2048
+
+// AckJournal is the last acknowledgement of one event: who (the caller's
+// AWS identity), when, why, and what was acknowledged (state, code, remote
+// status, the record's updated_ms). The reason is operator text, one line;
+// it must not carry translation texts or secrets.
+type AckJournal struct {
+	EventID      string `dynamodbav:"-" json:"event_id"`
+	Count        int    `dynamodbav:"ack_count" json:"ack_count"`
+	By           string `dynamodbav:"ack_by" json:"by"`
+	AckMS        int64  `dynamodbav:"ack_ms" json:"acknowledged_ms"`
+	Reason       string `dynamodbav:"ack_reason" json:"reason"`
+	State        string `dynamodbav:"acked_state" json:"state"`
+	ErrorCode    string `dynamodbav:"acked_error_code,omitempty" json:"error_code,omitempty"`
+	RemoteStatus string `dynamodbav:"acked_remote_status,omitempty" json:"remote_status,omitempty"`
+	UpdatedMS    int64  `dynamodbav:"acked_updated_ms" json:"record_updated_ms"`
+}
+
+var ackJournalAttributes = map[string]bool{
+	topology.AttrEventID: true, "ack_count": true, "ack_by": true, "ack_ms": true, "ack_reason": true,
+	"acked_state": true, "acked_error_code": true, "acked_remote_status": true, "acked_updated_ms": true,
+}
+
+// ValidAckReason reports whether reason is one line of 1..MaxAckReason
+// printable characters.
+func ValidAckReason(reason string) bool {
+	if strings.TrimSpace(reason) == "" || !utf8.ValidString(reason) || utf8.RuneCountInString(reason) > MaxAckReason {
+		return false
+	}
+	for _, r := range reason {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func validActor(by string) bool {
+	if !strings.HasPrefix(by, "arn:") || len(by) > maxActor {
+		return false
+	}
+	for _, r := range by {
+		if r <= ' ' || r > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func (j AckJournal) valid() bool {
+	return core.ValidToken(j.EventID) && j.Count > 0 && validActor(j.By) && core.ValidMillis(j.AckMS) &&
+		ValidAckReason(j.Reason) && monitor.State(j.State).Valid() && core.ValidMillis(j.UpdatedMS) &&
+		(j.ErrorCode == "" || core.ValidErrorCode(j.ErrorCode)) && (j.RemoteStatus == "" || core.ValidToken(j.RemoteStatus))
+}
+
+func decodeAckJournal(item map[string]types.AttributeValue) (AckJournal, error) {
+	var j AckJournal
+	key, _ := stringAttr(item, topology.AttrEventID)
+	id, ok := strings.CutPrefix(key, AckJournalPrefix)
+	if !ok {
+		return AckJournal{}, core.Fail(CodeAckJournalInvalid)
+	}
+	if err := attributevalue.UnmarshalMap(item, &j); err != nil {
+		return AckJournal{}, core.Wrap(CodeAckJournalInvalid, false, err)
+	}
+	j.EventID = id
+	for name := range item {
+		if !ackJournalAttributes[name] {
+			return AckJournal{}, core.Fail(CodeAckJournalInvalid)
+		}
+	}
+	if !j.valid() {
+		return AckJournal{}, core.Fail(CodeAckJournalInvalid)
+	}
+	return j, nil
+}
+
+func ackKey(eventID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{topology.AttrEventID: &types.AttributeValueMemberS{Value: AckJournalPrefix + eventID}}
+}
+
+// AckHistory returns the last acknowledgement of eventID; ok is false when
+// it was never acknowledged.
+func (q *Requeuer) AckHistory(ctx context.Context, eventID string) (AckJournal, bool, error) {
+	if !core.ValidToken(eventID) {
+		return AckJournal{}, false, core.Fail(monitor.CodeEventInvalid)
+	}
+	out, err := q.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(q.table), Key: ackKey(eventID), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return AckJournal{}, false, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("healthdb ack history %s: %w", eventID, err))
+	}
+	if len(out.Item) == 0 {
+		return AckJournal{}, false, nil
+	}
+	j, err := decodeAckJournal(out.Item)
+	return j, err == nil, err
+}
+
+// Acknowledged is the outcome of an acknowledgement.
+type Acknowledged struct {
+	Record  monitor.Record
+	Journal AckJournal
+	// Already is true when the record was acknowledged before: nothing
+	// was written.
+	Already bool
+}
+
+// Acknowledge marks a record that needs attention (failed, or a remote
+// failure) as acknowledged by `by` at nowMS for reason — one transaction:
+// the record gets acknowledged_ms and leaves the attention index, written
+// only if it is still exactly the record read (state, updated_ms, not
+// acknowledged, in the attention index); the journal item ack#<event_id>
+// records who, when, why and what. An acknowledged record is a no-op
+// (Already); a record that does not need attention is CodeAckNotNeeded.
+func (q *Requeuer) Acknowledge(ctx context.Context, eventID, by, reason string, nowMS int64) (Acknowledged, error) {
+	switch {
+	case !core.ValidToken(eventID):
+		return Acknowledged{}, core.Fail(monitor.CodeEventInvalid)
+	case !ValidAckReason(reason):
+		return Acknowledged{}, core.Fail(CodeAckReasonInvalid)
+	case !validActor(by):
+		return Acknowledged{}, core.Fail(CodeAckActorInvalid)
+	case !core.ValidMillis(nowMS):
+		return Acknowledged{}, core.Fail(monitor.CodeTimeInvalid)
+	}
+	before, err := q.store.Get(ctx, eventID)
+	if err != nil {
+		return Acknowledged{}, fmt.Errorf("ack %s: %w", eventID, err)
+	}
+	if _, err := monitor.Validate(before); err != nil {
+		// An invalid record is failed by the health check first (it then
+		// needs attention as lifecycle_monitor.state_invalid).
+		return Acknowledged{}, fmt.Errorf("ack %s: %w", eventID, err)
+	}
+	if before.AcknowledgedMS != 0 {
+		return q.already(ctx, before)
+	}
+	if !before.NeedsAttention() {
+		return Acknowledged{}, core.Fail(CodeAckNotNeeded)
+	}
+	if nowMS < before.UpdatedMS {
+		return Acknowledged{}, core.Fail(monitor.CodeClockRegressed)
+	}
+	after := before
+	after.AcknowledgedMS = nowMS
+	if _, err := monitor.Validate(after); err != nil {
+		return Acknowledged{}, fmt.Errorf("ack %s: acknowledged record would not validate: %w", eventID, err)
+	}
+	items, err := q.ackTransaction(before, by, reason, nowMS)
+	if err != nil {
+		return Acknowledged{}, err
+	}
+	_, err = q.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		current, gerr := q.store.Get(ctx, eventID)
+		if gerr == nil && current.AcknowledgedMS != 0 {
+			// Someone acknowledged it first.
+			return q.already(ctx, current)
+		}
+		return Acknowledged{}, core.Wrap(CodeAckLost, false, fmt.Errorf("ack %s: the record changed since it was read", eventID))
+	}
+	if err != nil {
+		return Acknowledged{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("healthdb ack %s: %w", eventID, err))
+	}
+	stored, err := q.store.Get(ctx, eventID)
+	if err != nil {
+		return Acknowledged{}, fmt.Errorf("ack %s: read back: %w", eventID, err)
+	}
+	j, _, err := q.AckHistory(ctx, eventID)
+	if err != nil {
+		return Acknowledged{}, fmt.Errorf("ack %s: read journal: %w", eventID, err)
+	}
+	return Acknowledged{Record: stored, Journal: j}, nil
+}
+
+func (q *Requeuer) already(ctx context.Context, rec monitor.Record) (Acknowledged, error) {
+	j, _, err := q.AckHistory(ctx, rec.EventID)
+	if err != nil {
+		return Acknowledged{}, fmt.Errorf("ack %s: read journal: %w", rec.EventID, err)
+	}
+	return Acknowledged{Record: rec, Journal: j, Already: true}, nil
+}
+
+func (q *Requeuer) ackTransaction(before monitor.Record, by, reason string, nowMS int64) ([]types.TransactWriteItem, error) {
+	cond := expression.And(
+		expression.Name(attrState).Equal(expression.Value(string(before.State))),
+		expression.Name(attrUpdatedMS).Equal(expression.Value(before.UpdatedMS)),
+		expression.AttributeNotExists(expression.Name(monitordb.AttrAcknowledgedMS)),
+		expression.AttributeExists(expression.Name(topology.AttrAttentionShard)),
+	)
+	update := expression.Set(expression.Name(monitordb.AttrAcknowledgedMS), expression.Value(nowMS)).
+		Remove(expression.Name(topology.AttrAttentionShard)).
+		Remove(expression.Name(topology.AttrAttentionMS))
+	rexpr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(update).Build()
+	if err != nil {
+		return nil, fmt.Errorf("healthdb: build ack expression: %w", err)
+	}
+	journal := expression.Add(expression.Name("ack_count"), expression.Value(1)).
+		Set(expression.Name("ack_by"), expression.Value(by)).
+		Set(expression.Name("ack_ms"), expression.Value(nowMS)).
+		Set(expression.Name("ack_reason"), expression.Value(reason)).
+		Set(expression.Name("acked_state"), expression.Value(string(before.State))).
+		Set(expression.Name("acked_updated_ms"), expression.Value(before.UpdatedMS))
+	if before.LastErrorCode != "" {
+		journal = journal.Set(expression.Name("acked_error_code"), expression.Value(before.LastErrorCode))
+	} else {
+		journal = journal.Remove(expression.Name("acked_error_code"))
+	}
+	if before.RemoteStatus != "" {
+		journal = journal.Set(expression.Name("acked_remote_status"), expression.Value(before.RemoteStatus))
+	} else {
+		journal = journal.Remove(expression.Name("acked_remote_status"))
+	}
+	jexpr, err := expression.NewBuilder().WithUpdate(journal).Build()
+	if err != nil {
+		return nil, fmt.Errorf("healthdb: build ack journal expression: %w", err)
+	}
+	return []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(q.table), Key: map[string]types.AttributeValue{topology.AttrEventID: &types.AttributeValueMemberS{Value: before.EventID}},
+			ConditionExpression: rexpr.Condition(), UpdateExpression: rexpr.Update(),
+			ExpressionAttributeNames: rexpr.Names(), ExpressionAttributeValues: rexpr.Values(),
+		}},
+		{Update: &types.Update{
+			TableName: aws.String(q.table), Key: ackKey(before.EventID),
+			UpdateExpression: jexpr.Update(), ExpressionAttributeNames: jexpr.Names(), ExpressionAttributeValues: jexpr.Values(),
+		}},
+	}, nil
+}
