@@ -1,5 +1,5 @@
 // Package signing implements the signature formats of localeflow's
-// contracts (DESIGN.md "Contracts"): the HMAC-SHA256 `v1=<hex>` signatures
+// contracts (docs/design.md): the HMAC-SHA256 `v1=<hex>` signatures
 // of CMS lifecycle and delivery requests, CMS responses, evidence requests
 // and signed bus events, and the Ed25519 receipts
 // `v1.<b64url(payload)>.<b64url(sig)>`.

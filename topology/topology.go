@@ -20,7 +20,7 @@ const DefaultPrefix = "localeflow"
 // EventSource is the EventBridge `source` of every localeflow event.
 const EventSource = "localeflow"
 
-// Input and output detail-types on the bus (DESIGN.md "Events on the bus").
+// Input and output detail-types on the bus (the event contract in docs/design.md).
 const (
 	DetailChangeDispatched = "localeflow.change.dispatched"
 	DetailPlanAccepted     = "localeflow.plan.accepted"

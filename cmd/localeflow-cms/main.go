@@ -1,5 +1,5 @@
 // Command localeflow-cms is the reference CMS for local use: the signed
-// lifecycle API and the verifying delivery API of DESIGN.md on one
+// lifecycle API and the verifying delivery API of docs/design.md on one
 // 127.0.0.1 port, with configurable latency and failure rate (package
 // localstack/reference).
 //

@@ -1,5 +1,5 @@
 // Command localeflow-evidence is the reference evidence provider for local
-// use: POST /v1/evidence of DESIGN.md on a 127.0.0.1 port, HMAC-verified,
+// use: POST /v1/evidence of docs/design.md on a 127.0.0.1 port, HMAC-verified,
 // answering with Ed25519-signed receipts (human review and independent
 // model review when the request asks for them), with configurable latency
 // and failure rate (package localstack/reference).

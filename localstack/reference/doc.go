@@ -1,6 +1,6 @@
 // Package reference holds the reference CMS and evidence provider servers
 // for local use (the demo, cmd/localeflow-cms, cmd/localeflow-evidence).
-// They implement the contracts of DESIGN.md on top of the signed test
+// They implement the contracts of docs/design.md on top of the signed test
 // servers the adapters' tests use, adding what a standalone server needs:
 //
 //   - CMS: one base URL serving both the lifecycle API
