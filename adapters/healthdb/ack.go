@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -100,47 +99,21 @@ func (j AckJournal) valid() bool {
 		(j.ErrorCode == "" || core.ValidErrorCode(j.ErrorCode)) && (j.RemoteStatus == "" || core.ValidToken(j.RemoteStatus))
 }
 
-func decodeAckJournal(item map[string]types.AttributeValue) (AckJournal, error) {
-	var j AckJournal
-	key, _ := stringAttr(item, topology.AttrEventID)
-	id, ok := strings.CutPrefix(key, AckJournalPrefix)
-	if !ok {
-		return AckJournal{}, core.Fail(CodeAckJournalInvalid)
-	}
-	if err := attributevalue.UnmarshalMap(item, &j); err != nil {
-		return AckJournal{}, core.Wrap(CodeAckJournalInvalid, false, err)
-	}
-	j.EventID = id
-	for name := range item {
-		if !ackJournalAttributes[name] {
-			return AckJournal{}, core.Fail(CodeAckJournalInvalid)
-		}
-	}
-	if !j.valid() {
-		return AckJournal{}, core.Fail(CodeAckJournalInvalid)
-	}
-	return j, nil
+var ackJournals = journalKind[AckJournal]{
+	prefix: AckJournalPrefix, attributes: ackJournalAttributes, code: CodeAckJournalInvalid,
+	setID: func(j *AckJournal, id string) { j.EventID = id }, valid: AckJournal.valid,
 }
 
-func ackKey(eventID string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{topology.AttrEventID: &types.AttributeValueMemberS{Value: AckJournalPrefix + eventID}}
+func decodeAckJournal(item map[string]types.AttributeValue) (AckJournal, error) {
+	return ackJournals.decode(item)
 }
+
+func ackKey(eventID string) map[string]types.AttributeValue { return ackJournals.key(eventID) }
 
 // AckHistory returns the last acknowledgement of eventID; ok is false when
 // it was never acknowledged.
 func (q *Requeuer) AckHistory(ctx context.Context, eventID string) (AckJournal, bool, error) {
-	if !core.ValidToken(eventID) {
-		return AckJournal{}, false, core.Fail(monitor.CodeEventInvalid)
-	}
-	out, err := q.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(q.table), Key: ackKey(eventID), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return AckJournal{}, false, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("healthdb ack history %s: %w", eventID, err))
-	}
-	if len(out.Item) == 0 {
-		return AckJournal{}, false, nil
-	}
-	j, err := decodeAckJournal(out.Item)
-	return j, err == nil, err
+	return ackJournals.read(ctx, q, "ack history", eventID)
 }
 
 // Acknowledged is the outcome of an acknowledgement.

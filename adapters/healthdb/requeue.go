@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -97,48 +96,22 @@ func (j Journal) valid() bool {
 		j.LastFailedFailures >= 0 && j.LastFailedFailures <= monitor.MaxFailures
 }
 
-// decodeJournal decodes and checks a journal item.
-func decodeJournal(item map[string]types.AttributeValue) (Journal, error) {
-	var j Journal
-	key, _ := stringAttr(item, topology.AttrEventID)
-	id, ok := strings.CutPrefix(key, JournalPrefix)
-	if !ok {
-		return Journal{}, core.Fail(CodeJournalInvalid)
-	}
-	if err := attributevalue.UnmarshalMap(item, &j); err != nil {
-		return Journal{}, core.Wrap(CodeJournalInvalid, false, err)
-	}
-	j.EventID = id
-	for name := range item {
-		if !journalAttributes[name] {
-			return Journal{}, core.Fail(CodeJournalInvalid)
-		}
-	}
-	if !j.valid() {
-		return Journal{}, core.Fail(CodeJournalInvalid)
-	}
-	return j, nil
+var requeueJournals = journalKind[Journal]{
+	prefix: JournalPrefix, attributes: journalAttributes, code: CodeJournalInvalid,
+	setID: func(j *Journal, id string) { j.EventID = id }, valid: Journal.valid,
 }
 
-func journalKey(eventID string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{topology.AttrEventID: &types.AttributeValueMemberS{Value: JournalPrefix + eventID}}
+// decodeJournal decodes and checks a journal item.
+func decodeJournal(item map[string]types.AttributeValue) (Journal, error) {
+	return requeueJournals.decode(item)
 }
+
+func journalKey(eventID string) map[string]types.AttributeValue { return requeueJournals.key(eventID) }
 
 // History returns the requeue journal of eventID; ok is false when it was
 // never requeued.
 func (q *Requeuer) History(ctx context.Context, eventID string) (Journal, bool, error) {
-	if !core.ValidToken(eventID) {
-		return Journal{}, false, core.Fail(monitor.CodeEventInvalid)
-	}
-	out, err := q.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(q.table), Key: journalKey(eventID), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return Journal{}, false, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("healthdb history %s: %w", eventID, err))
-	}
-	if len(out.Item) == 0 {
-		return Journal{}, false, nil
-	}
-	j, err := decodeJournal(out.Item)
-	return j, err == nil, err
+	return requeueJournals.read(ctx, q, "history", eventID)
 }
 
 // Requeued is the record before and after a requeue.
