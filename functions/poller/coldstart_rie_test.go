@@ -25,8 +25,9 @@ func TestColdStartUnderRIE(t *testing.T) {
 		envMonitorTable+"="+res.MonitorTable,
 		envPollQueueURL+"="+res.PollQueue.URL,
 		envEventBus+"="+res.BusName,
-		envCMSBaseURL+"="+srv.URL,
+		envCMSBaseURL+"="+srv.URL, "LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
 		envCMSKeyHex+"="+hex.EncodeToString(key),
+		envEventKeyHex+"="+hex.EncodeToString([]byte("localeflow-event-test-key-000001")),
 		envCMSTimeout+"=2s",
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=60")
 }
