@@ -254,7 +254,7 @@ func releaseKind(sk string) string {
 	switch {
 	case sk == release.SKDelivery:
 		return health.KindDelivery
-	case strings.HasPrefix(sk, release.SKEvidencePrefx):
+	case strings.HasPrefix(sk, release.SKEvidencePrefix):
 		return health.KindEvidence
 	case sk == release.SKPlan:
 		return "plan"

@@ -169,7 +169,7 @@ func (s *Store) Owed(ctx context.Context, toMS int64, cursor string, limit int) 
 	out := release.OwedPage{Next: next}
 	for _, k := range keys {
 		eventID, err := eventOf(k.PK)
-		jobID, ok := strings.CutPrefix(k.SK, release.SKApprovalPrefx)
+		jobID, ok := strings.CutPrefix(k.SK, release.SKApprovalPrefix)
 		if err != nil || !ok {
 			return release.OwedPage{}, core.Fail(release.CodeRecordInvalid)
 		}

@@ -224,10 +224,10 @@ func safeKey(sk string) string {
 	if sk == release.SKDelivery || sk == release.SKBlocked {
 		return sk
 	}
-	if id, ok := strings.CutPrefix(sk, release.SKEvidencePrefx); ok && core.ValidToken(id) {
+	if id, ok := strings.CutPrefix(sk, release.SKEvidencePrefix); ok && core.ValidToken(id) {
 		return id
 	}
-	for _, prefix := range []string{release.SKJobPrefix, release.SKApprovalPrefx} {
+	for _, prefix := range []string{release.SKJobPrefix, release.SKApprovalPrefix} {
 		if id, ok := strings.CutPrefix(sk, prefix); ok && core.ValidToken(id) {
 			return sk
 		}

@@ -133,7 +133,7 @@ func TestEvaluateTerminalApproximation(t *testing.T) {
 
 func TestEvaluateRelease(t *testing.T) {
 	ev := func(id, st string) health.ReleaseRecord {
-		return health.ReleaseRecord{EventID: "evt-1", SortKey: release.SKEvidencePrefx + id, Evidence: healthtest.Evidence("evt-1", id, st, base)}
+		return health.ReleaseRecord{EventID: "evt-1", SortKey: release.SKEvidencePrefix + id, Evidence: healthtest.Evidence("evt-1", id, st, base)}
 	}
 	dl := func(ev, st string) health.ReleaseRecord {
 		return health.ReleaseRecord{EventID: ev, SortKey: release.SKDelivery, Delivery: healthtest.Delivery(ev, st, base)}

@@ -11,14 +11,14 @@ import (
 // Sort-key prefixes of an event's item collection. Only source# and
 // result# items hold texts.
 const (
-	SKPlan          = "plan"
-	SKDelivery      = "delivery"
-	SKJobPrefix     = "job#"
-	SKSourcePrefix  = "source#"
-	SKResultPrefix  = "result#"
-	SKEvidencePrefx = "evidence#"
-	SKApprovalPrefx = "approval#"
-	SKBlocked       = "blocked"
+	SKPlan           = "plan"
+	SKDelivery       = "delivery"
+	SKJobPrefix      = "job#"
+	SKSourcePrefix   = "source#"
+	SKResultPrefix   = "result#"
+	SKEvidencePrefix = "evidence#"
+	SKApprovalPrefix = "approval#"
+	SKBlocked        = "blocked"
 )
 
 // CodeStoreConflict is returned by Store.Put when the stored version is not
@@ -238,7 +238,7 @@ type ApprovalRecord struct {
 	Version          int64 `dynamodbav:"v"`
 }
 
-func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefx + r.JobID }
+func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefix + r.JobID }
 func (r *ApprovalRecord) RecordVersion() int64  { return r.Version }
 
 // Lease states shared by evidence and delivery records (the reference's
@@ -312,7 +312,7 @@ type EvidenceRecord struct {
 	Version int64 `dynamodbav:"v"`
 }
 
-func (r *EvidenceRecord) Key() (string, string) { return r.EventID, SKEvidencePrefx + r.RequestID }
+func (r *EvidenceRecord) Key() (string, string) { return r.EventID, SKEvidencePrefix + r.RequestID }
 func (r *EvidenceRecord) RecordVersion() int64  { return r.Version }
 
 // DeliveryRecord is the content-free state of the event's one delivery.
@@ -423,9 +423,9 @@ func NewRecord(sk string) Record {
 		return &SourceRecord{}
 	case strings.HasPrefix(sk, SKResultPrefix):
 		return &ResultRecord{}
-	case strings.HasPrefix(sk, SKEvidencePrefx):
+	case strings.HasPrefix(sk, SKEvidencePrefix):
 		return &EvidenceRecord{}
-	case strings.HasPrefix(sk, SKApprovalPrefx):
+	case strings.HasPrefix(sk, SKApprovalPrefix):
 		return &ApprovalRecord{}
 	}
 	return nil

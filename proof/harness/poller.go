@@ -18,6 +18,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -113,7 +114,7 @@ func (s *Stack) NewPoller(t testing.TB, life *Lifecycle, clock core.Clock, cfg m
 	}
 	var logger *slog.Logger
 	if log != nil {
-		logger = handler.NewLogger(log, slog.LevelInfo)
+		logger = lambdalog.New(log, slog.LevelInfo)
 	}
 	svc, err := monitor.NewService(store, clock, logger, cfg)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -111,7 +112,7 @@ func (s *Stack) NewCoordinator(t testing.TB, srv *ReleaseServers, clock *Clock, 
 	if log == nil {
 		log = io.Discard
 	}
-	logger := handler.NewLogger(log, slog.LevelInfo)
+	logger := lambdalog.New(log, slog.LevelInfo)
 	approval, publication := srv.Fixture.Authorities()
 	cfg := release.DefaultConfig("rev-proof", worker)
 	cfg.EvidenceLease, cfg.DeliveryLease = 60*time.Second, 60*time.Second

@@ -61,7 +61,7 @@ func checkRelease(ctx context.Context, o Options, c *collector, rep *Report) err
 		checkCollection(c, table, id, snaps[id])
 		if o.ApprovalKey != nil {
 			for jobID, a := range snaps[id].Approvals {
-				checkApprovalToken(c, table, releasedb.PK(id)+"/"+release.SKApprovalPrefx+jobID, a, o.ApprovalKey)
+				checkApprovalToken(c, table, releasedb.PK(id)+"/"+release.SKApprovalPrefix+jobID, a, o.ApprovalKey)
 			}
 		}
 	}
@@ -89,7 +89,7 @@ func checkReleaseItem(c *collector, table string, k indexKey, it map[string]type
 	if !textRecord {
 		contentFree(c, table, key, it, texts)
 	}
-	evidence := strings.HasPrefix(k.sk, release.SKEvidencePrefx)
+	evidence := strings.HasPrefix(k.sk, release.SKEvidencePrefix)
 	if !evidence && k.sk != release.SKDelivery {
 		// Release-level entries (a never-claimed job, the approval that
 		// completed the plan, a blocked release) carry index keys exactly
@@ -154,10 +154,10 @@ func checkCollection(c *collector, table, eventID string, s *release.Snapshot) {
 		return
 	}
 	for reqID, ev := range s.Evidence {
-		checkEvidenceBinding(c, table, key(release.SKEvidencePrefx+reqID), s, ev, results)
+		checkEvidenceBinding(c, table, key(release.SKEvidencePrefix+reqID), s, ev, results)
 	}
 	for jobID, a := range s.Approvals {
-		checkApproval(c, table, key(release.SKApprovalPrefx+jobID), s, a, results)
+		checkApproval(c, table, key(release.SKApprovalPrefix+jobID), s, a, results)
 	}
 	checkBlocked(c, table, key, s)
 	if d := s.Delivery; d != nil {

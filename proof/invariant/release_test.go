@@ -130,10 +130,10 @@ func TestCheckerReleaseRules(t *testing.T) {
 	for _, it := range out.Items {
 		sk := it["sk"].(*types.AttributeValueMemberS).Value
 		switch {
-		case strings.HasPrefix(sk, release.SKEvidencePrefx) && broke&1 == 0:
+		case strings.HasPrefix(sk, release.SKEvidencePrefix) && broke&1 == 0:
 			it["evidence_revision"] = &types.AttributeValueMemberS{Value: "rev-forged"}
 			broke |= 1
-		case strings.HasPrefix(sk, release.SKApprovalPrefx) && broke&2 == 0:
+		case strings.HasPrefix(sk, release.SKApprovalPrefix) && broke&2 == 0:
 			it["note"] = &types.AttributeValueMemberS{Value: texts[0]}
 			it["expires_ms"] = &types.AttributeValueMemberN{Value: "99999999999999"}
 			broke |= 2

@@ -255,7 +255,7 @@ func (m *MemStore) Owed(_ context.Context, toMS int64, cursor string, limit int)
 	}
 	out := release.OwedPage{Next: next}
 	for _, e := range entries {
-		out.Items = append(out.Items, release.OwedItem{EventID: e.EventID, JobID: strings.TrimPrefix(e.SK, release.SKApprovalPrefx), OutboxMS: e.MS})
+		out.Items = append(out.Items, release.OwedItem{EventID: e.EventID, JobID: strings.TrimPrefix(e.SK, release.SKApprovalPrefix), OutboxMS: e.MS})
 	}
 	return out, nil
 }

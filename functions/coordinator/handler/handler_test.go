@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -22,6 +23,7 @@ import (
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -132,7 +134,7 @@ func setup(t testing.TB, opts ...func(*handler.Config)) *bundle {
 	clock := core.ClockFunc(func() time.Time { return *b.now })
 	b.resp = &releasetest.Responder{Fixture: fx, Clock: clock}
 	approval, publication := fx.Authorities()
-	log := handler.NewLogger(b.logs, slog.LevelDebug)
+	log := lambdalog.New(b.logs, slog.LevelDebug)
 	cfg := release.DefaultConfig("rev-1", "worker-1")
 	cfg.EvidenceLease, cfg.DeliveryLease = 90*time.Second, 90*time.Second
 	c := &release.Coordinator{
@@ -361,7 +363,14 @@ func (p slowProvider) Obtain(ctx context.Context, req *release.EvidenceRequest) 
 	return p.EvidenceProvider.Obtain(ctx, req)
 }
 
+// The test runs in a synctest bubble: the 700 ms evidence call and the 1 s
+// invocation deadline use virtual time, so a loaded machine cannot change
+// which step fits.
 func TestShortDeadlineHandsStepToNextInvocation(t *testing.T) {
+	synctest.Test(t, shortDeadlineHandsStepToNextInvocation)
+}
+
+func shortDeadlineHandsStepToNextInvocation(t *testing.T) {
 	b := setup(t)
 	b.h.Coordinator().Config.EvidenceLease = 400 * time.Millisecond
 	b.h.Coordinator().Evidence = slowProvider{b.h.Coordinator().Evidence, 700 * time.Millisecond}

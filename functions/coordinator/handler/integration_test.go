@@ -30,6 +30,7 @@ import (
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/internal/localtest"
 	"github.com/localeflow/localeflow/internal/logcapture"
 	"github.com/localeflow/localeflow/signing"
@@ -131,7 +132,7 @@ func newStack(t *testing.T, responder *releasetest.Responder) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := handler.NewLogger(s.logs, slog.LevelDebug)
+	log := lambdalog.New(s.logs, slog.LevelDebug)
 	cfg := release.DefaultConfig("rev-1", "worker-it")
 	cfg.EvidenceLease, cfg.DeliveryLease = 30*time.Second, 30*time.Second
 	c := &release.Coordinator{

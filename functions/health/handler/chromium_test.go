@@ -82,8 +82,8 @@ func pageReport() health.Report {
 		tampered,
 	}
 	rel := []health.ReleaseRecord{
-		{EventID: "evt-2025-11-30-0002", SortKey: release.SKEvidencePrefx + "req-de-DE", Evidence: healthtest.Evidence("evt-2025-11-30-0002", "req-de-DE", "leased", base)},
-		{EventID: "evt-2025-11-30-0002", SortKey: release.SKEvidencePrefx + "req-fr-FR", Evidence: healthtest.Evidence("evt-2025-11-30-0002", "req-fr-FR", "failed", base)},
+		{EventID: "evt-2025-11-30-0002", SortKey: release.SKEvidencePrefix + "req-de-DE", Evidence: healthtest.Evidence("evt-2025-11-30-0002", "req-de-DE", "leased", base)},
+		{EventID: "evt-2025-11-30-0002", SortKey: release.SKEvidencePrefix + "req-fr-FR", Evidence: healthtest.Evidence("evt-2025-11-30-0002", "req-fr-FR", "failed", base)},
 		{EventID: "evt-2025-11-30-0001", SortKey: release.SKDelivery, Delivery: healthtest.Delivery("evt-2025-11-30-0001", "retry_wait", base)},
 	}
 	return health.Evaluate(base+4_000, health.Census{MonitorItemCount: 1_010, Monitor: recs, Release: rel})

@@ -76,7 +76,7 @@ func blockedReport() health.Report {
 		healthtest.MonitorRecord("evt-remote", healthtest.RemoteFailure, base),
 		tampered,
 	}, Release: []health.ReleaseRecord{
-		{EventID: "evt-pending", SortKey: release.SKEvidencePrefx + "req-1", Evidence: healthtest.Evidence("evt-pending", "req-1", "failed", base)},
+		{EventID: "evt-pending", SortKey: release.SKEvidencePrefix + "req-1", Evidence: healthtest.Evidence("evt-pending", "req-1", "failed", base)},
 	}})
 }
 
