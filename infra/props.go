@@ -19,7 +19,7 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-// Environment variables the stack sets on the functions (DESIGN.md
+// Environment variables the stack sets on the functions (docs/design.md
 // "Environment"). Secret variables carry Secrets Manager ARNs, never key
 // material: the functions read the values at cold start.
 const (

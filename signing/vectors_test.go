@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// vectors mirrors testdata/signatures.json, a copy of the contract's test
-// vectors (shared/vectors/signatures.json).
+// vectors mirrors testdata/signatures.json, the contract's test vectors
+// (docs/design.md "Test vectors").
 type vectors struct {
 	LifecycleRequest struct {
 		KeyHex    string `json:"key_hex"`

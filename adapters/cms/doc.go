@@ -1,4 +1,4 @@
-// Package cms is localeflow's HTTP client for the CMS (DESIGN.md "CMS
+// Package cms is localeflow's HTTP client for the CMS (docs/design.md "CMS
 // lifecycle API"). Client reads the signed lifecycle view of one change:
 // every attempt carries a fresh request id, a timestamp from the injected
 // clock and an HMAC signature over "GET\n{path}\n{request_id}\n{timestamp}";

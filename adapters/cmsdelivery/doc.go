@@ -1,5 +1,5 @@
 // Package cmsdelivery is the HTTP client of the CMS delivery API
-// (DESIGN.md "CMS delivery API"): POST
+// (docs/design.md "CMS delivery API"): POST
 // {base}/v1/sites/{site_id}/changes/{event_id}/deliveries with the signed
 // delivery request as body, signed like the lifecycle request plus
 // "\n" + hex sha256(body). 2xx means delivered; the CMS is idempotent on

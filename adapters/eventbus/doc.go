@@ -1,5 +1,5 @@
 // Package eventbus publishes localeflow's output events on the EventBridge
-// bus (DESIGN.md "Events on the bus"): source "localeflow", a detail-type
+// bus (docs/design.md "Events on the bus"): source "localeflow", a detail-type
 // from topology, and a JSON detail that is content-free (ids, statuses,
 // codes, hashes — never texts or secrets).
 //

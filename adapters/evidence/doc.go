@@ -1,5 +1,5 @@
 // Package evidence is the HTTP client of the evidence provider API
-// (DESIGN.md "Evidence provider API"): POST {base}/v1/evidence with the
+// (docs/design.md "Evidence provider API"): POST {base}/v1/evidence with the
 // canonical quality evidence request as body, signed like the CMS delivery
 // request (X-Localeflow-Request-Id, -Timestamp, -Signature over
 // "POST\n{path}\n{request_id}\n{timestamp}\n" + hex sha256(body)).

@@ -1,4 +1,4 @@
-// Package health is localeflow's combined health view (DESIGN.md
+// Package health is localeflow's combined health view (docs/design.md
 // "Health"): the rules that turn the open records of the lifecycle monitor
 // and of the release coordinator into the health document
 // {"schema":"localeflow.health.v1","status":"ok"|"blocked",...}, the list

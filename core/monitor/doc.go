@@ -5,7 +5,7 @@
 //
 // It ports the behaviour of the reference lifecycle_monitor.py (states,
 // transitions, defaults, limits, validation and error codes) to the AWS
-// shape of DESIGN.md: time is integer milliseconds in storage, every state
+// shape of docs/design.md: time is integer milliseconds in storage, every state
 // change is one conditional write fenced on a random lease token, and due
 // items are discovered through a sparse index, never a scan.
 //

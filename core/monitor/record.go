@@ -333,7 +333,7 @@ const (
 // failures); successful terminal records are not visited.
 //
 // The JSON form is the "monitor" object of the health contract
-// (DESIGN.md "Health"); Status and Invalid are for the caller.
+// (docs/design.md "Health"); Status and Invalid are for the caller.
 type Health struct {
 	Status         string        `json:"-"`
 	Counts         map[State]int `json:"counts"`

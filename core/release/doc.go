@@ -1,5 +1,5 @@
 // Package release is the release coordinator's domain (a port of the
-// reference release_coordinator.py to DynamoDB/SQS, DESIGN.md "Shape"):
+// reference release_coordinator.py to DynamoDB/SQS, docs/design.md "Shape"):
 //
 //   - signed input events (`localeflow.plan.accepted`,
 //     `localeflow.job.completed`): HMAC over the exact payload bytes, then a

@@ -15,7 +15,7 @@ const (
 	codeLeaseExpired = "lease_expired"
 )
 
-// Defaults of the reference (DESIGN.md "Defaults").
+// Defaults of the reference (docs/design.md "Defaults").
 const (
 	DefaultEvidenceLease       = 300 * time.Second
 	DefaultEvidenceMaxAttempts = 5

@@ -8,7 +8,7 @@ import (
 	"github.com/localeflow/localeflow/signing"
 )
 
-// Receipt kinds (DESIGN.md "Receipts and signatures").
+// Receipt kinds (docs/design.md "Receipts and signatures").
 const (
 	KindQuality                = "quality"
 	KindHumanReview            = "human_review"

@@ -65,7 +65,7 @@ var keyNames = []string{keyEvent, keyCMS, keyEvidence, keyApproval, keyPublicati
 
 // Function defaults. The evidence lease default is below the function's
 // 120 s timeout because the operation guard refuses evidence work when the
-// invocation has less time left than the lease (DESIGN.md's 300 s default
+// invocation has less time left than the lease (docs/design.md's 300 s default
 // needs a timeout above 300 s).
 const (
 	defaultRevision        = "rev-1"

@@ -1,5 +1,5 @@
 // Package cmstest is a signed test CMS: a real HTTP handler implementing
-// the lifecycle contract of DESIGN.md ("CMS lifecycle API") for tests, the
+// the lifecycle contract of docs/design.md ("CMS lifecycle API") for tests, the
 // local demo and the fault suite.
 //
 // It verifies every request signature (401 on failure), answers with bodies
