@@ -68,27 +68,20 @@ func (b *builder) grant() {
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
 	b.allow("coordinator", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 
-	var indexes []*string
-	for _, t := range topo.Tables() {
-		table := b.tables[t.Logical]
-		for _, ix := range t.Indexes {
-			if ix.Name == topology.IndexOutbox {
-				// Only the poller and the coordinator publish owed
-				// events; health never reads the outbox indexes.
-				continue
-			}
-			indexes = append(indexes, indexArn(table, ix.Name))
-		}
-	}
-	b.allow("health", "ReadMonitorItems", healthTableActions, monitor.TableArn())
-	// The release census projects onto the content-free attributes: the
-	// health role cannot read source or result texts.
-	b.allowIf("health", "ReadReleaseItems", healthTableActions, map[string]any{
-		"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": topology.ReleaseCensusAttributes},
-		"StringEqualsIfExists":      map[string]any{"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
-	}, release.TableArn())
+	// The health census reads only what it reports: index queries project
+	// onto the table keys (Select SPECIFIC_ATTRIBUTES, required), item
+	// reads onto the records' content-free attributes. The conditions
+	// (dynamodb:Attributes) enforce the projections adapters/monitordb and
+	// adapters/healthdb make; health never reads the outbox indexes (only
+	// the poller and the coordinator publish owed events).
+	b.allowIf("health", "ReadMonitorItems", healthTableActions, onlyAttributes(topology.MonitorCensusAttributes, false), monitor.TableArn())
+	// The release census cannot read source or result texts.
+	b.allowIf("health", "ReadReleaseItems", healthTableActions, onlyAttributes(topology.ReleaseCensusAttributes, false), release.TableArn())
 	b.allow("health", "CountMonitorItems", healthCountAction, monitor.TableArn())
-	b.allow("health", "QueryIndexes", queryAction, indexes...)
+	b.allowIf("health", "QueryMonitorIndexes", queryAction, onlyAttributes(topology.MonitorIndexQueryAttributes, true),
+		indexArn(monitor, topology.IndexWake), indexArn(monitor, topology.IndexAttention))
+	b.allowIf("health", "QueryReleaseIndexes", queryAction, onlyAttributes(topology.ReleaseIndexQueryAttributes, true),
+		indexArn(release, topology.IndexWake), indexArn(release, topology.IndexAttention))
 	// Each function may put only the detail-types it emits, with the
 	// localeflow source: none can publish a dispatch, plan or job event.
 	for _, fn := range topo.Functions {
@@ -125,6 +118,21 @@ func (b *builder) allowIf(dir, sid string, actions []string, conditions map[stri
 		Resources:  &resources,
 		Conditions: &conditions,
 	}))
+}
+
+// onlyAttributes is the condition of a projected read: every attribute the
+// request names is in attrs, and Select is SPECIFIC_ATTRIBUTES (required
+// when selectRequired, as for Query, which sets it; BatchGetItem has no
+// Select).
+func onlyAttributes(attrs []string, selectRequired bool) map[string]any {
+	sel := "StringEqualsIfExists"
+	if selectRequired {
+		sel = "StringEquals"
+	}
+	return map[string]any{
+		"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": attrs},
+		sel:                         map[string]any{"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+	}
 }
 
 func indexArn(t awsdynamodb.Table, index string) *string {
