@@ -98,6 +98,39 @@ func (b *builder) grant() {
 			b.allow(reader, "Read"+s.Logical, getSecretValue, b.secrets[s.Logical].Ref())
 		}
 	}
+	b.grantKey()
+}
+
+// Uses of the customer-managed data key, each only through the service
+// that needs it (kms:ViaService).
+var (
+	// queueKeyActions: an SQS producer needs GenerateDataKey and Decrypt
+	// (to reuse the queue's data key), a consumer Decrypt.
+	queueKeyActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
+	// secretKeyActions: GetSecretValue of a secret encrypted with the key.
+	secretKeyActions = []string{"kms:Decrypt"}
+	// tableReadKeyActions / tableWriteKeyActions: DynamoDB decrypts the
+	// table key for reads and writes; writes may need a new data key.
+	tableReadKeyActions  = []string{"kms:Decrypt"}
+	tableWriteKeyActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
+)
+
+// grantKey lets each function use the data key exactly as far as its
+// encrypted resources need: the poller sends to the quarantine queue and
+// reads its secrets; the coordinator consumes and sends to the release
+// queue, sends to the quarantine queue, reads and writes the release table
+// and reads its secrets; health reads the release table.
+func (b *builder) grantKey() {
+	key := b.keyArn()
+	if key == nil {
+		return
+	}
+	b.allowIf("poller", "QueueDataKey", queueKeyActions, kmsVia("sqs"), key)
+	b.allowIf("poller", "SecretsDataKey", secretKeyActions, kmsVia("secretsmanager"), key)
+	b.allowIf("coordinator", "QueueDataKey", queueKeyActions, kmsVia("sqs"), key)
+	b.allowIf("coordinator", "SecretsDataKey", secretKeyActions, kmsVia("secretsmanager"), key)
+	b.allowIf("coordinator", "ReleaseTableDataKey", tableWriteKeyActions, kmsVia("dynamodb"), key)
+	b.allowIf("health", "ReleaseTableDataKey", tableReadKeyActions, kmsVia("dynamodb"), key)
 }
 
 func (b *builder) allow(dir, sid string, actions []string, resources ...*string) {

@@ -95,6 +95,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret EventKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("key DataKey", "kms:Decrypt", "kms:GenerateDataKey", "kms:Decrypt"),
 		),
 		"coordinator": slices.Concat(
 			pairs("log-group CoordinatorFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
@@ -109,6 +110,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("secret EvidenceKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret ApprovalKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret PublicationKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("key DataKey", "kms:Decrypt", "kms:GenerateDataKey", "kms:Decrypt", "kms:Decrypt", "kms:GenerateDataKey"),
 		),
 		"health": slices.Concat(
 			pairs("log-group HealthFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
@@ -119,6 +121,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/attention", "dynamodb:Query"),
 			pairs("bus", "events:PutEvents"),
+			pairs("key DataKey", "kms:Decrypt"),
 		),
 	}
 	for _, fn := range s.topo.Functions {
@@ -173,6 +176,9 @@ func (s synthesized) resourceNames(t testing.TB) resourceNames {
 		add("AWS::SecretsManager::Secret", spec.Logical, "secret "+spec.Logical)
 	}
 	add("AWS::Events::EventBus", "EventBus", "bus")
+	if len(s.resources("AWS::KMS::Key")) > 0 {
+		add("AWS::KMS::Key", DataKeyLogical, "key "+DataKeyLogical)
+	}
 	return names
 }
 
