@@ -68,27 +68,20 @@ func (b *builder) grant() {
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
 	b.allow("coordinator", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 
-	var indexes []*string
-	for _, t := range topo.Tables() {
-		table := b.tables[t.Logical]
-		for _, ix := range t.Indexes {
-			if ix.Name == topology.IndexOutbox {
-				// Only the poller and the coordinator publish owed
-				// events; health never reads the outbox indexes.
-				continue
-			}
-			indexes = append(indexes, indexArn(table, ix.Name))
-		}
-	}
-	b.allow("health", "ReadMonitorItems", healthTableActions, monitor.TableArn())
-	// The release census projects onto the content-free attributes: the
-	// health role cannot read source or result texts.
-	b.allowIf("health", "ReadReleaseItems", healthTableActions, map[string]any{
-		"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": topology.ReleaseCensusAttributes},
-		"StringEqualsIfExists":      map[string]any{"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
-	}, release.TableArn())
+	// The health census reads only what it reports: index queries project
+	// onto the table keys (Select SPECIFIC_ATTRIBUTES, required), item
+	// reads onto the records' content-free attributes. The conditions
+	// (dynamodb:Attributes) enforce the projections adapters/monitordb and
+	// adapters/healthdb make; health never reads the outbox indexes (only
+	// the poller and the coordinator publish owed events).
+	b.allowIf("health", "ReadMonitorItems", healthTableActions, onlyAttributes(topology.MonitorCensusAttributes, false), monitor.TableArn())
+	// The release census cannot read source or result texts.
+	b.allowIf("health", "ReadReleaseItems", healthTableActions, onlyAttributes(topology.ReleaseCensusAttributes, false), release.TableArn())
 	b.allow("health", "CountMonitorItems", healthCountAction, monitor.TableArn())
-	b.allow("health", "QueryIndexes", queryAction, indexes...)
+	b.allowIf("health", "QueryMonitorIndexes", queryAction, onlyAttributes(topology.MonitorIndexQueryAttributes, true),
+		indexArn(monitor, topology.IndexWake), indexArn(monitor, topology.IndexAttention))
+	b.allowIf("health", "QueryReleaseIndexes", queryAction, onlyAttributes(topology.ReleaseIndexQueryAttributes, true),
+		indexArn(release, topology.IndexWake), indexArn(release, topology.IndexAttention))
 	// Each function may put only the detail-types it emits, with the
 	// localeflow source: none can publish a dispatch, plan or job event.
 	for _, fn := range topo.Functions {
@@ -105,6 +98,39 @@ func (b *builder) grant() {
 			b.allow(reader, "Read"+s.Logical, getSecretValue, b.secrets[s.Logical].Ref())
 		}
 	}
+	b.grantKey()
+}
+
+// Uses of the customer-managed data key, each only through the service
+// that needs it (kms:ViaService).
+var (
+	// queueKeyActions: an SQS producer needs GenerateDataKey and Decrypt
+	// (to reuse the queue's data key), a consumer Decrypt.
+	queueKeyActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
+	// secretKeyActions: GetSecretValue of a secret encrypted with the key.
+	secretKeyActions = []string{"kms:Decrypt"}
+	// tableReadKeyActions / tableWriteKeyActions: DynamoDB decrypts the
+	// table key for reads and writes; writes may need a new data key.
+	tableReadKeyActions  = []string{"kms:Decrypt"}
+	tableWriteKeyActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
+)
+
+// grantKey lets each function use the data key exactly as far as its
+// encrypted resources need: the poller sends to the quarantine queue and
+// reads its secrets; the coordinator consumes and sends to the release
+// queue, sends to the quarantine queue, reads and writes the release table
+// and reads its secrets; health reads the release table.
+func (b *builder) grantKey() {
+	key := b.keyArn()
+	if key == nil {
+		return
+	}
+	b.allowIf("poller", "QueueDataKey", queueKeyActions, kmsVia("sqs"), key)
+	b.allowIf("poller", "SecretsDataKey", secretKeyActions, kmsVia("secretsmanager"), key)
+	b.allowIf("coordinator", "QueueDataKey", queueKeyActions, kmsVia("sqs"), key)
+	b.allowIf("coordinator", "SecretsDataKey", secretKeyActions, kmsVia("secretsmanager"), key)
+	b.allowIf("coordinator", "ReleaseTableDataKey", tableWriteKeyActions, kmsVia("dynamodb"), key)
+	b.allowIf("health", "ReleaseTableDataKey", tableReadKeyActions, kmsVia("dynamodb"), key)
 }
 
 func (b *builder) allow(dir, sid string, actions []string, resources ...*string) {
@@ -125,6 +151,21 @@ func (b *builder) allowIf(dir, sid string, actions []string, conditions map[stri
 		Resources:  &resources,
 		Conditions: &conditions,
 	}))
+}
+
+// onlyAttributes is the condition of a projected read: every attribute the
+// request names is in attrs, and Select is SPECIFIC_ATTRIBUTES (required
+// when selectRequired, as for Query, which sets it; BatchGetItem has no
+// Select).
+func onlyAttributes(attrs []string, selectRequired bool) map[string]any {
+	sel := "StringEqualsIfExists"
+	if selectRequired {
+		sel = "StringEquals"
+	}
+	return map[string]any{
+		"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": attrs},
+		sel:                         map[string]any{"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+	}
 }
 
 func indexArn(t awsdynamodb.Table, index string) *string {

@@ -95,6 +95,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("bus", "events:PutEvents"),
 			pairs("secret CMSKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret EventKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("key DataKey", "kms:Decrypt", "kms:GenerateDataKey", "kms:Decrypt"),
 		),
 		"coordinator": slices.Concat(
 			pairs("log-group CoordinatorFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
@@ -109,6 +110,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("secret EvidenceKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret ApprovalKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret PublicationKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("key DataKey", "kms:Decrypt", "kms:GenerateDataKey", "kms:Decrypt", "kms:Decrypt", "kms:GenerateDataKey"),
 		),
 		"health": slices.Concat(
 			pairs("log-group HealthFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
@@ -119,6 +121,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
 			pairs("table ReleaseTable/index/attention", "dynamodb:Query"),
 			pairs("bus", "events:PutEvents"),
+			pairs("key DataKey", "kms:Decrypt"),
 		),
 	}
 	for _, fn := range s.topo.Functions {
@@ -173,6 +176,9 @@ func (s synthesized) resourceNames(t testing.TB) resourceNames {
 		add("AWS::SecretsManager::Secret", spec.Logical, "secret "+spec.Logical)
 	}
 	add("AWS::Events::EventBus", "EventBus", "bus")
+	if len(s.resources("AWS::KMS::Key")) > 0 {
+		add("AWS::KMS::Key", DataKeyLogical, "key "+DataKeyLogical)
+	}
 	return names
 }
 
@@ -211,37 +217,95 @@ func (n resourceNames) describe(t testing.TB, res any) string {
 // release-table read is now BatchGetItem limited by dynamodb:Attributes to
 // topology.ReleaseCensusAttributes with Select SPECIFIC_ATTRIBUTES.
 func TestHealthReadsOnlyContentFreeReleaseAttributes(t *testing.T) {
+	st := healthStatement(t, defaultSynth(t), "ReadReleaseItems")
+	checkOnlyAttributes(t, st, []string{"dynamodb:BatchGetItem"}, topology.ReleaseCensusAttributes, "StringEqualsIfExists")
+	for _, a := range topology.ReleaseCensusAttributes {
+		if a == "text" || a == "result_json" || a == "token" {
+			t.Errorf("content attribute %q readable", a)
+		}
+	}
+}
+
+// TestHealthReadsOnlyNeededAttributes: the health role read whole monitor
+// items (BatchGetItem, the acknowledgement journal's operator ARN and
+// reason included) and queried four indexes of both tables for every
+// attribute they hold. Every read statement of the role now carries a
+// dynamodb:Attributes condition (with Select SPECIFIC_ATTRIBUTES) matching
+// the projections the census makes, and the role has no GetItem, Scan or
+// base-table Query.
+func TestHealthReadsOnlyNeededAttributes(t *testing.T) {
 	s := defaultSynth(t)
+	checkOnlyAttributes(t, healthStatement(t, s, "ReadMonitorItems"), []string{"dynamodb:BatchGetItem"},
+		topology.MonitorCensusAttributes, "StringEqualsIfExists")
+	for _, sid := range []string{"QueryMonitorIndexes", "QueryReleaseIndexes"} {
+		attrs := topology.MonitorIndexQueryAttributes
+		if sid == "QueryReleaseIndexes" {
+			attrs = topology.ReleaseIndexQueryAttributes
+		}
+		checkOnlyAttributes(t, healthStatement(t, s, sid), []string{"dynamodb:Query"}, attrs, "StringEquals")
+	}
+	for _, a := range topology.MonitorCensusAttributes {
+		if a == "operator" || a == "reason" || a == "text" {
+			t.Errorf("monitor attribute %q readable by health", a)
+		}
+	}
 	roleID := s.logicalID(t, "AWS::IAM::Role", "HealthFunctionRole")
-	found := false
 	for _, r := range s.resources("AWS::IAM::Policy") {
 		p := r["Properties"].(map[string]any)
 		if !jsonEqual(p["Roles"], []any{ref(roleID)}) {
 			continue
 		}
 		statements(p, func(path string, st map[string]any) {
-			if st["Sid"] != "ReadReleaseItems" {
-				return
-			}
-			found = true
-			cond, _ := st["Condition"].(map[string]any)
-			all, _ := cond["ForAllValues:StringEquals"].(map[string]any)
-			if got := sortedStrings(all["dynamodb:Attributes"]); !slices.Equal(got, slices.Sorted(slices.Values(topology.ReleaseCensusAttributes))) {
-				t.Errorf("%s: dynamodb:Attributes %v", path, got)
-			}
-			sel, _ := cond["StringEqualsIfExists"].(map[string]any)
-			if sel["dynamodb:Select"] != "SPECIFIC_ATTRIBUTES" {
-				t.Errorf("%s: dynamodb:Select %v", path, sel)
-			}
-			for _, a := range sortedStrings(all["dynamodb:Attributes"]) {
-				if a == "text" || a == "result_json" || a == "token" {
-					t.Errorf("%s: content attribute %q readable", path, a)
+			for _, a := range asList(st["Action"]) {
+				switch a {
+				case "dynamodb:GetItem", "dynamodb:Scan":
+					t.Errorf("%s: health may %s", path, a)
+				case "dynamodb:BatchGetItem", "dynamodb:Query":
+					if _, ok := st["Condition"].(map[string]any)["ForAllValues:StringEquals"]; !ok {
+						t.Errorf("%s: %s without a dynamodb:Attributes condition", path, a)
+					}
 				}
 			}
 		})
 	}
-	if !found {
-		t.Fatal("no ReadReleaseItems statement on the health role")
+}
+
+// healthStatement returns the statement sid of the health role.
+func healthStatement(t *testing.T, s synthesized, sid string) map[string]any {
+	t.Helper()
+	roleID := s.logicalID(t, "AWS::IAM::Role", "HealthFunctionRole")
+	var found map[string]any
+	for _, r := range s.resources("AWS::IAM::Policy") {
+		p := r["Properties"].(map[string]any)
+		if !jsonEqual(p["Roles"], []any{ref(roleID)}) {
+			continue
+		}
+		statements(p, func(_ string, st map[string]any) {
+			if st["Sid"] == sid {
+				found = st
+			}
+		})
+	}
+	if found == nil {
+		t.Fatalf("no %s statement on the health role", sid)
+	}
+	return found
+}
+
+// checkOnlyAttributes: st allows exactly actions, only on attrs, with
+// Select SPECIFIC_ATTRIBUTES under the operator sel.
+func checkOnlyAttributes(t *testing.T, st map[string]any, actions, attrs []string, sel string) {
+	t.Helper()
+	if got := sortedStrings(st["Action"]); !slices.Equal(got, actions) {
+		t.Errorf("%s: actions %v, want %v", st["Sid"], got, actions)
+	}
+	cond, _ := st["Condition"].(map[string]any)
+	all, _ := cond["ForAllValues:StringEquals"].(map[string]any)
+	if got := sortedStrings(all["dynamodb:Attributes"]); !slices.Equal(got, slices.Sorted(slices.Values(attrs))) {
+		t.Errorf("%s: dynamodb:Attributes %v, want %v", st["Sid"], got, attrs)
+	}
+	if m, _ := cond[sel].(map[string]any); m["dynamodb:Select"] != "SPECIFIC_ATTRIBUTES" {
+		t.Errorf("%s: %s dynamodb:Select %v", st["Sid"], sel, cond)
 	}
 }
 

@@ -14,6 +14,8 @@
 #   RECEIPT_ISSUERS_INDEPENDENT_REVIEW independent-model-review receipt issuers, same form (required by deploy)
 #                          A key may be trusted for one kind only. The retired RECEIPT_ISSUERS is refused.
 #   DELETION_PROTECTION    true|false (default true; deploy-local uses false)
+#   CUSTOMER_MANAGED_KEY   true|false (default true): one customer-managed KMS key (rotation on) for the
+#                          release table, release queue + DLQ, quarantine queue and key secrets
 #   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional; else the stack creates <prefix>-alarms)
 #   ALARM_EMAIL            e-mail address subscribed to the created alarm topic (optional)
 #   MAX_CONSECUTIVE_FAILURES  poller failure budget, 1..20 (default 5)
@@ -38,6 +40,7 @@ RECEIPT_ISSUERS_QUALITY ?=
 RECEIPT_ISSUERS_HUMAN_REVIEW ?=
 RECEIPT_ISSUERS_INDEPENDENT_REVIEW ?=
 DELETION_PROTECTION ?= true
+CUSTOMER_MANAGED_KEY ?=
 ALARM_TOPIC_ARN ?=
 ALARM_EMAIL ?=
 MAX_CONSECUTIVE_FAILURES ?=
@@ -55,7 +58,8 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN)) \
 	$(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) \
 	$(if $(MAX_CONSECUTIVE_FAILURES),-c maxConsecutiveFailures=$(MAX_CONSECUTIVE_FAILURES)) \
-	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY))
+	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY)) \
+	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY))
 
 .PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings
 
@@ -70,6 +74,7 @@ synth: build $(INFRA_CLI_STAMP) ## Synthesize the CloudFormation template offlin
 	@echo "template: infra/cdk.out/$(STACK_NAME).template.json"
 	@cat infra/cdk.out/outage-tolerance.txt
 	@cat infra/cdk.out/alarms.txt
+	@cat infra/cdk.out/encryption.txt
 
 infra-deploy-settings:
 	@test -n "$(CMS_BASE_URL)" || { echo "deploy: set CMS_BASE_URL=https://..." >&2; exit 2; }

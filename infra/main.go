@@ -44,6 +44,9 @@ const (
 	ctxTextRetention = "textRetention"
 	// How long finished monitor records stay (Go duration, default 2160h).
 	ctxMonitorRetention = "monitorRetention"
+	// ctxCustomerManagedKey: true (default) or false, see
+	// LocaleflowStackProps.CustomerManagedKey.
+	ctxCustomerManagedKey = "customerManagedKey"
 )
 
 // ToleranceFile is written next to the template: the CMS outage tolerance
@@ -53,6 +56,10 @@ const ToleranceFile = "outage-tolerance.txt"
 // AlarmsFile is written next to the template: which SNS topic the alarms
 // notify (`make synth` prints it).
 const AlarmsFile = "alarms.txt"
+
+// EncryptionFile (in the cdk.out directory) says whether the
+// customer-managed KMS key is on; `make synth` prints it.
+const EncryptionFile = "encryption.txt"
 
 // placeholderURL is used when no base URL is given, so that synth works on a
 // fresh machine; the .invalid TLD never resolves, so a stack deployed with it
@@ -83,6 +90,10 @@ func run(appProps *awscdk.AppProps) error {
 	protect, err := strconv.ParseBool(ctx(ctxDeletionProtection, "true"))
 	if err != nil {
 		return fmt.Errorf("infra: context %s: %w", ctxDeletionProtection, err)
+	}
+	cmk, err := strconv.ParseBool(ctx(ctxCustomerManagedKey, "true"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxCustomerManagedKey, err)
 	}
 	nag, err := strconv.ParseBool(ctx(ctxNag, "true"))
 	if err != nil {
@@ -120,6 +131,7 @@ func run(appProps *awscdk.AppProps) error {
 		Prefix:             prefix,
 		AssetDir:           ctx(ctxAssetDir, "../build"),
 		DeletionProtection: jsii.Bool(protect),
+		CustomerManagedKey: jsii.Bool(cmk),
 		CMSBaseURL:         ctx(ctxCMSBaseURL, placeholderURL),
 		EvidenceBaseURL:    ctx(ctxEvidenceBaseURL, placeholderURL),
 		AlarmTopicArn:      ctx(ctxAlarmTopicArn, ""),
@@ -160,6 +172,11 @@ func run(appProps *awscdk.AppProps) error {
 	line := cfg.OutageToleranceLine() + "\n"
 	fmt.Fprint(os.Stderr, line)
 	if err := os.WriteFile(filepath.Join(*app.Outdir(), ToleranceFile), []byte(line), 0o644); err != nil {
+		return err
+	}
+	encryption := cfg.EncryptionLine() + "\n"
+	fmt.Fprint(os.Stderr, encryption)
+	if err := os.WriteFile(filepath.Join(*app.Outdir(), EncryptionFile), []byte(encryption), 0o644); err != nil {
 		return err
 	}
 	alarms := cfg.AlarmsLine() + "\n"

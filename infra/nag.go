@@ -33,11 +33,12 @@ const (
 // AwsSolutions-SNS2 wants server-side encryption with a KMS key on the alarm
 // topic. CloudWatch alarms can publish to an encrypted topic only through a
 // customer-managed key whose policy admits cloudwatch.amazonaws.com (the
-// AWS-managed aws/sns key cannot grant it), and the stack has no
-// customer-managed key yet (docs/security.md "Not covered"). The topic
-// carries alarm names and states only, no content.
+// AWS-managed aws/sns key cannot grant it); the stack's data key is for
+// content (texts, key material) and admits no other service than
+// EventBridge for the release queue. The topic carries alarm names and
+// states only, no content.
 const reasonAlarmTopicSSE = "alarm notifications (alarm names and states, no content) cannot be published by CloudWatch to a topic " +
-	"encrypted with the AWS-managed key, and the stack has no customer-managed KMS key yet; TLS is enforced on the topic"
+	"encrypted with the AWS-managed key, and the stack's customer-managed key is reserved for content; TLS is enforced on the topic"
 
 // suppressFindings records the accepted findings on the constructs they
 // concern, so they travel with the stack (synth and tests alike).

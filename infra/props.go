@@ -142,6 +142,12 @@ type LocaleflowStackProps struct {
 	// release table after the release is delivered or blocked for good
 	// (their expires_at TTL); 0 means DefaultTextRetention.
 	TextRetention time.Duration
+	// CustomerManagedKey creates one customer-managed KMS key (automatic
+	// rotation on, retained like the tables when DeletionProtection is on)
+	// and encrypts with it the release table, the release queue and its
+	// DLQ, the quarantine queue and the key secrets. nil means true; false
+	// keeps AWS-managed encryption everywhere.
+	CustomerManagedKey *bool
 	// MonitorRetention is how long finished monitor records that need no
 	// attention stay before DynamoDB TTL deletes them (records that need
 	// attention never expire); 0 means DefaultMonitorRetention.
@@ -177,6 +183,7 @@ type stackConfig struct {
 	topo               topology.Topology
 	assetDir           string
 	deletionProtection bool
+	customerManagedKey bool
 	cmsBaseURL         string
 	evidenceBaseURL    string
 	receiptIssuers     ReceiptIssuers
@@ -208,6 +215,7 @@ func resolve(props *LocaleflowStackProps) (stackConfig, error) {
 	cfg := stackConfig{
 		topo:               topology.New(prefix),
 		deletionProtection: props.DeletionProtection == nil || *props.DeletionProtection,
+		customerManagedKey: props.CustomerManagedKey == nil || *props.CustomerManagedKey,
 		alarmTopicArn:      props.AlarmTopicArn,
 		alarmEmail:         strings.TrimSpace(props.AlarmEmail),
 		functions:          map[string]functionConfig{},
@@ -390,6 +398,15 @@ func issuers(field, raw string) (string, []string, error) {
 func validEmail(s string) bool {
 	local, domain, ok := strings.Cut(s, "@")
 	return ok && local != "" && strings.Contains(domain, ".") && !strings.ContainsAny(s, " ,;<>") && !strings.Contains(domain, "@")
+}
+
+// EncryptionLine is what `make synth` prints about the encryption keys.
+func (c stackConfig) EncryptionLine() string {
+	if c.customerManagedKey {
+		return "customer-managed KMS key: on (alias/" + c.topo.Prefix + "-data, rotation on): release table, release queue and DLQ, " +
+			"quarantine queue, key secrets; monitor table and poll queue: AWS-managed"
+	}
+	return "customer-managed KMS key: off (CUSTOMER_MANAGED_KEY=false): AWS-managed encryption everywhere"
 }
 
 // AlarmsLine is what `make synth` prints about where the alarms go.

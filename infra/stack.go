@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -99,9 +100,12 @@ type builder struct {
 	quarantine awssqs.Queue
 	bus        awsevents.EventBus
 	secrets    map[string]awssecretsmanager.CfnSecret
-	functions  map[string]awslambda.Function
-	roles      map[string]awsiam.Role
-	alarms     []awscloudwatch.Alarm
+	// key is the customer-managed data key (nil with CustomerManagedKey
+	// false).
+	key       awskms.CfnKey
+	functions map[string]awslambda.Function
+	roles     map[string]awsiam.Role
+	alarms    []awscloudwatch.Alarm
 	// alarmTopic is the topic the stack created (nil with AlarmTopicArn).
 	alarmTopic awssns.Topic
 	healthURL  awslambda.FunctionUrl
@@ -147,6 +151,9 @@ func NewLocaleflowStack(scope constructs.Construct, id string, props *Localeflow
 	if cfg.deletionProtection {
 		b.removal = awscdk.RemovalPolicy_RETAIN
 	}
+	if cfg.customerManagedKey {
+		b.addKey()
+	}
 	for _, t := range cfg.topo.Tables() {
 		b.addTable(t)
 	}
@@ -156,6 +163,14 @@ func NewLocaleflowStack(scope constructs.Construct, id string, props *Localeflow
 	b.quarantine = b.newQueue(cfg.topo.Quarantine.Logical, cfg.topo.Quarantine.Name, &awssqs.QueueProps{
 		RetentionPeriod: awscdk.Duration_Seconds(jsii.Number(cfg.topo.Quarantine.RetentionSeconds)),
 	})
+	// The texts live in the release table; plan events (source texts)
+	// travel through the release queue, its DLQ and, when rejected, the
+	// quarantine queue. The monitor table and the poll queue hold ids,
+	// states and hashes only and keep AWS-managed encryption.
+	b.encryptTable(b.tables[cfg.topo.Release.Logical])
+	b.encryptQueue(b.queues[cfg.topo.RelQueue.Logical])
+	b.encryptQueue(b.dlqs[cfg.topo.RelQueue.Logical])
+	b.encryptQueue(b.quarantine)
 	b.bus = awsevents.NewEventBus(b.stack, jsii.String("EventBus"), &awsevents.EventBusProps{
 		EventBusName: jsii.String(cfg.topo.BusName),
 	})
@@ -289,6 +304,7 @@ func (b *builder) addSecret(s secretSpec) {
 		Name:                 jsii.String(b.cfg.topo.Prefix + "/" + s.Stem),
 		Description:          jsii.String(s.Description),
 		GenerateSecretString: hexSecret,
+		KmsKeyId:             b.keyArn(),
 	})
 	secret.ApplyRemovalPolicy(b.removal, nil)
 	b.secrets[s.Logical] = secret

@@ -307,7 +307,6 @@ func TestQueuesDLQRedriveVisibility(t *testing.T) {
 				"QueueName":              q.Name,
 				"VisibilityTimeout":      q.VisibilityTimeoutSeconds,
 				"MessageRetentionPeriod": q.RetentionSeconds,
-				"SqsManagedSseEnabled":   true,
 				"RedrivePolicy": map[string]any{
 					"deadLetterTargetArn": getAtt(dlqID, "Arn"),
 					"maxReceiveCount":     q.MaxReceiveCount,
@@ -318,8 +317,20 @@ func TestQueuesDLQRedriveVisibility(t *testing.T) {
 					t.Errorf("%s = %v, want %v", k, p[k], v)
 				}
 			}
+			// Encrypted: the release queue and its DLQ with the data key
+			// (TestCustomerManagedKeyEncryptsContent), the poll queue's with
+			// SQS-managed keys.
+			encrypted := func(props map[string]any) bool {
+				if q.Logical == s.topo.RelQueue.Logical {
+					return props["KmsMasterKeyId"] != nil
+				}
+				return props["SqsManagedSseEnabled"] == true
+			}
+			if !encrypted(p) {
+				t.Errorf("queue not encrypted: %v", p)
+			}
 			dlq := s.props(t, "AWS::SQS::Queue", q.Logical+"DLQ")
-			if dlq["QueueName"] != q.DLQName || dlq["SqsManagedSseEnabled"] != true ||
+			if dlq["QueueName"] != q.DLQName || !encrypted(dlq) ||
 				!jsonEqual(dlq["MessageRetentionPeriod"], q.DLQRetentionSeconds) {
 				t.Errorf("DLQ = %v", dlq)
 			}
@@ -887,7 +898,7 @@ func TestReceiptIssuersUnsetLeavesVariableOut(t *testing.T) {
 func TestQuarantineQueueAndRejectedAlarm(t *testing.T) {
 	s := defaultSynth(t)
 	q := s.props(t, "AWS::SQS::Queue", s.topo.Quarantine.Logical)
-	if q["QueueName"] != s.topo.Quarantine.Name || q["SqsManagedSseEnabled"] != true ||
+	if q["QueueName"] != s.topo.Quarantine.Name || q["KmsMasterKeyId"] == nil ||
 		!jsonEqual(q["MessageRetentionPeriod"], s.topo.Quarantine.RetentionSeconds) || q["RedrivePolicy"] != nil {
 		t.Fatalf("quarantine queue %v", q)
 	}

@@ -13,6 +13,25 @@ const ReceiptContext = "localeflow.receipt.v1."
 
 var b64 = base64.RawURLEncoding
 
+// strictB64 refuses non-zero unused trailing bits; padding and the
+// standard alphabet are invalid characters of the raw URL alphabet.
+var strictB64 = base64.RawURLEncoding.Strict()
+
+// DecodeB64URL decodes the canonical unpadded base64url form only: no
+// padding, no standard-alphabet characters, no non-zero trailing bits and
+// no line breaks (the standard decoder skips '\r' and '\n', even in strict
+// mode). Every byte string therefore has exactly one accepted encoding, so
+// nothing derived from an encoded receipt or token can be varied by
+// re-encoding it.
+func DecodeB64URL(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, errNotCanonical
+	}
+	return strictB64.DecodeString(s)
+}
+
+var errNotCanonical = errors.New("signing: not canonical unpadded base64url")
+
 // ErrReceiptMalformed is returned for a receipt that is not
 // v1.<b64url>.<b64url> or whose signature does not verify. Callers map it to
 // their own stable codes.
@@ -36,11 +55,11 @@ func OpenReceipt(pub ed25519.PublicKey, receipt string) ([]byte, error) {
 	if len(parts) != 3 || parts[0] != "v1" || parts[1] == "" {
 		return nil, ErrReceiptMalformed
 	}
-	payload, err := b64.DecodeString(parts[1])
+	payload, err := DecodeB64URL(parts[1])
 	if err != nil {
 		return nil, ErrReceiptMalformed
 	}
-	sig, err := b64.DecodeString(parts[2])
+	sig, err := DecodeB64URL(parts[2])
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return nil, ErrReceiptMalformed
 	}
@@ -58,7 +77,7 @@ func PeekReceiptPayload(receipt string) ([]byte, error) {
 	if len(parts) != 3 || parts[0] != "v1" {
 		return nil, ErrReceiptMalformed
 	}
-	payload, err := b64.DecodeString(parts[1])
+	payload, err := DecodeB64URL(parts[1])
 	if err != nil {
 		return nil, ErrReceiptMalformed
 	}

@@ -351,3 +351,27 @@ var ReleaseCensusAttributes = []string{
 	// Blocked records.
 	"code", "blocked_ms",
 }
+
+// MonitorCensusAttributes are the only attributes the health function reads
+// from monitor records (its BatchGetItem projection and the health role's
+// dynamodb:Attributes condition): every attribute of a monitor record
+// (ids, states, counts, codes, hashes, the content-free lifecycle
+// snapshot, timestamps, index keys), never an acknowledgement journal's
+// operator ARN or reason.
+var MonitorCensusAttributes = []string{
+	AttrEventID, "schema_version", "site_id", "plan_id", "website_version", "source_sequence", "job_count",
+	"change_sha256", "binding_sha256", "state", "poll_attempts", "consecutive_failures",
+	"max_consecutive_failures", "next_poll_ms", "lease_owner", "lease_token", "lease_expires_ms",
+	"last_error_code", "remote_status", "lifecycle_sha256", "lifecycle", "created_ms", "updated_ms",
+	"hint_ms", "acknowledged_ms", AttrExpiresAt, "timeline",
+	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS, AttrOutboxShard, AttrOutboxMS,
+}
+
+// MonitorIndexQueryAttributes are the attributes a health query of the
+// monitor table's wake and attention indexes may name or read: the table
+// key (its projection) and the index keys (its key condition).
+var MonitorIndexQueryAttributes = []string{AttrEventID, AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS}
+
+// ReleaseIndexQueryAttributes are the same for the release table's wake
+// and attention indexes.
+var ReleaseIndexQueryAttributes = []string{AttrPK, AttrSK, AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS}

@@ -42,6 +42,7 @@ type Config struct {
 // Client sends deliveries. Safe for concurrent use.
 type Client struct {
 	endpoint *signedhttp.Endpoint
+	clock    core.Clock // reads HTTP-date Retry-After values
 }
 
 var _ release.DeliveryClient = (*Client)(nil)
@@ -58,7 +59,11 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{endpoint: endpoint}, nil
+	clock := cfg.Clock
+	if clock == nil {
+		clock = core.SystemClock{}
+	}
+	return &Client{endpoint: endpoint, clock: clock}, nil
 }
 
 // Timeout is the longest one Deliver can take.
@@ -84,7 +89,12 @@ func (c *Client) Deliver(ctx context.Context, siteID, eventID string, body []byt
 		return nil
 	}
 	code := signedhttp.StatusCode("cms", resp.Status)
-	if resp.Status == http.StatusTooManyRequests || resp.Status >= 500 {
+	switch {
+	case resp.Status == http.StatusTooManyRequests || resp.Status == http.StatusServiceUnavailable:
+		// Never retried earlier than the CMS asks (the coordinator waits
+		// for the longer of this and its backoff).
+		return core.WithRetryAfter(core.Retry(code), signedhttp.RetryAfter(resp.Header, c.clock.Now()))
+	case resp.Status >= 500:
 		return core.Retry(code)
 	}
 	return core.Fail(code)

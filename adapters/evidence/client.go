@@ -50,6 +50,7 @@ type Config struct {
 type Client struct {
 	endpoint *signedhttp.Endpoint
 	maxBody  int64
+	clock    core.Clock // reads HTTP-date Retry-After values
 }
 
 var _ release.EvidenceProvider = (*Client)(nil)
@@ -69,7 +70,11 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{endpoint: endpoint, maxBody: cfg.MaxBodyBytes}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = core.SystemClock{}
+	}
+	c := &Client{endpoint: endpoint, maxBody: cfg.MaxBodyBytes, clock: clock}
 	if c.maxBody == 0 {
 		c.maxBody = DefaultMaxBodyBytes
 	}
@@ -100,7 +105,13 @@ func (c *Client) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]by
 		}
 		return resp.Body, nil
 	}
-	return nil, statusError(resp.Status, resp.Body)
+	err = statusError(resp.Status, resp.Body)
+	if resp.Status == http.StatusTooManyRequests || resp.Status == http.StatusServiceUnavailable {
+		// Never retried earlier than the provider asks (the coordinator
+		// waits for the longer of this and its backoff).
+		err = core.WithRetryAfter(err, signedhttp.RetryAfter(resp.Header, c.clock.Now()))
+	}
+	return nil, err
 }
 
 // statusError maps a non-200 answer to a stable code.

@@ -312,10 +312,6 @@ func TestHealthBlockedConditions(t *testing.T) {
 				t.Fatalf("item = %+v monitor %+v", it, r.Monitor)
 			}
 		}},
-		{"monitor record with a foreign attribute", func(t *testing.T, b *bundle) {
-			b.putMonitor(t, healthtest.MonitorRecord("evt-1", healthtest.Pending, base))
-			b.tamper(t, b.topo.Monitor.Name, monitorKey("evt-1"), "SET note = :v", map[string]types.AttributeValue{":v": s("hello")})
-		}, base + 5, []string{monitor.CodeStateInvalid, health.ReasonMonitorFailed}, nil},
 		{"expired evidence lease", func(t *testing.T, b *bundle) {
 			b.putRelease(t, healthtest.Evidence("evt-1", "req-1", "leased", base))
 		}, base + 1 + healthtest.LeaseMS, []string{health.ReasonEvidenceExpiredLeases}, nil},
@@ -355,6 +351,28 @@ func TestHealthBlockedConditions(t *testing.T) {
 				tc.check(t, r)
 			}
 		})
+	}
+}
+
+// TestForeignMonitorAttributeSeenByAuditNotHealth: the census projects
+// onto the monitor record's own attributes (the health role may read
+// nothing else), so an attribute outside the layout is invisible to health;
+// the audit (and the poller's own reads) still mark the record corrupt.
+func TestForeignMonitorAttributeSeenByAuditNotHealth(t *testing.T) {
+	b := setup(t)
+	b.putMonitor(t, healthtest.MonitorRecord("evt-1", healthtest.Pending, base))
+	b.tamper(t, b.topo.Monitor.Name, monitorKey("evt-1"), "SET note = :v", map[string]types.AttributeValue{":v": s("hello")})
+	b.clock.ms.Store(base + 5)
+	r := b.check(t, func(r health.Report) bool { return r.Monitor.Counts["pending"] == 1 })
+	if r.Monitor.Counts["pending"] != 1 || len(r.Reasons) != 0 {
+		t.Fatalf("health saw the foreign attribute: reasons %v monitor %+v", r.Reasons, r.Monitor)
+	}
+	rep, err := b.auditor.Audit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Invalid) != 1 || rep.Invalid[0].EventID != "evt-1" || rep.Invalid[0].Code != monitor.CodeStateInvalid {
+		t.Fatalf("audit findings %+v, want evt-1 %s", rep.Invalid, monitor.CodeStateInvalid)
 	}
 }
 

@@ -19,11 +19,15 @@ import (
 // censusDB lists one delivery key in the wake index and records the
 // BatchGetItem requests.
 type censusDB struct {
-	mu   sync.Mutex
-	gets []types.KeysAndAttributes
+	mu      sync.Mutex
+	gets    []types.KeysAndAttributes
+	queries []*dynamodb.QueryInput
 }
 
 func (d *censusDB) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	d.mu.Lock()
+	d.queries = append(d.queries, in)
+	d.mu.Unlock()
 	out := &dynamodb.QueryOutput{}
 	if *in.IndexName == topology.IndexWake && strings.Contains(*in.KeyConditionExpression, "#") {
 		for _, v := range in.ExpressionAttributeValues {
@@ -74,6 +78,37 @@ func TestReleaseCensusProjectsOnlyContentFreeAttributes(t *testing.T) {
 	want := slices.Sorted(slices.Values(topology.ReleaseCensusAttributes))
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("projection %v, want %v", got, want)
+	}
+}
+
+// TestReleaseCensusIndexQueriesProjectKeys: the census queried the release
+// indexes without a projection; each query now reads only the table key
+// (pk, sk) with Select SPECIFIC_ATTRIBUTES, as the health role's
+// dynamodb:Attributes condition on the indexes requires.
+func TestReleaseCensusIndexQueriesProjectKeys(t *testing.T) {
+	db := &censusDB{}
+	r, err := healthdb.NewReleaseReader(db, "t-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReleaseCensus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(db.queries) != 2*topology.WakeShards {
+		t.Fatalf("%d index queries, want %d", len(db.queries), 2*topology.WakeShards)
+	}
+	for _, q := range db.queries {
+		if q.ProjectionExpression == nil || q.Select != types.SelectSpecificAttributes {
+			t.Fatalf("query of %s without a projection (select %q)", *q.IndexName, q.Select)
+		}
+		var got []string
+		for _, ref := range strings.Split(*q.ProjectionExpression, ",") {
+			got = append(got, q.ExpressionAttributeNames[strings.TrimSpace(ref)])
+		}
+		slices.Sort(got)
+		if want := []string{topology.AttrPK, topology.AttrSK}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("query of %s projects %v, want %v", *q.IndexName, got, want)
+		}
 	}
 }
 

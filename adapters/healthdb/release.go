@@ -143,13 +143,20 @@ func indexKeys[K comparable](ctx context.Context, db CensusAPI, table string, ke
 }
 
 func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAttr string, shard int, key func(map[string]types.AttributeValue) (K, bool)) ([]K, error) {
-	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(shardAttr).Equal(expression.Value(shard))).Build()
+	// Projected onto the table key (the health role's dynamodb:Attributes
+	// condition on the indexes allows only keys).
+	expr, err := expression.NewBuilder().
+		WithKeyCondition(expression.Key(shardAttr).Equal(expression.Value(shard))).
+		WithProjection(expression.NamesList(expression.Name(topology.AttrPK), expression.Name(topology.AttrSK))).
+		Build()
 	if err != nil {
 		return nil, fmt.Errorf("healthdb: build expression: %w", err)
 	}
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(table), IndexName: aws.String(index),
 		KeyConditionExpression:    expr.KeyCondition(),
+		ProjectionExpression:      expr.Projection(),
+		Select:                    types.SelectSpecificAttributes,
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 	}

@@ -628,14 +628,20 @@ func (s *Store) Census(ctx context.Context) ([]monitor.Record, error) {
 	return s.batchGet(ctx, ids)
 }
 
+// indexKeys reads one shard of a census index, projected onto the event id
+// (the health role may read nothing else from the indexes).
 func (s *Store) indexKeys(ctx context.Context, index, shardAttr string, shard int) ([]string, error) {
-	expr, err := build(expression.NewBuilder().WithKeyCondition(expression.Key(shardAttr).Equal(expression.Value(shard))))
+	expr, err := build(expression.NewBuilder().
+		WithKeyCondition(expression.Key(shardAttr).Equal(expression.Value(shard))).
+		WithProjection(expression.NamesList(expression.Name(attrEventID))))
 	if err != nil {
 		return nil, err
 	}
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(index),
 		KeyConditionExpression:    expr.KeyCondition(),
+		ProjectionExpression:      expr.Projection(),
+		Select:                    types.SelectSpecificAttributes,
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 		ReturnConsumedCapacity:    s.capacity.mode(),
@@ -659,6 +665,24 @@ func (s *Store) indexKeys(ctx context.Context, index, shardAttr string, shard in
 	}
 }
 
+// censusProjection projects the census reads onto
+// topology.MonitorCensusAttributes (every attribute of a monitor record):
+// the health role's dynamodb:Attributes condition allows nothing else. An
+// attribute outside the record layout is therefore not seen by the census;
+// the poller's reads (monitor.Get) and the audit still mark such a record
+// corrupt.
+var censusProjection = func() expression.Expression {
+	names := make([]expression.NameBuilder, len(topology.MonitorCensusAttributes))
+	for i, a := range topology.MonitorCensusAttributes {
+		names[i] = expression.Name(a)
+	}
+	expr, err := expression.NewBuilder().WithProjection(expression.NamesList(names[0], names[1:]...)).Build()
+	if err != nil {
+		panic(err)
+	}
+	return expr
+}()
+
 // maxUnprocessedRounds bounds retries of BatchGetItem's unprocessed keys.
 const maxUnprocessedRounds = 8
 
@@ -669,7 +693,8 @@ func (s *Store) batchGet(ctx context.Context, ids []string) ([]monitor.Record, e
 		for _, id := range ids[start:min(start+100, len(ids))] {
 			keys = append(keys, key(id))
 		}
-		request := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		request := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true),
+			ProjectionExpression: censusProjection.Projection(), ExpressionAttributeNames: censusProjection.Names()}}
 		for round := 0; len(request) > 0; round++ {
 			if round == maxUnprocessedRounds {
 				return nil, core.Retry(monitor.CodeStoreUnavailable)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/signing"
 )
 
 // Signature contexts: an approval can never be replayed as a delivery
@@ -79,11 +80,11 @@ func OpenToken(context string, pub ed25519.PublicKey, token string) ([]byte, err
 	if len(pub) != ed25519.PublicKeySize || len(parts) != 3 || parts[0] != "v1" || parts[1] == "" {
 		return nil, core.Fail(codeTokenInvalid)
 	}
-	payload, err := b64.DecodeString(parts[1])
+	payload, err := signing.DecodeB64URL(parts[1])
 	if err != nil {
 		return nil, core.Fail(codeTokenInvalid)
 	}
-	sig, err := b64.DecodeString(parts[2])
+	sig, err := signing.DecodeB64URL(parts[2])
 	if err != nil || len(sig) != ed25519.SignatureSize || !ed25519.Verify(pub, []byte(context+parts[1]), sig) {
 		return nil, core.Fail(codeTokenInvalid)
 	}

@@ -511,7 +511,8 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 		next.Lease = d.succeeded(finishedMS)
 	} else {
 		code := externalCode(core.CodeOf(sendErr), "cms")
-		next.Lease = d.failed(code, core.IsRetryable(sendErr), finishedMS)
+		// Never retried earlier than the CMS's Retry-After (429/503).
+		next.Lease = d.failed(code, core.IsRetryable(sendErr), finishedMS, core.RetryAfterOf(sendErr))
 		sendErr = core.Wrap(code, core.IsRetryable(sendErr) && next.Status == StateRetryWait, sendErr)
 	}
 	if d, err = c.putDelivery(ctx, snap, next, CodeDeliveryFinishLost); err != nil {

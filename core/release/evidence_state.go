@@ -244,7 +244,9 @@ func (s EvidenceState) Succeed(ctx context.Context, snap *Snapshot, c *Claim, no
 }
 
 // Fail records a failed attempt with cause's code: retry_wait after the
-// backoff when cause is retryable and attempts remain, else failed.
+// backoff (or the provider's longer Retry-After carried by cause, see
+// core.WithRetryAfter) when cause is retryable and attempts remain, else
+// failed.
 func (s EvidenceState) Fail(ctx context.Context, snap *Snapshot, c *Claim, cause error, now time.Time) error {
 	code := core.CodeOf(cause)
 	if code == "" {
@@ -252,7 +254,8 @@ func (s EvidenceState) Fail(ctx context.Context, snap *Snapshot, c *Claim, cause
 	}
 	retryable := core.IsRetryable(cause)
 	nowMS := core.Millis(now)
-	return s.finish(ctx, snap, c, now, func(l Lease) Lease { return l.failed(code, retryable, nowMS) })
+	after := core.RetryAfterOf(cause)
+	return s.finish(ctx, snap, c, now, func(l Lease) Lease { return l.failed(code, retryable, nowMS, after) })
 }
 
 // MarkApproved marks every evidence record of the job succeeded once its

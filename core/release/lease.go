@@ -80,16 +80,22 @@ func (l Lease) succeeded(nowMS int64) Lease {
 	return n
 }
 
+// MaxRetryAfter caps an honoured Retry-After, as the poller's (a server
+// asking for longer is retried after this; the attempt still counts).
+const MaxRetryAfter = time.Hour
+
 // failed records a failed attempt: final when the error is not retryable
-// or no attempts are left, else retry_wait after the backoff.
-func (l Lease) failed(code string, retryable bool, nowMS int64) Lease {
+// or no attempts are left, else retry_wait after the longer of the backoff
+// and the server's Retry-After (retryAfter, capped at MaxRetryAfter; 0
+// when the server named none).
+func (l Lease) failed(code string, retryable bool, nowMS int64, retryAfter time.Duration) Lease {
 	n := l.cleared(nowMS)
 	if !retryable || l.Attempts >= l.MaxAttempts {
 		n.Status = StateFailed
 		n.NextAttemptMS = nowMS
 	} else {
 		n.Status = StateRetryWait
-		n.NextAttemptMS = nowMS + backoff(l.Attempts)
+		n.NextAttemptMS = nowMS + max(backoff(l.Attempts), min(max(retryAfter, 0), MaxRetryAfter).Milliseconds())
 	}
 	n.LastErrorCode = code
 	return n

@@ -158,6 +158,6 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		},
 		Texts:         releasedb.TextExpirer{DB: awsclient.DynamoDB(awsCfg), Table: cfg.ReleaseTable},
 		TextRetention: cfg.TextRetention,
-		LongestWait:   max(handler.DefaultLongestWait, cfg.Release.EvidenceLease, cfg.Release.DeliveryLease),
+		LongestWait:   max(handler.DefaultLongestWait, release.MaxRetryAfter, cfg.Release.EvidenceLease, cfg.Release.DeliveryLease),
 	})
 }

@@ -254,7 +254,10 @@ type Responder struct {
 	// FailFirst makes the first FailFirst calls fail with FailCode.
 	FailFirst int
 	FailCode  string
-	Clock     core.Clock
+	// RetryAfter, when set, travels with each configured failure (as the
+	// HTTP client attaches a 429/503 Retry-After header).
+	RetryAfter time.Duration
+	Clock      core.Clock
 
 	mu    sync.Mutex
 	calls int
@@ -279,7 +282,7 @@ func (r *Responder) Respond(req *release.EvidenceRequest) ([]byte, error) {
 		if code == "" {
 			code = "http_503"
 		}
-		return nil, core.Retry(code)
+		return nil, core.WithRetryAfter(core.Retry(code), r.RetryAfter)
 	}
 	now := time.Now()
 	if r.Clock != nil {
@@ -342,6 +345,8 @@ type CMS struct {
 	Deliveries map[string][]byte // by delivery id
 	Sends      int
 	FailFirst  int
+	// RetryAfter, when set, travels with each configured failure.
+	RetryAfter time.Duration
 }
 
 var _ release.DeliveryClient = (*CMS)(nil)
@@ -352,7 +357,7 @@ func (c *CMS) Deliver(_ context.Context, _, _ string, body []byte) error {
 	defer c.mu.Unlock()
 	c.Sends++
 	if c.Sends <= c.FailFirst {
-		return core.Retry("http_503")
+		return core.WithRetryAfter(core.Retry("http_503"), c.RetryAfter)
 	}
 	var req release.DeliveryRequest
 	if err := json.Unmarshal(body, &req); err != nil {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// DataKeyLogical is the construct id of the customer-managed KMS key.
+const DataKeyLogical = "DataKey"
+
+// keyAdminActions let the account (through IAM) administer the key. They are
+// written out because the stack allows no wildcard action; kms:PutKeyPolicy
+// keeps the key manageable (no lock-out).
+var keyAdminActions = []string{
+	"kms:CancelKeyDeletion", "kms:CreateAlias", "kms:CreateGrant", "kms:DeleteAlias", "kms:DescribeKey",
+	"kms:DisableKey", "kms:DisableKeyRotation", "kms:EnableKey", "kms:EnableKeyRotation",
+	"kms:GetKeyPolicy", "kms:GetKeyRotationStatus", "kms:ListAliases", "kms:ListGrants",
+	"kms:ListKeyPolicies", "kms:ListKeyRotations", "kms:ListResourceTags", "kms:PutKeyPolicy",
+	"kms:RetireGrant", "kms:RevokeGrant", "kms:RotateKeyOnDemand", "kms:ScheduleKeyDeletion",
+	"kms:TagResource", "kms:UntagResource", "kms:UpdateAlias", "kms:UpdateKeyDescription",
+}
+
+// keyUseActions are the cryptographic actions the account may delegate to
+// its IAM principals (each function's role gets only what it needs, per
+// service, in grant()).
+var keyUseActions = []string{
+	"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext",
+	"kms:ReEncryptFrom", "kms:ReEncryptTo",
+}
+
+// eventsKeyActions: EventBridge delivering to a KMS-encrypted queue.
+var eventsKeyActions = []string{"kms:Decrypt", "kms:GenerateDataKey"}
+
+// addKey creates the customer-managed key of the stack's content: the
+// release table (source and result texts), the release queue and its DLQ,
+// the quarantine queue (rejected bodies may carry texts) and the key
+// secrets. Automatic rotation is on; it is retained with the other
+// stateful resources when deletion protection is on.
+//
+// The key policy is written here instead of CDK's default (which grants
+// kms:*): the account administers it and may delegate its use through IAM,
+// and EventBridge may use it only for the rules that target the release
+// queue (aws:SourceArn, built from the rule names so the key does not
+// depend on the rules).
+func (b *builder) addKey() {
+	topo := b.cfg.topo
+	account := awsiam.NewAccountRootPrincipal()
+	var ruleArns []*string
+	for _, r := range topo.Rules {
+		if r.TargetQueue == topo.RelQueue.Logical {
+			ruleArns = append(ruleArns, jsii.String("arn:"+*awscdk.Aws_PARTITION()+":events:"+*awscdk.Aws_REGION()+":"+
+				*awscdk.Aws_ACCOUNT_ID()+":rule/"+topo.BusName+"/"+r.Name))
+		}
+	}
+	statements := []awsiam.PolicyStatement{
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String("AccountAdministers"), Principals: &[]awsiam.IPrincipal{account},
+			Actions: jsii.Strings(keyAdminActions...), Resources: jsii.Strings("*"),
+		}),
+		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String("AccountDelegatesUse"), Principals: &[]awsiam.IPrincipal{account},
+			Actions: jsii.Strings(keyUseActions...), Resources: jsii.Strings("*"),
+		}),
+	}
+	if len(ruleArns) > 0 {
+		statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("EventBridgeDeliversToReleaseQueue"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)},
+			Actions:    jsii.Strings(eventsKeyActions...), Resources: jsii.Strings("*"),
+			Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": ruleArns}},
+		}))
+	}
+	b.key = awskms.NewCfnKey(b.stack, jsii.String(DataKeyLogical), &awskms.CfnKeyProps{
+		Description:       jsii.String("localeflow " + topo.Prefix + ": release table, release and quarantine queues, key secrets"),
+		EnableKeyRotation: jsii.Bool(true),
+		KeyPolicy:         awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &statements}),
+	})
+	b.key.ApplyRemovalPolicy(b.removal, nil)
+	awskms.NewCfnAlias(b.stack, jsii.String(DataKeyLogical+"Alias"), &awskms.CfnAliasProps{
+		AliasName:   jsii.String("alias/" + topo.Prefix + "-data"),
+		TargetKeyId: b.key.Ref(),
+	})
+}
+
+// keyArn is the data key's ARN (nil when the key is off).
+func (b *builder) keyArn() *string {
+	if b.key == nil {
+		return nil
+	}
+	return b.key.AttrArn()
+}
+
+// encryptQueue switches q from SQS-managed encryption to the data key. It
+// sets the CloudFormation property directly: handing the key to the L2
+// queue would make CDK's grant helpers add their own (wildcard) key grants.
+func (b *builder) encryptQueue(q awssqs.Queue) {
+	if b.key == nil {
+		return
+	}
+	cfn := q.Node().DefaultChild().(awssqs.CfnQueue)
+	cfn.AddPropertyDeletionOverride(jsii.String("SqsManagedSseEnabled"))
+	cfn.SetKmsMasterKeyId(b.keyArn())
+	cfn.SetKmsDataKeyReusePeriodSeconds(jsii.Number(300))
+}
+
+// encryptTable encrypts t with the data key (SSE-KMS).
+func (b *builder) encryptTable(t awsdynamodb.Table) {
+	if b.key == nil {
+		return
+	}
+	cfn := t.Node().DefaultChild().(awsdynamodb.CfnTable)
+	cfn.SetSseSpecification(&awsdynamodb.CfnTable_SSESpecificationProperty{
+		SseEnabled: jsii.Bool(true), SseType: jsii.String("KMS"), KmsMasterKeyId: b.keyArn(),
+	})
+}
+
+// kmsVia restricts a key grant to requests a service makes for the role.
+func kmsVia(services ...string) map[string]any {
+	via := make([]*string, 0, len(services))
+	for _, s := range services {
+		via = append(via, jsii.String(s+"."+*awscdk.Aws_REGION()+".amazonaws.com"))
+	}
+	return map[string]any{"StringEquals": map[string]any{"kms:ViaService": via}}
+}
