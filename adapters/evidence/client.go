@@ -36,7 +36,9 @@ const (
 type Config struct {
 	BaseURL string
 	Key     []byte // HMAC key shared with the provider
-	// PreviousKeys also verify the provider's responses during a rotation.
+	// PreviousKeys complete the key set during a rotation. The evidence
+	// contract signs requests only: the provider's answers carry no HMAC,
+	// their trust comes from the Ed25519 receipts they hold.
 	PreviousKeys [][]byte
 	// KeySet, when set, replaces Key and PreviousKeys (re-read on a TTL).
 	KeySet       signedhttp.KeySet
