@@ -34,6 +34,15 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p))]
 }
 
+// pollRate is polls per second until every change was final (done), or
+// over the whole run (elapsed) when they never all were (done is 0).
+func pollRate(polls int, done, elapsed time.Duration) float64 {
+	if done <= 0 {
+		done = elapsed
+	}
+	return float64(polls) / max(done, time.Millisecond).Seconds()
+}
+
 // parallel runs f(i) for i in [0,n) on workers goroutines.
 func parallel(n, workers int, f func(i int) error) error {
 	var next atomic.Int64
@@ -193,7 +202,7 @@ func TestSoak(t *testing.T) {
 	snap := stack.Meter.Snapshot()
 	t.Logf("SOAK changes=%d releases=%d elapsed=%s monitor_done=%s releases_done=%s", changes, releases, elapsed.Round(time.Millisecond), monitorDone.Round(time.Millisecond), releaseDone.Round(time.Millisecond))
 	t.Logf("SOAK polls=%d polls_per_s=%.1f poll_p50=%s poll_p99=%s invocation_p50=%s invocation_p99=%s",
-		polls, float64(polls)/max(monitorDone, time.Millisecond).Seconds(), percentile(latency, 0.50).Round(time.Microsecond*10), percentile(latency, 0.99).Round(time.Microsecond*10),
+		polls, pollRate(polls, monitorDone, elapsed), percentile(latency, 0.50).Round(time.Microsecond*10), percentile(latency, 0.99).Round(time.Microsecond*10),
 		percentile(durations, 0.5).Round(time.Millisecond), percentile(durations, 0.99).Round(time.Millisecond))
 	t.Logf("SOAK poller_invocations=%d item_failures=%d batch_failures=%d coordinator_invocations=%d coordinator_failures=%d sdk_calls=%d sdk_attempts=%d sdk_retries=%d",
 		invocations, itemFailures, batchFailures, relInvocations, relFailures, snap.Calls, snap.Attempts(), snap.Attempts()-snap.Calls)
