@@ -34,7 +34,9 @@ const (
 	// custom metric the functions publish.
 	EnvDeployment = "LOCALEFLOW_DEPLOYMENT"
 	// EnvMonitorRetention: finished monitor records that need no attention
-	// expire (DynamoDB TTL) this long after they finished.
+	// expire (DynamoDB TTL) this long after they finished; the
+	// coordinator's content-free release records this long after their
+	// last write once they need nothing more.
 	EnvMonitorRetention     = "LOCALEFLOW_MONITOR_RETENTION"
 	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
@@ -144,7 +146,9 @@ type LocaleflowStackProps struct {
 	TextRetention time.Duration
 	// MonitorRetention is how long finished monitor records that need no
 	// attention stay before DynamoDB TTL deletes them (records that need
-	// attention never expire); 0 means DefaultMonitorRetention.
+	// attention never expire), and the content-free release records after
+	// their last write once they need nothing more; 0 means
+	// DefaultMonitorRetention.
 	MonitorRetention time.Duration
 }
 

@@ -316,6 +316,8 @@ func (b *builder) env(dir string) map[string]*string {
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
 		env[EnvEvidenceBaseURL] = jsii.String(b.cfg.evidenceBaseURL)
 		env[EnvTextRetention] = jsii.String(b.cfg.textRetention.String())
+		// Content-free release records expire like monitor records.
+		env[EnvMonitorRetention] = jsii.String(b.cfg.monitorRetention.String())
 		if r := b.cfg.receiptIssuers; r.Quality != "" {
 			env[EnvReceiptIssuersQuality] = jsii.String(r.Quality)
 			env[EnvReceiptIssuersHumanReview] = jsii.String(r.HumanReview)

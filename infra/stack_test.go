@@ -104,6 +104,7 @@ func TestFunctionEnvironment(t *testing.T) {
 			EnvReceiptIssuersHumanReview:       "review-desk=" + humanKey,
 			EnvReceiptIssuersIndependentReview: "review-beta=" + reviewKey,
 			EnvTextRetention:                   "168h0m0s",
+			EnvMonitorRetention:                "2160h0m0s",
 			EnvDeployment:                      "localeflow",
 		},
 		"health": {EnvMonitorTable: monitor, EnvReleaseTable: release, EnvEventBus: bus, EnvDeployment: "localeflow"},

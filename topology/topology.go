@@ -350,4 +350,6 @@ var ReleaseCensusAttributes = []string{
 	"approval_id", "target_locale", "approved_ms", "expires_ms", "awaiting_delivery",
 	// Blocked records.
 	"code", "blocked_ms",
+	// An operator's acknowledgement of a failed or blocked record.
+	"acknowledged_ms",
 }
