@@ -59,15 +59,17 @@ const (
 // Metric Format metric with the dimension DeploymentDimension (the
 // prefix); the stack alarms on its own deployment's series.
 const (
-	HealthMetricNamespace   = "Localeflow"
-	HealthBlockedMetricName = "HealthBlocked"
+	// Every name comes from topology (metrics.go), the list the functions
+	// emit.
+	HealthMetricNamespace   = topology.MetricNamespace
+	HealthBlockedMetricName = topology.MetricHealthBlocked
 	// The consumers' rejected-message metric (adapters/quarantine), by
 	// Function and by Function+Code.
-	QuarantineMetricNamespace  = "Localeflow"
-	MessagesRejectedMetricName = "MessagesRejected"
+	QuarantineMetricNamespace  = topology.MetricNamespace
+	MessagesRejectedMetricName = topology.MetricMessagesRejected
 	// DeploymentDimension tells deployments in one account apart: every
 	// custom metric carries it with the prefix as its value.
-	DeploymentDimension = "Deployment"
+	DeploymentDimension = topology.MetricDeploymentDimension
 )
 
 // Lambda and SQS limits the props are checked against.

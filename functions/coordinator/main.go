@@ -68,6 +68,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
+	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -160,5 +161,6 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Texts:         releasedb.TextExpirer{DB: awsclient.DynamoDB(awsCfg), Table: cfg.ReleaseTable},
 		TextRetention: cfg.TextRetention,
 		LongestWait:   max(handler.DefaultLongestWait, cfg.Release.EvidenceLease, cfg.Release.DeliveryLease),
+		Metrics:       emf.NewWriter(os.Stdout, cfg.Deployment, clock.Now),
 	})
 }
