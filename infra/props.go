@@ -34,7 +34,9 @@ const (
 	// custom metric the functions publish.
 	EnvDeployment = "LOCALEFLOW_DEPLOYMENT"
 	// EnvMonitorRetention: finished monitor records that need no attention
-	// expire (DynamoDB TTL) this long after they finished.
+	// expire (DynamoDB TTL) this long after they finished; the
+	// coordinator's content-free release records this long after their
+	// last write once they need nothing more.
 	EnvMonitorRetention     = "LOCALEFLOW_MONITOR_RETENTION"
 	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
 	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
@@ -57,15 +59,17 @@ const (
 // Metric Format metric with the dimension DeploymentDimension (the
 // prefix); the stack alarms on its own deployment's series.
 const (
-	HealthMetricNamespace   = "Localeflow"
-	HealthBlockedMetricName = "HealthBlocked"
+	// Every name comes from topology (metrics.go), the list the functions
+	// emit.
+	HealthMetricNamespace   = topology.MetricNamespace
+	HealthBlockedMetricName = topology.MetricHealthBlocked
 	// The consumers' rejected-message metric (adapters/quarantine), by
 	// Function and by Function+Code.
-	QuarantineMetricNamespace  = "Localeflow"
-	MessagesRejectedMetricName = "MessagesRejected"
+	QuarantineMetricNamespace  = topology.MetricNamespace
+	MessagesRejectedMetricName = topology.MetricMessagesRejected
 	// DeploymentDimension tells deployments in one account apart: every
 	// custom metric carries it with the prefix as its value.
-	DeploymentDimension = "Deployment"
+	DeploymentDimension = topology.MetricDeploymentDimension
 )
 
 // Lambda and SQS limits the props are checked against.
@@ -150,7 +154,9 @@ type LocaleflowStackProps struct {
 	CustomerManagedKey *bool
 	// MonitorRetention is how long finished monitor records that need no
 	// attention stay before DynamoDB TTL deletes them (records that need
-	// attention never expire); 0 means DefaultMonitorRetention.
+	// attention never expire), and the content-free release records after
+	// their last write once they need nothing more; 0 means
+	// DefaultMonitorRetention.
 	MonitorRetention time.Duration
 }
 

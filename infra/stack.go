@@ -332,6 +332,8 @@ func (b *builder) env(dir string) map[string]*string {
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
 		env[EnvEvidenceBaseURL] = jsii.String(b.cfg.evidenceBaseURL)
 		env[EnvTextRetention] = jsii.String(b.cfg.textRetention.String())
+		// Content-free release records expire like monitor records.
+		env[EnvMonitorRetention] = jsii.String(b.cfg.monitorRetention.String())
 		if r := b.cfg.receiptIssuers; r.Quality != "" {
 			env[EnvReceiptIssuersQuality] = jsii.String(r.Quality)
 			env[EnvReceiptIssuersHumanReview] = jsii.String(r.HumanReview)
@@ -539,7 +541,10 @@ func (b *builder) alarm(logical, name, description string, metric awscloudwatch.
 	}))
 }
 
-// addDashboard is the on-call view of one deployment.
+// addDashboard is the on-call view of one deployment. Its custom metrics
+// are the ones topology lists (the names the functions emit); a series
+// per dimension value (state, code) comes from a SEARCH of this
+// deployment's metrics.
 func (b *builder) addDashboard() {
 	topo := b.cfg.topo
 	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
@@ -547,12 +552,26 @@ func (b *builder) addDashboard() {
 			Title: jsii.String(title), Width: jsii.Number(8), Height: jsii.Number(6), Left: &metrics,
 		})
 	}
-	health := func(names ...string) []awscloudwatch.IMetric {
+	gauges := func(names ...string) []awscloudwatch.IMetric {
 		out := make([]awscloudwatch.IMetric, 0, len(names))
 		for _, n := range names {
 			out = append(out, b.customMetric(n, nil, "Maximum", alarmPeriodMinutes))
 		}
 		return out
+	}
+	// search is every series of metric name in this deployment split by
+	// the dimension, summed per minute.
+	search := func(label, name, dimension string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s} MetricName="%s" %s="%s"', 'Sum', 60)`,
+				topology.MetricNamespace, DeploymentDimension, dimension, name, DeploymentDimension, topo.Prefix)),
+			Label:        jsii.String(label),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{},
+			Period:       awscdk.Duration_Minutes(jsii.Number(1)),
+		})
+	}
+	perMinute := func(name string) awscloudwatch.IMetric {
+		return b.customMetric(name, nil, "Sum", 1)
 	}
 	var invocations, errs, dlq, oldest []awscloudwatch.IMetric
 	for _, fn := range topo.Functions {
@@ -564,9 +583,10 @@ func (b *builder) addDashboard() {
 		dlq = append(dlq, b.dlqs[q.Logical].MetricApproximateNumberOfMessagesVisible(metricOptions("Maximum", 1)))
 		oldest = append(oldest, b.queues[q.Logical].MetricApproximateAgeOfOldestMessage(metricOptions("Maximum", 1)))
 	}
-	byCode := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,Function,Code} MetricName="%s" %s="%s"', 'Sum', 60)`,
-			QuarantineMetricNamespace, DeploymentDimension, MessagesRejectedMetricName, DeploymentDimension, topo.Prefix)),
+	rejected := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s,%s} MetricName="%s" %s="%s"', 'Sum', 60)`,
+			topology.MetricNamespace, DeploymentDimension, topology.MetricFunctionDimension, topology.MetricCodeDimension,
+			topology.MetricMessagesRejected, DeploymentDimension, topo.Prefix)),
 		Label:        jsii.String("rejected by code"),
 		UsingMetrics: &map[string]awscloudwatch.IMetric{},
 		Period:       awscdk.Duration_Minutes(jsii.Number(1)),
@@ -575,19 +595,34 @@ func (b *builder) addDashboard() {
 		DashboardName: jsii.String(topo.Prefix + "-operations"),
 		Widgets: &[]*[]awscloudwatch.IWidget{
 			{
-				graph("Invocations per minute (polls, release steps, health)", invocations...),
-				graph("Errors and throttles per minute", errs...),
-				graph("Health status (1 = blocked)", health(HealthBlockedMetricName, "HealthCheckFailed", "InvalidRecords")...),
+				graph("Polls per minute (total, by outcome state)", perMinute(topology.MetricPolls),
+					search("polls by state", topology.MetricPolls, topology.MetricStateDimension)),
+				graph("Poll failures per minute by code", search("poll failures by code", topology.MetricPollFailures, topology.MetricCodeDimension)),
+				graph("Health status (1 = blocked)", gauges(topology.MetricHealthBlocked, topology.MetricHealthCheckFailed, topology.MetricInvalidRecords)...),
 			},
 			{
-				graph("Monitor: due backlog and states", health("MonitorDue", "MonitorPending", "MonitorWatching", "MonitorRetryWait", "MonitorLeased", "MonitorExpiredLeases")...),
-				graph("Monitor: failures (failed, remote failures)", health("MonitorFailed", "MonitorRemoteFailures")...),
-				graph("Rejected messages by code", byCode),
+				graph("Due backlog (records due now)", gauges(topology.MetricMonitorDue, topology.MetricEvidenceDue, topology.MetricDeliveryDue)...),
+				graph("Oldest due record age (s)", gauges(topology.MetricOldestDueSeconds)...),
+				graph("Monitor states", gauges(topology.MetricMonitorPending, topology.MetricMonitorWatching, topology.MetricMonitorRetryWait,
+					topology.MetricMonitorLeased, topology.MetricMonitorExpiredLeases, topology.MetricMonitorFailed, topology.MetricMonitorRemoteFailures)...),
 			},
 			{
-				graph("Evidence and delivery outcomes", health("EvidenceOpen", "EvidenceDue", "EvidenceFailed", "DeliveryOpen", "DeliveryDue", "DeliveryFailed")...),
+				graph("Evidence steps per minute by outcome", search("evidence steps by outcome", topology.MetricEvidenceSteps, topology.MetricStateDimension)),
+				graph("Delivery steps per minute by outcome", search("delivery steps by outcome", topology.MetricDeliverySteps, topology.MetricStateDimension)),
+				graph("Evidence and delivery failures per minute by code",
+					search("evidence failures by code", topology.MetricEvidenceFailures, topology.MetricCodeDimension),
+					search("delivery failures by code", topology.MetricDeliveryFailures, topology.MetricCodeDimension)),
+			},
+			{
+				graph("Evidence and delivery records (open, failed)", gauges(topology.MetricEvidenceOpen, topology.MetricEvidenceFailed,
+					topology.MetricDeliveryOpen, topology.MetricDeliveryFailed)...),
 				graph("DLQ depth", dlq...),
 				graph("Oldest message age (s)", oldest...),
+			},
+			{
+				graph("Invocations per minute (polls, release steps, health)", invocations...),
+				graph("Errors and throttles per minute", errs...),
+				graph("Rejected messages by code", rejected),
 			},
 		},
 	})

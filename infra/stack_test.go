@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -104,6 +105,7 @@ func TestFunctionEnvironment(t *testing.T) {
 			EnvReceiptIssuersHumanReview:       "review-desk=" + humanKey,
 			EnvReceiptIssuersIndependentReview: "review-beta=" + reviewKey,
 			EnvTextRetention:                   "168h0m0s",
+			EnvMonitorRetention:                "2160h0m0s",
 			EnvDeployment:                      "localeflow",
 		},
 		"health": {EnvMonitorTable: monitor, EnvReleaseTable: release, EnvEventBus: bus, EnvDeployment: "localeflow"},
@@ -680,9 +682,70 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Invocations", "MonitorDue", "MonitorFailed", "MonitorRemoteFailures", "MessagesRejected",
-		"ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage", "EvidenceFailed", "DeliveryFailed", HealthBlockedMetricName} {
+		"ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage", "EvidenceFailed", "DeliveryFailed", HealthBlockedMetricName,
+		// Polls and outcomes, failures by code, oldest due age, evidence
+		// and delivery outcomes (emitted by the poller, coordinator and
+		// health function).
+		topology.MetricPolls, topology.MetricPollFailures, topology.MetricOldestDueSeconds,
+		topology.MetricEvidenceSteps, topology.MetricDeliverySteps, topology.MetricEvidenceFailures, topology.MetricDeliveryFailures} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("dashboard has no %s", want)
+		}
+	}
+}
+
+// joinedStrings concatenates the literal strings of a template value
+// (Fn::Join parts; tokens such as Ref are left out).
+func joinedStrings(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []any:
+		var b strings.Builder
+		for _, e := range x {
+			b.WriteString(joinedStrings(e))
+		}
+		return b.String()
+	case map[string]any:
+		if j, ok := x["Fn::Join"].([]any); ok && len(j) == 2 {
+			return joinedStrings(j[1])
+		}
+	}
+	return ""
+}
+
+// TestDashboardAndAlarmsUseEmittedMetrics: every custom metric the
+// dashboard and the alarms select is one a function emits (topology.Metrics,
+// which the functions' own tests hold to what they write); a name nobody
+// emits would be an empty graph or an alarm on missing data.
+func TestDashboardAndAlarmsUseEmittedMetrics(t *testing.T) {
+	s := defaultSynth(t)
+	body := joinedStrings(s.props(t, "AWS::CloudWatch::Dashboard", "Dashboard")["DashboardBody"])
+	var referenced []string
+	for _, re := range []*regexp.Regexp{
+		regexp.MustCompile(`\["` + topology.MetricNamespace + `","([A-Za-z0-9]+)"`),
+		regexp.MustCompile(`MetricName=\\"([A-Za-z0-9]+)\\"`),
+	} {
+		for _, m := range re.FindAllStringSubmatch(body, -1) {
+			referenced = append(referenced, m[1])
+		}
+	}
+	if len(referenced) < 10 {
+		t.Fatalf("found only %v in the dashboard body:\n%s", referenced, body)
+	}
+	for id, r := range s.resources("AWS::CloudWatch::Alarm") {
+		p, _ := r["Properties"].(map[string]any)
+		if p["Namespace"] == topology.MetricNamespace {
+			name, _ := p["MetricName"].(string)
+			referenced = append(referenced, name)
+			if _, ok := topology.Metrics[name]; !ok {
+				t.Errorf("alarm %s selects %q, which no function emits", id, name)
+			}
+		}
+	}
+	for _, name := range referenced {
+		if _, ok := topology.Metrics[name]; !ok {
+			t.Errorf("the dashboard shows %q, which no function emits", name)
 		}
 	}
 }

@@ -350,6 +350,8 @@ var ReleaseCensusAttributes = []string{
 	"approval_id", "target_locale", "approved_ms", "expires_ms", "awaiting_delivery",
 	// Blocked records.
 	"code", "blocked_ms",
+	// An operator's acknowledgement of a failed or blocked record.
+	"acknowledged_ms",
 }
 
 // MonitorCensusAttributes are the only attributes the health function reads

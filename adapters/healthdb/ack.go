@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -16,21 +13,23 @@ import (
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/topology"
 )
 
-// Acknowledgement codes.
+// Acknowledgement codes (the release records' acknowledgement uses the
+// same ones).
 const (
 	// CodeAckNotNeeded: the record does not need attention (it is open, or
 	// finished well), so there is nothing to acknowledge.
-	CodeAckNotNeeded = "operator.ack.not_needed"
+	CodeAckNotNeeded = release.CodeAckNotNeeded
 	// CodeAckLost: the record changed between the read and the write.
-	CodeAckLost = "operator.ack.lost"
+	CodeAckLost = release.CodeAckLost
 	// CodeAckReasonInvalid: the reason is empty, too long or not one line
 	// of printable text.
-	CodeAckReasonInvalid = "operator.ack.reason_invalid"
+	CodeAckReasonInvalid = release.CodeAckReasonInvalid
 	// CodeAckActorInvalid: the caller's identity is not a printable ARN.
-	CodeAckActorInvalid = "operator.ack.actor_invalid"
+	CodeAckActorInvalid = release.CodeAckActorInvalid
 	// CodeAckJournalInvalid: an acknowledgement journal item fails its
 	// checks.
 	CodeAckJournalInvalid = "operator.ack.journal_invalid"
@@ -41,10 +40,7 @@ const (
 const AckJournalPrefix = "ack#"
 
 // MaxAckReason is the longest reason (characters).
-const MaxAckReason = 200
-
-// maxActor is the longest identity (an IAM ARN is at most 2048 bytes).
-const maxActor = 2048
+const MaxAckReason = release.MaxAckReason
 
 // AckJournal is the last acknowledgement of one event: who (the caller's
 // AWS identity), when, why, and what was acknowledged (state, code, remote
@@ -69,29 +65,9 @@ var ackJournalAttributes = map[string]bool{
 
 // ValidAckReason reports whether reason is one line of 1..MaxAckReason
 // printable characters.
-func ValidAckReason(reason string) bool {
-	if strings.TrimSpace(reason) == "" || !utf8.ValidString(reason) || utf8.RuneCountInString(reason) > MaxAckReason {
-		return false
-	}
-	for _, r := range reason {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
+func ValidAckReason(reason string) bool { return release.ValidAckReason(reason) }
 
-func validActor(by string) bool {
-	if !strings.HasPrefix(by, "arn:") || len(by) > maxActor {
-		return false
-	}
-	for _, r := range by {
-		if r <= ' ' || r > '~' {
-			return false
-		}
-	}
-	return true
-}
+func validActor(by string) bool { return release.ValidActor(by) }
 
 func (j AckJournal) valid() bool {
 	return core.ValidToken(j.EventID) && j.Count > 0 && validActor(j.By) && core.ValidMillis(j.AckMS) &&

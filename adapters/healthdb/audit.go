@@ -247,6 +247,9 @@ func checkReleaseItem(item map[string]types.AttributeValue) (Finding, bool) {
 	}
 	f.Code = CodeReleaseRecordInvalid
 	rec, err := releasedb.Decode(item)
+	if a, ok := rec.(*release.AckRecord); ok && release.ValidateAckRecord(a) != nil {
+		return f, false
+	}
 	return f, err == nil && core.ValidToken(eventID) && releaseIndexKeysAgree(item, rec) && rec.RecordVersion() > 0
 }
 

@@ -14,7 +14,6 @@ package quarantine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // Message attributes of a quarantined message.
@@ -41,8 +42,8 @@ const (
 
 // Metric names.
 const (
-	Namespace  = "Localeflow"
-	MetricName = "MessagesRejected"
+	Namespace  = topology.MetricNamespace
+	MetricName = topology.MetricMessagesRejected
 )
 
 // CodeSendFailed: the quarantine queue refused the message (retryable).
@@ -115,45 +116,20 @@ func stringAttr(v string) types.MessageAttributeValue {
 	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 }
 
-type emfMetric struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
-}
-
-type emfDirective struct {
-	Namespace  string      `json:"Namespace"`
-	Dimensions [][]string  `json:"Dimensions"`
-	Metrics    []emfMetric `json:"Metrics"`
-}
-
-type emfMeta struct {
-	Timestamp         int64          `json:"Timestamp"`
-	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
-}
-
 // DefaultDeployment is the Deployment dimension when none is configured
 // (the default resource prefix).
-const DefaultDeployment = "localeflow"
+const DefaultDeployment = emf.DefaultDeployment
 
 // MetricLine is the EMF document of one rejection: MessagesRejected = 1
 // under the dimension sets [Deployment, Function] and
 // [Deployment, Function, Code].
 func MetricLine(deployment, function, code string, at time.Time) []byte {
-	if deployment == "" {
-		deployment = DefaultDeployment
-	}
-	line, _ := json.Marshal(map[string]any{
-		"_aws": emfMeta{Timestamp: at.UnixMilli(), CloudWatchMetrics: []emfDirective{{
-			Namespace:  Namespace,
-			Dimensions: [][]string{{"Deployment", "Function"}, {"Deployment", "Function", "Code"}},
-			Metrics:    []emfMetric{{Name: MetricName, Unit: "Count"}},
-		}}},
-		"Deployment": deployment,
-		"Function":   function,
-		"Code":       code,
-		MetricName:   1,
-	})
-	return line
+	return emf.Line(deployment, at.UnixMilli(),
+		map[string]string{topology.MetricFunctionDimension: function, topology.MetricCodeDimension: code},
+		emf.Group{
+			Dimensions: [][]string{{topology.MetricFunctionDimension}, {topology.MetricFunctionDimension, topology.MetricCodeDimension}},
+			Metrics:    []emf.Metric{{Name: MetricName, Value: 1}},
+		})
 }
 
 func (r *Rejecter) metric(code string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -39,12 +40,25 @@ var (
 
 // Store keeps release records in one DynamoDB table.
 type Store struct {
-	db    DynamoDBAPI
-	table string
+	db        DynamoDBAPI
+	table     string
+	retention time.Duration
 }
 
-// New returns a store on table.
-func New(db DynamoDBAPI, table string) *Store { return &Store{db: db, table: table} }
+// New returns a store on table whose content-free records expire after
+// release.DefaultRetention (see WithRetention).
+func New(db DynamoDBAPI, table string) *Store {
+	return &Store{db: db, table: table, retention: release.DefaultRetention}
+}
+
+// WithRetention returns the store writing expires_at (the table's TTL
+// attribute) = release.ExpiresAt(record, d) on every record it writes;
+// d ≤ 0 writes none.
+func (s *Store) WithRetention(d time.Duration) *Store {
+	c := *s
+	c.retention = d
+	return &c
+}
 
 // PK is the partition key of an event's collection.
 func PK(eventID string) string { return PKPrefix + eventID }
@@ -81,8 +95,11 @@ func number(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: fmt.Sprint(n)}
 }
 
-// conditionalPut is the item and condition of one versioned write.
-func conditionalPut(rec release.Record, prev int64) (map[string]types.AttributeValue, expression.Expression, error) {
+// conditionalPut is the item and condition of one versioned write. The item
+// carries expires_at when the record needs nothing more
+// (release.ExpiresAt): a later write recomputes it, so a record that wakes
+// or needs attention again loses it.
+func (s *Store) conditionalPut(rec release.Record, prev int64) (map[string]types.AttributeValue, expression.Expression, error) {
 	eventID, _ := rec.Key()
 	if !core.ValidToken(eventID) || rec.RecordVersion() != prev+1 {
 		return nil, expression.Expression{}, core.Fail(release.CodeRecordInvalid)
@@ -90,6 +107,9 @@ func conditionalPut(rec release.Record, prev int64) (map[string]types.AttributeV
 	item, err := Item(rec)
 	if err != nil {
 		return nil, expression.Expression{}, core.Wrap(release.CodeRecordInvalid, false, err)
+	}
+	if at, ok := release.ExpiresAt(rec, s.retention); ok {
+		item[topology.AttrExpiresAt] = number(at)
 	}
 	cond := expression.AttributeNotExists(expression.Name(topology.AttrPK))
 	if prev != 0 {
@@ -105,7 +125,7 @@ func conditionalPut(rec release.Record, prev int64) (map[string]types.AttributeV
 // Put implements release.Store.
 func (s *Store) Put(ctx context.Context, rec release.Record, prev int64) error {
 	eventID, sk := rec.Key()
-	item, expr, err := conditionalPut(rec, prev)
+	item, expr, err := s.conditionalPut(rec, prev)
 	if err != nil {
 		return err
 	}
@@ -136,7 +156,7 @@ func (s *Store) PutAll(ctx context.Context, writes ...release.Write) error {
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes))
 	for _, w := range writes {
-		item, expr, err := conditionalPut(w.Rec, w.Prev)
+		item, expr, err := s.conditionalPut(w.Rec, w.Prev)
 		if err != nil {
 			return err
 		}

@@ -183,3 +183,37 @@ func TestOutboxDynamoDB(t *testing.T) {
 		return New(db, table)
 	})
 }
+
+// expiring reads back the TTL attribute the store wrote.
+type expiring struct {
+	*Store
+	db    *dynamodb.Client
+	table string
+}
+
+func (e expiring) ExpiresAt(ctx context.Context, eventID, sk string) (int64, bool, error) {
+	out, err := e.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true), Key: map[string]types.AttributeValue{
+		topology.AttrPK: &types.AttributeValueMemberS{Value: PK(eventID)}, topology.AttrSK: &types.AttributeValueMemberS{Value: sk},
+	}})
+	if err != nil {
+		return 0, false, err
+	}
+	if len(out.Item) == 0 {
+		return 0, false, fmt.Errorf("no item %s %s", eventID, sk)
+	}
+	n, ok := out.Item[topology.AttrExpiresAt].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false, nil
+	}
+	var at int64
+	_, err = fmt.Sscan(n.Value, &at)
+	return at, true, err
+}
+
+func TestRetentionDynamoDB(t *testing.T) {
+	localtest.Require(t)
+	releasetest.RunRetention(t, func(t *testing.T, retention time.Duration) releasetest.Expiring {
+		db, table := newTable(t)
+		return expiring{Store: New(db, table).WithRetention(retention), db: db, table: table}
+	})
+}

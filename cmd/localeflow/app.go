@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -52,6 +53,8 @@ commands:
                                       --attention: only unacknowledged records that block health)
   requeue EVENT_ID                    a failed change back to due with a fresh failure budget
   ack EVENT_ID --reason TEXT          acknowledge a change needing attention (failed, remote failure): health stops counting it
+  ack EVENT_ID --release [--key KEY] --reason TEXT
+                                      acknowledge the release's failed evidence/delivery/job records or its blocked record
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
   quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
@@ -85,6 +88,8 @@ type cli struct {
 	args         []string
 	all          bool
 	reason       string
+	ackRelease   bool
+	ackKey       string
 	attention    bool
 	// identity returns the caller's AWS identity (an ARN); nil means STS
 	// GetCallerIdentity.
@@ -160,7 +165,7 @@ func (c *cli) command() string {
 // (--json, --prefix, --monitor-table, --release-table).
 var commandFlags = map[string][]string{
 	"status": {}, "health": {}, "requeue": {},
-	"ack":        {"reason"},
+	"ack":        {"reason", "release", "key"},
 	"list":       {"state", "kind", "attention"},
 	"audit":      {"segments"},
 	"quarantine": {"all"},
@@ -197,13 +202,21 @@ Puts a failed change back to due with a fresh failure budget (journaled).
 Exit 1 when the change is not failed or changed meanwhile.
 ` + globalHelp,
 	"ack": `usage: localeflow [global flags] ack EVENT_ID --reason TEXT
+       localeflow [global flags] ack EVENT_ID --release [--key KEY] --reason TEXT
 
 Acknowledges a change that needs attention (failed, or a remote failure such
 as publication_blocked): who (your AWS identity, from STS GetCallerIdentity),
 when and why go to a journal item, the record leaves the attention index and
 health stops counting it; status and audit still show it.
+With --release, acknowledges the release records of EVENT_ID that need
+attention instead (a failed evidence, delivery or job record, the blocked
+record): every one, or the one KEY names — the KEY column of health and
+list: an evidence request id, delivery, blocked or job#JOB_ID.
   --reason TEXT  why (one line, 1..200 printable characters; no texts or secrets)
-A second ack is a no-op (exit 0). Exit 1: unknown id, or nothing to acknowledge.
+  --release      the release records, not the monitor record
+  --key KEY      only this release record (needs --release)
+A second ack is a no-op (exit 0). Exit 1: unknown id or key, or nothing to
+acknowledge.
 ` + globalHelp,
 	"audit": `usage: localeflow [global flags] audit [--segments N]
 
@@ -242,6 +255,8 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.kind, "kind", "", "")
 	fs.BoolVar(&c.all, "all", false, "")
 	fs.StringVar(&c.reason, "reason", "", "")
+	fs.BoolVar(&c.ackRelease, "release", false, "")
+	fs.StringVar(&c.ackKey, "key", "", "")
 	fs.BoolVar(&c.attention, "attention", false, "")
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -325,6 +340,9 @@ func (c *cli) dispatch(ctx context.Context) error {
 	if cmd == "ack" && !healthdb.ValidAckReason(c.reason) {
 		return usagef("ack: --reason TEXT is required: one line, 1..%d printable characters (why it is acknowledged; no texts or secrets)", healthdb.MaxAckReason)
 	}
+	if cmd == "ack" && c.ackKey != "" && !c.ackRelease {
+		return usagef("ack: --key names a release record: add --release")
+	}
 	if cmd == "audit" && (c.segments < 1 || c.segments > 64) {
 		return usagef("audit: --segments must be 1..64")
 	}
@@ -340,6 +358,9 @@ func (c *cli) dispatch(ctx context.Context) error {
 	case "requeue":
 		return c.requeue(ctx, rest[0])
 	case "ack":
+		if c.ackRelease {
+			return c.ackReleaseRecords(ctx, rest[0])
+		}
 		return c.ack(ctx, rest[0])
 	case "health":
 		return c.health(ctx)
@@ -396,7 +417,16 @@ func (c *cli) monitorStore() *monitordb.Store {
 	return s
 }
 
-func (c *cli) releaseStore() *releasedb.Store { return releasedb.New(c.db, c.releaseTable) }
+// releaseStore is the release table; records the CLI writes (an
+// acknowledgement) expire after LOCALEFLOW_MONITOR_RETENTION when it is set
+// (a Go duration of at least 1h), else the default 90 days.
+func (c *cli) releaseStore() *releasedb.Store {
+	s := releasedb.New(c.db, c.releaseTable)
+	if d, err := time.ParseDuration(strings.TrimSpace(c.getenv("LOCALEFLOW_MONITOR_RETENTION"))); err == nil && d >= time.Hour {
+		s = s.WithRetention(d)
+	}
+	return s
+}
 
 func (c *cli) checker() (*health.Checker, error) {
 	reader, err := healthdb.NewReleaseReader(c.db, c.releaseTable)

@@ -16,6 +16,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core/health/healthtest"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/localtest"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -318,5 +319,97 @@ func TestAckOnLocalStack(t *testing.T) {
 	var rep healthdb.AuditReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != exitOK || rep.AckItems != 1 || rep.MonitorRecords != 2 {
 		t.Fatalf("audit after ack: %+v (%v)", r, err)
+	}
+}
+
+// TestAckReleaseOnLocalStack: a failed evidence or delivery record kept
+// health blocked for good (only monitor records could be acknowledged).
+// `ack EVENT_ID --release` acknowledges them: health goes from blocked to
+// ok, --attention lists nothing, a second ack is a no-op, unknown ids and
+// keys exit 1 with a code, and status and audit still show the records.
+func TestAckReleaseOnLocalStack(t *testing.T) {
+	localtest.Require(t)
+	topo := localtest.Topology(t)
+	db := localtest.DynamoDB(t)
+	ctx := context.Background()
+	rel := releasedb.New(db, topo.Release.Name)
+	if err := rel.Put(ctx, healthtest.Evidence("evt-rel", "req-bad", "failed", base), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel.Put(ctx, healthtest.Delivery("evt-rel", "failed", base), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel.Put(ctx, healthtest.Evidence("evt-rel-open", "req-open", "retry_wait", base), 0); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	p := "--prefix=" + topo.Prefix
+	r := runCLI(env, p, "health")
+	if r.code != exitBad || !strings.Contains(r.out, "health: blocked") || !strings.Contains(r.out, "req-bad") {
+		t.Fatalf("health before ack: %+v", r)
+	}
+	if r = runCLI(env, p, "ack", "evt-rel", "--key", "req-bad", "--reason", "x"); r.code != exitUsage || !strings.Contains(r.err, "--release") {
+		t.Fatalf("--key without --release: %+v", r)
+	}
+	if r = runCLI(env, p, "ack", "evt-rel", "--release", "--key", "req-nope", "--reason", "typo"); r.code != exitBad ||
+		!strings.Contains(r.err, release.CodeAckRecordMissing) {
+		t.Fatalf("ack of an unknown key: %+v", r)
+	}
+	if r = runCLI(env, p, "ack", "evt-unknown", "--release", "--reason", "typo", "--json"); r.code != exitBad ||
+		!strings.Contains(r.out, `"code":"`+release.CodeAckRecordMissing+`"`) || strings.Count(r.err, release.CodeAckRecordMissing) != 1 {
+		t.Fatalf("ack of an unknown id: %+v", r)
+	}
+	if r = runCLI(env, p, "ack", "evt-rel-open", "--release", "--reason", "nothing to see"); r.code != exitBad ||
+		!strings.Contains(r.err, release.CodeAckNotNeeded) {
+		t.Fatalf("ack of an open release: %+v", r)
+	}
+	r = runCLI(env, p, "ack", "evt-rel", "--release", "--key", "req-bad", "--reason", "evidence service outage (TICKET-7)")
+	if r.code != exitOK || !strings.Contains(r.out, "acknowledged evt-rel evidence evidence#req-bad (failed, ") {
+		t.Fatalf("ack of the evidence record: %+v", r)
+	}
+	if r = runCLI(env, p, "health"); r.code != exitBad || strings.Contains(r.out, "req-bad") || !strings.Contains(r.out, "health.delivery.failed") {
+		t.Fatalf("health with the delivery still failed: %+v", r)
+	}
+	r = runCLI(env, p, "ack", "evt-rel", "--release", "--reason", "evidence service outage (TICKET-7)")
+	if r.code != exitOK || !strings.Contains(r.out, "acknowledged evt-rel delivery delivery (failed, cms.http_503)") ||
+		!strings.Contains(r.out, "evidence#req-bad was already acknowledged") {
+		t.Fatalf("ack of the release: %+v", r)
+	}
+	var doc struct {
+		Status string `json:"status"`
+	}
+	if r = runCLI(env, p, "health", "--json"); json.Unmarshal([]byte(r.out), &doc) != nil || r.code != exitOK || doc.Status != "ok" {
+		t.Fatalf("health after ack: %+v", r)
+	}
+	if r = runCLI(env, p, "list", "--attention"); r.code != exitOK || strings.Contains(r.out, "evt-rel ") {
+		t.Fatalf("list --attention after ack: %+v", r)
+	}
+	if r = runCLI(env, p, "ack", "evt-rel", "--release", "--reason", "again"); r.code != exitOK || strings.Count(r.out, "nothing written") != 2 {
+		t.Fatalf("second ack: %+v", r)
+	}
+	r = runCLI(env, p, "status", "evt-rel", "--json")
+	var st struct {
+		Release []struct {
+			Kind           string `json:"kind"`
+			Status         string `json:"status"`
+			AcknowledgedMS int64  `json:"acknowledged_ms"`
+		} `json:"release"`
+		Acks []release.AckRecord `json:"release_acknowledgements"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || r.code != exitOK || len(st.Release) != 2 || len(st.Acks) != 2 {
+		t.Fatalf("status after ack: %+v (%v)", r, err)
+	}
+	for _, v := range st.Release {
+		if v.Status != "failed" || v.AcknowledgedMS == 0 {
+			t.Errorf("status of %s after ack: %+v", v.Kind, v)
+		}
+	}
+	for _, a := range st.Acks {
+		if !strings.HasPrefix(a.By, "arn:") || !strings.Contains(a.Reason, "TICKET-7") || a.Count != 1 {
+			t.Errorf("acknowledgement %+v", a)
+		}
+	}
+	if r = runCLI(env, p, "audit"); r.code != exitOK {
+		t.Fatalf("audit after ack: %+v", r)
 	}
 }

@@ -50,6 +50,9 @@ type leaseView struct {
 	LeaseExpires  int64  `json:"lease_expires_ms,omitempty"`
 	LastErrorCode string `json:"last_error_code,omitempty"`
 	UpdatedMS     int64  `json:"updated_ms"`
+	// AcknowledgedMS is set once an operator acknowledged the failed
+	// record (it no longer blocks health).
+	AcknowledgedMS int64 `json:"acknowledged_ms,omitempty"`
 }
 
 type statusView struct {
@@ -60,7 +63,10 @@ type statusView struct {
 	// visible after the record left the attention index.
 	Acknowledged *healthdb.AckJournal `json:"acknowledged,omitempty"`
 	Release      []leaseView          `json:"release"`
-	Plan         *release.PlanRecord  `json:"-"`
+	// ReleaseAcks are the acknowledgements of the release's records
+	// (failed evidence, delivery or job records, the blocked record).
+	ReleaseAcks []release.AckRecord `json:"release_acknowledgements,omitempty"`
+	Plan        *release.PlanRecord `json:"-"`
 }
 
 type monitorView struct {
@@ -147,6 +153,9 @@ func (c *cli) status(ctx context.Context, eventID string) error {
 	if d := snap.Delivery; d != nil {
 		view.Release = append(view.Release, leaseViewOf(health.KindDelivery, d.DeliveryID, d.Lease, health.ValidDelivery(d)))
 	}
+	for _, sk := range sortedKeys(snap.Acks) {
+		view.ReleaseAcks = append(view.ReleaseAcks, *snap.Acks[sk])
+	}
 	for _, v := range view.Release {
 		if !v.Valid {
 			invalid++
@@ -180,7 +189,8 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func leaseViewOf(kind, key string, l release.Lease, valid bool) leaseView {
 	return leaseView{Kind: kind, Key: key, Status: l.Status, Valid: valid, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts,
-		NextAttemptMS: l.NextAttemptMS, LeaseExpires: l.LeaseExpiresMS, LastErrorCode: l.LastErrorCode, UpdatedMS: l.UpdatedMS}
+		NextAttemptMS: l.NextAttemptMS, LeaseExpires: l.LeaseExpiresMS, LastErrorCode: l.LastErrorCode, UpdatedMS: l.UpdatedMS,
+		AcknowledgedMS: l.AcknowledgedMS}
 }
 
 func (c *cli) printStatus(v statusView) {
@@ -222,15 +232,22 @@ func (c *cli) printStatus(v statusView) {
 		fmt.Fprintf(w, "acknowledged	by %s at %s: %q (was %s %s)\n", j.By, ts(j.AckMS), j.Reason, j.State, firstNonEmpty(j.ErrorCode, j.RemoteStatus))
 	}
 	w.Flush()
+	for _, a := range v.ReleaseAcks {
+		fmt.Fprintf(c.out, "release %s acknowledged by %s at %s: %q (was %s %s)\n", a.AckedKey, a.By, ts(a.AckMS), a.Reason, a.AckedState, dash(a.AckedCode))
+	}
 	if len(v.Release) == 0 {
 		fmt.Fprintln(c.out, "\nno evidence or delivery records")
 		return
 	}
 	fmt.Fprintln(c.out)
 	w = c.table()
-	fmt.Fprintln(w, "KIND\tKEY\tSTATUS\tATTEMPTS\tNEXT ATTEMPT\tLAST ERROR\tVALID")
+	fmt.Fprintln(w, "KIND\tKEY\tSTATUS\tATTEMPTS\tNEXT ATTEMPT\tLAST ERROR\tVALID\tACKNOWLEDGED")
 	for _, r := range v.Release {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%v\n", r.Kind, r.Key, r.Status, r.Attempts, r.MaxAttempts, ts(r.NextAttemptMS), dash(r.LastErrorCode), r.Valid)
+		acked := "-"
+		if r.AcknowledgedMS != 0 {
+			acked = ts(r.AcknowledgedMS)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%v\t%s\n", r.Kind, r.Key, r.Status, r.Attempts, r.MaxAttempts, ts(r.NextAttemptMS), dash(r.LastErrorCode), r.Valid, acked)
 	}
 	w.Flush()
 }
@@ -293,6 +310,45 @@ func (c *cli) ack(ctx context.Context, eventID string) error {
 		return nil
 	}
 	fmt.Fprintf(c.out, "acknowledged %s (%s) by %s at %s: %q; health no longer counts it\n", eventID, what, j.By, ts(j.AckMS), j.Reason)
+	return nil
+}
+
+// ackReleaseRecords acknowledges the release records of eventID that need
+// attention (all, or the one --key names), as the caller's AWS identity.
+func (c *cli) ackReleaseRecords(ctx context.Context, eventID string) error {
+	sk := ""
+	if c.ackKey != "" {
+		var err error
+		if sk, err = release.AckSortKey(c.ackKey); err != nil {
+			return err
+		}
+	}
+	by, err := c.identity(ctx)
+	if err != nil {
+		return err
+	}
+	got, err := release.Acknowledge(ctx, c.releaseStore(), eventID, sk, by, c.reason, core.Millis(time.Now()))
+	if err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(struct {
+			EventID string                `json:"event_id"`
+			Acked   []release.AckedRecord `json:"release"`
+		}{eventID, got})
+	}
+	for _, a := range got {
+		j := a.Journal
+		what := j.AckedState
+		if j.AckedCode != "" {
+			what += ", " + j.AckedCode
+		}
+		if a.Already {
+			fmt.Fprintf(c.out, "%s %s %s was already acknowledged by %s at %s: %q; nothing written\n", eventID, a.Kind, j.AckedKey, j.By, ts(j.AckMS), j.Reason)
+			continue
+		}
+		fmt.Fprintf(c.out, "acknowledged %s %s %s (%s) by %s at %s: %q; health no longer counts it\n", eventID, a.Kind, j.AckedKey, what, j.By, ts(j.AckMS), j.Reason)
+	}
 	return nil
 }
 

@@ -11,6 +11,9 @@
 //	localeflow [flags] ack EVENT_ID --reason TEXT
 //	                                      acknowledge a change needing attention as the caller's
 //	                                      AWS identity (STS); health stops counting it
+//	localeflow [flags] ack EVENT_ID --release [--key KEY] --reason TEXT
+//	                                      the same for the release's failed evidence, delivery or
+//	                                      job records and its blocked record (all, or KEY's)
 //	localeflow [flags] audit [--segments N]
 //	                                      full integrity check of both tables (parallel Scan;
 //	                                      on demand only: it reads every item)

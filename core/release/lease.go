@@ -142,5 +142,9 @@ func (l Lease) valid() bool {
 			return false
 		}
 	}
+	// Only a failed record is acknowledged, at or after its last write.
+	if l.AcknowledgedMS != 0 && (l.Status != StateFailed || !core.ValidMillis(l.AcknowledgedMS) || l.AcknowledgedMS < l.UpdatedMS) {
+		return false
+	}
 	return true
 }

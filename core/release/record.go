@@ -19,6 +19,10 @@ const (
 	SKEvidencePrefix = "evidence#"
 	SKApprovalPrefix = "approval#"
 	SKBlocked        = "blocked"
+	// SKAckPrefix prefixes the sort key of the acknowledged record in its
+	// acknowledgement journal record (ack#evidence#<request>, ack#delivery,
+	// ack#job#<job>, ack#blocked).
+	SKAckPrefix = "ack#"
 )
 
 // CodeStoreConflict is returned by Store.Put when the stored version is not
@@ -103,6 +107,9 @@ type Snapshot struct {
 	Approvals map[string]*ApprovalRecord // by job id
 	Delivery  *DeliveryRecord
 	Blocked   *BlockedRecord
+	// Acks are the acknowledgement journal records, by the sort key of the
+	// record they acknowledged.
+	Acks map[string]*AckRecord
 }
 
 // NewSnapshot returns an empty snapshot with its maps allocated.
@@ -113,6 +120,7 @@ func NewSnapshot() Snapshot {
 		Results:   map[string]*ResultRecord{},
 		Evidence:  map[string]*EvidenceRecord{},
 		Approvals: map[string]*ApprovalRecord{},
+		Acks:      map[string]*AckRecord{},
 	}
 }
 
@@ -135,6 +143,11 @@ func (s *Snapshot) Add(rec Record) {
 		s.Delivery = r
 	case *BlockedRecord:
 		s.Blocked = r
+	case *AckRecord:
+		if s.Acks == nil {
+			s.Acks = map[string]*AckRecord{}
+		}
+		s.Acks[r.AckedKey] = r
 	}
 }
 
@@ -182,7 +195,10 @@ type JobRecord struct {
 	// waits on another locale's lease or backoff (it cannot claim this job
 	// before that one is approved).
 	NotBeforeMS int64 `dynamodbav:"not_before_ms,omitempty"`
-	Version     int64 `dynamodbav:"v"`
+	// AcknowledgedMS is set by an operator's acknowledgement of a failed
+	// job (localeflow ack): it leaves the attention index.
+	AcknowledgedMS int64 `dynamodbav:"acknowledged_ms,omitempty"`
+	Version        int64 `dynamodbav:"v"`
 }
 
 func (r *JobRecord) Key() (string, string) { return r.EventID, SKJobPrefix + r.JobID }
@@ -271,6 +287,9 @@ type Lease struct {
 	// Parked takes the record out of the wake index while its release is
 	// blocked for good (Coordinator.block); a new claim un-parks it.
 	Parked bool `dynamodbav:"parked,omitempty"`
+	// AcknowledgedMS is set by an operator's acknowledgement of a failed
+	// record (localeflow ack): it leaves the attention index.
+	AcknowledgedMS int64 `dynamodbav:"acknowledged_ms,omitempty"`
 }
 
 // WakeMS is when the record next needs a worker: the next attempt of a
@@ -290,10 +309,10 @@ func (l Lease) WakeMS() (int64, bool) {
 	return 0, false
 }
 
-// AttentionMS is set only for failed records: they need an operator and
-// sit in the sparse attention index health reads.
+// AttentionMS is set only for failed records that are not acknowledged:
+// they need an operator and sit in the sparse attention index health reads.
 func (l Lease) AttentionMS() (int64, bool) {
-	if l.Status == StateFailed {
+	if l.Status == StateFailed && l.AcknowledgedMS == 0 {
 		return l.UpdatedMS, true
 	}
 	return 0, false
@@ -343,7 +362,10 @@ type BlockedRecord struct {
 	EventID   string `dynamodbav:"event_id"`
 	Code      string `dynamodbav:"code"`
 	BlockedMS int64  `dynamodbav:"blocked_ms"`
-	Version   int64  `dynamodbav:"v"`
+	// AcknowledgedMS is set by an operator's acknowledgement (localeflow
+	// ack): the release stays blocked but leaves the attention index.
+	AcknowledgedMS int64 `dynamodbav:"acknowledged_ms,omitempty"`
+	Version        int64 `dynamodbav:"v"`
 }
 
 func (r *BlockedRecord) Key() (string, string) { return r.EventID, SKBlocked }
@@ -351,7 +373,8 @@ func (r *BlockedRecord) RecordVersion() int64  { return r.Version }
 
 // ValidateBlockedRecord checks a stored blocked record.
 func ValidateBlockedRecord(r *BlockedRecord) error {
-	if r == nil || !core.ValidToken(r.EventID) || !core.ValidErrorCode(r.Code) || !core.ValidMillis(r.BlockedMS) || r.Version <= 0 {
+	if r == nil || !core.ValidToken(r.EventID) || !core.ValidErrorCode(r.Code) || !core.ValidMillis(r.BlockedMS) || r.Version <= 0 ||
+		(r.AcknowledgedMS != 0 && (!core.ValidMillis(r.AcknowledgedMS) || r.AcknowledgedMS < r.BlockedMS)) {
 		return core.Fail(CodeRecordInvalid)
 	}
 	return nil
@@ -383,13 +406,13 @@ func Wake(rec Record) (wakeMS int64, wakes bool, attentionMS int64, attention bo
 		l = r.Lease
 	case *JobRecord:
 		if r.Status == JobFailed {
-			return 0, false, r.ReceivedMS, true
+			return 0, false, r.ReceivedMS, r.AcknowledgedMS == 0
 		}
 		return max(r.ReceivedMS, r.NotBeforeMS), r.AwaitingClaim && r.Status == JobSucceeded, 0, false
 	case *ApprovalRecord:
 		return r.ApprovedMS, r.AwaitingDelivery, 0, false
 	case *BlockedRecord:
-		return 0, false, r.BlockedMS, true
+		return 0, false, r.BlockedMS, r.AcknowledgedMS == 0
 	default:
 		return 0, false, 0, false
 	}
@@ -427,6 +450,8 @@ func NewRecord(sk string) Record {
 		return &EvidenceRecord{}
 	case strings.HasPrefix(sk, SKApprovalPrefix):
 		return &ApprovalRecord{}
+	case strings.HasPrefix(sk, SKAckPrefix):
+		return &AckRecord{}
 	}
 	return nil
 }

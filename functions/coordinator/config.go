@@ -46,6 +46,7 @@ const (
 	envQuarantineURL        = "LOCALEFLOW_QUARANTINE_QUEUE_URL" // optional: rejected inputs
 	envTextRetention        = "LOCALEFLOW_TEXT_RETENTION"       // texts kept after delivered/blocked
 	envKeyTTL               = "LOCALEFLOW_KEY_TTL"              // key sets re-read after (default 5m)
+	envRecordRetention      = "LOCALEFLOW_MONITOR_RETENTION"    // content-free records kept after their last write (default 2160h)
 	// Signed input events: the oldest v2 event accepted, and "1" to refuse
 	// v1 signatures once every producer signs v2.
 	envEventMaxAge   = "LOCALEFLOW_EVENT_MAX_AGE"
@@ -103,6 +104,10 @@ type config struct {
 	// KeyTTL is how long a key set is used before its secret is read
 	// again (0: secretkey.DefaultTTL).
 	KeyTTL time.Duration
+	// RecordRetention: a content-free release record that needs nothing
+	// more expires this long after its last write (release.ExpiresAt;
+	// the monitor records' setting, default release.DefaultRetention).
+	RecordRetention time.Duration
 	// Events are the signed input event settings (keys are added at build).
 	Events release.EventSettings
 	// LogLevel is nil for the default (INFO).
@@ -147,6 +152,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	env.Duration(envEventMaxAge, &c.Events.MaxAge)
 	env.Duration(envTextRetention, &c.TextRetention)
 	env.Duration(envKeyTTL, &c.KeyTTL)
+	c.RecordRetention = release.DefaultRetention
+	env.Duration(envRecordRetention, &c.RecordRetention)
 	errs := []error{env.Err()}
 	switch env.String(envEventRefuseV1) {
 	case "", "0":
@@ -249,6 +256,9 @@ func (c config) validate() error {
 	}
 	if c.KeyTTL < 0 {
 		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envKeyTTL, c.KeyTTL))
+	}
+	if c.RecordRetention < time.Hour {
+		errs = append(errs, fmt.Errorf("%s (%s) must be at least 1h (a Go duration such as 2160h)", envRecordRetention, c.RecordRetention))
 	}
 	if c.TextRetention < 0 {
 		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envTextRetention, c.TextRetention))

@@ -72,6 +72,7 @@ func TestLoadConfig(t *testing.T) {
 		{"delivery attempts 0", map[string]string{envDeliveryAttempts: "0"}, envDeliveryAttempts},
 		{"bad revision", map[string]string{envRevision: "rev 1"}, envRevision},
 		{"bad level", map[string]string{envLogLevel: "loud"}, envLogLevel},
+		{"record retention under 1h", map[string]string{envRecordRetention: "30m"}, envRecordRetention + " (30m0s) must be at least 1h"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,7 +87,8 @@ func TestLoadConfig(t *testing.T) {
 				}
 				if c.Release.EvidenceLease != defaultEvidenceLease || c.Release.EvidenceMaxAttempts != 5 || c.Release.DeliveryMaxAttempts != 5 ||
 					c.Release.EvidenceRevision != defaultRevision || !strings.HasPrefix(c.Release.WorkerID, "coordinator-") ||
-					len(c.Issuers.Quality) != 1 || len(c.Issuers.HumanReview) != 1 || len(c.Issuers.IndependentReview) != 1 {
+					len(c.Issuers.Quality) != 1 || len(c.Issuers.HumanReview) != 1 || len(c.Issuers.IndependentReview) != 1 ||
+					c.RecordRetention != release.DefaultRetention {
 					t.Fatalf("%+v", c.Release)
 				}
 				return

@@ -41,6 +41,7 @@
 //	LOCALEFLOW_QUARANTINE_QUEUE_URL     queue of rejected inputs (optional; the stack sets it)
 //	LOCALEFLOW_KEY_TTL                  HMAC key sets re-read after (default 5m)
 //	LOCALEFLOW_TEXT_RETENTION           texts kept after delivered/blocked (default 168h)
+//	LOCALEFLOW_MONITOR_RETENTION        content-free records kept after their last write once they need nothing more (default 2160h)
 //	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 96h)
 //	LOCALEFLOW_EVENT_REFUSE_V1          1 refuses v1 event signatures (default: accepted)
 //	LOCALEFLOW_ALLOW_INSECURE_HTTP      1 allows http:// service URLs (local runs only)
@@ -67,6 +68,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
+	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -133,7 +135,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		return nil, fmt.Errorf("publication key: %w", err)
 	}
 	clock := core.SystemClock{}
-	store := releasedb.New(awsclient.DynamoDB(awsCfg), cfg.ReleaseTable)
+	store := releasedb.New(awsclient.DynamoDB(awsCfg), cfg.ReleaseTable).WithRetention(cfg.RecordRetention)
 	coord := &release.Coordinator{
 		Store:    store,
 		EventKey: keys[keyEvent],
@@ -159,5 +161,6 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		Texts:         releasedb.TextExpirer{DB: awsclient.DynamoDB(awsCfg), Table: cfg.ReleaseTable},
 		TextRetention: cfg.TextRetention,
 		LongestWait:   max(handler.DefaultLongestWait, release.MaxRetryAfter, cfg.Release.EvidenceLease, cfg.Release.DeliveryLease),
+		Metrics:       emf.NewWriter(os.Stdout, cfg.Deployment, clock.Now),
 	})
 }

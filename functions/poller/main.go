@@ -24,6 +24,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
+	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -136,6 +137,7 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 		EventMaxAge:    cfg.EventMaxAge,
 		RefuseV1Events: cfg.RefuseV1,
 		LongestWait:    max(cfg.Monitor.PollInterval, cfg.Monitor.MaxDelay, cfg.Monitor.Lease, signedhttp.MaxRetryAfter),
+		Metrics:        emf.NewWriter(os.Stdout, cfg.Deployment, clock.Now),
 	})
 	if err != nil {
 		return nil, wired{}, err

@@ -477,3 +477,130 @@ func RunOutbox(t *testing.T, newStore func(t *testing.T) interface {
 		t.Fatal("a foreign cursor was accepted")
 	}
 }
+
+// Expiring is a release store that reports the expiry (the TTL attribute,
+// epoch seconds) it wrote with a record.
+type Expiring interface {
+	release.Store
+	ExpiresAt(ctx context.Context, eventID, sk string) (int64, bool, error)
+}
+
+// RunRetention is the conformance suite of record retention and
+// acknowledgement: a content-free record in no index expires retention
+// after its last write; texts, open records and records that need
+// attention do not; an acknowledgement takes the failed and blocked records
+// out of the attention index, journals who, when and why, and lets them
+// expire from then on; a second acknowledgement writes nothing. newStore
+// returns an empty store with the given retention.
+func RunRetention(t *testing.T, newStore func(t *testing.T, retention time.Duration) Expiring) {
+	t.Helper()
+	ctx := context.Background()
+	const ms = 1_764_460_800_000
+	const retention = 48 * time.Hour
+	s := newStore(t, retention)
+	eventID := "evt-retention"
+	records := SampleRecords(eventID)
+	done := SampleEvidence(eventID, "req-done")
+	done.Status, done.Attempts, done.UpdatedMS = release.StateSucceeded, 1, ms+5
+	records = append(records, done)
+	for _, r := range records {
+		if err := s.Put(ctx, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expiry := func(sk string) (int64, bool) {
+		t.Helper()
+		at, ok, err := s.ExpiresAt(ctx, eventID, sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at, ok
+	}
+	wantAt := func(sk string, lastMS int64) {
+		t.Helper()
+		at, ok := expiry(sk)
+		if want := (lastMS + retention.Milliseconds()) / 1000; !ok || at != want {
+			t.Errorf("%s: expires_at = %d, %v; want %d", sk, at, ok, want)
+		}
+	}
+	wantNone := func(sk, why string) {
+		t.Helper()
+		if at, ok := expiry(sk); ok {
+			t.Errorf("%s (%s) expires at %d; want never", sk, why, at)
+		}
+	}
+	wantAt(release.SKPlan, ms)
+	wantAt(release.SKEvidencePrefix+"req-done", ms+5)
+	wantAt(release.SKEvidencePrefix+"req-parked", ms)
+	wantNone(release.SKEvidencePrefix+"req-failed", "failed, needs attention")
+	wantNone(release.SKJobPrefix+"job-2", "failed job, needs attention")
+	wantNone(release.SKBlocked, "blocked, needs attention")
+	wantNone(release.SKDelivery, "retry_wait, wakes")
+	wantNone(release.SKJobPrefix+"job-1", "awaiting claim, wakes")
+	wantNone(release.SKApprovalPrefix+"job-1", "outbox owed")
+	wantNone(release.SKSourcePrefix+"job-1", "a text: its own retention")
+	wantNone(release.SKResultPrefix+"job-1", "a text: its own retention")
+
+	by, reason := "arn:aws:iam::123456789012:user/oncall", "provider outage, re-run upstream"
+	if _, err := release.Acknowledge(ctx, s, eventID, release.SKDelivery, by, reason, ms+100); !core.HasCode(err, release.CodeAckNotNeeded) {
+		t.Fatalf("ack of a retry_wait delivery: %v, want %s", err, release.CodeAckNotNeeded)
+	}
+	if _, err := release.Acknowledge(ctx, s, eventID, release.SKEvidencePrefix+"req-nope", by, reason, ms+100); !core.HasCode(err, release.CodeAckRecordMissing) {
+		t.Fatalf("ack of an unknown record: %v, want %s", err, release.CodeAckRecordMissing)
+	}
+	if _, err := release.Acknowledge(ctx, s, "evt-nothing", "", by, reason, ms+100); !core.HasCode(err, release.CodeAckRecordMissing) {
+		t.Fatalf("ack of an unknown event: %v, want %s", err, release.CodeAckRecordMissing)
+	}
+	got, err := release.Acknowledge(ctx, s, eventID, "", by, reason, ms+100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]string{}
+	for _, a := range got {
+		if a.Already || a.Journal.By != by || a.Journal.Reason != reason || a.Journal.AckMS != ms+100 || a.Journal.Count != 1 {
+			t.Errorf("acknowledged %+v", a)
+		}
+		kinds[a.Journal.AckedKey] = a.Kind
+	}
+	want := map[string]string{release.SKBlocked: release.AckKindBlocked, release.SKEvidencePrefix + "req-failed": release.AckKindEvidence,
+		release.SKJobPrefix + "job-2": release.AckKindJob}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Fatalf("acknowledged %v, want %v", kinds, want)
+	}
+	snap, err := s.Load(ctx, eventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sk := range want {
+		j := snap.Acks[sk]
+		if j == nil || release.ValidateAckRecord(j) != nil || j.By != by || j.AckedUpdated > j.AckMS {
+			t.Errorf("journal of %s: %+v", sk, j)
+		}
+		wantAt(sk, ms+100)
+		wantAt(release.SKAckPrefix+sk, ms+100)
+	}
+	for _, r := range []release.Record{snap.Evidence["req-failed"], snap.Jobs["job-2"], snap.Blocked} {
+		if _, _, _, attention := release.Wake(r); attention {
+			t.Errorf("%T still needs attention after the acknowledgement", r)
+		}
+	}
+	if release.ValidateEvidenceRecord(snap.Evidence["req-failed"]) != nil || release.ValidateBlockedRecord(snap.Blocked) != nil {
+		t.Error("an acknowledged record does not validate")
+	}
+	again, err := release.Acknowledge(ctx, s, eventID, "", by, "again", ms+200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range again {
+		if !a.Already || a.Journal.AckMS != ms+100 || a.Journal.Reason != reason {
+			t.Errorf("second ack %+v: want already acknowledged at the first ack", a)
+		}
+	}
+	after, err := s.Load(ctx, eventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(after, snap) {
+		t.Error("a second acknowledgement wrote")
+	}
+}

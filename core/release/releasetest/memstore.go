@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
@@ -21,17 +22,48 @@ type MemStore struct {
 	puts   int
 	loads  int
 	failOn func(rec release.Record) error
+	// retention is the store's record retention (release.ExpiresAt).
+	retention time.Duration
 }
 
 type stored struct {
 	version int64
 	raw     []byte
+	// expiresAt is the TTL the DynamoDB store would write (epoch seconds,
+	// 0: none).
+	expiresAt int64
 }
 
 var _ release.Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty store.
-func NewMemStore() *MemStore { return &MemStore{items: map[string]map[string]stored{}} }
+func NewMemStore() *MemStore {
+	return &MemStore{items: map[string]map[string]stored{}, retention: release.DefaultRetention}
+}
+
+// SetRetention sets the retention of content-free records (≤ 0: none).
+func (m *MemStore) SetRetention(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.retention = d
+}
+
+// ExpiresAt returns the expiry (epoch seconds) of the stored record, as
+// release.ExpiresAt computed it when it was written.
+func (m *MemStore) ExpiresAt(_ context.Context, eventID, sk string) (int64, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.items[eventID][sk]
+	if !ok {
+		return 0, false, fmt.Errorf("memstore: no record %s %s", eventID, sk)
+	}
+	return s.expiresAt, s.expiresAt != 0, nil
+}
+
+func (m *MemStore) expiry(rec release.Record) int64 {
+	at, _ := release.ExpiresAt(rec, m.retention)
+	return at
+}
 
 // FailPuts makes Put return the error f returns (nil: write normally); a
 // fault-injection hook for tests.
@@ -86,7 +118,7 @@ func (m *MemStore) Put(_ context.Context, rec release.Record, prev int64) error 
 	if (prev == 0 && exists) || (prev != 0 && (!exists || cur.version != prev)) {
 		return release.ErrConflict
 	}
-	coll[sk] = stored{version: rec.RecordVersion(), raw: raw}
+	coll[sk] = stored{version: rec.RecordVersion(), raw: raw, expiresAt: m.expiry(rec)}
 	m.puts++
 	return nil
 }
@@ -128,7 +160,7 @@ func (m *MemStore) PutAll(_ context.Context, writes ...release.Write) error {
 	}
 	for i, w := range writes {
 		_, sk := w.Rec.Key()
-		coll[sk] = stored{version: w.Rec.RecordVersion(), raw: raws[i]}
+		coll[sk] = stored{version: w.Rec.RecordVersion(), raw: raws[i], expiresAt: m.expiry(w.Rec)}
 	}
 	m.puts++
 	return nil

@@ -1,6 +1,8 @@
 package releasetest
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/localeflow/localeflow/core/release"
@@ -25,5 +27,13 @@ func TestMemStoreOutbox(t *testing.T) {
 		release.OutboxFinder
 	} {
 		return NewMemStore()
+	})
+}
+
+func TestMemStoreRetention(t *testing.T) {
+	RunRetention(t, func(t *testing.T, retention time.Duration) Expiring {
+		m := NewMemStore()
+		m.SetRetention(retention)
+		return m
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -84,6 +85,9 @@ type Config struct {
 	// backoff cap and leases); a delayed envelope due more than this plus
 	// delayqueue.HorizonSlack ahead is refused. 0 means DefaultLongestWait.
 	LongestWait time.Duration
+	// Metrics receives the evidence and delivery step metrics
+	// (internal/emf); nil writes none.
+	Metrics *emf.Writer
 }
 
 // TextExpirer sets the expiry of an event's text records.
@@ -114,6 +118,7 @@ type Handler struct {
 	rejecter    *quarantine.Rejecter
 	texts       TextExpirer
 	retention   time.Duration
+	metrics     *emf.Writer
 }
 
 // New validates cfg and returns a Handler. It installs the operation guard
@@ -134,7 +139,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, core.Fail("coordinator.config.invalid")
 	}
 	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, outbox: outbox, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
-		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter, texts: cfg.Texts, retention: cfg.TextRetention}
+		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter, texts: cfg.Texts, retention: cfg.TextRetention,
+		metrics: cfg.Metrics}
 	if h.retention <= 0 {
 		h.retention = DefaultTextRetention
 	}
@@ -394,6 +400,7 @@ func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool) err
 	} else {
 		o, err = h.c.RunNextRelease(ctx, eventID)
 	}
+	h.stepMetrics(kind, o, err)
 	if err != nil && o.Changed && o.ApprovalID != "" {
 		// The step stored an approval and then failed: the approval
 		// stands, so its event is published and the release goes on.

@@ -1,61 +1,24 @@
 package handler
 
 import (
-	"encoding/json"
-
 	"github.com/localeflow/localeflow/core/health"
+	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // Namespace is the CloudWatch namespace of the health metrics.
-const Namespace = "Localeflow"
-
-type emfMetric struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
-}
-
-type emfDirective struct {
-	Namespace  string      `json:"Namespace"`
-	Dimensions [][]string  `json:"Dimensions"`
-	Metrics    []emfMetric `json:"Metrics"`
-}
-
-type emfMeta struct {
-	Timestamp         int64          `json:"Timestamp"`
-	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
-}
-
-// metric is one named value of an EMF line, in a fixed order.
-type metric struct {
-	name  string
-	value int
-}
+const Namespace = topology.MetricNamespace
 
 // DefaultDeployment is the Deployment dimension when none is configured
 // (the default resource prefix).
-const DefaultDeployment = "localeflow"
+const DefaultDeployment = emf.DefaultDeployment
 
-// emfLine is one CloudWatch Embedded Metric Format document: the metadata
-// under "_aws" and every metric value as a top-level member. One dimension,
-// Deployment (the resource prefix): one series per metric and deployment,
-// so two deployments in one account never share an alarm.
-func emfLine(deployment string, timestampMS int64, metrics []metric) []byte {
-	if deployment == "" {
-		deployment = DefaultDeployment
-	}
-	doc := map[string]any{"Deployment": deployment}
-	directive := emfDirective{Namespace: Namespace, Dimensions: [][]string{{"Deployment"}}}
-	for _, m := range metrics {
-		directive.Metrics = append(directive.Metrics, emfMetric{Name: m.name, Unit: "Count"})
-		doc[m.name] = m.value
-	}
-	doc["_aws"] = emfMeta{Timestamp: timestampMS, CloudWatchMetrics: []emfDirective{directive}}
-	line, err := json.Marshal(doc)
-	if err != nil {
-		// Only ints and strings: cannot fail.
-		return []byte(`{}`)
-	}
-	return line
+// emfLine is one CloudWatch Embedded Metric Format document (internal/emf)
+// with one dimension set, [Deployment] (the resource prefix): one series
+// per metric and deployment, so two deployments in one account never
+// share an alarm.
+func emfLine(deployment string, timestampMS int64, metrics []emf.Metric) []byte {
+	return emf.Line(deployment, timestampMS, nil, emf.Group{Metrics: metrics})
 }
 
 func boolMetric(b bool) int {
@@ -66,40 +29,46 @@ func boolMetric(b bool) int {
 }
 
 // reportMetrics is the EMF line of a report: HealthBlocked plus every
-// count. counts.terminal is approximate and not published.
+// count and the age of the oldest due record. counts.terminal is
+// approximate and not published.
 func reportMetrics(deployment string, r health.Report) []byte {
 	invalid := 0
+	var oldestDueMS int64
 	for _, it := range r.Items {
 		if it.Invalid {
 			invalid++
 		}
+		if it.Due && it.NextDueMS > 0 {
+			oldestDueMS = max(oldestDueMS, r.CheckedAtMS-it.NextDueMS)
+		}
 	}
 	m, ev, dl := r.Monitor, r.Release.Evidence, r.Release.Delivery
-	return emfLine(deployment, r.CheckedAtMS, []metric{
-		{"HealthBlocked", boolMetric(r.Status == health.StatusBlocked)},
-		{"HealthCheckFailed", 0},
-		{"InvalidRecords", invalid},
-		{"MonitorPending", m.Counts["pending"]},
-		{"MonitorLeased", m.Counts["leased"]},
-		{"MonitorWatching", m.Counts["watching"]},
-		{"MonitorRetryWait", m.Counts["retry_wait"]},
-		{"MonitorFailed", m.Failed},
-		{"MonitorDue", m.Due},
-		{"MonitorExpiredLeases", m.ExpiredLeases},
-		{"MonitorRemoteFailures", m.RemoteFailures},
-		{"EvidenceOpen", ev.Open},
-		{"EvidenceDue", ev.Due},
-		{"EvidenceExpiredLeases", ev.ExpiredLeases},
-		{"EvidenceFailed", ev.Failed},
-		{"DeliveryOpen", dl.Open},
-		{"DeliveryDue", dl.Due},
-		{"DeliveryExpiredLeases", dl.ExpiredLeases},
-		{"DeliveryFailed", dl.Failed},
+	return emfLine(deployment, r.CheckedAtMS, []emf.Metric{
+		{Name: topology.MetricHealthBlocked, Value: boolMetric(r.Status == health.StatusBlocked)},
+		{Name: topology.MetricHealthCheckFailed, Value: 0},
+		{Name: topology.MetricInvalidRecords, Value: invalid},
+		{Name: topology.MetricMonitorPending, Value: m.Counts["pending"]},
+		{Name: topology.MetricMonitorLeased, Value: m.Counts["leased"]},
+		{Name: topology.MetricMonitorWatching, Value: m.Counts["watching"]},
+		{Name: topology.MetricMonitorRetryWait, Value: m.Counts["retry_wait"]},
+		{Name: topology.MetricMonitorFailed, Value: m.Failed},
+		{Name: topology.MetricMonitorDue, Value: m.Due},
+		{Name: topology.MetricMonitorExpiredLeases, Value: m.ExpiredLeases},
+		{Name: topology.MetricMonitorRemoteFailures, Value: m.RemoteFailures},
+		{Name: topology.MetricOldestDueSeconds, Value: int(oldestDueMS / 1000)},
+		{Name: topology.MetricEvidenceOpen, Value: ev.Open},
+		{Name: topology.MetricEvidenceDue, Value: ev.Due},
+		{Name: topology.MetricEvidenceExpiredLeases, Value: ev.ExpiredLeases},
+		{Name: topology.MetricEvidenceFailed, Value: ev.Failed},
+		{Name: topology.MetricDeliveryOpen, Value: dl.Open},
+		{Name: topology.MetricDeliveryDue, Value: dl.Due},
+		{Name: topology.MetricDeliveryExpiredLeases, Value: dl.ExpiredLeases},
+		{Name: topology.MetricDeliveryFailed, Value: dl.Failed},
 	})
 }
 
 // failedMetrics is the EMF line of a check that could not read the tables:
 // blocked, so the alarm fires.
 func failedMetrics(deployment string, nowMS int64) []byte {
-	return emfLine(deployment, nowMS, []metric{{"HealthBlocked", 1}, {"HealthCheckFailed", 1}})
+	return emfLine(deployment, nowMS, []emf.Metric{{Name: topology.MetricHealthBlocked, Value: 1}, {Name: topology.MetricHealthCheckFailed, Value: 1}})
 }

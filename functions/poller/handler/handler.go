@@ -17,6 +17,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -125,6 +126,8 @@ type Config struct {
 	// due more than this plus delayqueue.HorizonSlack ahead is refused.
 	// 0 means DefaultLongestWait.
 	LongestWait time.Duration
+	// Metrics receives the poll metrics (internal/emf); nil writes none.
+	Metrics *emf.Writer
 }
 
 // DefaultLongestWait covers the monitor's default waits (lease 600 s,
@@ -151,6 +154,7 @@ type Handler struct {
 	events      signing.EventCheck
 	rejecter    *quarantine.Rejecter
 	eventKeySet KeySet
+	metrics     *emf.Writer
 }
 
 // New validates cfg and returns a Handler.
@@ -173,6 +177,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h.events.MaxAge, h.events.RefuseV1 = cfg.EventMaxAge, cfg.RefuseV1Events
 	h.rejecter, h.eventKeySet = cfg.Rejecter, cfg.EventKeySet
+	h.metrics = cfg.Metrics
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -236,6 +241,7 @@ func (h *Handler) budget(ctx context.Context) bool {
 // its follow-up (next message, or the outcome if it is still owed), in case
 // the earlier attempt failed after its transition.
 func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool) error {
+	h.pollMetrics(out)
 	switch {
 	case out.Owed != nil:
 		// This call finished the change (poll or reclaim), or found its

@@ -1,0 +1,40 @@
+package handler
+
+import (
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// StateError is the State dimension of a release step that ended with an
+// error (its code is the Code dimension of the failures metric).
+const StateError = "error"
+
+// stepMetrics writes one EMF line per release step: an evidence step (run)
+// or a delivery step (deliver) by its outcome (waiting, approved,
+// delivery_ready, delivered, or error) and, for an error, the failures
+// metric by code. Content-free: a state and a stable code.
+func (h *Handler) stepMetrics(kind string, o release.Outcome, err error) {
+	steps, failures := topology.MetricEvidenceSteps, topology.MetricEvidenceFailures
+	if kind == KindDeliver {
+		steps, failures = topology.MetricDeliverySteps, topology.MetricDeliveryFailures
+	}
+	state := o.Status
+	values := map[string]string{}
+	groups := []emf.Group{emf.Count(steps, topology.MetricStateDimension)}
+	if err != nil {
+		state = StateError
+		code := core.CodeOf(err)
+		if !core.ValidErrorCode(code) {
+			code = "unknown"
+		}
+		values[topology.MetricCodeDimension] = code
+		groups = append(groups, emf.Count(failures, topology.MetricCodeDimension))
+	}
+	if state == "" {
+		state = release.OutcomeWaiting
+	}
+	values[topology.MetricStateDimension] = state
+	h.metrics.Emit(values, groups...)
+}

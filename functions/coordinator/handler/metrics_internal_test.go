@@ -1,0 +1,67 @@
+package handler
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// TestStepMetrics: the dashboard's evidence and delivery outcomes had no
+// metric behind them. Each release step writes EvidenceSteps or
+// DeliverySteps by outcome and, for an error, the failures metric by code.
+func TestStepMetrics(t *testing.T) {
+	var buf bytes.Buffer
+	h := &Handler{metrics: emf.NewWriter(&buf, "dep-a", func() time.Time { return time.UnixMilli(1_764_460_800_000) })}
+	h.stepMetrics(KindRun, release.Outcome{EventID: "evt-1", Status: release.OutcomeApproved}, nil)
+	h.stepMetrics(KindRun, release.Outcome{}, core.Fail("evidence.http_400"))
+	h.stepMetrics(KindDeliver, release.Outcome{EventID: "evt-1", Status: release.OutcomeDelivered}, nil)
+	h.stepMetrics(KindDeliver, release.Outcome{}, errors.New("not a coded error"))
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	want := []struct {
+		names []string
+		has   []string
+	}{
+		{[]string{topology.MetricEvidenceSteps}, []string{`"State":"approved"`}},
+		{[]string{topology.MetricEvidenceSteps, topology.MetricEvidenceFailures}, []string{`"State":"error"`, `"Code":"evidence.http_400"`}},
+		{[]string{topology.MetricDeliverySteps}, []string{`"State":"delivered"`}},
+		{[]string{topology.MetricDeliverySteps, topology.MetricDeliveryFailures}, []string{`"State":"error"`, `"Code":"unknown"`}},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("lines %q", lines)
+	}
+	var emitted []string
+	for i, w := range want {
+		names, err := emf.Names([]byte(lines[i]))
+		if err != nil || !slices.Equal(names, w.names) {
+			t.Fatalf("line %d names %v (%v), want %v", i, names, err, w.names)
+		}
+		emitted = append(emitted, names...)
+		for _, s := range append(w.has, `"Deployment":"dep-a"`) {
+			if !strings.Contains(lines[i], s) {
+				t.Errorf("%s lacks %s", lines[i], s)
+			}
+		}
+		if strings.Contains(lines[i], "evt-1") {
+			t.Errorf("metric line carries the event id: %s", lines[i])
+		}
+	}
+	rejected, err := emf.Names(quarantine.MetricLine("dep-a", "coordinator", "x.y", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitted = append(emitted, rejected...)
+	for name, fns := range topology.Metrics {
+		if slices.Contains(fns, "coordinator") != slices.Contains(emitted, name) {
+			t.Errorf("metric %s: topology says coordinator emits it: %v; emitted: %v", name, slices.Contains(fns, "coordinator"), slices.Contains(emitted, name))
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// TestPollMetrics: the dashboard's polls, outcomes and failures by code had
+// no metric behind them. Every finished poll (afterPoll) writes Polls by
+// state and, for a failed poll, PollFailures by code; a message that
+// polled nothing writes none.
+func TestPollMetrics(t *testing.T) {
+	var buf bytes.Buffer
+	h := &Handler{metrics: emf.NewWriter(&buf, "dep-a", func() time.Time { return time.UnixMilli(1_764_460_800_000) })}
+	ctx := context.Background()
+	if err := h.afterPoll(ctx, monitor.Outcome{EventID: "evt-1", State: monitor.StateFailed, ErrorCode: "cms.http_503", Polled: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.afterPoll(ctx, monitor.Outcome{EventID: "evt-2", State: monitor.StateLeased}, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("lines %q, want one (the unpolled outcome writes none)", lines)
+	}
+	names, err := emf.Names([]byte(lines[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{topology.MetricPolls, topology.MetricPollFailures}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("names %v, want %v", names, want)
+	}
+	for _, s := range []string{`"State":"failed"`, `"Code":"cms.http_503"`, `"Deployment":"dep-a"`} {
+		if !strings.Contains(lines[0], s) {
+			t.Errorf("%s lacks %s", lines[0], s)
+		}
+	}
+	if strings.Contains(lines[0], "evt-1") {
+		t.Errorf("metric line carries the event id: %s", lines[0])
+	}
+	// Every metric the topology assigns to the poller is emitted by it.
+	emitted := append(names, mustNames(t, quarantine.MetricLine("dep-a", "poller", "x.y", time.Now()))...)
+	for name, fns := range topology.Metrics {
+		if slices.Contains(fns, "poller") != slices.Contains(emitted, name) {
+			t.Errorf("metric %s: topology says poller emits it: %v; emitted: %v", name, slices.Contains(fns, "poller"), slices.Contains(emitted, name))
+		}
+	}
+}
+
+func mustNames(t *testing.T, line []byte) []string {
+	t.Helper()
+	names, err := emf.Names(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}

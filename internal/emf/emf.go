@@ -1,0 +1,161 @@
+// Package emf writes CloudWatch Embedded Metric Format documents: one JSON
+// log line whose "_aws" member tells CloudWatch Logs which members are
+// metrics. No SDK call; Lambda's log stream carries them. Every metric is
+// in namespace topology.MetricNamespace and every dimension set starts
+// with topology.MetricDeploymentDimension (the resource prefix), so two
+// deployments in one account never share a series.
+package emf
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/localeflow/localeflow/topology"
+)
+
+// DefaultDeployment is the Deployment dimension when none is configured
+// (the default resource prefix).
+const DefaultDeployment = topology.DefaultPrefix
+
+// Metric is one named count.
+type Metric struct {
+	Name  string
+	Value int
+}
+
+// Group is metrics published under the same dimension sets. Each set is
+// given without Deployment, which is prepended; no set means [Deployment]
+// alone.
+type Group struct {
+	Dimensions [][]string
+	Metrics    []Metric
+}
+
+type metricDef struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
+}
+
+type directive struct {
+	Namespace  string      `json:"Namespace"`
+	Dimensions [][]string  `json:"Dimensions"`
+	Metrics    []metricDef `json:"Metrics"`
+}
+
+type meta struct {
+	Timestamp         int64       `json:"Timestamp"`
+	CloudWatchMetrics []directive `json:"CloudWatchMetrics"`
+}
+
+// Line is one EMF document at timestampMS: values are the dimension values
+// besides Deployment (content-free: names, states, codes), each group a
+// directive. Units are Count.
+func Line(deployment string, timestampMS int64, values map[string]string, groups ...Group) []byte {
+	if deployment == "" {
+		deployment = DefaultDeployment
+	}
+	doc := map[string]any{}
+	for k, v := range values {
+		doc[k] = v
+	}
+	doc[topology.MetricDeploymentDimension] = deployment
+	m := meta{Timestamp: timestampMS}
+	for _, g := range groups {
+		d := directive{Namespace: topology.MetricNamespace}
+		if len(g.Dimensions) == 0 {
+			d.Dimensions = [][]string{{topology.MetricDeploymentDimension}}
+		}
+		for _, set := range g.Dimensions {
+			d.Dimensions = append(d.Dimensions, append([]string{topology.MetricDeploymentDimension}, set...))
+		}
+		for _, metric := range g.Metrics {
+			d.Metrics = append(d.Metrics, metricDef{Name: metric.Name, Unit: "Count"})
+			doc[metric.Name] = metric.Value
+		}
+		m.CloudWatchMetrics = append(m.CloudWatchMetrics, d)
+	}
+	doc["_aws"] = m
+	line, err := json.Marshal(doc)
+	if err != nil {
+		// Only ints and strings: cannot fail.
+		return []byte(`{}`)
+	}
+	return line
+}
+
+// Writer writes EMF lines of one deployment to W (os.Stdout in Lambda),
+// one whole line per Write, safe for concurrent use. A nil *Writer writes
+// nothing.
+type Writer struct {
+	w          io.Writer
+	deployment string
+	now        func() time.Time
+	mu         sync.Mutex
+}
+
+// NewWriter returns a Writer of deployment's metrics to w, timestamped
+// with now (nil: time.Now).
+func NewWriter(w io.Writer, deployment string, now func() time.Time) *Writer {
+	if now == nil {
+		now = time.Now
+	}
+	return &Writer{w: w, deployment: deployment, now: now}
+}
+
+// Emit writes one line (Line) timestamped now.
+func (w *Writer) Emit(values map[string]string, groups ...Group) {
+	if w == nil || w.w == nil {
+		return
+	}
+	line := append(Line(w.deployment, w.now().UnixMilli(), values, groups...), '\n')
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = w.w.Write(line)
+}
+
+// Count is a Group of one metric of value 1 under [Deployment] and
+// [Deployment, dimension] (the dimension's value given in Emit's values).
+func Count(name, dimension string) Group {
+	return Group{Dimensions: [][]string{{}, {dimension}}, Metrics: []Metric{{Name: name, Value: 1}}}
+}
+
+// Names returns the metric names an EMF line declares, after checking that
+// every directive is in topology.MetricNamespace, every dimension set
+// starts with Deployment, and every dimension and metric has its member
+// (for tests of what a function emits).
+func Names(line []byte) ([]string, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(line, &doc); err != nil {
+		return nil, fmt.Errorf("emf: not JSON: %w", err)
+	}
+	var m meta
+	if err := json.Unmarshal(doc["_aws"], &m); err != nil || len(m.CloudWatchMetrics) == 0 {
+		return nil, fmt.Errorf("emf: no _aws.CloudWatchMetrics in %s", line)
+	}
+	var names []string
+	for _, d := range m.CloudWatchMetrics {
+		if d.Namespace != topology.MetricNamespace {
+			return nil, fmt.Errorf("emf: namespace %q", d.Namespace)
+		}
+		for _, set := range d.Dimensions {
+			if len(set) == 0 || set[0] != topology.MetricDeploymentDimension {
+				return nil, fmt.Errorf("emf: dimension set %v does not start with %s", set, topology.MetricDeploymentDimension)
+			}
+			for _, dim := range set {
+				if _, ok := doc[dim]; !ok {
+					return nil, fmt.Errorf("emf: dimension %s has no member", dim)
+				}
+			}
+		}
+		for _, metric := range d.Metrics {
+			if _, ok := doc[metric.Name]; !ok {
+				return nil, fmt.Errorf("emf: metric %s has no member", metric.Name)
+			}
+			names = append(names, metric.Name)
+		}
+	}
+	return names, nil
+}
