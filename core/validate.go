@@ -2,9 +2,10 @@ package core
 
 import "regexp"
 
-// Patterns of the reference implementation. Tokens are identifiers (event,
-// site, plan, job and request ids, versions, lease tokens); they never carry
-// free text.
+// Patterns of the stable input formats: tokens, error codes (the pattern
+// every stable error code matches) and lowercase SHA-256 hex. Tokens are
+// identifiers (event, site, plan, job and request ids, versions, lease
+// tokens); they never carry free text.
 var (
 	tokenPattern     = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,256}$`)
 	errorCodePattern = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,127}$`)

@@ -51,14 +51,14 @@
 //
 // # When health is blocked
 //
-// The monitor rule is the reference's: any expired lease, any failed
-// record, any terminal remote failure. The release rule is its
-// counterpart: any expired evidence or delivery lease, any failed evidence
-// request or delivery, any release blocked for good (its "blocked" record,
-// reason health.release.blocked, listed as an item of kind "release" with
-// the blocking code). A record that fails its integrity check is blocked
-// too: it is counted as failed in its part (its stored state cannot be
-// trusted) and the reason is its validation code
+// The monitor rule: any expired lease, any failed record, any terminal
+// remote failure blocks health (docs/design.md "Health"). The release rule
+// is its counterpart: any expired evidence or delivery lease, any failed
+// evidence request or delivery, any release blocked for good (its "blocked"
+// record, reason health.release.blocked, listed as an item of kind
+// "release" with the blocking code). A record that fails its integrity
+// check is blocked too: it is counted as failed in its part (its stored
+// state cannot be trusted) and the reason is its validation code
 // (lifecycle_monitor.state_invalid, lifecycle_monitor.schema_altered,
 // evidence.state.invalid, cms.delivery.invalid). Health never writes: the
 // monitor marks such a record failed the next time a worker touches it.

@@ -16,7 +16,9 @@ const Schema = "localeflow.cms-lifecycle.v1"
 // extra or missing key). It is not retryable.
 const CodeResponseInvalid = "lifecycle_monitor.response_invalid"
 
-// Remote CMS statuses, exactly the reference's sets.
+// Remote CMS statuses, exactly the three sets of docs/design.md "CMS
+// lifecycle API" (terminal success, terminal failure, non-terminal); any
+// other status is an invalid response.
 var (
 	terminalSuccess = set("cancelled", "deleted", "published", "superseded")
 	terminalFailure = set("deletion_failed", "localization_failed", "publication_blocked", "publication_failed")

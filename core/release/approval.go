@@ -12,7 +12,8 @@ import (
 // ApprovalSchema is the schema of a signed approval's payload.
 const ApprovalSchema = "localeflow.approval.v1"
 
-// Approval lookup codes (the reference's approval store).
+// Approval lookup codes (docs/design.md "Approvals"), the operation guard
+// code and the approval TTL configuration code.
 const (
 	CodeApprovalMissing        = "approval.missing"
 	CodeApprovalExpired        = "approval.expired"
@@ -70,7 +71,8 @@ type approvalInput struct {
 }
 
 // guarded wraps a verification with the operation guard: a refused guard is
-// the retryable "operation_guard" failure of the reference.
+// the retryable "operation_guard" failure: the evidence attempt goes to
+// retry_wait (with attempts left) and is tried again later.
 func guarded(ctx context.Context, g Guard, lease time.Duration, verify func() error) error {
 	if g != nil {
 		if err := g(ctx, lease); err != nil {
@@ -80,8 +82,10 @@ func guarded(ctx context.Context, g Guard, lease time.Duration, verify func() er
 	return verify()
 }
 
-// approve verifies the receipts, signs the approval and stores it (the
-// reference's store.approve). Errors carry "release." codes.
+// approve verifies the receipts, signs the approval and stores it as
+// approval#<job_id>, replacing an older approval of the job and owing its
+// event (docs/design.md "Approvals", "Release outbox"). Errors carry
+// "release." codes.
 func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalInput) (*ApprovalRecord, error) {
 	if in.ttl <= 0 {
 		return nil, core.Fail(CodeApprovalTTLInvalid)
@@ -184,9 +188,9 @@ func releaseError(err error) error {
 	return core.Wrap(externalCode(code, "release"), core.IsRetryable(err), err)
 }
 
-// lookupApproval is the reference's store.lookup: the job's approval,
-// verified with the approval authority, bound to the plan and the current
-// result, and not expired at now.
+// lookupApproval returns the job's current approval: stored, verified with
+// the approval authority, bound to the plan's event, plan id, job id and
+// target locale and to the current result, and not expired at now.
 func (c *Coordinator) lookupApproval(snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time) (*ApprovalRecord, error) {
 	rec := snap.Approvals[job.JobID]
 	if rec == nil {
@@ -234,8 +238,8 @@ type Readiness struct {
 	Approvals []*ApprovalRecord // in plan (target locale) order when Ready
 }
 
-// readiness is the reference's store.readiness. Missing or expired
-// approvals mean not ready; any other approval failure is an error.
+// readiness checks every job of the plan for a current approval. Missing or
+// expired approvals mean not ready; any other approval failure is an error.
 func (c *Coordinator) readiness(snap *Snapshot, plan *PlanRecord, now time.Time) (Readiness, error) {
 	out := Readiness{Ready: true}
 	for _, job := range plan.Jobs {

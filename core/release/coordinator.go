@@ -62,7 +62,9 @@ type Config struct {
 	DeliveryLease time.Duration
 }
 
-// DefaultConfig returns the reference's defaults for revision and worker.
+// DefaultConfig returns the configuration for revision and workerID with
+// the defaults of docs/design.md "Defaults": a 300 s evidence and delivery
+// lease, 5 evidence and 5 delivery attempts, a 30-day approval TTL.
 func DefaultConfig(revision, workerID string) Config {
 	return Config{
 		EvidenceRevision: revision, WorkerID: workerID,
@@ -132,8 +134,9 @@ func outcome(status string, plan *PlanRecord) Outcome {
 	return Outcome{Schema: OutcomeSchema, Status: status, EventID: plan.Event.EventID, PlanID: plan.PlanID}
 }
 
-// load reads the event's records and its verified plan (the reference's
-// _load_event).
+// load reads the event's records and its verified plan: the plan must
+// exist, name the event, hold at least one job and carry a valid seal
+// (docs/design.md "Plan seal").
 func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *PlanRecord, error) {
 	if !core.ValidToken(eventID) {
 		return nil, nil, core.Fail(CodeEventIDInvalid)
@@ -154,7 +157,9 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 	return &snap, snap.Plan, nil
 }
 
-// jobSucceeded is the reference's queue.status(job) == "succeeded".
+// jobSucceeded reports whether the job's stored record says succeeded; a
+// missing record is not succeeded, and a record of another plan is
+// queue.plan_mismatch.
 func jobSucceeded(snap *Snapshot, plan *PlanRecord, job PlanJob) (bool, error) {
 	rec := snap.Jobs[job.JobID]
 	if rec == nil {
@@ -166,8 +171,9 @@ func jobSucceeded(snap *Snapshot, plan *PlanRecord, job PlanJob) (bool, error) {
 	return rec.Status == JobSucceeded, nil
 }
 
-// validatedResult is the reference's store.validated_result: the job's
-// result checked against the plan and the source text, with its hash.
+// validatedResult returns the job's result checked against the plan job,
+// its job record and the source text, with its hash and the source text
+// (docs/design.md "Ingest: plan and job events"; result.* codes).
 func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, string, string, error) {
 	rec := snap.Results[job.JobID]
 	if rec == nil {
@@ -207,8 +213,7 @@ func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, st
 func (c *Coordinator) now() time.Time { return c.Clock.Now() }
 
 // checkedNow is the step's time; a clock before the epoch or past year
-// 9999 cannot be stored as milliseconds (the reference's
-// coordinator.time.invalid).
+// 9999 cannot be stored as milliseconds (coordinator.time.invalid).
 func (c *Coordinator) checkedNow() (time.Time, error) {
 	now := c.now()
 	if !core.ValidMillis(core.Millis(now)) {
@@ -217,7 +222,11 @@ func (c *Coordinator) checkedNow() (time.Time, error) {
 	return now, nil
 }
 
-// existingDelivery is the reference's _existing_delivery.
+// existingDelivery reports a delivery already prepared for the event (step
+// 1 of RunNextRelease, docs/design.md "Release steps"): nil when there is
+// none; otherwise the stored delivery is checked against the records, and a
+// failed one is cms.delivery.failed, a succeeded one delivered and any
+// other delivery_ready with its wake time.
 func (c *Coordinator) existingDelivery(snap *Snapshot, plan *PlanRecord, now time.Time) (*Outcome, error) {
 	d := snap.Delivery
 	if d == nil {
@@ -249,8 +258,8 @@ func deliveryWake(d *DeliveryRecord) (time.Time, bool) {
 }
 
 // RunNextRelease approves at most one completed locale and prepares the
-// delivery only once every locale is approved (the reference's
-// run_next_release). A step that stored an approval and then failed
+// delivery only once every locale is approved (docs/design.md "Release
+// steps"). A step that stored an approval and then failed
 // returns the approved outcome (Changed, ApprovalID) together with the
 // error: the approval stands and its event is owed.
 //
@@ -372,8 +381,9 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	log := c.log().With("event_id", plan.Event.EventID, "job_id", job.JobID, "request_id", req.RequestID, "attempt", claim.Attempt)
 	if c.Guard != nil {
 		if gerr := c.Guard(ctx, c.Config.EvidenceLease); gerr != nil {
-			// Like the reference, the claim is left to expire: the next
-			// run sees lease_expired and retries.
+			// The claim is not released: it is left to expire, so the
+			// next run sees lease_expired and retries with the attempt
+			// counted (docs/design.md "Evidence and delivery leases").
 			return Outcome{}, core.Wrap(CodeGuardFailed, false, gerr)
 		}
 	}

@@ -112,9 +112,10 @@ func buildBundle(snap *Snapshot, plan *PlanRecord, approvals []*ApprovalRecord, 
 	return raw, nil
 }
 
-// prepareDelivery is the reference's bridge.prepare_delivery: once every
-// locale is approved, sign the bundle and record the pending delivery.
-// Preparing again returns the existing delivery.
+// prepareDelivery prepares the event's one delivery (docs/design.md
+// "Delivery"): once every locale holds a current approval, sign the bundle
+// and record the pending delivery. Preparing again returns the existing
+// delivery.
 func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan *PlanRecord, now time.Time) (*DeliveryRecord, bool, error) {
 	if snap.Delivery != nil {
 		return snap.Delivery, false, nil
@@ -206,10 +207,11 @@ func ValidateDeliveryRecord(d *DeliveryRecord) error {
 	return nil
 }
 
-// deliveryBody rebuilds and checks the stored delivery (the reference's
-// request_from_row): the bundle rebuilt from the records must hash to the
-// stored hash and carry the publication authority's signature. A delivery
-// that has not succeeded must still hold current approvals at now.
+// deliveryBody rebuilds and checks the stored delivery (docs/design.md
+// "Delivery"; the bundle is never stored): the bundle rebuilt from the
+// records must hash to the stored hash and carry the publication
+// authority's signature. A delivery that has not succeeded must still hold
+// current approvals at now.
 func (c *Coordinator) deliveryBody(snap *Snapshot, plan *PlanRecord, d *DeliveryRecord, now time.Time) ([]byte, error) {
 	if !d.Lease.valid() || !core.ValidToken(d.DeliveryID) || d.EventID != plan.Event.EventID || d.PlanID != plan.PlanID {
 		return nil, core.Fail(CodeDeliveryInvalid)

@@ -1,5 +1,5 @@
-// Package release is the release coordinator's domain (a port of the
-// reference release_coordinator.py to DynamoDB/SQS, docs/design.md "Shape"):
+// Package release is the release coordinator's domain on DynamoDB/SQS
+// (docs/design.md "Shape", "Release coordinator"):
 //
 //   - signed input events (`localeflow.plan.accepted`,
 //     `localeflow.job.completed`): HMAC over the exact payload bytes, then a
@@ -7,9 +7,9 @@
 //   - the records of one event's item collection (plan, job statuses,
 //     source texts, results, evidence state, approvals, delivery) and the
 //     Store port that keeps them with conditional (compare-and-swap) writes;
-//   - evidence state: leased, bounded attempts per evidence request with
-//     the reference's semantics (binding check, attempt policy, lease expiry,
-//     backoff min(3600, 5·2^(attempts-1)) s, mark_approved);
+//   - evidence state: leased, bounded attempts per evidence request (a
+//     binding check, a fixed attempt policy, lease expiry, backoff
+//     min(3600, 5·2^(attempts-1)) s, mark_approved);
 //   - the evidence request (request id from the hash of its binding) and the
 //     strict validation of the provider's response (review policy, reviewer
 //     independence, NFC receipts, request immutability);
@@ -21,8 +21,8 @@
 //
 // Content-free: evidence, job, approval, delivery and plan records hold only
 // identities, counts, codes and hashes. Texts live only in the source and
-// result records, which delivery needs. Error codes are stable strings; the
-// reference's codes are kept.
+// result records, which delivery needs. Error codes are stable strings
+// (docs/design.md "Release error codes").
 //
 // The package imports no AWS SDK: adapters/releasedb implements Store on
 // DynamoDB and releasetest holds an in-memory Store and the conformance

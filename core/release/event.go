@@ -78,9 +78,9 @@ type Provider struct {
 	ModelVersion string `json:"model_version"`
 }
 
-// Result is a completed job's result, the fields release_coordinator.py
-// reads. Its canonical JSON hash is the result_sha256 every receipt and
-// approval binds to.
+// Result is a succeeded job's result: exactly the 15 result fields of
+// docs/design.md "localeflow.job.completed". Its canonical JSON hash is the
+// result_sha256 every receipt and approval binds to.
 type Result struct {
 	SourceSHA256              string            `json:"source_sha256"`
 	TargetSHA256              string            `json:"target_sha256"`

@@ -14,8 +14,9 @@ import (
 	"github.com/localeflow/localeflow/core"
 )
 
-// Evidence provider contract schemas (kept from the reference: the provider
-// speaks them).
+// Evidence provider contract schemas and codes (docs/design.md "Evidence
+// provider API"). The schema names and the request id prefix are fixed by
+// the provider's contract and must not change.
 const (
 	EvidenceRequestSchema         = "blun.localization-quality-evidence-request.v5"
 	EvidenceResponseSchema        = "blun.localization-quality-evidence-response.v2"
@@ -38,8 +39,8 @@ const (
 )
 
 // EvidenceRequest is the quality evidence request sent to the provider
-// (the reference's QualityEvidenceRequest). It carries the texts; it is
-// never stored.
+// (docs/design.md "Evidence provider API", request body). It carries the
+// texts; it is never stored.
 type EvidenceRequest struct {
 	RequestID string `json:"request_id"`
 	EvidenceBinding
@@ -142,9 +143,11 @@ type Evidence struct {
 	IndependentReview  *IndependentReview // nil when absent
 }
 
-// ObtainEvidence calls the provider and validates its answer (the
-// reference's _obtain_evidence), refusing a provider that changed the
-// request it was given.
+// ObtainEvidence calls the provider and validates its answer, refusing a
+// provider that changed the request it was given
+// (evidence.request_mutated). A provider error with a code becomes
+// "evidence.<code>" with its retryability; any other error is
+// evidence.unavailable (retryable).
 func ObtainEvidence(ctx context.Context, p EvidenceProvider, req *EvidenceRequest) (Evidence, error) {
 	if p == nil {
 		return Evidence{}, core.Fail("evidence.provider.invalid")
@@ -167,7 +170,8 @@ func ObtainEvidence(ctx context.Context, p EvidenceProvider, req *EvidenceReques
 	return ValidateEvidenceResponse(req, body)
 }
 
-// ValidateEvidenceResponse applies the reference's response rules: exact
+// ValidateEvidenceResponse applies the response rules of docs/design.md
+// "Evidence provider API": exact
 // keys, schema and binding, NFC receipts, and the review policy (human
 // review excludes independent model review; an escalation needs exactly
 // one of them; the reviewer must be another provider).
@@ -264,7 +268,7 @@ func receiptField(f fields, name, code string) (string, error) {
 	return ValidReceiptText(s, code)
 }
 
-// ValidReceiptText applies the reference's receipt text rules: non-empty,
+// ValidReceiptText applies the receipt text rules: non-empty,
 // no surrounding whitespace, at most MaxReceiptLength characters, no NUL,
 // NFC-normalized.
 func ValidReceiptText(s, code string) (string, error) {
@@ -276,14 +280,19 @@ func ValidReceiptText(s, code string) (string, error) {
 	return s, nil
 }
 
-// isPySpace matches Python's str.isspace, which the reference's strip uses:
-// Unicode white space plus the ASCII information separators.
+// isPySpace reports whether r counts as surrounding white space of a
+// receipt text (docs/design.md "Evidence provider API"): U+0009..U+000D,
+// the information separators U+001C..U+001F, U+0020, U+0085, U+00A0,
+// U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F and U+3000, that
+// is, Go's unicode.IsSpace plus U+001C..U+001F.
 func isPySpace(r rune) bool {
 	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
 }
 
-// externalCode is the reference's _external_code: a valid code is kept
-// under its domain prefix, anything else becomes "<domain>.failed".
+// externalCode maps a code from an outside service into its domain: a
+// valid code gets the "<domain>." prefix (not doubled when already
+// there); an invalid code, or one that would exceed 128 characters with
+// the prefix, becomes "<domain>.failed".
 func externalCode(code, domain string) string {
 	if core.ValidErrorCode(code) {
 		combined := code

@@ -8,7 +8,8 @@ import (
 	"github.com/localeflow/localeflow/core"
 )
 
-// Evidence state codes (the reference's).
+// Evidence state codes (docs/design.md "Evidence and delivery leases",
+// "Release error codes").
 const (
 	CodeEvidenceStateInvalid   = "evidence.state.invalid"
 	CodeBindingMismatch        = "evidence.state.binding_mismatch"
@@ -28,8 +29,8 @@ const (
 
 // EvidenceState keeps the content-free evidence records of one event in a
 // Store. It works on the snapshot the caller loaded (one read per run) and
-// writes with compare-and-swap; a lost race surfaces as the reference's
-// "lost" codes.
+// writes with compare-and-swap; a lost race surfaces as a "lost" code
+// (evidence.claim.lost, evidence.lease_lost, evidence.finish_lost).
 type EvidenceState struct {
 	Store Store
 }
@@ -66,9 +67,10 @@ func validBinding(req *EvidenceRequest) error {
 }
 
 // ValidateEvidenceRecord checks a stored evidence record with the rules the
-// coordinator applies whenever it reads one (the reference's
-// _status_from_row): Fail(CodeEvidenceStateInvalid) unless r is a record
-// the coordinator could have written.
+// coordinator applies whenever it reads one (ids are tokens, the result
+// hash is SHA-256 hex, the version is positive and the lease fields follow
+// docs/design.md "Release records"): Fail(CodeEvidenceStateInvalid) unless
+// r is a record the coordinator could have written.
 func ValidateEvidenceRecord(r *EvidenceRecord) error {
 	if r == nil || !core.ValidToken(r.RequestID) || !core.ValidToken(r.EventID) || !core.ValidToken(r.PlanID) ||
 		!core.ValidToken(r.JobID) || !core.ValidSHA256(r.ResultSHA256) || !core.ValidToken(r.EvidenceRevision) ||
@@ -223,8 +225,9 @@ func (s EvidenceState) finish(ctx context.Context, snap *Snapshot, c *Claim, now
 		if err == nil || !core.HasCode(err, CodeEvidenceFinishLost) {
 			return err
 		}
-		// Lost a race: re-read once and apply the reference's checks to
-		// the current record (it may have been marked approved).
+		// Lost a race: re-read once and apply the same checks to the
+		// current record (it may have been marked approved, which ends
+		// the finish as a no-op).
 		fresh, lerr := s.Store.Load(ctx, rec.EventID)
 		if lerr != nil {
 			return core.Wrap(CodeEvidenceFinishLost, false, lerr)

@@ -214,7 +214,8 @@ func TestSucceedThenReclaim(t *testing.T) {
 	if err := s.state.Succeed(s.ctx, &s.snap, c, t0); err != nil {
 		t.Fatal(err)
 	}
-	// Succeed and Fail after success are no-ops (the reference returns).
+	// Succeed and Fail on a record already succeeded are no-ops: it is
+	// left as it is (docs/design.md "Evidence and delivery leases").
 	if err := s.state.Succeed(s.ctx, &s.snap, c, t0); err != nil {
 		t.Fatal(err)
 	}

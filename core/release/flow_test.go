@@ -219,8 +219,8 @@ func TestOperationGuard(t *testing.T) {
 	if b.resp.Calls() != 0 {
 		t.Fatal("evidence requested despite the guard")
 	}
-	// The claim is left to expire like the reference; the next run after
-	// the lease sees lease_expired and retries.
+	// A guard refusal does not release the claim: it is left to expire,
+	// and the next run after the lease sees lease_expired and retries.
 	rec := b.onlyEvidence(t, "evt-g")
 	if rec.Status != release.StateLeased {
 		t.Fatalf("%+v", rec)

@@ -8,14 +8,17 @@ import (
 	"github.com/localeflow/localeflow/core"
 )
 
-// Bounds of the reference.
+// Lease bounds: at most 20 attempts and a lease of at most one hour
+// (docs/design.md "Defaults"); lease_expired is the last error code of a
+// lease that ran out.
 const (
 	MaxAttempts      = 20
 	MaxLease         = 3600 * time.Second
 	codeLeaseExpired = "lease_expired"
 )
 
-// Defaults of the reference (docs/design.md "Defaults").
+// Defaults of the evidence lease, attempts, approval TTL and delivery
+// attempts (docs/design.md "Defaults").
 const (
 	DefaultEvidenceLease       = 300 * time.Second
 	DefaultEvidenceMaxAttempts = 5
@@ -32,9 +35,9 @@ func newLeaseToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// expired applies the reference's lease expiry: a leased record whose lease
-// has run out becomes retry_wait (due now) or, with no attempts left,
-// failed, with last error "lease_expired".
+// expired applies lease expiry (docs/design.md "Evidence and delivery
+// leases"): a leased record whose lease has run out becomes retry_wait (due
+// now) or, with no attempts left, failed, with last error "lease_expired".
 func (l Lease) expired(nowMS int64) (Lease, bool) {
 	if l.Status != StateLeased || l.LeaseExpiresMS > nowMS {
 		return l, false
@@ -113,7 +116,11 @@ func (l Lease) holds(owner, token string, nowMS int64, lostCode, expiredCode str
 	return nil
 }
 
-// valid checks a stored lease (the reference's _status_from_row rules).
+// valid checks a stored lease against the lease field rules of
+// docs/design.md "Release records": a known status, 1 <= max_attempts <= 20,
+// 0 <= attempts <= max_attempts, valid times, owner, token and expiry only
+// while leased (expiry after next_attempt_ms), a last error code only in
+// retry_wait and failed, and an acknowledgement only on a failed record.
 func (l Lease) valid() bool {
 	switch l.Status {
 	case StatePending, StateLeased, StateRetryWait, StateSucceeded, StateFailed:

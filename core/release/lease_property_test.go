@@ -14,7 +14,10 @@ import (
 
 // TestEvidenceLeaseStateMachine drives one evidence request through random
 // claims, finishes (with current and stale claims) and clock steps, and
-// checks the reference's invariants after every step.
+// checks the lease invariants after every step: attempts never exceed
+// max_attempts nor go down, max_attempts never changes, a claim never takes
+// a live lease, a stale claim never finishes, and succeeded and failed are
+// final.
 func TestEvidenceLeaseStateMachine(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()

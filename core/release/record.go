@@ -257,8 +257,8 @@ type ApprovalRecord struct {
 func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefix + r.JobID }
 func (r *ApprovalRecord) RecordVersion() int64  { return r.Version }
 
-// Lease states shared by evidence and delivery records (the reference's
-// EVIDENCE_STATES).
+// Lease states shared by evidence and delivery records (docs/design.md
+// "Evidence and delivery leases").
 const (
 	StatePending   = "pending"
 	StateLeased    = "leased"
@@ -318,8 +318,8 @@ func (l Lease) AttentionMS() (int64, bool) {
 	return 0, false
 }
 
-// EvidenceRecord is the content-free evidence state of one request (the
-// reference's localization_quality_evidence_state row).
+// EvidenceRecord is the content-free evidence state of one request, stored
+// as evidence#<request_id> (docs/design.md "Release records").
 type EvidenceRecord struct {
 	RequestID        string `dynamodbav:"request_id"`
 	EventID          string `dynamodbav:"event_id"`

@@ -162,7 +162,8 @@ func (f fields) nullableObject(name, code string, maxBytes int) (json.RawMessage
 	return c, nil
 }
 
-// backoff is the reference's retry delay after `attempts` attempts:
+// backoff is the evidence and delivery retry delay after `attempts`
+// attempts (docs/design.md "Evidence and delivery leases"):
 // min(3600, 5·2^(attempts-1)) seconds, as milliseconds.
 func backoff(attempts int) int64 {
 	if attempts < 1 {
