@@ -65,3 +65,34 @@ func TestRetentionExpiresOnlyFinishedRecordsWithoutAttention(t *testing.T) {
 		t.Errorf("an open record expires at %d", got.ExpiresAt)
 	}
 }
+
+// TestRetentionExpiresChangesFinalAtRegistration: a change superseded or
+// cancelled at registration is written final by Create, which did not set
+// expires_at, so such records were kept forever.
+func TestRetentionExpiresChangesFinalAtRegistration(t *testing.T) {
+	localtest.Require(t)
+	db, table := newTable(t)
+	base, err := New(db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const retention = 90 * 24 * time.Hour
+	store := base.WithRetention(retention)
+	ctx := context.Background()
+	rec := monitortest.NewRecord("evt-superseded", monitortest.T0)
+	rec.State, rec.RemoteStatus = monitor.StateTerminal, "superseded"
+	rec.OutboxMS = rec.UpdatedMS
+	if _, ok, err := store.Create(ctx, rec); err != nil || !ok {
+		t.Fatalf("create: %v %v", ok, err)
+	}
+	got, err := store.Get(ctx, rec.EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ExpiresAt != ExpiresAt(rec.UpdatedMS, retention) {
+		t.Errorf("expires_at %d, want %d", got.ExpiresAt, ExpiresAt(rec.UpdatedMS, retention))
+	}
+	if _, err := monitor.Validate(got); err != nil {
+		t.Errorf("does not validate: %v", err)
+	}
+}

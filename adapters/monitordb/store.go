@@ -96,6 +96,11 @@ func build(b expression.Builder) (expression.Expression, error) {
 
 // Create implements monitor.Store.
 func (s *Store) Create(ctx context.Context, rec monitor.Record) (monitor.Record, bool, error) {
+	if rec.State.Final() && !rec.AttentionWorthy() && s.retention > 0 {
+		// A change final at registration (superseded, cancelled) is a
+		// finished record like any other: it expires after the retention.
+		rec.ExpiresAt = ExpiresAt(rec.UpdatedMS, s.retention)
+	}
 	av, err := encode(rec)
 	if err != nil {
 		return monitor.Record{}, false, fmt.Errorf("monitordb create %s: encode: %w", rec.EventID, err)
