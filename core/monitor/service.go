@@ -349,16 +349,21 @@ func (s *Service) complete(ctx context.Context, c Claim, resp lifecycle.Response
 }
 
 // PublishMargin is the least lease time left for publishing a terminal
-// outcome before its finishing write: with less, the outcome takes the
+// outcome before its finishing write (half the lease when the lease is
+// shorter than twice this): with less, the outcome takes the
 // outbox path (the write owes it, the caller announces after it), so a
 // publish is never followed by a write that misses the lease, short of the
 // process stalling for longer than the margin.
 const PublishMargin = 30 * time.Second
 
+// publishMargin is PublishMargin, or half the lease when that is shorter
+// (a short lease still leaves room for the write after the publish).
+func (s *Service) publishMargin() time.Duration { return min(PublishMargin, s.cfg.Lease/2) }
+
 // announceFirst publishes the outcome u will store, under the claim c,
 // before the write; it reports whether it did.
 func (s *Service) announceFirst(ctx context.Context, c Claim, u Update, pub Announcer) bool {
-	if core.Millis(c.LeaseExpires)-u.UpdatedMS < PublishMargin.Milliseconds() {
+	if core.Millis(c.LeaseExpires)-u.UpdatedMS < s.publishMargin().Milliseconds() {
 		s.log.InfoContext(ctx, "monitor outcome left to the outbox", "event_id", c.EventID, "code", CodeLeaseShort)
 		return false
 	}

@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
+
 	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 )
@@ -76,11 +79,31 @@ func TestTerminalOutcomeIsPublishedBeforeTheFinishingWrite(t *testing.T) {
 	}
 }
 
-// With less than monitor.PublishMargin of the lease left, the outcome is not
-// published before the write: the write owes it and the poller announces it
-// after the write (the outbox path), once.
+// slowReader moves the clock forward by its read, as a slow CMS would.
+type slowReader struct {
+	monitor.LifecycleReader
+	clock *clock
+	by    time.Duration
+}
+
+func (r slowReader) ReadLifecycle(ctx context.Context, target lifecycle.Target) (lifecycle.Response, error) {
+	resp, err := r.LifecycleReader.ReadLifecycle(ctx, target)
+	r.clock.Advance(r.by)
+	return resp, err
+}
+
+// With less than monitor.PublishMargin of the lease left after the CMS
+// read, the outcome is not published before the write: the write owes it
+// and the poller announces it after the write (the outbox path), once.
 func TestTerminalOutcomeUnderAShortLeaseTakesTheOutbox(t *testing.T) {
-	e := setupWith(t, monitor.Config{WorkerID: "poller-test", Lease: monitor.PublishMargin - time.Second})
+	e := setupWith(t, monitor.Config{WorkerID: "poller-test", Lease: 2 * monitor.PublishMargin})
+	cfg := e.cfg
+	cfg.Reader = slowReader{LifecycleReader: cfg.Reader, clock: e.clock, by: monitor.PublishMargin + time.Second}
+	h, err := handler.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.h, e.lambda = h, lambda.NewHandler(h.Handle)
 	e.cms.Script("evt-poller-0001", cmstest.StatusStep("published"))
 	e.intake()
 	before := len(e.bus.Details())
