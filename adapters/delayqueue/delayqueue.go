@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/localeflow/localeflow/core"
 )
@@ -207,6 +209,17 @@ type SQSAPI interface {
 
 var _ SQSAPI = (*sqs.Client)(nil)
 
+// BatchAPI is SQS SendMessageBatch. A client that has it sends SendBatch's
+// envelopes ten to a request; one without it sends them one by one.
+type BatchAPI interface {
+	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
+var _ BatchAPI = (*sqs.Client)(nil)
+
+// MaxBatch is the most entries one SendMessageBatch request takes.
+const MaxBatch = 10
+
 // Queue sends envelopes to one SQS queue.
 type Queue struct {
 	client SQSAPI
@@ -241,4 +254,83 @@ func (q *Queue) Resend(ctx context.Context, e Envelope, now time.Time) error {
 		return core.Wrap(CodeSendFailed, true, fmt.Errorf("send %s for %s: %w", e.Kind, e.EventID, err))
 	}
 	return nil
+}
+
+// SendBatch sends envs, each with DelaySeconds = Delay(its NotBefore, now),
+// in SendMessageBatch requests of up to MaxBatch entries. It returns one
+// error per envelope (nil: sent): an envelope SQS did not take (a failed
+// entry, or the whole request failed) gets delayqueue.send_failed
+// (retryable), exactly what Resend returns for a failed send; an invalid
+// one gets delayqueue.envelope_invalid and is not sent.
+func (q *Queue) SendBatch(ctx context.Context, envs []Envelope, now time.Time) []error {
+	errs := make([]error, len(envs))
+	batcher, ok := q.client.(BatchAPI)
+	if !ok {
+		for i, e := range envs {
+			errs[i] = q.Resend(ctx, e, now)
+		}
+		return errs
+	}
+	var idx []int
+	var entries []types.SendMessageBatchRequestEntry
+	flush := func() {
+		if len(entries) == 0 {
+			return
+		}
+		q.sendChunk(ctx, batcher, envs, idx, entries, errs)
+		idx, entries = idx[:0], entries[:0]
+	}
+	for i, e := range envs {
+		body, err := e.Marshal()
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		idx = append(idx, i)
+		entries = append(entries, types.SendMessageBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(len(entries))), MessageBody: aws.String(string(body)),
+			DelaySeconds: Delay(e.NotBefore(), now),
+		})
+		if len(entries) == MaxBatch {
+			flush()
+		}
+	}
+	flush()
+	return errs
+}
+
+// sendChunk sends one request; entries[k] is envs[idx[k]] and has Id k.
+func (q *Queue) sendChunk(ctx context.Context, api BatchAPI, envs []Envelope, idx []int, entries []types.SendMessageBatchRequestEntry, errs []error) {
+	fail := func(k int, cause error) {
+		e := envs[idx[k]]
+		errs[idx[k]] = core.Wrap(CodeSendFailed, true, fmt.Errorf("send %s for %s: %w", e.Kind, e.EventID, cause))
+	}
+	out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	if err != nil {
+		for k := range entries {
+			fail(k, err)
+		}
+		return
+	}
+	sent := make([]bool, len(entries))
+	for _, ok := range out.Successful {
+		if k, err := strconv.Atoi(aws.ToString(ok.Id)); err == nil && k >= 0 && k < len(entries) {
+			sent[k] = true
+		}
+	}
+	failed := map[int]string{}
+	for _, f := range out.Failed {
+		if k, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && k >= 0 && k < len(entries) {
+			failed[k] = aws.ToString(f.Code)
+		}
+	}
+	for k := range entries {
+		switch code, isFailed := failed[k]; {
+		case isFailed:
+			fail(k, fmt.Errorf("entry failed: %s", code))
+		case !sent[k]:
+			// Neither taken nor refused: not known to be sent.
+			fail(k, errors.New("entry missing from the answer"))
+		}
+	}
 }

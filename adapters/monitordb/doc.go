@@ -14,9 +14,10 @@
 //     lease_expired and clock_regressed apart.
 //
 // Due discovery never scans: items that can wake carry wake_shard (FNV-1a
-// of event_id mod topology.WakeShards) and wake_ms (next_poll_ms, or
-// lease_expires_ms when leased) and appear in the sparse KEYS_ONLY index
-// "wake"; terminal and failed items REMOVE both. Items needing attention
+// of event_id mod topology.WakeShards) and wake_ms (next_poll_ms, leased
+// items included: the claim does not touch the wake keys, so it writes no
+// index) and appear in the sparse KEYS_ONLY index "wake"; terminal and
+// failed items REMOVE both. Items needing attention
 // (failed, or terminal with a remote failure) carry attention_shard and
 // attention_ms for the "attention" index, which health reads with the wake
 // index instead of scanning.

@@ -147,7 +147,9 @@ func (s *Store) Get(ctx context.Context, eventID string) (monitor.Record, error)
 }
 
 // Claim implements monitor.Store: one conditional UpdateItem returning
-// ALL_NEW (ALL_OLD when the condition fails).
+// ALL_NEW (ALL_OLD when the condition fails). It does not touch the wake
+// keys (a claimable record's wake_ms is its next_poll_ms, which the claim
+// keeps), so the wake index is not written.
 func (s *Store) Claim(ctx context.Context, eventID string, l monitor.Lease) (monitor.Record, bool, error) {
 	now := expression.Value(l.NowMS)
 	cond := expression.And(
@@ -165,8 +167,6 @@ func (s *Store) Claim(ctx context.Context, eventID string, l monitor.Lease) (mon
 		Set(expression.Name(attrLeaseToken), expression.Value(l.Token)).
 		Set(expression.Name(attrLeaseExpiresMS), expression.Value(l.ExpiresMS)).
 		Set(expression.Name(attrUpdatedMS), now).
-		Set(expression.Name(attrWakeShard), expression.Value(Shard(eventID))).
-		Set(expression.Name(attrWakeMS), expression.Value(l.ExpiresMS)).
 		Remove(expression.Name(attrLastErrorCode))
 	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
 	if err != nil {
@@ -309,7 +309,7 @@ func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Updat
 		// attention never does (an acknowledgement does not change that).
 		update = update.Set(expression.Name(AttrExpiresAt), expression.Value(ExpiresAt(u.UpdatedMS, s.retention)))
 	}
-	if u.State.Final() {
+	if u.Owes() {
 		update = update.Set(expression.Name(attrOutboxShard), shard).Set(expression.Name(attrOutboxMS), expression.Value(u.UpdatedMS))
 	} else {
 		update = update.Remove(expression.Name(attrOutboxShard)).Remove(expression.Name(attrOutboxMS))

@@ -114,6 +114,11 @@ func (r *Report) addMonitor(rec monitor.Record, nowMS int64) (Item, string) {
 	if wake, ok := rec.WakeMS(); ok {
 		it.NextDueMS = wake
 	}
+	if rec.State == monitor.StateLeased {
+		// A claim leaves the wake key at next_poll_ms (already past): a
+		// leased record needs a worker only once its lease expired.
+		it.NextDueMS = rec.LeaseExpiresMS
+	}
 	switch {
 	case rec.State.Claimable() && rec.NextPollMS <= nowMS:
 		m.Due++

@@ -336,3 +336,28 @@ func TestFailedJobBlocksHealth(t *testing.T) {
 		t.Fatalf("failed job item %+v", it)
 	}
 }
+
+// A claim leaves the wake key at next_poll_ms, so a leased record carries a
+// wake time in the past for its whole lease: health must count it neither
+// due nor overdue while the lease lives, and show when the lease ends.
+func TestLeasedRecordWithPastWakeIsNotOverdueWhileItsLeaseLives(t *testing.T) {
+	rec := healthtest.MonitorRecord("evt-1", healthtest.Leased, base)
+	if wake, ok := rec.WakeMS(); !ok || wake >= rec.LeaseExpiresMS || wake > base {
+		t.Fatalf("fixture: wake %d (%v) should be the past next_poll_ms, lease ends %d", wake, ok, rec.LeaseExpiresMS)
+	}
+	census := health.Census{MonitorItemCount: -1, Monitor: []monitor.Record{rec}}
+	for _, now := range []int64{base + 2, base + healthtest.LeaseMS} {
+		r := health.Evaluate(now, census)
+		if r.Status != health.StatusOK || r.Monitor.Due != 0 || r.Monitor.ExpiredLeases != 0 || len(r.Reasons) != 0 {
+			t.Fatalf("at +%d ms: status %s due %d expired %d reasons %v; want ok with nothing due or expired",
+				now-base, r.Status, r.Monitor.Due, r.Monitor.ExpiredLeases, r.Reasons)
+		}
+		if len(r.Items) != 1 || r.Items[0].Due || r.Items[0].LeaseExpired || r.Items[0].Attention || r.Items[0].NextDueMS != rec.LeaseExpiresMS {
+			t.Fatalf("at +%d ms: item %+v; want not due, not attention, next due at the lease end %d", now-base, r.Items, rec.LeaseExpiresMS)
+		}
+	}
+	r := health.Evaluate(rec.LeaseExpiresMS, census)
+	if r.Status != health.StatusBlocked || r.Monitor.ExpiredLeases != 1 || !r.Items[0].LeaseExpired || r.Items[0].NextDueMS != rec.LeaseExpiresMS {
+		t.Fatalf("expired lease: status %s expired %d item %+v", r.Status, r.Monitor.ExpiredLeases, r.Items)
+	}
+}

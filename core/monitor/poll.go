@@ -50,6 +50,16 @@ func (s *Service) checkReader(r LifecycleReader) error {
 // with lifecycle_monitor.client_failure (the deadline was ours, not the
 // CMS's).
 func (s *Service) PollOnce(ctx context.Context, eventID string, reader LifecycleReader) (Outcome, error) {
+	return s.PollOnceAnnouncing(ctx, eventID, reader, nil)
+}
+
+// PollOnceAnnouncing is PollOnce that, when the CMS answers with a terminal
+// status, publishes the outcome through pub BEFORE the finishing write
+// (while the lease has at least PublishMargin left), and then finishes
+// without an outbox key: see Service.complete. A nil pub, a lease too
+// short, or a failed publish leave the outcome owed (the outbox path), as
+// does every outcome decided here rather than by the CMS.
+func (s *Service) PollOnceAnnouncing(ctx context.Context, eventID string, reader LifecycleReader, pub Announcer) (Outcome, error) {
 	if err := s.checkReader(reader); err != nil {
 		return Outcome{}, err
 	}
@@ -60,7 +70,7 @@ func (s *Service) PollOnce(ctx context.Context, eventID string, reader Lifecycle
 	if !ok {
 		return outcomeOf(st, false), nil
 	}
-	return s.poll(ctx, c, reader)
+	return s.poll(ctx, c, reader, pub)
 }
 
 // RunOnce claims the first claimable due record and polls it; ok=false
@@ -69,25 +79,30 @@ func (s *Service) RunOnce(ctx context.Context, reader LifecycleReader) (Outcome,
 	if err := s.checkReader(reader); err != nil {
 		return Outcome{}, false, err
 	}
+	// Leased records stay listed (the claim keeps their wake key), so it
+	// pages on past the ones it cannot claim.
 	const batch = 25
-	ids, err := s.Due(ctx, batch)
-	if err != nil {
-		return Outcome{}, false, err
-	}
-	for _, id := range ids {
-		c, _, ok, err := s.claim(ctx, id)
-		if err != nil {
-			if core.HasCode(err, CodeStoreUnavailable) {
-				return Outcome{}, false, err
+	var cursor DueCursor
+	for {
+		ids, next, err := s.DuePage(ctx, batch, cursor)
+		if err != nil || len(ids) == 0 {
+			return Outcome{}, false, err
+		}
+		cursor = next
+		for _, id := range ids {
+			c, _, ok, err := s.claim(ctx, id)
+			if err != nil {
+				if core.HasCode(err, CodeStoreUnavailable) {
+					return Outcome{}, false, err
+				}
+				continue
 			}
-			continue
-		}
-		if ok {
-			out, err := s.poll(ctx, c, reader)
-			return out, err == nil, err
+			if ok {
+				out, err := s.poll(ctx, c, reader, nil)
+				return out, err == nil, err
+			}
 		}
 	}
-	return Outcome{}, false, nil
 }
 
 // Poll reads the lifecycle for a held claim and records the outcome.
@@ -98,17 +113,17 @@ func (s *Service) Poll(ctx context.Context, c Claim, reader LifecycleReader) (Ou
 	if err := c.validate(); err != nil {
 		return Outcome{}, err
 	}
-	return s.poll(ctx, c, reader)
+	return s.poll(ctx, c, reader, nil)
 }
 
-func (s *Service) poll(ctx context.Context, c Claim, reader LifecycleReader) (Outcome, error) {
+func (s *Service) poll(ctx context.Context, c Claim, reader LifecycleReader, pub Announcer) (Outcome, error) {
 	resp, readErr := reader.ReadLifecycle(ctx, c.Target())
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	var st Status
 	var err error
 	if readErr == nil {
-		st, err = s.Complete(wctx, c, resp)
+		st, err = s.complete(wctx, c, resp, pub)
 		switch {
 		case core.HasCode(err, CodeResponseInvalid):
 			st, err = s.Fail(wctx, c, CodeResponseInvalid)

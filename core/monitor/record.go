@@ -105,14 +105,15 @@ func (r Record) Target() lifecycle.Target {
 	}
 }
 
-// WakeMS is when a record that can wake becomes interesting: next_poll_ms
-// for claimable states, lease_expires_ms for leased ones, 0 otherwise.
+// WakeMS is the record's position in the wake index: next_poll_ms for
+// claimable and leased records, none otherwise. A claim leaves the wake key
+// where it was (next_poll_ms, already due), so it changes no index key: a
+// listing meets a leased record at once and its claim is refused while the
+// lease lives; once the lease expired the same entry finds it for the
+// reclaim.
 func (r Record) WakeMS() (int64, bool) {
-	switch {
-	case r.State.Claimable():
+	if r.State.CanWake() {
 		return r.NextPollMS, true
-	case r.State == StateLeased:
-		return r.LeaseExpiresMS, true
 	}
 	return 0, false
 }

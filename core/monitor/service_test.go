@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -528,8 +529,13 @@ func TestRunOnceAndClaimDue(t *testing.T) {
 	if err != nil || len(claims) != 2 || claims[0].EventID != "evt-b" || claims[1].EventID != "evt-c" {
 		t.Fatalf("ClaimDue = %+v, %v", claims, err)
 	}
-	if ids, _ := b.svc.Due(ctx, 10); len(ids) != 0 {
-		t.Fatalf("live leases listed as due: %v", ids)
+	// Live leases stay listed (the claim does not move the wake key), but
+	// nobody can claim them.
+	if ids, _ := b.svc.Due(ctx, 10); strings.Join(ids, ",") != "evt-b,evt-c" {
+		t.Fatalf("due with live leases = %v, want evt-b,evt-c", ids)
+	}
+	if again, err := b.svc.ClaimDue(ctx, 10); err != nil || len(again) != 0 {
+		t.Fatalf("ClaimDue over live leases = %+v, %v", again, err)
 	}
 	for _, c := range claims {
 		if _, err := b.svc.Poll(ctx, c, reader(answer("published"))); err != nil {

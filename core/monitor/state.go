@@ -49,6 +49,6 @@ func (s State) Claimable() bool {
 // Final reports whether s ends monitoring.
 func (s State) Final() bool { return s == StateTerminal || s == StateFailed }
 
-// CanWake reports whether a record in state s sits in the wake index
-// (claimable at next_poll_ms, or leased until lease_expires_ms).
+// CanWake reports whether a record in state s sits in the wake index (at
+// next_poll_ms: claimable, or leased with the wake key the claim left).
 func (s State) CanWake() bool { return s.Claimable() || s == StateLeased }

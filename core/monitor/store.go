@@ -23,10 +23,12 @@ type Store interface {
 	// Get reads a record with a consistent read; CodeEventMissing when
 	// there is none.
 	Get(ctx context.Context, eventID string) (Record, error)
-	// Due lists up to limit event ids whose wake time is ≤ nowMS: claimable
-	// records at next_poll_ms and leased ones at lease_expires_ms, earliest
-	// first. It may be stale (eventually consistent); the conditional
-	// writes decide.
+	// Due lists up to limit event ids whose wake time (Record.WakeMS,
+	// next_poll_ms) is ≤ nowMS, earliest first: claimable records and
+	// leased ones (a claim does not move the wake key, so a leased record
+	// stays listed; its claim is refused while the lease lives and reclaims
+	// it once expired). It may be stale (eventually consistent); the
+	// conditional writes decide.
 	Due(ctx context.Context, nowMS int64, limit int) ([]string, error)
 	// DuePage is Due continued from cursor: it lists up to limit due ids
 	// that come after the cursor's positions and returns the cursor after
@@ -191,7 +193,8 @@ func SameClaim(r Record, f Fence) bool {
 // Update is the mutable part of a record a finishing write sets. The lease
 // fields are always cleared; poll_attempts is kept. When SetSnapshot is
 // false the stored remote status and snapshot are kept. A final State also
-// sets the outbox key to UpdatedMS (the outcome is owed until announced).
+// sets the outbox key to UpdatedMS (the outcome is owed until announced),
+// unless Announced: the outcome was published before this write.
 type Update struct {
 	State               State
 	ConsecutiveFailures int
@@ -205,6 +208,10 @@ type Update struct {
 	// Timeline, when not nil, replaces the record's timeline (the claim's
 	// timeline with this write appended).
 	Timeline []TimelineEntry
+	// Announced marks a final write whose outcome event was published
+	// before it (a terminal CMS status, under a live lease): the record
+	// owes nothing and gets no outbox key.
+	Announced bool
 }
 
 // Attention reports whether the updated record needs attention, given the
@@ -252,11 +259,15 @@ func ApplyUpdate(r Record, u Update) Record {
 		r.Timeline = append([]TimelineEntry(nil), u.Timeline...)
 	}
 	r.OutboxMS = 0
-	if u.State.Final() {
+	if u.Owes() {
 		r.OutboxMS = u.UpdatedMS
 	}
 	return r
 }
+
+// Owes reports whether the write leaves the outcome owed: a final state
+// whose event was not published before the write.
+func (u Update) Owes() bool { return u.State.Final() && !u.Announced }
 
 // ApplyInvalid is the record MarkInvalid writes.
 func ApplyInvalid(r Record, nowMS int64) Record {

@@ -197,6 +197,9 @@ type noQueue struct{}
 
 func (noQueue) Send(context.Context, string, string, time.Time, time.Time) error { return nil }
 func (noQueue) Resend(context.Context, delayqueue.Envelope, time.Time) error     { return nil }
+func (noQueue) SendBatch(_ context.Context, envs []delayqueue.Envelope, _ time.Time) []error {
+	return make([]error, len(envs))
+}
 
 type noBus struct{}
 

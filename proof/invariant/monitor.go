@@ -139,7 +139,6 @@ func checkMonitorItem(c *collector, table, id string, it map[string]types.Attrib
 	state := monitor.State(str(it, "state"))
 	shard := int64(monitordb.Shard(id))
 	nextPoll, _ := num(it, "next_poll_ms")
-	leaseExpires, _ := num(it, "lease_expires_ms")
 	wakeShard, hasWakeShard := num(it, topology.AttrWakeShard)
 	wakeMS, hasWakeMS := num(it, topology.AttrWakeMS)
 	switch {
@@ -147,10 +146,9 @@ func checkMonitorItem(c *collector, table, id string, it map[string]types.Attrib
 		c.add(table, id, RuleFinalWakes, "state %s carries wake keys", state)
 	case state.CanWake() && (!hasWakeShard || !hasWakeMS):
 		c.add(table, id, RuleWakeKeys, "state %s without wake keys", state)
-	case state.Claimable() && (wakeShard != shard || wakeMS != nextPoll):
+	case state.CanWake() && (wakeShard != shard || wakeMS != nextPoll):
+		// Leased records too: the claim leaves the wake key at next_poll_ms.
 		c.add(table, id, RuleWakeKeys, "wake (%d,%d), want (%d, next_poll_ms %d)", wakeShard, wakeMS, shard, nextPoll)
-	case state == monitor.StateLeased && (wakeShard != shard || wakeMS != leaseExpires):
-		c.add(table, id, RuleWakeKeys, "wake (%d,%d), want (%d, lease_expires_ms %d)", wakeShard, wakeMS, shard, leaseExpires)
 	}
 	attShard, hasAttShard := num(it, topology.AttrAttentionShard)
 	_, hasAttMS := num(it, topology.AttrAttentionMS)

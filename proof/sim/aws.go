@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
@@ -73,6 +75,44 @@ func (q *Queue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...
 			q.put(body, time.Duration(in.DelaySeconds)*time.Second)
 			out = &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("%s-m%d", q.def.Logical, q.sent))}
 			return fmt.Sprintf("delay %ds", in.DelaySeconds), nil
+		})
+	return out, err
+}
+
+// SendMessageBatch implements delayqueue.BatchAPI: one gated call; while
+// faults last, each entry may fail on its own (a failed entry, the rest
+// sent), with the chance of an SQS call failing.
+func (q *Queue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	labels := make([]string, 0, len(in.Entries))
+	for _, e := range in.Entries {
+		labels = append(labels, envelopeLabel(aws.ToString(e.MessageBody)))
+	}
+	name := "sqs.SendBatch " + q.def.Logical + " " + strings.Join(labels, ", ")
+	var out *sqs.SendMessageBatchOutput
+	err := q.w.do(ctx, KindSQS, name, func() error { return fmt.Errorf("sqs send batch: %w", errInjected) },
+		func() (string, error) {
+			if len(in.Entries) == 0 || len(in.Entries) > 10 {
+				return "refused: batch size", fmt.Errorf("TooManyEntriesInBatchRequest: %d", len(in.Entries))
+			}
+			out = &sqs.SendMessageBatchOutput{}
+			var failed []string
+			for _, e := range in.Entries {
+				if e.DelaySeconds < 0 || e.DelaySeconds > 900 {
+					return "refused: DelaySeconds out of range", fmt.Errorf("InvalidParameterValue: DelaySeconds %d", e.DelaySeconds)
+				}
+				if q.w.faultsOn() && q.w.chance(q.w.Faults.Fail[KindSQS]) {
+					out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError")})
+					failed = append(failed, envelopeLabel(aws.ToString(e.MessageBody)))
+					continue
+				}
+				q.put(aws.ToString(e.MessageBody), time.Duration(e.DelaySeconds)*time.Second)
+				out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id,
+					MessageId: aws.String(fmt.Sprintf("%s-m%d", q.def.Logical, q.sent))})
+			}
+			if len(failed) > 0 {
+				return "entries failed: " + strings.Join(failed, ", "), nil
+			}
+			return fmt.Sprintf("%d sent", len(in.Entries)), nil
 		})
 	return out, err
 }

@@ -65,6 +65,8 @@ type monitorStore struct {
 	leases map[string]*lease
 	// altered holds the records whose schema version was changed.
 	altered map[string]bool
+	// reclaimed holds the records a write took from an expired lease.
+	reclaimed map[string]bool
 }
 
 func storeDown() error { return core.Wrap(monitor.CodeStoreUnavailable, true, errInjected) }
@@ -181,6 +183,9 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 		if l != nil {
 			l.open = false
 		}
+		if f.Expired {
+			s.reclaimed[f.EventID] = true
+		}
 		return string(out.State) + " " + out.LastErrorCode + " " + out.RemoteStatus, nil
 	})
 	return out, err
@@ -290,7 +295,7 @@ type Monitor struct {
 func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) (*Monitor, error) {
 	top := topology.New("sim")
 	m := &Monitor{w: w, mem: memstore.New(), cms: cmstest.New(cmsKey), bus: bus, log: log, quarantined: quarantined}
-	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}}
+	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, reclaimed: map[string]bool{}}
 	m.queue = newQueue(w, top.PollQueue, "poller")
 	m.fn = &Function{w: w, name: "poller", timeout: time.Duration(topology.PollerTimeoutSeconds) * time.Second, queue: m.queue}
 	bus.rules[topology.DetailChangeDispatched] = m.queue
@@ -486,6 +491,17 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 		if !contains(terminal[c.id], string(rec.State)) {
 			m.w.violate("change %s ended %s (%s) but localeflow.change.terminal was never published for it",
 				c.id, rec.State, rec.LastErrorCode)
+		}
+		for _, st := range terminal[c.id] {
+			// A terminal CMS answer is published before its finishing
+			// write; only a lease that ran out between the two (and was
+			// reclaimed), or a record changed behind the monitor's back
+			// between them, can leave the change ending another way
+			// (docs/design.md "Terminal outcomes: publish before the
+			// finishing write").
+			if st != string(rec.State) && !m.store.reclaimed[c.id] && !c.tampered {
+				m.w.violate("change %s ended %s but localeflow.change.terminal said %s (no lease of it expired, not tampered with)", c.id, rec.State, st)
+			}
 		}
 		if strings.Contains(string(rec.Lifecycle), Secret) {
 			m.w.violate("monitor record %s holds change text", c.id)

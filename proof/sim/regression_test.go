@@ -62,14 +62,46 @@ func failsAfter(r Result, pattern string) bool {
 	return false
 }
 
+// crashesBetweenPublishAndWrite reports whether an invocation published a
+// terminal outcome right after a CMS answer (before any finishing write)
+// and then crashed before writing.
+func crashesBetweenPublishAndWrite(r Result) bool {
+	type inv struct{ answered, published bool }
+	invs := map[int]*inv{}
+	for _, s := range r.Trace {
+		if s.Inv == 0 {
+			continue
+		}
+		v := invs[s.Inv]
+		if v == nil {
+			v = &inv{}
+			invs[s.Inv] = v
+		}
+		switch {
+		case strings.HasPrefix(s.Call, "http GET ") && s.Outcome == "200":
+			v.answered = true
+		case strings.HasPrefix(s.Call, "monitor.Transition "):
+			v.answered, v.published = false, false
+		case s.Call == "bus.Put localeflow.change.terminal" && s.Outcome == "ok" && v.answered:
+			v.published = true
+		case s.Call == "CRASH" && v.published:
+			return true
+		}
+	}
+	return false
+}
+
 var regressions = []regression{
-	{"outcome_after_lease_expiry_reclaim", 1000060, func(r Result) bool {
+	{"terminal_published_before_its_write_then_lease_reclaimed", 1000050, func(r Result) bool {
+		return crashesBetweenPublishAndWrite(r) && stepMatches(r, `^monitor\.Transition .* \| \S+ lease_expired`)
+	}},
+	{"outcome_after_lease_expiry_reclaim", 1000111, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
 	{"outcome_after_integrity_failure", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
-	{"outcome_after_publish_failure_on_sweep", 1000004, func(r Result) bool {
+	{"outcome_after_publish_failure_on_sweep", 1000007, func(r Result) bool {
 		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
 	}},
 	{"schema_altered_record_not_left_leased", 1000001, func(r Result) bool {

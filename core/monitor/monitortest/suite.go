@@ -335,7 +335,8 @@ func RunStoreSuite(t *testing.T, h Harness) {
 	t.Run("due lists wakeable records in wake order", func(t *testing.T) {
 		s := h.New(t)
 		// evt-a pending due at T0+5, evt-b pending due later, evt-c leased
-		// expiring at T0+60_010, evt-d terminal, evt-e failed, evt-f watching due at T0+1.
+		// (claimed at T0+10, its wake key stays at next_poll_ms T0), evt-d
+		// terminal, evt-e failed, evt-f watching due at T0+1.
 		a := NewRecord("evt-a", T0)
 		a.NextPollMS = T0 + 5
 		create(t, s, a)
@@ -370,12 +371,97 @@ func RunStoreSuite(t *testing.T, h Harness) {
 				t.Fatalf("Due(%d, %d) = %v, want %v", now, limit, got, want)
 			}
 		}
-		check(T0, 10)
-		check(T0+1, 10, "evt-f")
-		check(T0+5, 10, "evt-f", "evt-a")
-		check(T0+5, 1, "evt-f")
-		check(T0+60_010, 10, "evt-f", "evt-a", "evt-c")
-		check(T0+2_000_000, 10, "evt-f", "evt-a", "evt-c", "evt-b")
+		check(T0-1, 10)
+		check(T0, 10, "evt-c")
+		check(T0+1, 10, "evt-c", "evt-f")
+		check(T0+5, 10, "evt-c", "evt-f", "evt-a")
+		check(T0+5, 1, "evt-c")
+		check(T0+60_010, 10, "evt-c", "evt-f", "evt-a")
+		check(T0+2_000_000, 10, "evt-c", "evt-f", "evt-a", "evt-b")
+	})
+	t.Run("the claim does not move the wake key", func(t *testing.T) {
+		s := h.New(t)
+		rec := NewRecord("evt-1", T0)
+		rec.NextPollMS = T0 + 5
+		create(t, s, rec)
+		due := func(now int64) bool {
+			t.Helper()
+			ids, err := s.Due(ctx, now, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, _, err := s.DuePage(ctx, now, 10, monitor.DueCursor{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed := strings.Join(ids, ",") == "evt-1"
+			if paged := strings.Join(page, ",") == "evt-1"; paged != listed {
+				t.Fatalf("at %d: Due %v, DuePage %v", now, ids, page)
+			}
+			return listed
+		}
+		l := lease("w1", T0+10) // expires at T0+60_010
+		held := claim(t, s, "evt-1", l)
+		if wake, ok := held.WakeMS(); !ok || wake != T0+5 || held.NextPollMS != T0+5 {
+			t.Fatalf("claimed record wakes at %d (%v), next_poll_ms %d; want both at T0+5", wake, ok, held.NextPollMS)
+		}
+		read, err := s.Get(ctx, "evt-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A store whose wake key disagrees with the record decodes it
+		// corrupt; it must validate.
+		if _, err := monitor.Validate(read); err != nil {
+			t.Fatalf("claimed record invalid: %v", err)
+		}
+		equalRecords(t, read, held)
+		// Still listed where it was, while the lease lives.
+		if !due(T0 + 10) {
+			t.Fatal("a claimed record left the due listing (the claim moved its wake key)")
+		}
+		if due(T0 + 4) {
+			t.Fatal("claimed record listed before its next_poll_ms")
+		}
+		// Meeting it costs a refused claim and changes nothing.
+		cur, ok, err := s.Claim(ctx, "evt-1", lease("w2", T0+20))
+		if err != nil || ok {
+			t.Fatalf("claim of a live lease = %v, %v", ok, err)
+		}
+		equalRecords(t, cur, held)
+		// The census holds it (health sees open leases).
+		recs, err := s.Census(ctx)
+		if err != nil || len(recs) != 1 || recs[0].EventID != "evt-1" {
+			t.Fatalf("census = %d records, %v", len(recs), err)
+		}
+		// Expired: still found due, and reclaimed under the expired fence.
+		if !due(T0 + 60_010) {
+			t.Fatal("expired lease not listed due")
+		}
+		u := monitor.Update{State: monitor.StateRetryWait, ConsecutiveFailures: 1, LastErrorCode: monitor.ReclaimErrorCode,
+			NextPollMS: T0 + 65_010, UpdatedMS: T0 + 60_010}
+		back, err := s.Transition(ctx, expiredFence(held, T0+60_010), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, back, monitor.ApplyUpdate(held, u))
+		if due(T0 + 65_009) {
+			t.Fatal("reclaimed record listed before its retry")
+		}
+		if !due(T0 + 65_010) {
+			t.Fatal("reclaimed record not listed at its retry")
+		}
+		// The completion moves the key once: watching at its next poll.
+		l2 := lease("w3", T0+65_010)
+		held2 := claim(t, s, "evt-1", l2)
+		snap := Snapshot(held2, "processing")
+		w := monitor.Update{State: monitor.StateWatching, ConsecutiveFailures: 0, NextPollMS: T0 + 95_010,
+			SetSnapshot: true, RemoteStatus: "processing", LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: T0 + 65_020}
+		if _, err := s.Transition(ctx, monitor.FenceOf(held2, T0+65_020), w); err != nil {
+			t.Fatal(err)
+		}
+		if due(T0+95_009) || !due(T0+95_010) {
+			t.Fatal("watching record not listed exactly from its next poll")
+		}
 	})
 	t.Run("due pages through many records", func(t *testing.T) {
 		s := h.New(t)

@@ -60,6 +60,7 @@ type Monitor interface {
 	Due(ctx context.Context, limit int) ([]string, error)
 	DuePage(ctx context.Context, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error)
 	PollOnce(ctx context.Context, eventID string, reader monitor.LifecycleReader) (monitor.Outcome, error)
+	PollOnceAnnouncing(ctx context.Context, eventID string, reader monitor.LifecycleReader, pub monitor.Announcer) (monitor.Outcome, error)
 	Hint(ctx context.Context, d monitor.HintDetail) (monitor.HintResult, error)
 	OwedOutcomes(ctx context.Context, limit int) ([]string, error)
 	Announcement(ctx context.Context, eventID string) (monitor.Announcement, bool, error)
@@ -68,10 +69,13 @@ type Monitor interface {
 
 var _ Monitor = (*monitor.Service)(nil)
 
-// Scheduler sends delayed messages (*delayqueue.Queue).
+// Scheduler sends delayed messages (*delayqueue.Queue). The handler sends
+// the messages of one invocation with SendBatch (SendMessageBatch, ten to a
+// request).
 type Scheduler interface {
 	Send(ctx context.Context, kind, eventID string, at, now time.Time) error
 	Resend(ctx context.Context, e delayqueue.Envelope, now time.Time) error
+	SendBatch(ctx context.Context, envs []delayqueue.Envelope, now time.Time) []error
 }
 
 var _ Scheduler = (*delayqueue.Queue)(nil)
@@ -252,7 +256,7 @@ func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool)
 	case !out.Polled && !redo:
 		return nil
 	case out.State.Claimable():
-		if err := h.queue.Send(ctx, KindPoll, out.EventID, out.NextPoll, h.clock.Now()); err != nil {
+		if err := h.scheduleAt(ctx, KindPoll, out.EventID, out.NextPoll); err != nil {
 			return fmt.Errorf("schedule %s: %w", out.EventID, err)
 		}
 	}
@@ -271,10 +275,27 @@ func (h *Handler) announceID(ctx context.Context, eventID string) error {
 	return h.announce(ctx, a)
 }
 
-// announce emits localeflow.change.terminal for an owed outcome and then
-// clears it from the outbox. A failure leaves it owed: the sweep publishes
-// it again (with the same outcome id) after monitor.OutboxGrace.
-func (h *Handler) announce(ctx context.Context, a monitor.Announcement) error {
+// poll polls eventID once; a terminal CMS answer's outcome is published
+// before the finishing write (monitor.Service.PollOnceAnnouncing).
+func (h *Handler) poll(ctx context.Context, eventID string) (monitor.Outcome, error) {
+	return h.mon.PollOnceAnnouncing(ctx, eventID, h.reader, announcer{h})
+}
+
+// announcer publishes outcomes for the monitor before their finishing
+// write (nothing to clear: that write sets no outbox key).
+type announcer struct{ h *Handler }
+
+func (a announcer) Announce(ctx context.Context, o monitor.Announcement) error {
+	if err := a.h.publish(ctx, o); err != nil {
+		return err
+	}
+	a.h.log.InfoContext(ctx, "poller change terminal", "event_id", o.EventID, "state", string(o.State),
+		"remote_status", o.RemoteStatus, "code", o.ErrorCode, "outcome_id", o.OutcomeID, "before_write", true)
+	return nil
+}
+
+// publish puts localeflow.change.terminal for a on the bus.
+func (h *Handler) publish(ctx context.Context, a monitor.Announcement) error {
 	detail := eventbus.ChangeTerminal{
 		EventID: a.EventID, OutcomeID: a.OutcomeID, SiteID: optional(a.SiteID), PlanID: optional(a.PlanID),
 		State: string(a.State), RemoteStatus: optional(a.RemoteStatus), ErrorCode: optional(a.ErrorCode),
@@ -282,6 +303,16 @@ func (h *Handler) announce(ctx context.Context, a monitor.Announcement) error {
 	}
 	if err := h.bus.Publish(ctx, topology.DetailChangeTerminal, detail); err != nil {
 		return fmt.Errorf("publish terminal %s: %w", a.EventID, err)
+	}
+	return nil
+}
+
+// announce emits localeflow.change.terminal for an owed outcome and then
+// clears it from the outbox. A failure leaves it owed: the sweep publishes
+// it again (with the same outcome id) after monitor.OutboxGrace.
+func (h *Handler) announce(ctx context.Context, a monitor.Announcement) error {
+	if err := h.publish(ctx, a); err != nil {
+		return err
 	}
 	if err := h.mon.Announced(ctx, a); err != nil {
 		return fmt.Errorf("clear outbox %s: %w", a.EventID, err)

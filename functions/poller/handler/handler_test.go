@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
@@ -57,11 +58,48 @@ type fakeSQS struct {
 	mu   sync.Mutex
 	sent []*sqs.SendMessageInput
 	err  error
+	// singles and batches count SendMessage and SendMessageBatch requests;
+	// refuse fails the batch entries whose body names one of its ids.
+	singles, batches int
+	refuse           map[string]bool
+}
+
+func (f *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches++
+	if f.err != nil {
+		return nil, f.err
+	}
+	if len(in.Entries) == 0 || len(in.Entries) > 10 {
+		return nil, fmt.Errorf("batch of %d entries", len(in.Entries))
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		var env struct {
+			EventID string `json:"event_id"`
+		}
+		_ = json.Unmarshal([]byte(aws.ToString(e.MessageBody)), &env)
+		if f.refuse[env.EventID] {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"), SenderFault: false})
+			continue
+		}
+		f.sent = append(f.sent, &sqs.SendMessageInput{QueueUrl: in.QueueUrl, MessageBody: e.MessageBody, DelaySeconds: e.DelaySeconds})
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(fmt.Sprint(len(f.sent)))})
+	}
+	return out, nil
+}
+
+func (f *fakeSQS) requests() (singles, batches int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.singles, f.batches
 }
 
 func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.singles++
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -82,6 +120,8 @@ type fakeBus struct {
 	// those event ids.
 	fail   int
 	refuse map[string]bool
+	// observe, when set, sees each accepted detail as it is published.
+	observe func(d map[string]any)
 }
 
 func (f *fakeBus) failNext(n int) {
@@ -107,6 +147,9 @@ func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _
 		}
 		if id, _ := d["event_id"].(string); f.refuse[id] {
 			return nil, errors.New("eventbridge refuses " + id)
+		}
+		if f.observe != nil {
+			f.observe(d)
 		}
 		f.details = append(f.details, d)
 	}

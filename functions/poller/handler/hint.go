@@ -51,7 +51,7 @@ func (h *Handler) hint(ctx context.Context, body []byte, redo bool) error {
 		return core.Retry(CodeDeadline)
 	}
 	h.log.InfoContext(ctx, "poller hint accepted", "event_id", d.EventID)
-	out, err := h.mon.PollOnce(ctx, d.EventID, h.reader)
+	out, err := h.poll(ctx, d.EventID)
 	if err != nil {
 		return fmt.Errorf("poll %s after hint: %w", d.EventID, err)
 	}

@@ -100,9 +100,11 @@ type realPathEnv struct {
 	meter *meter.Meter
 	units *unitsByTarget
 	sqs   *fakeSQS
+	// reader is the CMS client the handler uses.
+	reader *cms.Client
 }
 
-func realPathSetup(b *testing.B) *realPathEnv {
+func realPathSetup(b testing.TB) *realPathEnv {
 	b.Helper()
 	localtest.Require(b)
 	_, spec := localtest.Table(b, func(t topology.Topology) topology.Table { return t.Monitor })
@@ -126,6 +128,7 @@ func realPathSetup(b *testing.B) *realPathEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
+	e.reader = reader
 	e.h, err = handler.New(handler.Config{Monitor: e.svc, Reader: reader, Clock: e.clock,
 		Queue: delayqueue.New(e.sqs, "https://sqs.local/poll"), Bus: eventbus.New(&fakeBus{}, "bus")})
 	if err != nil {
@@ -136,7 +139,7 @@ func realPathSetup(b *testing.B) *realPathEnv {
 
 // register registers n changes (ids with prefix) through the service and
 // scripts the CMS to answer each with status.
-func (e *realPathEnv) register(b *testing.B, prefix string, n int, status string) []string {
+func (e *realPathEnv) register(b testing.TB, prefix string, n int, status string) []string {
 	b.Helper()
 	ids := make([]string, n)
 	var wg sync.WaitGroup
@@ -159,7 +162,7 @@ func (e *realPathEnv) register(b *testing.B, prefix string, n int, status string
 }
 
 // batches builds SQS events of up to 10 due poll envelopes for ids.
-func (e *realPathEnv) batches(b *testing.B, ids []string) []events.SQSEvent {
+func (e *realPathEnv) batches(b testing.TB, ids []string) []events.SQSEvent {
 	b.Helper()
 	var out []events.SQSEvent
 	for start := 0; start < len(ids); start += 10 {

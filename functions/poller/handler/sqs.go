@@ -17,9 +17,14 @@ import (
 )
 
 // HandleSQS processes a batch concurrently (bounded) and reports the
-// messages to redeliver.
+// messages to redeliver. The delayed messages the batch sends (next polls,
+// first polls, chained envelopes) go out together at the end with
+// SendMessageBatch; a record whose send failed is settled with that
+// failure, as if its own send had failed.
 func (h *Handler) HandleSQS(ctx context.Context, batch events.SQSEvent) events.SQSEventResponse {
 	failed := make([]bool, len(batch.Records))
+	sendErr := make([]error, len(batch.Records))
+	sends := &sendBatch{h: h, done: func(owner int, _ string, err error) { sendErr[owner] = err }}
 	sem := make(chan struct{}, h.concurrency)
 	var wg sync.WaitGroup
 	for i, m := range batch.Records {
@@ -28,10 +33,16 @@ func (h *Handler) HandleSQS(ctx context.Context, batch events.SQSEvent) events.S
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			failed[i] = !h.settle(ctx, m, h.message(ctx, m))
+			failed[i] = !h.settle(ctx, m, h.message(withBatch(ctx, sends, i), m))
 		}()
 	}
 	wg.Wait()
+	sends.flush(ctx)
+	for i, err := range sendErr {
+		if err != nil && !failed[i] {
+			failed[i] = !h.settle(ctx, batch.Records[i], wrapSend(batch.Records[i], err))
+		}
+	}
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	for i, f := range failed {
 		if f {
@@ -112,7 +123,7 @@ func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
 	case st.State == monitor.StatePending:
 		// New, or a duplicate of a change never polled: both enqueue; the
 		// chains collapse at the first poll (only the claimer schedules).
-		if err := h.queue.Send(ctx, KindPoll, st.EventID, st.NextPoll, h.clock.Now()); err != nil {
+		if err := h.scheduleAt(ctx, KindPoll, st.EventID, st.NextPoll); err != nil {
 			return fmt.Errorf("enqueue first poll %s: %w", st.EventID, err)
 		}
 	case st.State.Final():
@@ -163,7 +174,7 @@ func (h *Handler) delayed(ctx context.Context, m events.SQSMessage, body []byte)
 		return err
 	}
 	if _, due := delayqueue.Due(env, now); !due {
-		if err := h.queue.Resend(ctx, env, now); err != nil {
+		if err := h.schedule(ctx, env); err != nil {
 			return fmt.Errorf("chain %s: %w", env.EventID, err)
 		}
 		return nil
@@ -171,7 +182,7 @@ func (h *Handler) delayed(ctx context.Context, m events.SQSMessage, body []byte)
 	if !h.budget(ctx) {
 		return core.Retry(CodeDeadline)
 	}
-	out, err := h.mon.PollOnce(ctx, env.EventID, h.reader)
+	out, err := h.poll(ctx, env.EventID)
 	if err != nil {
 		if core.HasCode(err, monitor.CodeStateInvalid) {
 			// The record was marked failed: announce that outcome (a
@@ -183,4 +194,10 @@ func (h *Handler) delayed(ctx context.Context, m events.SQSMessage, body []byte)
 		return fmt.Errorf("poll %s: %w", env.EventID, err)
 	}
 	return h.afterPoll(ctx, out, receiveCount(m) > 1)
+}
+
+// wrapSend is the error a record's failed send settles it with (the one the
+// send itself would have returned in its path).
+func wrapSend(m events.SQSMessage, err error) error {
+	return fmt.Errorf("send for message %s: %w", m.MessageId, err)
 }

@@ -48,6 +48,15 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 		wg   sync.WaitGroup
 		work = make(chan sweepItem)
 	)
+	// The next polls go out ten to a SendMessageBatch request; a failed
+	// entry counts and logs as a failed follow-up of its poll.
+	sends := &sendBatch{h: h, auto: true, done: func(_ int, id string, err error) {
+		h.log.WarnContext(ctx, "poller sweep follow-up failed", "event_id", id, "code", codeOr(err, "poller.unexpected"))
+		mu.Lock()
+		res.Errors++
+		mu.Unlock()
+	}}
+	bctx := withBatch(ctx, sends, -1)
 	for range h.concurrency {
 		wg.Add(1)
 		go func() {
@@ -57,7 +66,7 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 				if it.owed {
 					r = h.announceOne(ctx, it.id)
 				} else {
-					r = h.sweepOne(ctx, it.id)
+					r = h.sweepOne(bctx, it.id)
 				}
 				mu.Lock()
 				res.add(r)
@@ -73,6 +82,7 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 	}
 	close(work)
 	wg.Wait()
+	sends.flush(ctx)
 	res.Listed, res.Stopped = listed, stopped
 	h.log.InfoContext(ctx, "poller sweep done", "listed", res.Listed, "polled", res.Polled, "skipped", res.Skipped,
 		"terminal", res.Terminal, "failed", res.Failed, "errors", res.Errors, "owed", res.Owed,
@@ -197,7 +207,7 @@ func (h *Handler) sweepOne(ctx context.Context, id string) oneResult {
 	if !h.budget(ctx) {
 		return oneResult{skipped: true}
 	}
-	out, err := h.mon.PollOnce(ctx, id, h.reader)
+	out, err := h.poll(ctx, id)
 	if err != nil {
 		h.log.WarnContext(ctx, "poller sweep poll failed", "event_id", id, "code", codeOr(err, "poller.unexpected"))
 		if core.HasCode(err, monitor.CodeStateInvalid) {
