@@ -1,6 +1,7 @@
 package monitor
 
-// Error codes. They are the reference's codes and part of the contract.
+// Error codes. They are stable strings and part of the contract
+// (docs/design.md "Monitor error codes").
 const (
 	// Configuration.
 	CodeDelayInvalid       = "lifecycle_monitor.delay_invalid"
@@ -30,7 +31,8 @@ const (
 	CodeResponseInvalid = "lifecycle_monitor.response_invalid"
 	CodeClientFailure   = "lifecycle_monitor.client_failure"
 	// CodeErrorInvalid refuses a Retry/Fail whose error code is not a
-	// stable code (the reference delegated this check to its dispatcher).
+	// stable code: the monitor checks the code itself before it stores it
+	// as last_error_code, whoever the caller is.
 	CodeErrorInvalid = "lifecycle_monitor.error_code_invalid"
 
 	// Hints (localeflow.change.hint). CodeHintInvalid refuses a hint
@@ -52,9 +54,9 @@ const (
 	// index entry without its item after a consistent read, a page that
 	// does not decode).
 	CodeDatabaseIntegrity = "lifecycle_monitor.database_integrity"
-	// CodeTransactionNested is the reference's SQLite guard; a DynamoDB
-	// store has no transactions to nest, so it is never returned. Kept so
-	// the code space stays the reference's.
+	// CodeTransactionNested is reserved and never returned: a DynamoDB
+	// store has no transactions to nest. It stays listed so the code is
+	// never given another meaning (docs/design.md "Monitor error codes").
 	CodeTransactionNested = "lifecycle_monitor.transaction_nested"
 
 	// CodeStoreUnavailable wraps a store failure (network, throttling):
@@ -75,7 +77,8 @@ const (
 	CodePublishFailed = "lifecycle_monitor.publish_failed"
 
 	// ReclaimErrorCode is last_error_code of a lease that expired before
-	// its holder finished (the reference stores it without a prefix).
+	// its holder finished, stored without the lifecycle_monitor. prefix
+	// (docs/design.md "Monitor states and transitions").
 	ReclaimErrorCode = "lease_expired"
 )
 

@@ -6,7 +6,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 )
 
-// Defaults and limits of the reference.
+// Defaults and limits (docs/design.md "Defaults").
 const (
 	DefaultPollInterval           = 30 * time.Second
 	DefaultBaseDelay              = 5 * time.Second
@@ -47,10 +47,10 @@ type Config struct {
 	HintMinGap time.Duration
 }
 
-// DefaultConfig is the reference's configuration.
+// DefaultConfig is the configuration with every default.
 func DefaultConfig() Config { return Config{}.WithDefaults() }
 
-// WithDefaults fills zero fields with the reference's defaults.
+// WithDefaults fills zero fields with the defaults.
 func (c Config) WithDefaults() Config {
 	if c.WorkerID == "" {
 		c.WorkerID = DefaultWorkerID
@@ -79,7 +79,7 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate checks every limit of the reference: delays in (0, 86,400 s]
+// Validate checks every limit: delays in (0, 86,400 s]
 // with base ≤ max, lease in (0, 86,400 s], hint gap in (0, 86,400 s]
 // (lifecycle_monitor.hint_gap_invalid), failures in 1..20, a worker
 // id token. Durations are whole milliseconds (storage is integer ms).

@@ -3,11 +3,11 @@
 // API, records each verified answer, and retries failures with bounded
 // exponential backoff until the change reaches a terminal CMS status.
 //
-// It ports the behaviour of the reference lifecycle_monitor.py (states,
-// transitions, defaults, limits, validation and error codes) to the AWS
-// shape of docs/design.md: time is integer milliseconds in storage, every state
-// change is one conditional write fenced on a random lease token, and due
-// items are discovered through a sparse index, never a scan.
+// Its states, transitions, defaults, limits, validation and error codes
+// are those of docs/design.md "Lifecycle monitor", on the AWS shape of
+// docs/design.md "Shape": time is integer milliseconds in storage, every
+// state change is one conditional write fenced on a random lease token, and
+// due items are discovered through a sparse index, never a scan.
 //
 // The package holds no AWS code. Stores implement the Store port: the
 // DynamoDB store in adapters/monitordb and the in-memory store in
@@ -30,13 +30,13 @@
 // PublishMargin left), and that write owes nothing.
 //
 // The binding hash (binding_sha256) is the SHA-256 of the RFC 8785 form of
-// the binding object
+// the binding object (docs/design.md "Monitor record")
 //
 //	{"schema": "localeflow.lifecycle-monitor-binding.v1", "event_id", "site_id",
 //	 "plan_id", "website_version", "source_sequence", "job_count",
 //	 "change_sha256", "max_consecutive_failures"}
 //
-// The keys are the reference's; the schema string is localeflow's own
-// (the reference used a name of its former product), so hashes from the
-// reference's SQLite rows are not comparable with ours by design.
+// The schema string names this binding layout and is hashed with it, so a
+// binding hash computed under any other schema string never matches one of
+// ours, by design.
 package monitor

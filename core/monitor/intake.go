@@ -86,7 +86,14 @@ func ParseDispatched(detail []byte) (Dispatched, error) {
 	return out, nil
 }
 
-// validate is the reference's register validation.
+// validate checks a dispatched change before registration
+// (docs/design.md "localeflow.change.dispatched"): the change is an object
+// whose event_id, site_id and website_version are tokens (else
+// CodeChangeInvalid), and the dispatch matches it (a source_sequence in the
+// change that is a positive safe integer, the same event id, the SHA-256 of
+// the canonical change as payload hash, status succeeded, a plan id token,
+// a job count in 1..2^31-1, a remote status enqueued, superseded or
+// cancelled, a response hash; else CodeDispatchInvalid).
 func (d Dispatched) validate() (registration, error) {
 	canonical, err := core.CanonicalizeJSON(d.Change)
 	if err != nil || !isObject(canonical) {

@@ -36,7 +36,8 @@ func (s *Service) checkReader(r LifecycleReader) error {
 }
 
 // PollOnce claims eventID if it is due, reads its lifecycle and records the
-// outcome (the reference's run_once for one record). When the record is
+// outcome: one claim, one CMS read and one finishing write for this record
+// (docs/design.md "Claim and poll"). When the record is
 // not claimable it returns its current state with Polled false: NextPoll
 // says when it is due (watching, retry_wait, pending), leased means another
 // worker holds it, terminal and failed need nothing. An expired lease found

@@ -324,7 +324,7 @@ const (
 	HealthBlocked = "blocked"
 )
 
-// Health is the monitor's health by the reference rule: blocked when any
+// Health is the monitor's health (docs/design.md "Health"): blocked when any
 // lease expired, any record failed or any change ended in a remote
 // failure.
 //

@@ -270,8 +270,11 @@ func (s *Service) claim(ctx context.Context, eventID string) (Claim, Status, boo
 	return Claim{}, statusOf(rec, snap, now), false, nil
 }
 
-// reclaim counts an expired lease as a failure, as the reference does:
-// retry_wait with backoff, or failed at the limit, code "lease_expired".
+// reclaim counts an expired lease as a failure (docs/design.md "Monitor
+// states and transitions"): its holder never finished the poll, and
+// counting it means a change whose polls keep dying with their workers
+// still reaches the failure limit; retry_wait with backoff, or failed at
+// the limit, code "lease_expired".
 func (s *Service) reclaim(ctx context.Context, rec Record, now int64) (Status, error) {
 	failures := rec.ConsecutiveFailures + 1
 	u := Update{State: StateRetryWait, ConsecutiveFailures: failures, LastErrorCode: ReclaimErrorCode, UpdatedMS: now,
@@ -435,8 +438,10 @@ func (s *Service) finish(ctx context.Context, c Claim, u Update, lostCode string
 	return s.status(ctx, rec, u.UpdatedMS)
 }
 
-// Health reports the monitor's health by the reference rule. Records that
-// fail validation are marked failed and counted as failed.
+// Health reports the monitor's health: blocked when any lease expired, any
+// record failed or any change ended in a remote failure (docs/design.md
+// "Health"). Records that fail validation are marked failed and counted as
+// failed.
 func (s *Service) Health(ctx context.Context) (Health, error) {
 	now, err := s.now()
 	if err != nil {

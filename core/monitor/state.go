@@ -17,7 +17,8 @@ package monitor
 // terminal and failed are final.
 type State string
 
-// The states, exactly the reference's.
+// The states (docs/design.md "Monitor states and transitions"); the
+// stored state attribute holds exactly these strings.
 const (
 	StatePending   State = "pending"
 	StateLeased    State = "leased"
@@ -27,7 +28,8 @@ const (
 	StateFailed    State = "failed"
 )
 
-// States lists every state in the reference's order.
+// States lists every state in lifecycle order (pending, leased, watching,
+// retry_wait, terminal, failed), the order in which counts are reported.
 func States() []State {
 	return []State{StatePending, StateLeased, StateWatching, StateRetryWait, StateTerminal, StateFailed}
 }

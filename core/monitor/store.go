@@ -128,15 +128,15 @@ type Lease struct {
 	ExpiresMS int64
 }
 
-// Fence is the condition of a finishing write: the whole claim, as the
-// reference's live-claim check has it. A live fence (Expired false)
-// requires state = leased AND lease_token = Token AND lease_owner = Owner
-// AND lease_expires_ms = LeaseExpiresMS AND poll_attempts = Attempt AND
-// consecutive_failures = ConsecutiveFailures AND max_consecutive_failures =
-// MaxConsecutiveFailures AND the identity (site, plan, website version,
-// source sequence, job count, change hash) equal to the claim's, AND
-// lease_expires_ms > NowMS AND updated_ms <= NowMS. An expired fence
-// (reclaiming someone else's lease) requires the same with
+// Fence is the condition of a finishing write: the whole claim
+// (docs/design.md "Finishing writes fence on the whole claim"). A live fence
+// (Expired false) requires state = leased AND lease_token = Token AND
+// lease_owner = Owner AND lease_expires_ms = LeaseExpiresMS AND
+// poll_attempts = Attempt AND consecutive_failures = ConsecutiveFailures AND
+// max_consecutive_failures = MaxConsecutiveFailures AND the identity (site,
+// plan, website version, source sequence, job count, change hash) equal to
+// the claim's, AND lease_expires_ms > NowMS AND updated_ms <= NowMS. An
+// expired fence (reclaiming someone else's lease) requires the same with
 // lease_expires_ms <= NowMS. A finishing write therefore never applies a
 // failure count or limit the stored record does not have.
 type Fence struct {
@@ -284,7 +284,8 @@ func ApplyInvalid(r Record, nowMS int64) Record {
 // holds, else CodeClaimMissing (no record), CodeClaimLost (not leased, or
 // not exactly this claim: another token, owner, lease expiry, attempt,
 // failure count or limit, or identity), CodeLeaseExpired, CodeClockRegressed
-// (updated_ms > now), in the reference's order of checks. For an expired
+// (updated_ms > now), checked in that order: a record held under another
+// claim is CodeClaimLost even when its lease also expired. For an expired
 // fence, a lease still live is CodeClaimLost.
 func CheckFence(current Record, exists bool, f Fence) error {
 	switch {

@@ -7,15 +7,16 @@ import (
 	"github.com/localeflow/localeflow/core/lifecycle"
 )
 
-// Validate checks that r is a record the monitor could have written (the
-// reference's _validated_row): identities are tokens, hashes are hashes,
-// the binding hash matches, counters and times are consistent, lease fields
-// exist exactly when leased, an error code exists exactly in retry_wait and
-// failed, and a stored snapshot is a valid lifecycle answer for this change
-// whose status and hash match the record, and an outbox key exists only on
-// a final record (at its finishing write's time). It returns the parsed snapshot
-// (nil when there is none) or lifecycle_monitor.state_invalid, or
-// lifecycle_monitor.schema_altered for a record of another layout version.
+// Validate checks that r is a record the monitor could have written
+// (docs/design.md "Monitor record"): identities are tokens, hashes are
+// hashes, the binding hash matches, counters and times are consistent, lease
+// fields exist exactly when leased, an error code exists exactly in
+// retry_wait and failed, and a stored snapshot is a valid lifecycle answer
+// for this change whose status and hash match the record, and an outbox key
+// exists only on a final record (at its finishing write's time). It returns
+// the parsed snapshot (nil when there is none) or
+// lifecycle_monitor.state_invalid, or lifecycle_monitor.schema_altered for a
+// record of another layout version.
 func Validate(r Record) (*lifecycle.Response, error) {
 	if r.SchemaVersion != SchemaVersion && !r.Corrupt && r.SchemaVersion != 0 {
 		return nil, core.Fail(CodeSchemaAltered)

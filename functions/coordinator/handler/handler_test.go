@@ -329,8 +329,10 @@ func TestEvidenceRetryScheduledAndExhausted(t *testing.T) {
 		}
 	}
 	// fr-FR completed first and had one attempt; then de-DE, first in
-	// locale order, is selected: 5 attempts, then exhausted, which blocks
-	// the release (the reference's semantics) and stops the scheduling.
+	// locale order, is selected: 5 attempts, then exhausted. Exhausted
+	// attempts block the release for good (every later run would meet the
+	// same final error, docs/design.md "Blocked releases and the release
+	// sweep"), so the scheduling stops.
 	if b.resp.Calls() != 6 {
 		t.Fatalf("%d evidence calls", b.resp.Calls())
 	}

@@ -446,7 +446,8 @@ func TestMalformedMessagesAreAcknowledged(t *testing.T) {
 }
 
 // A CMS answering 503 five times drives the change to failed with the
-// reference's backoff (5, 10, 20, 40 s).
+// default backoff min(300 s, 5 s · 2^(failures − 1)): 5, 10, 20, 40 s
+// (docs/design.md "Defaults").
 func TestFiveServiceUnavailableFail(t *testing.T) {
 	e := setup(t)
 	e.cms.Script("evt-poller-0001", cmstest.Repeat(cmstest.HTTPStep(503), 5)...)

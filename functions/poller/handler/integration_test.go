@@ -337,7 +337,7 @@ func TestIntegrationFiveServiceUnavailableFail(t *testing.T) {
 		t.Fatalf("status %s %s %d", st.State, st.LastErrorCode, st.ConsecutiveFailures)
 	}
 	if got := fmt.Sprint(e.warp.Log()); got != "[0 5 10 20 40]" {
-		t.Fatalf("scheduled delays %s, want the reference backoff [0 5 10 20 40]", got)
+		t.Fatalf("scheduled delays %s, want the default backoff [0 5 10 20 40]", got)
 	}
 	if d := e.bus.Details(); len(d) != 1 || d[0]["state"] != "failed" || d[0]["error_code"] != "cms.http_503" {
 		t.Fatalf("terminal events %v", d)
