@@ -8,7 +8,7 @@ import (
 	"github.com/localeflow/localeflow/core/monitor"
 )
 
-func TestDefaultConfigIsTheReferences(t *testing.T) {
+func TestDefaultConfigIsTheDesignDefaults(t *testing.T) {
 	c := monitor.DefaultConfig()
 	if c.PollInterval != 30*time.Second || c.BaseDelay != 5*time.Second || c.MaxDelay != 300*time.Second ||
 		c.Lease != 600*time.Second || c.MaxConsecutiveFailures != 5 || c.OutboxGrace != 30*time.Second {
