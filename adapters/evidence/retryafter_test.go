@@ -2,12 +2,11 @@ package evidence_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/evidence"
+	"github.com/localeflow/localeflow/adapters/signedhttp/signedhttptest"
 	"github.com/localeflow/localeflow/core"
 )
 
@@ -16,36 +15,13 @@ import (
 // 503 it now travels with the retryable error (seconds or HTTP-date,
 // capped at 1 h), and other statuses carry none.
 func TestEvidenceRetryAfterOn429And503(t *testing.T) {
-	now := time.Unix(1764460800, 0)
-	for _, tt := range []struct {
-		status int
-		header string
-		want   time.Duration
-	}{
-		{503, "120", 120 * time.Second},
-		{429, "30", 30 * time.Second},
-		{503, now.Add(90 * time.Second).UTC().Format(http.TimeFormat), 90 * time.Second},
-		{429, "86400", time.Hour}, // capped
-		{503, "soon", 0},
-		{503, "", 0},
-		{500, "120", 0},
-		{502, "120", 0},
-	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			if tt.header != "" {
-				w.Header().Set("Retry-After", tt.header)
-			}
-			w.WriteHeader(tt.status)
-		}))
-		c, err := evidence.New(evidence.Config{BaseURL: srv.URL, Key: key, Timeout: time.Second,
+	signedhttptest.CheckRetryAfter(t, func(baseURL string, now time.Time) error {
+		c, err := evidence.New(evidence.Config{BaseURL: baseURL, Key: key, Timeout: time.Second,
 			Clock: core.ClockFunc(func() time.Time { return now })})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = c.Obtain(context.Background(), request(t, false, false))
-		srv.Close()
-		if !core.IsRetryable(err) || core.RetryAfterOf(err) != tt.want {
-			t.Errorf("%d Retry-After %q: retryable %v, after %s, want %s (%v)", tt.status, tt.header, core.IsRetryable(err), core.RetryAfterOf(err), tt.want, err)
-		}
-	}
+		return err
+	})
 }
