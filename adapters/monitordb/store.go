@@ -168,31 +168,7 @@ func (s *Store) Claim(ctx context.Context, eventID string, l monitor.Lease) (mon
 		Set(expression.Name(attrLeaseExpiresMS), expression.Value(l.ExpiresMS)).
 		Set(expression.Name(attrUpdatedMS), now).
 		Remove(expression.Name(attrLastErrorCode))
-	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
-	if err != nil {
-		return monitor.Record{}, false, err
-	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(eventID),
-		ConditionExpression:                 expr.Condition(),
-		UpdateExpression:                    expr.Update(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              s.capacity.mode(),
-	})
-	if ccf, ok := conditionFailed(err); ok {
-		if len(ccf.Item) == 0 {
-			return monitor.Record{}, false, core.Fail(monitor.CodeEventMissing)
-		}
-		return decode(ccf.Item), false, nil
-	}
-	if err != nil {
-		return monitor.Record{}, false, unavailable("claim", err)
-	}
-	s.capacity.add(out.ConsumedCapacity, true)
-	return decode(out.Attributes), true, nil
+	return s.conditionalUpdate(ctx, "claim", eventID, cond, update)
 }
 
 // Hint implements monitor.Store: one conditional UpdateItem (the condition
@@ -216,12 +192,19 @@ func (s *Store) Hint(ctx context.Context, h monitor.Hint) (monitor.Record, bool,
 		Set(expression.Name(attrUpdatedMS), now).
 		Set(expression.Name(attrWakeShard), expression.Value(Shard(h.EventID))).
 		Set(expression.Name(attrWakeMS), now)
+	return s.conditionalUpdate(ctx, "hint", h.EventID, cond, update)
+}
+
+// conditionalUpdate is one UpdateItem of eventID under cond: the record
+// after it (ALL_NEW) and true, or the record as it was (ALL_OLD) and false
+// when cond failed; lifecycle_monitor.event_missing when there is none.
+func (s *Store) conditionalUpdate(ctx context.Context, op, eventID string, cond expression.ConditionBuilder, update expression.UpdateBuilder) (monitor.Record, bool, error) {
 	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
 	if err != nil {
 		return monitor.Record{}, false, err
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(h.EventID),
+		TableName: aws.String(s.table), Key: key(eventID),
 		ConditionExpression:                 expr.Condition(),
 		UpdateExpression:                    expr.Update(),
 		ExpressionAttributeNames:            expr.Names(),
@@ -237,7 +220,7 @@ func (s *Store) Hint(ctx context.Context, h monitor.Hint) (monitor.Record, bool,
 		return decode(ccf.Item), false, nil
 	}
 	if err != nil {
-		return monitor.Record{}, false, unavailable("hint", err)
+		return monitor.Record{}, false, unavailable(op, err)
 	}
 	s.capacity.add(out.ConsumedCapacity, true)
 	return decode(out.Attributes), true, nil
