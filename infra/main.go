@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/localeflow/localeflow/infra/localeflow"
 )
 
 // Context keys (`cdk synth -c key=value` or cdk.json "context").
@@ -45,7 +47,7 @@ const (
 	// How long finished monitor records stay (Go duration, default 2160h).
 	ctxMonitorRetention = "monitorRetention"
 	// ctxCustomerManagedKey: true (default) or false, see
-	// LocaleflowStackProps.CustomerManagedKey.
+	// localeflow.LocaleflowStackProps.CustomerManagedKey.
 	ctxCustomerManagedKey = "customerManagedKey"
 )
 
@@ -125,7 +127,7 @@ func run(appProps *awscdk.AppProps) error {
 	}
 	prefix := ctx(ctxPrefix, "")
 	stackName := ctx(ctxStackName, "Localeflow")
-	props := &LocaleflowStackProps{
+	props := &localeflow.LocaleflowStackProps{
 		// Env is left unset on purpose: an environment-agnostic stack
 		// synthesizes offline, with no context lookups.
 		Prefix:             prefix,
@@ -136,7 +138,7 @@ func run(appProps *awscdk.AppProps) error {
 		EvidenceBaseURL:    ctx(ctxEvidenceBaseURL, placeholderURL),
 		AlarmTopicArn:      ctx(ctxAlarmTopicArn, ""),
 		AlarmEmail:         ctx(ctxAlarmEmail, ""),
-		ReceiptIssuers: ReceiptIssuers{
+		ReceiptIssuers: localeflow.ReceiptIssuers{
 			Quality:           ctx(ctxReceiptIssuersQuality, ""),
 			HumanReview:       ctx(ctxReceiptIssuersHumanReview, ""),
 			IndependentReview: ctx(ctxReceiptIssuersIndependent, ""),
@@ -147,7 +149,7 @@ func run(appProps *awscdk.AppProps) error {
 		TextRetention:          textRetention,
 		MonitorRetention:       monitorRetention,
 	}
-	stack, err := NewLocaleflowStack(app, stackName, props)
+	stack, err := localeflow.NewLocaleflowStack(app, stackName, props)
 	if err != nil {
 		return err
 	}
@@ -155,7 +157,7 @@ func run(appProps *awscdk.AppProps) error {
 		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("localeflow:placeholder-url"),
 			jsii.String("cmsBaseUrl/evidenceBaseUrl not set: the functions point at "+placeholderURL+" (fine for synth, not for a deployment)"), nil)
 	}
-	if props.ReceiptIssuers == (ReceiptIssuers{}) {
+	if props.ReceiptIssuers == (localeflow.ReceiptIssuers{}) {
 		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("localeflow:no-receipt-issuers"),
 			jsii.String("receiptIssuersQuality/HumanReview/IndependentReview not set: the coordinator refuses to start without the receipt issuers' public keys"), nil)
 	}
@@ -165,7 +167,7 @@ func run(appProps *awscdk.AppProps) error {
 	if err := synthErrors(app.Synth(nil)); err != nil {
 		return err
 	}
-	cfg, err := resolve(props)
+	cfg, err := localeflow.Resolve(props)
 	if err != nil {
 		return err
 	}
@@ -216,8 +218,8 @@ func firstLine(v any) string {
 // keyed by function dir, e.g.
 // {"poller":{"memoryMB":512,"timeoutSeconds":60,"reservedConcurrency":5}}.
 // From cdk.json it arrives as an object, from `-c` as a string.
-func parseFunctionOptions(v any) (map[string]FunctionOptions, error) {
-	out := map[string]FunctionOptions{}
+func parseFunctionOptions(v any) (map[string]localeflow.FunctionOptions, error) {
+	out := map[string]localeflow.FunctionOptions{}
 	var raw []byte
 	switch t := v.(type) {
 	case nil:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,50 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/localeflow/localeflow/infra/localeflow"
+	"github.com/localeflow/localeflow/topology"
 )
+
+// assetDir holds a dummy <fn>/bootstrap for every function, created once in
+// TestMain (CDK only zips it; nothing executes it).
+var assetDir string
+
+// Receipt issuers' Ed25519 public keys in hex, one per receipt kind (any 32
+// bytes pass the format check).
+var (
+	issuerKey = strings.Repeat("0f", 32)
+	humanKey  = strings.Repeat("1e", 32)
+	reviewKey = strings.Repeat("2d", 32)
+)
+
+func TestMain(m *testing.M) {
+	code := runTests(m)
+	// Without Close every test binary leaks the jsii runtime's temp dir.
+	jsii.Close()
+	os.Exit(code)
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "localeflow-infra-app-assets-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	for _, fn := range topology.New(topology.DefaultPrefix).Functions {
+		if err := os.MkdirAll(filepath.Join(dir, fn.Dir), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := os.WriteFile(filepath.Join(dir, fn.Dir, "bootstrap"), []byte("#!/bin/sh\n# "+fn.Dir+"\n"), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	assetDir = dir
+	return m.Run()
+}
 
 // TestAppSynthesizesFromContext runs the app's entry point with context
 // values (strings, as `cdk -c` gives them) and reads the template it writes.
@@ -57,11 +101,11 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 				if r.Properties["MemorySize"] != 1024.0 {
 					t.Errorf("coordinator memory %v", r.Properties["MemorySize"])
 				}
-				if env[EnvCMSBaseURL] != "https://cms.example.com" || env[EnvEvidenceBaseURL] != placeholderURL {
-					t.Errorf("coordinator URLs %v %v", env[EnvCMSBaseURL], env[EnvEvidenceBaseURL])
+				if env[localeflow.EnvCMSBaseURL] != "https://cms.example.com" || env[localeflow.EnvEvidenceBaseURL] != placeholderURL {
+					t.Errorf("coordinator URLs %v %v", env[localeflow.EnvCMSBaseURL], env[localeflow.EnvEvidenceBaseURL])
 				}
-				if env[EnvReceiptIssuersQuality] != "qa="+issuerKey || env[EnvReceiptIssuersHumanReview] != "desk="+humanKey ||
-					env[EnvReceiptIssuersIndependentReview] != "rv="+reviewKey {
+				if env[localeflow.EnvReceiptIssuersQuality] != "qa="+issuerKey || env[localeflow.EnvReceiptIssuersHumanReview] != "desk="+humanKey ||
+					env[localeflow.EnvReceiptIssuersIndependentReview] != "rv="+reviewKey {
 					t.Errorf("coordinator issuers %v", env)
 				}
 			}
@@ -122,11 +166,68 @@ func TestOutageToleranceFromContext(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, kv := range []string{`"` + EnvMaxFailures + `":"` + tt.failures + `"`, `"` + EnvRetryMaxDelay + `":"` + tt.maxWait + `"`} {
+			for _, kv := range []string{`"` + localeflow.EnvMaxFailures + `":"` + tt.failures + `"`, `"` + localeflow.EnvRetryMaxDelay + `":"` + tt.maxWait + `"`} {
 				if !strings.Contains(strings.Join(strings.Fields(string(raw)), ""), kv) {
 					t.Errorf("template lacks %s", kv)
 				}
 			}
 		})
 	}
+}
+
+// TestSynthSaysWhetherTheKeyIsOn: `make synth` prints encryption.txt.
+func TestSynthSaysWhetherTheKeyIsOn(t *testing.T) {
+	for _, tt := range []struct{ ctx, want string }{{"", "customer-managed KMS key: on"}, {"false", "customer-managed KMS key: off"}} {
+		out := t.TempDir()
+		ctx := map[string]any{"assetDir": assetDir, "stackName": "Enc", "deletionProtection": "false", "nag": "false"}
+		if tt.ctx != "" {
+			ctx[ctxCustomerManagedKey] = tt.ctx
+		}
+		if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(out)}); err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		line, err := os.ReadFile(filepath.Join(out, EncryptionFile))
+		if err != nil || !strings.HasPrefix(string(line), tt.want) {
+			t.Fatalf("%q (%v), want prefix %q", line, err, tt.want)
+		}
+	}
+}
+
+func TestParseFunctionOptions(t *testing.T) {
+	want := map[string]localeflow.FunctionOptions{"poller": {MemoryMB: 512, TimeoutSeconds: 60, ReservedConcurrency: 5}}
+	for name, in := range map[string]any{
+		"string from -c": `{"poller":{"memoryMB":512,"timeoutSeconds":60,"reservedConcurrency":5}}`,
+		"object from cdk.json": map[string]any{"poller": map[string]any{
+			"memoryMB": 512, "timeoutSeconds": 60, "reservedConcurrency": 5,
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseFunctionOptions(in)
+			if err != nil || !jsonEqual(t, got, want) {
+				t.Fatalf("got %v, %v", got, err)
+			}
+		})
+	}
+	for _, bad := range []any{`{"poller":{"memory":512}}`, `[1]`, `{`} {
+		if _, err := parseFunctionOptions(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	if got, err := parseFunctionOptions(nil); err != nil || len(got) != 0 {
+		t.Errorf("nil: %v, %v", got, err)
+	}
+}
+
+// jsonEqual compares two values by their JSON encoding.
+func jsonEqual(t testing.TB, a, b any) bool {
+	t.Helper()
+	ja, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(ja) == string(jb)
 }

@@ -1,4 +1,4 @@
-package main
+package localeflow
 
 import (
 	"encoding/json"
@@ -238,4 +238,15 @@ func statements(v any, visit func(path string, st map[string]any)) {
 		}
 	}
 	walk("", v)
+}
+
+// firstLine is the first line of an annotation's data (nag messages carry
+// a long explanation after it).
+func firstLine(v any) string {
+	s, _ := v.(string)
+	if p, ok := v.(*string); ok && p != nil {
+		s = *p
+	}
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

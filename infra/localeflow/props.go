@@ -1,4 +1,4 @@
-package main
+package localeflow
 
 import (
 	"crypto/ed25519"

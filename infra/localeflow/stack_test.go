@@ -1,4 +1,4 @@
-package main
+package localeflow
 
 import (
 	"encoding/json"
@@ -914,31 +914,6 @@ func TestInvalidPropsRejected(t *testing.T) {
 		if _, err := NewLocaleflowStack(awscdk.NewApp(nil), id, testProps()); err == nil || !strings.Contains(err.Error(), "stack name") {
 			t.Errorf("stack id %q: err = %v", id, err)
 		}
-	}
-}
-
-func TestParseFunctionOptions(t *testing.T) {
-	want := map[string]FunctionOptions{"poller": {MemoryMB: 512, TimeoutSeconds: 60, ReservedConcurrency: 5}}
-	for name, in := range map[string]any{
-		"string from -c": `{"poller":{"memoryMB":512,"timeoutSeconds":60,"reservedConcurrency":5}}`,
-		"object from cdk.json": map[string]any{"poller": map[string]any{
-			"memoryMB": 512, "timeoutSeconds": 60, "reservedConcurrency": 5,
-		}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got, err := parseFunctionOptions(in)
-			if err != nil || !jsonEqual(got, want) {
-				t.Fatalf("got %v, %v", got, err)
-			}
-		})
-	}
-	for _, bad := range []any{`{"poller":{"memory":512}}`, `[1]`, `{`} {
-		if _, err := parseFunctionOptions(bad); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
-	}
-	if got, err := parseFunctionOptions(nil); err != nil || len(got) != 0 {
-		t.Errorf("nil: %v, %v", got, err)
 	}
 }
 

@@ -1,15 +1,12 @@
-package main
+package localeflow
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -153,24 +150,6 @@ func TestCustomerManagedKeyOff(t *testing.T) {
 	cfg, err := resolve(p)
 	if err != nil || !strings.HasPrefix(cfg.EncryptionLine(), "customer-managed KMS key: off") {
 		t.Fatalf("%q %v", cfg.EncryptionLine(), err)
-	}
-}
-
-// TestSynthSaysWhetherTheKeyIsOn: `make synth` prints encryption.txt.
-func TestSynthSaysWhetherTheKeyIsOn(t *testing.T) {
-	for _, tt := range []struct{ ctx, want string }{{"", "customer-managed KMS key: on"}, {"false", "customer-managed KMS key: off"}} {
-		out := t.TempDir()
-		ctx := map[string]any{"assetDir": assetDir, "stackName": "Enc", "deletionProtection": "false", "nag": "false"}
-		if tt.ctx != "" {
-			ctx[ctxCustomerManagedKey] = tt.ctx
-		}
-		if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(out)}); err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		line, err := os.ReadFile(filepath.Join(out, EncryptionFile))
-		if err != nil || !strings.HasPrefix(string(line), tt.want) {
-			t.Fatalf("%q (%v), want prefix %q", line, err, tt.want)
-		}
 	}
 }
 
