@@ -47,7 +47,7 @@ const (
 	// How long finished monitor records stay (Go duration, default 2160h).
 	ctxMonitorRetention = "monitorRetention"
 	// ctxCustomerManagedKey: true (default) or false, see
-	// localeflow.LocaleflowStackProps.CustomerManagedKey.
+	// localeflow.Props.CustomerManagedKey.
 	ctxCustomerManagedKey = "customerManagedKey"
 )
 
@@ -127,9 +127,9 @@ func run(appProps *awscdk.AppProps) error {
 	}
 	prefix := ctx(ctxPrefix, "")
 	stackName := ctx(ctxStackName, "Localeflow")
-	props := &localeflow.LocaleflowStackProps{
-		// Env is left unset on purpose: an environment-agnostic stack
-		// synthesizes offline, with no context lookups.
+	// Env is left unset on purpose: an environment-agnostic stack
+	// synthesizes offline, with no context lookups.
+	props := localeflow.Props{
 		Prefix:             prefix,
 		AssetDir:           ctx(ctxAssetDir, "../build"),
 		DeletionProtection: jsii.Bool(protect),
@@ -149,10 +149,11 @@ func run(appProps *awscdk.AppProps) error {
 		TextRetention:          textRetention,
 		MonitorRetention:       monitorRetention,
 	}
-	stack, err := localeflow.NewLocaleflowStack(app, stackName, props)
+	lf, err := localeflow.NewStack(app, stackName, &localeflow.StackProps{Props: props})
 	if err != nil {
 		return err
 	}
+	stack := lf.Stack()
 	if props.CMSBaseURL == placeholderURL || props.EvidenceBaseURL == placeholderURL {
 		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("localeflow:placeholder-url"),
 			jsii.String("cmsBaseUrl/evidenceBaseUrl not set: the functions point at "+placeholderURL+" (fine for synth, not for a deployment)"), nil)
@@ -167,21 +168,17 @@ func run(appProps *awscdk.AppProps) error {
 	if err := synthErrors(app.Synth(nil)); err != nil {
 		return err
 	}
-	cfg, err := localeflow.Resolve(props)
-	if err != nil {
-		return err
-	}
-	line := cfg.OutageToleranceLine() + "\n"
+	line := lf.OutageToleranceLine() + "\n"
 	fmt.Fprint(os.Stderr, line)
 	if err := os.WriteFile(filepath.Join(*app.Outdir(), ToleranceFile), []byte(line), 0o644); err != nil {
 		return err
 	}
-	encryption := cfg.EncryptionLine() + "\n"
+	encryption := lf.EncryptionLine() + "\n"
 	fmt.Fprint(os.Stderr, encryption)
 	if err := os.WriteFile(filepath.Join(*app.Outdir(), EncryptionFile), []byte(encryption), 0o644); err != nil {
 		return err
 	}
-	alarms := cfg.AlarmsLine() + "\n"
+	alarms := lf.AlarmsLine() + "\n"
 	fmt.Fprint(os.Stderr, alarms)
 	return os.WriteFile(filepath.Join(*app.Outdir(), AlarmsFile), []byte(alarms), 0o644)
 }

@@ -62,8 +62,8 @@ var (
 )
 
 // testProps are valid props; tests change what they exercise.
-func testProps() *LocaleflowStackProps {
-	return &LocaleflowStackProps{
+func testProps() *Props {
+	return &Props{
 		AssetDir:        assetDir,
 		CMSBaseURL:      "https://cms.example.com",
 		EvidenceBaseURL: "https://evidence.example.com/api/",
@@ -85,13 +85,14 @@ type synthesized struct {
 }
 
 // synth builds and synthesizes a stack in a fresh app.
-func synth(t testing.TB, props *LocaleflowStackProps) synthesized {
+func synth(t testing.TB, props *Props) synthesized {
 	t.Helper()
 	app := awscdk.NewApp(nil)
-	stack, err := NewLocaleflowStack(app, "Test", props)
+	lf, err := NewStack(app, "Test", &StackProps{Props: *props})
 	if err != nil {
-		t.Fatalf("NewLocaleflowStack: %v", err)
+		t.Fatalf("NewStack: %v", err)
 	}
+	stack := lf.Stack()
 	var s synthesized
 	s.stack = stack
 	noPanic(t, func() { s.template = assertions.Template_FromStack(stack, nil) })

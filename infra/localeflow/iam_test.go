@@ -16,9 +16,9 @@ import (
 // fails on any action containing "*" and on NotAction (an inverted list is
 // a wildcard in disguise).
 func TestNoWildcardActions(t *testing.T) {
-	for name, props := range map[string]*LocaleflowStackProps{
+	for name, props := range map[string]*Props{
 		"default": testProps(),
-		"alarm topic": func() *LocaleflowStackProps {
+		"alarm topic": func() *Props {
 			p := testProps()
 			p.AlarmTopicArn = "arn:aws:sns:us-east-1:1:t"
 			return p

@@ -74,13 +74,13 @@ func (b *builder) addKey() {
 			Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": ruleArns}},
 		}))
 	}
-	b.key = awskms.NewCfnKey(b.stack, jsii.String(DataKeyLogical), &awskms.CfnKeyProps{
+	b.key = awskms.NewCfnKey(b.scope, jsii.String(DataKeyLogical), &awskms.CfnKeyProps{
 		Description:       jsii.String("localeflow " + topo.Prefix + ": release table, release and quarantine queues, key secrets"),
 		EnableKeyRotation: jsii.Bool(true),
 		KeyPolicy:         awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &statements}),
 	})
 	b.key.ApplyRemovalPolicy(b.removal, nil)
-	awskms.NewCfnAlias(b.stack, jsii.String(DataKeyLogical+"Alias"), &awskms.CfnAliasProps{
+	awskms.NewCfnAlias(b.scope, jsii.String(DataKeyLogical+"Alias"), &awskms.CfnAliasProps{
 		AliasName:   jsii.String("alias/" + topo.Prefix + "-data"),
 		TargetKeyId: b.key.Ref(),
 	})

@@ -1,6 +1,7 @@
 package localeflow
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -88,9 +89,9 @@ var hexSecret = &awssecretsmanager.CfnSecret_GenerateSecretStringProperty{
 	ExcludeCharacters:  jsii.String("ghijklmnopqrstuvwxyz"),
 }
 
-// builder holds the constructs while the stack is assembled.
+// builder holds the constructs while the construct is assembled.
 type builder struct {
-	stack   awscdk.Stack
+	scope   constructs.Construct
 	cfg     stackConfig
 	removal awscdk.RemovalPolicy
 	tables  map[string]awsdynamodb.Table
@@ -106,23 +107,34 @@ type builder struct {
 	functions map[string]awslambda.Function
 	roles     map[string]awsiam.Role
 	alarms    []awscloudwatch.Alarm
-	// alarmTopic is the topic the stack created (nil with AlarmTopicArn).
+	// alarmTopic is the topic the construct created (nil with
+	// AlarmTopicArn); topic is the one every alarm notifies.
 	alarmTopic awssns.Topic
+	topic      awssns.ITopic
 	healthURL  awslambda.FunctionUrl
+	dashboard  awscloudwatch.Dashboard
 }
 
 // stackNamePattern is CloudFormation's rule for stack names; the id names
 // the stack unless StackProps.StackName is set.
 var stackNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
 
-// NewLocaleflowStack builds the whole localeflow deployment: the two
-// DynamoDB tables with their sparse indexes, the poll and release queues
-// with DLQs, the event bus with its routing rules, the schedules, the three
-// Lambda functions with their event source mappings, the health Function
-// URL, the key secrets, the alarms and least-privilege roles. Leave
-// props.Env unset for an environment-agnostic template (no lookups).
-func NewLocaleflowStack(scope constructs.Construct, id string, props *LocaleflowStackProps) (awscdk.Stack, error) {
-	cfg, err := resolve(props)
+// StackConstructID is the id NewStack gives the construct inside its
+// stack. CDK leaves a path segment named "Default" out of logical IDs, so
+// the stack's logical IDs are the construct's own ids (MonitorTable,
+// PollQueue, ...), the same as before localeflow was a construct: an
+// existing deployment updates in place instead of replacing its tables.
+const StackConstructID = "Default"
+
+// NewStack builds a stack that holds only localeflow (the app in infra/
+// deploys this): the construct under StackConstructID, the stack's
+// description and tags. Leave props.Env unset for an environment-agnostic
+// template (no lookups).
+func NewStack(scope constructs.Construct, id string, props *StackProps) (*Localeflow, error) {
+	if props == nil {
+		return nil, errors.New("infra: props are required")
+	}
+	cfg, err := resolve(&props.Props)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +149,38 @@ func NewLocaleflowStack(scope constructs.Construct, id string, props *Localeflow
 	if sp.Description == nil {
 		sp.Description = jsii.String(fmt.Sprintf("localeflow (%s): lifecycle monitor, release coordinator, health", cfg.topo.Prefix))
 	}
+	stack := awscdk.NewStack(scope, jsii.String(id), &sp)
+	// The stack's own tags (CloudFormation propagates them at deploy).
+	tag(stack, cfg)
+	return build(stack, StackConstructID, cfg), nil
+}
+
+// New builds the whole localeflow deployment inside scope (any construct,
+// typically a team's own stack): the two DynamoDB tables with their sparse
+// indexes, the poll and release queues with DLQs, the quarantine queue,
+// the event bus with its routing rules, the schedules, the three Lambda
+// functions with their event source mappings, the health Function URL, the
+// key secrets, the customer-managed key, the alarms, the dashboard, the
+// stack outputs and least-privilege roles. Resource names come from
+// props.Prefix, so two deployments in one account need two prefixes.
+func New(scope constructs.Construct, id string, props *Props) (*Localeflow, error) {
+	if scope == nil {
+		return nil, errors.New("infra: scope is required")
+	}
+	if id == "" {
+		return nil, errors.New("infra: construct id is required")
+	}
+	cfg, err := resolve(props)
+	if err != nil {
+		return nil, err
+	}
+	return build(scope, id, cfg), nil
+}
+
+// build adds every resource under a new construct id in scope.
+func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 	b := &builder{
-		stack:     awscdk.NewStack(scope, jsii.String(id), &sp),
+		scope:     constructs.NewConstruct(scope, jsii.String(id)),
 		cfg:       cfg,
 		removal:   awscdk.RemovalPolicy_DESTROY,
 		tables:    map[string]awsdynamodb.Table{},
@@ -171,7 +213,7 @@ func NewLocaleflowStack(scope constructs.Construct, id string, props *Localeflow
 	b.encryptQueue(b.queues[cfg.topo.RelQueue.Logical])
 	b.encryptQueue(b.dlqs[cfg.topo.RelQueue.Logical])
 	b.encryptQueue(b.quarantine)
-	b.bus = awsevents.NewEventBus(b.stack, jsii.String("EventBus"), &awsevents.EventBusProps{
+	b.bus = awsevents.NewEventBus(b.scope, jsii.String("EventBus"), &awsevents.EventBusProps{
 		EventBusName: jsii.String(cfg.topo.BusName),
 	})
 	for _, s := range secretSpecs {
@@ -193,11 +235,15 @@ func NewLocaleflowStack(scope constructs.Construct, id string, props *Localeflow
 	b.addAlarms()
 	b.addDashboard()
 	b.addOutputs()
-	// Every resource says what it belongs to.
-	awscdk.Tags_Of(b.stack).Add(jsii.String(TagApplication), jsii.String("localeflow"), nil)
-	awscdk.Tags_Of(b.stack).Add(jsii.String(TagPrefix), jsii.String(cfg.topo.Prefix), nil)
+	tag(b.scope, cfg)
 	b.suppressFindings()
-	return b.stack, nil
+	return b.construct()
+}
+
+// tag says on every resource of scope what it belongs to.
+func tag(scope constructs.IConstruct, cfg stackConfig) {
+	awscdk.Tags_Of(scope).Add(jsii.String(TagApplication), jsii.String("localeflow"), nil)
+	awscdk.Tags_Of(scope).Add(jsii.String(TagPrefix), jsii.String(cfg.topo.Prefix), nil)
 }
 
 func attributeType(t topology.KeyType) awsdynamodb.AttributeType {
@@ -228,7 +274,7 @@ func (b *builder) addTable(t topology.Table) {
 	if t.TTLAttribute != "" {
 		props.TimeToLiveAttribute = jsii.String(t.TTLAttribute)
 	}
-	table := awsdynamodb.NewTable(b.stack, jsii.String(t.Logical), props)
+	table := awsdynamodb.NewTable(b.scope, jsii.String(t.Logical), props)
 	for _, ix := range t.Indexes {
 		projection := awsdynamodb.ProjectionType_ALL
 		if ix.KeysOnly {
@@ -271,7 +317,7 @@ var sqsActions = []string{
 func (b *builder) newQueue(logical, name string, props *awssqs.QueueProps) awssqs.Queue {
 	props.QueueName = jsii.String(name)
 	props.Encryption = awssqs.QueueEncryption_SQS_MANAGED
-	q := awssqs.NewQueue(b.stack, jsii.String(logical), props)
+	q := awssqs.NewQueue(b.scope, jsii.String(logical), props)
 	q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("DenyInsecureTransport"),
 		Effect:     awsiam.Effect_DENY,
@@ -300,7 +346,7 @@ func (b *builder) addQueue(q topology.Queue) {
 }
 
 func (b *builder) addSecret(s secretSpec) {
-	secret := awssecretsmanager.NewCfnSecret(b.stack, jsii.String(s.Logical), &awssecretsmanager.CfnSecretProps{
+	secret := awssecretsmanager.NewCfnSecret(b.scope, jsii.String(s.Logical), &awssecretsmanager.CfnSecretProps{
 		Name:                 jsii.String(b.cfg.topo.Prefix + "/" + s.Stem),
 		Description:          jsii.String(s.Description),
 		GenerateSecretString: hexSecret,
@@ -354,14 +400,14 @@ func (b *builder) env(dir string) map[string]*string {
 }
 
 func (b *builder) addFunction(fc functionConfig) {
-	logs := awslogs.NewLogGroup(b.stack, jsii.String(fc.Logical+"Logs"), &awslogs.LogGroupProps{
+	logs := awslogs.NewLogGroup(b.scope, jsii.String(fc.Logical+"Logs"), &awslogs.LogGroupProps{
 		LogGroupName:  jsii.String("/aws/lambda/" + fc.Name),
 		Retention:     logRetention,
 		RemovalPolicy: b.removal,
 	})
 	// A role of our own, with no managed policy: the log permissions are
 	// scoped to this function's log group below.
-	role := awsiam.NewRole(b.stack, jsii.String(fc.Logical+"Role"), &awsiam.RoleProps{
+	role := awsiam.NewRole(b.scope, jsii.String(fc.Logical+"Role"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String("localeflow " + fc.Dir + " function"),
 	})
@@ -392,7 +438,7 @@ func (b *builder) addFunction(fc functionConfig) {
 	if fc.ReservedConcurrency > 0 {
 		props.ReservedConcurrentExecutions = jsii.Number(fc.ReservedConcurrency)
 	}
-	fn := awslambda.NewFunction(b.stack, jsii.String(fc.Logical), props)
+	fn := awslambda.NewFunction(b.scope, jsii.String(fc.Logical), props)
 	// Scheduled invocations are sweeps: a failed one is simply redone by the
 	// next tick, so asynchronous retries would only duplicate work.
 	fn.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
@@ -414,7 +460,7 @@ func (b *builder) addFunction(fc functionConfig) {
 func (b *builder) addRule(r topology.Rule) {
 	pattern := r.EventPattern()
 	queue := b.queues[r.TargetQueue]
-	awsevents.NewRule(b.stack, jsii.String(r.Logical), &awsevents.RuleProps{
+	awsevents.NewRule(b.scope, jsii.String(r.Logical), &awsevents.RuleProps{
 		RuleName:    jsii.String(r.Name),
 		Description: jsii.String("route input events to the " + r.TargetQueue),
 		EventBus:    b.bus,
@@ -428,7 +474,7 @@ func (b *builder) addRule(r topology.Rule) {
 
 func (b *builder) addSchedule(s topology.Schedule) {
 	fn := b.functions[s.Function]
-	awsevents.NewRule(b.stack, jsii.String(s.Logical), &awsevents.RuleProps{
+	awsevents.NewRule(b.scope, jsii.String(s.Logical), &awsevents.RuleProps{
 		RuleName:    jsii.String(s.Name),
 		Description: jsii.String(fmt.Sprintf("run the %s every %d min", s.Function, s.RateMinutes)),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(s.RateMinutes))),
@@ -509,9 +555,9 @@ func (b *builder) addAlarms() {
 	}
 	var topic awssns.ITopic
 	if b.cfg.alarmTopicArn != "" {
-		topic = awssns.Topic_FromTopicArn(b.stack, jsii.String("AlarmTopic"), jsii.String(b.cfg.alarmTopicArn))
+		topic = awssns.Topic_FromTopicArn(b.scope, jsii.String("AlarmTopic"), jsii.String(b.cfg.alarmTopicArn))
 	} else {
-		t := awssns.NewTopic(b.stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
+		t := awssns.NewTopic(b.scope, jsii.String("AlarmTopic"), &awssns.TopicProps{
 			TopicName:   jsii.String(topo.Prefix + "-alarms"),
 			DisplayName: jsii.String("localeflow " + topo.Prefix + " alarms"),
 			EnforceSSL:  jsii.Bool(true),
@@ -522,6 +568,7 @@ func (b *builder) addAlarms() {
 		b.alarmTopic = t
 		topic = t
 	}
+	b.topic = topic
 	for _, a := range b.alarms {
 		a.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
 		a.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
@@ -530,7 +577,7 @@ func (b *builder) addAlarms() {
 
 func (b *builder) alarm(logical, name, description string, metric awscloudwatch.IMetric, threshold float64,
 	op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
-	b.alarms = append(b.alarms, awscloudwatch.NewAlarm(b.stack, jsii.String(logical), &awscloudwatch.AlarmProps{
+	b.alarms = append(b.alarms, awscloudwatch.NewAlarm(b.scope, jsii.String(logical), &awscloudwatch.AlarmProps{
 		AlarmName:          jsii.String(name),
 		AlarmDescription:   jsii.String(description),
 		Metric:             metric,
@@ -591,7 +638,7 @@ func (b *builder) addDashboard() {
 		UsingMetrics: &map[string]awscloudwatch.IMetric{},
 		Period:       awscdk.Duration_Minutes(jsii.Number(1)),
 	})
-	awscloudwatch.NewDashboard(b.stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+	b.dashboard = awscloudwatch.NewDashboard(b.scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(topo.Prefix + "-operations"),
 		Widgets: &[]*[]awscloudwatch.IWidget{
 			{
@@ -631,7 +678,7 @@ func (b *builder) addDashboard() {
 func (b *builder) addOutputs() {
 	topo := b.cfg.topo
 	out := func(id string, v *string) {
-		awscdk.NewCfnOutput(b.stack, jsii.String(id), &awscdk.CfnOutputProps{Value: v})
+		awscdk.NewCfnOutput(b.scope, jsii.String(id), &awscdk.CfnOutputProps{Value: v})
 	}
 	out("HealthUrl", b.healthURL.Url())
 	out("EventBusName", b.bus.EventBusName())
@@ -640,7 +687,7 @@ func (b *builder) addOutputs() {
 	out("PollQueueUrl", b.queues[topo.PollQueue.Logical].QueueUrl())
 	out("ReleaseQueueUrl", b.queues[topo.RelQueue.Logical].QueueUrl())
 	out("QuarantineQueueUrl", b.quarantine.QueueUrl())
-	awscdk.NewCfnOutput(b.stack, jsii.String("CmsOutageToleranceSeconds"), &awscdk.CfnOutputProps{
+	awscdk.NewCfnOutput(b.scope, jsii.String("CmsOutageToleranceSeconds"), &awscdk.CfnOutputProps{
 		Value:       jsii.String(fmt.Sprint(int64(b.cfg.OutageTolerance() / time.Second))),
 		Description: jsii.String(b.cfg.OutageToleranceLine()),
 	})

@@ -14,9 +14,9 @@ import (
 // fails on any finding (error or warning) that the stack does not suppress
 // with a reason in nag.go.
 func TestNagAwsSolutions(t *testing.T) {
-	for name, props := range map[string]*LocaleflowStackProps{
+	for name, props := range map[string]*Props{
 		"default": testProps(),
-		"dev stack with reservations and alarm topic": func() *LocaleflowStackProps {
+		"dev stack with reservations and alarm topic": func() *Props {
 			p := testProps()
 			p.DeletionProtection = jsii.Bool(false)
 			p.AlarmTopicArn = "arn:aws:sns:us-east-1:123456789012:ops"
@@ -26,10 +26,11 @@ func TestNagAwsSolutions(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			app := awscdk.NewApp(nil)
-			stack, err := NewLocaleflowStack(app, "Nag", props)
+			lf, err := NewStack(app, "Nag", &StackProps{Props: *props})
 			if err != nil {
 				t.Fatal(err)
 			}
+			stack := lf.Stack()
 			awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 			var annotations assertions.Annotations
 			noPanic(t, func() { annotations = assertions.Annotations_FromStack(stack) })

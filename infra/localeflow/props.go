@@ -104,10 +104,15 @@ const (
 	maxMaxConcurrency     = 1000
 )
 
-// LocaleflowStackProps configures NewLocaleflowStack.
-type LocaleflowStackProps struct {
+// StackProps configures NewStack: the stack's own settings and the
+// construct's props.
+type StackProps struct {
 	awscdk.StackProps
+	Props
+}
 
+// Props configures New.
+type Props struct {
 	// Prefix names every resource (topology.New); empty means
 	// topology.DefaultPrefix.
 	Prefix string
@@ -207,7 +212,7 @@ type stackConfig struct {
 	visibility map[string]int
 }
 
-func resolve(props *LocaleflowStackProps) (stackConfig, error) {
+func resolve(props *Props) (stackConfig, error) {
 	if props == nil {
 		return stackConfig{}, errors.New("infra: props are required")
 	}

@@ -857,43 +857,43 @@ func TestStackIsEnvironmentAgnostic(t *testing.T) {
 func TestInvalidPropsRejected(t *testing.T) {
 	tests := []struct {
 		name   string
-		mutate func(*LocaleflowStackProps)
+		mutate func(*Props)
 		want   string
 	}{
-		{"bad prefix", func(p *LocaleflowStackProps) { p.Prefix = "Bad_Prefix" }, "prefix"},
-		{"missing asset dir", func(p *LocaleflowStackProps) { p.AssetDir = "" }, "AssetDir is required"},
-		{"missing bootstrap", func(p *LocaleflowStackProps) { p.AssetDir = t.TempDir() }, "make build"},
-		{"missing CMS URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "" }, "CMSBaseURL is required"},
-		{"relative evidence URL", func(p *LocaleflowStackProps) { p.EvidenceBaseURL = "evidence.local" }, "EvidenceBaseURL"},
-		{"plain http CMS URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "http://cms.example.com" }, "CMSBaseURL"},
-		{"plain http evidence URL", func(p *LocaleflowStackProps) { p.EvidenceBaseURL = "http://evidence.example.com" }, "EvidenceBaseURL"},
-		{"URL with credentials", func(p *LocaleflowStackProps) { p.CMSBaseURL = "https://u:p@cms.example.com" }, "CMSBaseURL"},
-		{"URL with query", func(p *LocaleflowStackProps) { p.CMSBaseURL = "https://cms.example.com/?k=v" }, "CMSBaseURL"},
-		{"ftp URL", func(p *LocaleflowStackProps) { p.CMSBaseURL = "ftp://cms.example.com" }, "CMSBaseURL"},
-		{"unknown function", func(p *LocaleflowStackProps) { p.Functions = map[string]FunctionOptions{"pollr": {MemoryMB: 512}} }, "unknown function"},
-		{"timeout over 900", func(p *LocaleflowStackProps) {
+		{"bad prefix", func(p *Props) { p.Prefix = "Bad_Prefix" }, "prefix"},
+		{"missing asset dir", func(p *Props) { p.AssetDir = "" }, "AssetDir is required"},
+		{"missing bootstrap", func(p *Props) { p.AssetDir = t.TempDir() }, "make build"},
+		{"missing CMS URL", func(p *Props) { p.CMSBaseURL = "" }, "CMSBaseURL is required"},
+		{"relative evidence URL", func(p *Props) { p.EvidenceBaseURL = "evidence.local" }, "EvidenceBaseURL"},
+		{"plain http CMS URL", func(p *Props) { p.CMSBaseURL = "http://cms.example.com" }, "CMSBaseURL"},
+		{"plain http evidence URL", func(p *Props) { p.EvidenceBaseURL = "http://evidence.example.com" }, "EvidenceBaseURL"},
+		{"URL with credentials", func(p *Props) { p.CMSBaseURL = "https://u:p@cms.example.com" }, "CMSBaseURL"},
+		{"URL with query", func(p *Props) { p.CMSBaseURL = "https://cms.example.com/?k=v" }, "CMSBaseURL"},
+		{"ftp URL", func(p *Props) { p.CMSBaseURL = "ftp://cms.example.com" }, "CMSBaseURL"},
+		{"unknown function", func(p *Props) { p.Functions = map[string]FunctionOptions{"pollr": {MemoryMB: 512}} }, "unknown function"},
+		{"timeout over 900", func(p *Props) {
 			p.Functions = map[string]FunctionOptions{"poller": {TimeoutSeconds: 901}}
 		}, "timeout"},
-		{"negative timeout", func(p *LocaleflowStackProps) {
+		{"negative timeout", func(p *Props) {
 			p.Functions = map[string]FunctionOptions{"health": {TimeoutSeconds: -1}}
 		}, "timeout"},
-		{"memory too small", func(p *LocaleflowStackProps) { p.Functions = map[string]FunctionOptions{"coordinator": {MemoryMB: 64}} }, "memory"},
-		{"negative reserved", func(p *LocaleflowStackProps) {
+		{"memory too small", func(p *Props) { p.Functions = map[string]FunctionOptions{"coordinator": {MemoryMB: 64}} }, "memory"},
+		{"negative reserved", func(p *Props) {
 			p.Functions = map[string]FunctionOptions{"coordinator": {ReservedConcurrency: -1}}
 		}, "reserved"},
-		{"issuer key too short", func(p *LocaleflowStackProps) { p.ReceiptIssuers.Quality = "qa=abcd" }, "ReceiptIssuers.Quality"},
-		{"issuer key uppercase", func(p *LocaleflowStackProps) { p.ReceiptIssuers.HumanReview = "qa=" + strings.ToUpper(humanKey) }, "ReceiptIssuers.HumanReview"},
-		{"issuer without key", func(p *LocaleflowStackProps) { p.ReceiptIssuers.IndependentReview = "qa" }, "ReceiptIssuers.IndependentReview"},
-		{"issuer bad name", func(p *LocaleflowStackProps) { p.ReceiptIssuers.Quality = "q a=" + issuerKey }, "ReceiptIssuers.Quality"},
-		{"issuer repeated", func(p *LocaleflowStackProps) { p.ReceiptIssuers.Quality = "qa=" + issuerKey + ",qa=" + issuerKey }, "repeats"},
-		{"human review issuers missing", func(p *LocaleflowStackProps) { p.ReceiptIssuers.HumanReview = "" }, "ReceiptIssuers.HumanReview is required"},
-		{"quality key trusted for human review", func(p *LocaleflowStackProps) { p.ReceiptIssuers.HumanReview = "desk=" + issuerKey }, "share a key"},
-		{"human key trusted for independent review", func(p *LocaleflowStackProps) {
+		{"issuer key too short", func(p *Props) { p.ReceiptIssuers.Quality = "qa=abcd" }, "ReceiptIssuers.Quality"},
+		{"issuer key uppercase", func(p *Props) { p.ReceiptIssuers.HumanReview = "qa=" + strings.ToUpper(humanKey) }, "ReceiptIssuers.HumanReview"},
+		{"issuer without key", func(p *Props) { p.ReceiptIssuers.IndependentReview = "qa" }, "ReceiptIssuers.IndependentReview"},
+		{"issuer bad name", func(p *Props) { p.ReceiptIssuers.Quality = "q a=" + issuerKey }, "ReceiptIssuers.Quality"},
+		{"issuer repeated", func(p *Props) { p.ReceiptIssuers.Quality = "qa=" + issuerKey + ",qa=" + issuerKey }, "repeats"},
+		{"human review issuers missing", func(p *Props) { p.ReceiptIssuers.HumanReview = "" }, "ReceiptIssuers.HumanReview is required"},
+		{"quality key trusted for human review", func(p *Props) { p.ReceiptIssuers.HumanReview = "desk=" + issuerKey }, "share a key"},
+		{"human key trusted for independent review", func(p *Props) {
 			p.ReceiptIssuers.IndependentReview = "rv=" + humanKey
 		}, "share a key"},
-		{"bad alarm topic", func(p *LocaleflowStackProps) { p.AlarmTopicArn = "arn:aws:sqs:eu-west-1:1:q" }, "SNS"},
-		{"bad alarm e-mail", func(p *LocaleflowStackProps) { p.AlarmEmail = "not-an-address" }, "AlarmEmail"},
-		{"alarm e-mail with a topic ARN", func(p *LocaleflowStackProps) {
+		{"bad alarm topic", func(p *Props) { p.AlarmTopicArn = "arn:aws:sqs:eu-west-1:1:q" }, "SNS"},
+		{"bad alarm e-mail", func(p *Props) { p.AlarmEmail = "not-an-address" }, "AlarmEmail"},
+		{"alarm e-mail with a topic ARN", func(p *Props) {
 			p.AlarmEmail, p.AlarmTopicArn = "ops@example.com", "arn:aws:sns:eu-west-1:123456789012:ops"
 		}, "AlarmEmail"},
 	}
@@ -911,7 +911,7 @@ func TestInvalidPropsRejected(t *testing.T) {
 		t.Error("nil props accepted")
 	}
 	for _, id := range []string{"", "1stack", "my_stack", "a/b"} {
-		if _, err := NewLocaleflowStack(awscdk.NewApp(nil), id, testProps()); err == nil || !strings.Contains(err.Error(), "stack name") {
+		if _, err := NewStack(awscdk.NewApp(nil), id, &StackProps{Props: *testProps()}); err == nil || !strings.Contains(err.Error(), "stack name") {
 			t.Errorf("stack id %q: err = %v", id, err)
 		}
 	}

@@ -1,0 +1,205 @@
+package localeflow_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/localeflow/localeflow/infra/localeflow"
+)
+
+// teamTemplate synthesizes stack and returns its template as JSON.
+func teamTemplate(t *testing.T, stack awscdk.Stack) map[string]any {
+	t.Helper()
+	var raw map[string]any
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("synth: %v", r)
+			}
+		}()
+		b, err := json.Marshal(assertions.Template_FromStack(stack, nil).ToJSON())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &raw); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	return raw
+}
+
+// TestTeamStackImportsTheConstruct is what a team does to run localeflow
+// inside its own stack: import the package, put the construct next to its
+// own resources, set props, and wire its resources to the ones the
+// construct returns.
+func TestTeamStackImportsTheConstruct(t *testing.T) {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("TeamPlatform"), &awscdk.StackProps{
+		Description: jsii.String("the team's own stack"),
+	})
+	own := awssqs.NewQueue(stack, jsii.String("TeamQueue"), &awssqs.QueueProps{EnforceSSL: jsii.Bool(true)})
+	lf, err := localeflow.New(stack, "Localeflow", &localeflow.Props{
+		Prefix:             "team-lf",
+		AssetDir:           localeflow.AssetDirForTests(),
+		CMSBaseURL:         "https://cms.team.example",
+		EvidenceBaseURL:    "https://evidence.team.example",
+		DeletionProtection: jsii.Bool(false),
+		CustomerManagedKey: jsii.Bool(true),
+		Functions:          map[string]localeflow.FunctionOptions{"poller": {MemoryMB: 512}},
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if *lf.Stack().Node().Path() != *stack.Node().Path() {
+		t.Fatalf("construct in stack %s, want the team's %s", *lf.Stack().Node().Path(), *stack.Node().Path())
+	}
+	// Every resource a team wires to is returned.
+	for name, v := range map[string]any{
+		"MonitorTable": lf.MonitorTable, "ReleaseTable": lf.ReleaseTable,
+		"PollQueue": lf.PollQueue, "PollDLQ": lf.PollDLQ, "ReleaseQueue": lf.ReleaseQueue, "ReleaseDLQ": lf.ReleaseDLQ,
+		"QuarantineQueue": lf.QuarantineQueue, "EventBus": lf.EventBus,
+		"Poller": lf.Poller, "Coordinator": lf.Coordinator, "Health": lf.Health, "HealthURL": lf.HealthURL,
+		"CMSKeySecret": lf.CMSKeySecret, "EventKeySecret": lf.EventKeySecret, "EvidenceKeySecret": lf.EvidenceKeySecret,
+		"ApprovalKeySecret": lf.ApprovalKeySecret, "PublicationKeySecret": lf.PublicationKeySecret,
+		"DataKey": lf.DataKey, "AlarmTopic": lf.AlarmTopic, "Dashboard": lf.Dashboard,
+	} {
+		if v == nil {
+			t.Errorf("%s not returned", name)
+		}
+	}
+	if len(lf.Alarms) == 0 {
+		t.Error("no alarms returned")
+	}
+	if lf.Topology.Prefix != "team-lf" {
+		t.Errorf("topology prefix %q", lf.Topology.Prefix)
+	}
+	// The team wires its own role and outputs to the returned resources.
+	operator := awsiam.NewRole(stack, jsii.String("OperatorRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewAccountRootPrincipal(),
+	})
+	lf.HealthURL.GrantInvokeUrl(operator)
+	lf.EventBus.GrantPutEventsTo(operator, nil)
+	awscdk.NewCfnOutput(stack, jsii.String("TeamMonitorTable"), &awscdk.CfnOutputProps{Value: lf.MonitorTable.TableName()})
+	awscdk.NewCfnOutput(stack, jsii.String("TeamQueueUrl"), &awscdk.CfnOutputProps{Value: own.QueueUrl()})
+
+	tmpl := teamTemplate(t, stack)
+	resources := tmpl["Resources"].(map[string]any)
+	idOf := func(el awscdk.CfnElement) string { return *stack.GetLogicalId(el) }
+	monitorID := idOf(lf.MonitorTable.Node().DefaultChild().(awscdk.CfnElement))
+	table, ok := resources[monitorID].(map[string]any)
+	if !ok {
+		t.Fatalf("monitor table %s not in the team's template", monitorID)
+	}
+	if name := table["Properties"].(map[string]any)["TableName"]; name != lf.Topology.Monitor.Name || !strings.HasPrefix(lf.Topology.Monitor.Name, "team-lf-") {
+		t.Errorf("monitor table name %v, want %s", name, lf.Topology.Monitor.Name)
+	}
+	// The construct's id is part of its logical IDs: two constructs (two
+	// prefixes) fit in one stack.
+	if !strings.HasPrefix(monitorID, "Localeflow") {
+		t.Errorf("monitor table logical id %s lacks the construct's path", monitorID)
+	}
+	counts := map[string]int{}
+	for _, r := range resources {
+		counts[r.(map[string]any)["Type"].(string)]++
+	}
+	for typ, want := range map[string]int{
+		"AWS::DynamoDB::Table":        2,
+		"AWS::SQS::Queue":             6, // five of localeflow's, one of the team's
+		"AWS::Lambda::Function":       3,
+		"AWS::Lambda::Url":            1,
+		"AWS::Events::EventBus":       1,
+		"AWS::KMS::Key":               1,
+		"AWS::SNS::Topic":             1,
+		"AWS::IAM::Role":              4, // three function roles, the team's operator
+		"AWS::CloudWatch::Dashboard":  1,
+		"AWS::SecretsManager::Secret": 5,
+	} {
+		if counts[typ] != want {
+			t.Errorf("%d %s, want %d", counts[typ], typ, want)
+		}
+	}
+	for id, r := range resources {
+		props, _ := r.(map[string]any)["Properties"].(map[string]any)
+		if r.(map[string]any)["Type"] == "AWS::Lambda::Function" && props["FunctionName"] == "team-lf-poller" && props["MemorySize"] != 512.0 {
+			t.Errorf("poller %s memory %v, want the team's 512", id, props["MemorySize"])
+		}
+	}
+	// The construct's outputs and the team's own.
+	outputs := tmpl["Outputs"].(map[string]any)
+	for _, want := range []string{"TeamMonitorTable", "TeamQueueUrl"} {
+		if _, ok := outputs[want]; !ok {
+			t.Errorf("output %s missing", want)
+		}
+	}
+	if got := outputs["TeamMonitorTable"].(map[string]any)["Value"]; !jsonEqual(got, map[string]any{"Ref": monitorID}) {
+		t.Errorf("team output = %v, want a Ref to %s", got, monitorID)
+	}
+	for _, stem := range []string{"HealthUrl", "EventBusName", "MonitorTableName", "ReleaseTableName", "PollQueueUrl", "ReleaseQueueUrl", "QuarantineQueueUrl"} {
+		found := false
+		for id := range outputs {
+			found = found || strings.HasPrefix(id, "Localeflow"+stem)
+		}
+		if !found {
+			t.Errorf("no output Localeflow%s…", stem)
+		}
+	}
+	// The team's operator may invoke the health URL and put events.
+	policy := jsonString(t, resources)
+	for _, action := range []string{"lambda:InvokeFunctionUrl", "events:PutEvents"} {
+		if !strings.Contains(policy, `"`+action+`"`) {
+			t.Errorf("no %s grant in the template", action)
+		}
+	}
+}
+
+// TestNewRejectsBadInput: New returns errors, never panics, on a missing
+// scope, id or props and on invalid props.
+func TestNewRejectsBadInput(t *testing.T) {
+	valid := func() *localeflow.Props {
+		return &localeflow.Props{AssetDir: localeflow.AssetDirForTests(), CMSBaseURL: "https://cms.example.com", EvidenceBaseURL: "https://ev.example.com"}
+	}
+	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("Team"), nil)
+	for name, call := range map[string]func() error{
+		"nil scope": func() error { _, err := localeflow.New(nil, "Localeflow", valid()); return err },
+		"empty id":  func() error { _, err := localeflow.New(stack, "", valid()); return err },
+		"nil props": func() error { _, err := localeflow.New(stack, "Localeflow", nil); return err },
+		"bad prefix": func() error {
+			p := valid()
+			p.Prefix = "Bad_Prefix"
+			_, err := localeflow.New(stack, "Localeflow", p)
+			return err
+		},
+		"nil stack props": func() error {
+			_, err := localeflow.NewStack(awscdk.NewApp(nil), "Localeflow", nil)
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := call(); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func jsonString(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func jsonEqual(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
