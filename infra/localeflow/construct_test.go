@@ -166,23 +166,36 @@ func TestNewRejectsBadInput(t *testing.T) {
 		return &localeflow.Props{AssetDir: localeflow.AssetDirForTests(), CMSBaseURL: "https://cms.example.com", EvidenceBaseURL: "https://ev.example.com"}
 	}
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("Team"), nil)
-	for name, call := range map[string]func() error{
-		"nil scope": func() error { _, err := localeflow.New(nil, "Localeflow", valid()); return err },
-		"empty id":  func() error { _, err := localeflow.New(stack, "", valid()); return err },
-		"nil props": func() error { _, err := localeflow.New(stack, "Localeflow", nil); return err },
-		"bad prefix": func() error {
+	for name, call := range map[string]func(t *testing.T) error{
+		"nil scope": func(*testing.T) error { _, err := localeflow.New(nil, "Localeflow", valid()); return err },
+		"empty id":  func(*testing.T) error { _, err := localeflow.New(stack, "", valid()); return err },
+		"nil props": func(*testing.T) error { _, err := localeflow.New(stack, "Localeflow", nil); return err },
+		"bad prefix": func(*testing.T) error {
 			p := valid()
 			p.Prefix = "Bad_Prefix"
 			_, err := localeflow.New(stack, "Localeflow", p)
 			return err
 		},
-		"nil stack props": func() error {
+		"duplicate id": func(t *testing.T) error {
+			if _, err := localeflow.New(stack, "Taken", valid()); err != nil {
+				t.Fatalf("first New: %v", err)
+			}
+			_, err := localeflow.New(stack, "Taken", valid())
+			return err
+		},
+		"duplicate stack id": func(*testing.T) error {
+			app := awscdk.NewApp(nil)
+			awscdk.NewStack(app, jsii.String("Localeflow"), nil)
+			_, err := localeflow.NewStack(app, "Localeflow", &localeflow.StackProps{Props: *valid()})
+			return err
+		},
+		"nil stack props": func(*testing.T) error {
 			_, err := localeflow.NewStack(awscdk.NewApp(nil), "Localeflow", nil)
 			return err
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if err := call(); err == nil {
+			if err := call(t); err == nil {
 				t.Fatal("accepted")
 			}
 		})

@@ -28,7 +28,7 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-// Tags on every resource of the stack.
+// Tags on every resource of the construct (and on NewStack's stack).
 const (
 	TagApplication = "application"
 	TagPrefix      = "localeflow:prefix"
@@ -149,6 +149,9 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) (*Locale
 	if sp.Description == nil {
 		sp.Description = jsii.String(fmt.Sprintf("localeflow (%s): lifecycle monitor, release coordinator, health", cfg.topo.Prefix))
 	}
+	if scope != nil && scope.Node().TryFindChild(jsii.String(id)) != nil {
+		return nil, fmt.Errorf("infra: scope already has a construct %q", id)
+	}
 	stack := awscdk.NewStack(scope, jsii.String(id), &sp)
 	// The stack's own tags (CloudFormation propagates them at deploy).
 	tag(stack, cfg)
@@ -169,6 +172,9 @@ func New(scope constructs.Construct, id string, props *Props) (*Localeflow, erro
 	}
 	if id == "" {
 		return nil, errors.New("infra: construct id is required")
+	}
+	if scope.Node().TryFindChild(jsii.String(id)) != nil {
+		return nil, fmt.Errorf("infra: scope already has a construct %q", id)
 	}
 	cfg, err := resolve(props)
 	if err != nil {
