@@ -2,6 +2,7 @@ package localeflow_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,7 +10,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/localeflow/localeflow/infra/localeflow"
 )
@@ -157,6 +160,58 @@ func TestTeamStackImportsTheConstruct(t *testing.T) {
 			t.Errorf("no %s grant in the template", action)
 		}
 	}
+}
+
+// TestTeamStackNagFindingsAreTheTeams: in a team's stack, cdk-nag reports
+// nothing under the construct (the team's own queue without a DLQ is
+// reported, which shows the check ran).
+func TestTeamStackNagFindingsAreTheTeams(t *testing.T) {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("TeamPlatform"), nil)
+	awssqs.NewQueue(stack, jsii.String("TeamQueue"), &awssqs.QueueProps{EnforceSSL: jsii.Bool(true)})
+	if _, err := localeflow.New(stack, "Localeflow", &localeflow.Props{
+		Prefix:          "team-lf",
+		AssetDir:        localeflow.AssetDirForTests(),
+		CMSBaseURL:      "https://cms.team.example",
+		EvidenceBaseURL: "https://evidence.team.example",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	var annotations assertions.Annotations
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("synth: %v", r)
+			}
+		}()
+		annotations = assertions.Annotations_FromStack(stack)
+	}()
+	nagID := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
+	teams := 0
+	for _, found := range []*[]*cxapi.SynthesisMessage{
+		annotations.FindError(jsii.String("*"), nagID),
+		annotations.FindWarning(jsii.String("*"), nagID),
+	} {
+		for _, m := range *found {
+			if strings.HasPrefix(*m.Id, "/TeamPlatform/Localeflow/") {
+				line, _, _ := strings.Cut(fmt.Sprint(derefString(m.Entry.Data)), "\n")
+				t.Errorf("cdk-nag finding in the construct at %s: %s", *m.Id, line)
+			} else if strings.HasPrefix(*m.Id, "/TeamPlatform/TeamQueue/") {
+				teams++
+			}
+		}
+	}
+	if teams == 0 {
+		t.Error("cdk-nag reported nothing on the team's queue without a DLQ: did the check run?")
+	}
+}
+
+func derefString(v any) any {
+	if p, ok := v.(*string); ok && p != nil {
+		return *p
+	}
+	return v
 }
 
 // TestNewRejectsBadInput: New returns errors, never panics, on a missing
