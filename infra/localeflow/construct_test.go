@@ -214,6 +214,49 @@ func derefString(v any) any {
 	return v
 }
 
+// TestTwoDeploymentsInOneStack: two constructs with two prefixes share one
+// stack; every name and logical ID stays apart.
+func TestTwoDeploymentsInOneStack(t *testing.T) {
+	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("TeamPlatform"), nil)
+	for _, prefix := range []string{"team-a", "team-b"} {
+		if _, err := localeflow.New(stack, prefix, &localeflow.Props{
+			Prefix:          prefix,
+			AssetDir:        localeflow.AssetDirForTests(),
+			CMSBaseURL:      "https://cms.team.example",
+			EvidenceBaseURL: "https://evidence.team.example",
+		}); err != nil {
+			t.Fatalf("%s: %v", prefix, err)
+		}
+	}
+	tmpl := teamTemplate(t, stack)
+	names := map[string]string{}
+	tables := 0
+	for id, r := range tmpl["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		props, _ := res["Properties"].(map[string]any)
+		for _, field := range []string{"TableName", "QueueName", "FunctionName", "Name", "AlarmName", "AliasName", "LogGroupName", "DashboardName", "TopicName"} {
+			name, ok := props[field].(string)
+			if !ok {
+				continue
+			}
+			key := res["Type"].(string) + " " + name
+			if other, dup := names[key]; dup {
+				t.Errorf("%s named by both %s and %s", key, other, id)
+			}
+			names[key] = id
+		}
+		if res["Type"] == "AWS::DynamoDB::Table" {
+			tables++
+		}
+	}
+	if tables != 4 || len(names) < 2*30 {
+		t.Errorf("%d tables (want 2 per deployment), %d names", tables, len(names))
+	}
+	if len(tmpl["Outputs"].(map[string]any)) < 2*7 {
+		t.Errorf("outputs %v", tmpl["Outputs"])
+	}
+}
+
 // TestNewRejectsBadInput: New returns errors, never panics, on a missing
 // scope, id or props and on invalid props.
 func TestNewRejectsBadInput(t *testing.T) {
