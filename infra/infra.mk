@@ -97,6 +97,6 @@ test-infra: ## CDK template tests and the cdk-nag AwsSolutions check (infra modu
 	cd infra && go test -count=1 ./...
 
 lint-infra: ## gofmt and go vet of the infra module
-	@out=$$(cd infra && gofmt -l $$(go list -f '{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range .TestGoFiles}}{{$$.Dir}}/{{.}} {{end}}' ./...)); \
+	@out=$$(cd infra && gofmt -l $$(go list -f '{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range .TestGoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range .XTestGoFiles}}{{$$.Dir}}/{{.}} {{end}}' ./...)); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	cd infra && go vet ./...
