@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/topology"
@@ -171,11 +171,11 @@ func RequireClean(t testing.TB, o Options) Report {
 	return rep
 }
 
-// scan reads every item of table (healthdb.ParallelScan, the audit's scan).
+// scan reads every item of table (opsdb.ParallelScan, the audit's scan).
 func scan(ctx context.Context, db API, table string, segments int) ([]map[string]types.AttributeValue, error) {
 	var mu sync.Mutex
 	var items []map[string]types.AttributeValue
-	err := healthdb.ParallelScan(ctx, db, table, segments, func(item map[string]types.AttributeValue) {
+	err := opsdb.ParallelScan(ctx, db, table, segments, func(item map[string]types.AttributeValue) {
 		mu.Lock()
 		items = append(items, item)
 		mu.Unlock()

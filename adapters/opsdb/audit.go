@@ -1,4 +1,4 @@
-package healthdb
+package opsdb
 
 import (
 	"context"
@@ -50,7 +50,7 @@ type Auditor struct {
 // records (so they are decoded exactly as the monitor decodes them).
 func NewAuditor(db ScanAPI, store *monitordb.Store, monitorTable, releaseTable string) (*Auditor, error) {
 	if db == nil || store == nil || monitorTable == "" || releaseTable == "" {
-		return nil, errors.New("healthdb: NewAuditor needs a client, the monitor store and both table names")
+		return nil, errors.New("opsdb: NewAuditor needs a client, the monitor store and both table names")
 	}
 	return &Auditor{db: db, monitor: store, monitorTable: monitorTable, releaseTable: releaseTable, Segments: 4, Readers: 16}, nil
 }

@@ -1,4 +1,4 @@
-package healthdb
+package opsdb
 
 import (
 	"context"
@@ -43,13 +43,13 @@ type ReleaseReader struct {
 // NewReleaseReader returns a reader of table (topology.Release.Name).
 func NewReleaseReader(db CensusAPI, table string) (*ReleaseReader, error) {
 	if db == nil || table == "" {
-		return nil, errors.New("healthdb: NewReleaseReader needs a client and a table name")
+		return nil, errors.New("opsdb: NewReleaseReader needs a client and a table name")
 	}
 	return &ReleaseReader{db: db, table: table}, nil
 }
 
 func unavailable(op string, err error) error {
-	return core.Wrap(health.CodeUnavailable, true, fmt.Errorf("healthdb %s: %w", op, err))
+	return core.Wrap(health.CodeUnavailable, true, fmt.Errorf("opsdb %s: %w", op, err))
 }
 
 type releaseKey struct{ pk, sk string }
@@ -150,7 +150,7 @@ func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAtt
 		WithProjection(expression.NamesList(expression.Name(topology.AttrPK), expression.Name(topology.AttrSK))).
 		Build()
 	if err != nil {
-		return nil, fmt.Errorf("healthdb: build expression: %w", err)
+		return nil, fmt.Errorf("opsdb: build expression: %w", err)
 	}
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(table), IndexName: aws.String(index),
@@ -169,7 +169,7 @@ func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAtt
 		for _, item := range page.Items {
 			k, ok := key(item)
 			if !ok {
-				return nil, core.Wrap(health.CodeUnavailable, false, fmt.Errorf("healthdb: index %s entry without its table key", index))
+				return nil, core.Wrap(health.CodeUnavailable, false, fmt.Errorf("opsdb: index %s entry without its table key", index))
 			}
 			out = append(out, k)
 		}

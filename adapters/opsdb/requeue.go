@@ -1,4 +1,4 @@
-package healthdb
+package opsdb
 
 import (
 	"context"
@@ -70,7 +70,7 @@ type Requeuer struct {
 // NewRequeuer returns a Requeuer on the monitor table that store reads.
 func NewRequeuer(store *monitordb.Store, db RequeueAPI, table string) (*Requeuer, error) {
 	if store == nil || db == nil || table == "" {
-		return nil, errors.New("healthdb: NewRequeuer needs a store, a client and a table name")
+		return nil, errors.New("opsdb: NewRequeuer needs a store, a client and a table name")
 	}
 	return &Requeuer{store: store, db: db, table: table}, nil
 }
@@ -175,7 +175,7 @@ func (q *Requeuer) Requeue(ctx context.Context, eventID string, nowMS int64) (Re
 		}
 	}
 	if err != nil {
-		return Requeued{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("healthdb requeue %s: %w", eventID, err))
+		return Requeued{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("opsdb requeue %s: %w", eventID, err))
 	}
 	stored, err := q.store.Get(ctx, eventID)
 	if err != nil {
@@ -210,7 +210,7 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 		Remove(expression.Name(monitordb.AttrAcknowledgedMS))
 	rexpr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(update).Build()
 	if err != nil {
-		return nil, fmt.Errorf("healthdb: build requeue expression: %w", err)
+		return nil, fmt.Errorf("opsdb: build requeue expression: %w", err)
 	}
 	journal := expression.Add(expression.Name(attrRequeuedCount), expression.Value(1)).
 		Set(expression.Name(attrRequeuedMS), expression.Value(after.UpdatedMS)).
@@ -219,7 +219,7 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 		Set(expression.Name(attrFailedFailures), expression.Value(before.ConsecutiveFailures))
 	jexpr, err := expression.NewBuilder().WithUpdate(journal).Build()
 	if err != nil {
-		return nil, fmt.Errorf("healthdb: build journal expression: %w", err)
+		return nil, fmt.Errorf("opsdb: build journal expression: %w", err)
 	}
 	return []types.TransactWriteItem{
 		{Update: &types.Update{
@@ -256,7 +256,7 @@ func (t TableItems) ItemCount(ctx context.Context) (int64, error) {
 		return 0, unavailable("describe "+t.Table, err)
 	}
 	if out.Table == nil || out.Table.ItemCount == nil || *out.Table.ItemCount < 0 {
-		return 0, core.Wrap(health.CodeUnavailable, false, errors.New("healthdb: DescribeTable without an item count"))
+		return 0, core.Wrap(health.CodeUnavailable, false, errors.New("opsdb: DescribeTable without an item count"))
 	}
 	return *out.Table.ItemCount, nil
 }
