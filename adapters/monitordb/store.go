@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/localeflow/localeflow/adapters/batchget"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/topology"
@@ -671,34 +672,30 @@ var censusProjection = func() expression.Expression {
 	return expr
 }()
 
-// maxUnprocessedRounds bounds retries of BatchGetItem's unprocessed keys.
-const maxUnprocessedRounds = 8
-
+// batchGet reads the records of ids with strongly consistent BatchGetItem
+// calls (batchget.Items), projected onto the census attributes.
 func (s *Store) batchGet(ctx context.Context, ids []string) ([]monitor.Record, error) {
-	var recs []monitor.Record
-	for start := 0; start < len(ids); start += 100 {
-		keys := make([]map[string]types.AttributeValue, 0, 100)
-		for _, id := range ids[start:min(start+100, len(ids))] {
-			keys = append(keys, key(id))
-		}
-		request := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true),
-			ProjectionExpression: censusProjection.Projection(), ExpressionAttributeNames: censusProjection.Names()}}
-		for round := 0; len(request) > 0; round++ {
-			if round == maxUnprocessedRounds {
-				return nil, core.Retry(monitor.CodeStoreUnavailable)
-			}
-			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: request, ReturnConsumedCapacity: s.capacity.mode()})
-			if err != nil {
-				return nil, unavailable("census get", err)
-			}
-			for _, c := range out.ConsumedCapacity {
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = key(id)
+	}
+	items, err := batchget.Items(ctx, s.db, batchget.Input{
+		Table: s.table, Keys: keys,
+		Read: types.KeysAndAttributes{ConsistentRead: aws.Bool(true),
+			ProjectionExpression: censusProjection.Projection(), ExpressionAttributeNames: censusProjection.Names()},
+		ReturnConsumedCapacity: s.capacity.mode(),
+		Consumed: func(cs []types.ConsumedCapacity) {
+			for _, c := range cs {
 				s.capacity.add(&c, false)
 			}
-			for _, av := range out.Responses[s.table] {
-				recs = append(recs, decode(av))
-			}
-			request = out.UnprocessedKeys
-		}
+		},
+	})
+	if err != nil {
+		return nil, unavailable("census get", err)
+	}
+	recs := make([]monitor.Record, 0, len(items))
+	for _, av := range items {
+		recs = append(recs, decode(av))
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].EventID < recs[j].EventID })
 	return recs, nil

@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/adapters/batchget"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
@@ -195,47 +195,17 @@ var census = func() expression.Expression {
 	return expr
 }()
 
-// maxBatchRounds bounds the retries of BatchGetItem's unprocessed keys.
-const maxBatchRounds = 8
-
-// batchGet reads keys with strongly consistent BatchGetItem calls of 100
-// keys. Keys whose item no longer exists are absent from the result.
+// batchGet reads keys with strongly consistent BatchGetItem calls
+// (batchget.Items), projected onto the census attributes. Keys whose item
+// no longer exists are absent from the result.
 func batchGet(ctx context.Context, db CensusAPI, table string, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
-	var items []map[string]types.AttributeValue
-	for start := 0; start < len(keys); start += 100 {
-		request := map[string]types.KeysAndAttributes{table: {
-			Keys: keys[start:min(start+100, len(keys))], ConsistentRead: aws.Bool(true),
-			ProjectionExpression: census.Projection(), ExpressionAttributeNames: census.Names(),
-		}}
-		for round := 0; len(request) > 0; round++ {
-			if round == maxBatchRounds {
-				return nil, core.Retry(health.CodeUnavailable)
-			}
-			if round > 0 {
-				if err := sleep(ctx, time.Duration(25<<round)*time.Millisecond); err != nil {
-					return nil, unavailable("census get", err)
-				}
-			}
-			out, err := db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: request})
-			if err != nil {
-				return nil, unavailable("census get", err)
-			}
-			items = append(items, out.Responses[table]...)
-			request = out.UnprocessedKeys
-		}
+	items, err := batchget.Items(ctx, db, batchget.Input{Table: table, Keys: keys, Read: types.KeysAndAttributes{
+		ConsistentRead: aws.Bool(true), ProjectionExpression: census.Projection(), ExpressionAttributeNames: census.Names(),
+	}})
+	if err != nil {
+		return nil, unavailable("census get", err)
 	}
 	return items, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func stringAttr(item map[string]types.AttributeValue, name string) (string, bool) {
