@@ -548,6 +548,10 @@ func less(a, b wakeKey) bool {
 
 // rangeShard reads up to limit keys of one shard of a sparse index whose
 // sort key is ≤ upTo, in sort order, starting after start when it is set.
+// Its pages are hand-written, not the SDK's paginator: the first page
+// starts at the shard's persisted cursor entry (start), and each page's
+// Limit shrinks to what is still wanted, which a paginator (one fixed
+// Limit) cannot do.
 func (s *Store) rangeShard(ctx context.Context, index, shardAttr, sortAttr string, shard int, upTo int64, limit int, start map[string]types.AttributeValue) ([]wakeKey, error) {
 	keyCond := expression.Key(shardAttr).Equal(expression.Value(shard)).
 		And(expression.Key(sortAttr).LessThanEqual(expression.Value(upTo)))
@@ -636,8 +640,8 @@ func (s *Store) indexKeys(ctx context.Context, index, shardAttr string, shard in
 		ReturnConsumedCapacity:    s.capacity.mode(),
 	}
 	var ids []string
-	for {
-		out, err := s.db.Query(ctx, in)
+	for pages := dynamodb.NewQueryPaginator(s.db, in); pages.HasMorePages(); {
+		out, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, unavailable("census", err)
 		}
@@ -647,11 +651,8 @@ func (s *Store) indexKeys(ctx context.Context, index, shardAttr string, shard in
 				ids = append(ids, v.Value)
 			}
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return ids, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return ids, nil
 }
 
 // censusProjection projects the census reads onto

@@ -169,8 +169,8 @@ func ParallelScan(ctx context.Context, db ScanAPI, table string, segments int, v
 				TableName: aws.String(table), Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(int32(segments)),
 				ConsistentRead: aws.Bool(true),
 			}
-			for {
-				out, err := db.Scan(ctx, in)
+			for pages := dynamodb.NewScanPaginator(db, in); pages.HasMorePages(); {
+				out, err := pages.NextPage(ctx)
 				if err != nil {
 					errs[seg] = unavailable("audit scan "+table, err)
 					return
@@ -178,10 +178,6 @@ func ParallelScan(ctx context.Context, db ScanAPI, table string, segments int, v
 				for _, item := range out.Items {
 					visit(item)
 				}
-				if len(out.LastEvaluatedKey) == 0 {
-					return
-				}
-				in.ExclusiveStartKey = out.LastEvaluatedKey
 			}
 		}()
 	}

@@ -161,8 +161,8 @@ func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAtt
 		ExpressionAttributeValues: expr.Values(),
 	}
 	var out []K
-	for {
-		page, err := db.Query(ctx, in)
+	for pages := dynamodb.NewQueryPaginator(db, in); pages.HasMorePages(); {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, unavailable("census "+index, err)
 		}
@@ -173,11 +173,8 @@ func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAtt
 			}
 			out = append(out, k)
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
+	return out, nil
 }
 
 // census projects the release items the census reads onto

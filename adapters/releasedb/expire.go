@@ -81,17 +81,14 @@ func (e TextExpirer) textKeys(ctx context.Context, eventID, prefix string) ([]ma
 		ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true),
 	}
 	var keys []map[string]types.AttributeValue
-	for {
-		out, err := e.DB.Query(ctx, in)
+	for pages := dynamodb.NewQueryPaginator(e.DB, in); pages.HasMorePages(); {
+		out, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, core.Wrap(CodeUnavailable, true, fmt.Errorf("list texts of %s: %w", eventID, err))
 		}
 		for _, item := range out.Items {
 			keys = append(keys, map[string]types.AttributeValue{topology.AttrPK: item[topology.AttrPK], topology.AttrSK: item[topology.AttrSK]})
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return keys, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return keys, nil
 }

@@ -204,8 +204,8 @@ func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, err
 		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
 	}
-	for {
-		out, err := s.db.Query(ctx, input)
+	for pages := dynamodb.NewQueryPaginator(s.db, input); pages.HasMorePages(); {
+		out, err := pages.NextPage(ctx)
 		if err != nil {
 			return release.Snapshot{}, core.Wrap(CodeUnavailable, true, fmt.Errorf("query %s: %w", eventID, err))
 		}
@@ -216,11 +216,8 @@ func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, err
 			}
 			snap.Add(rec)
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return snap, nil
-		}
-		input.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return snap, nil
 }
 
 // Decode returns the record an item of the release table holds (the kind
