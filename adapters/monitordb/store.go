@@ -65,6 +65,10 @@ func New(db API, table string) (*Store, error) {
 	return &Store{db: db, table: table}, nil
 }
 
+// Shard is the wake, attention and outbox index partition of the record
+// of eventID: core.Shard keyed by the event id alone.
+func Shard(eventID string) int { return core.Shard(topology.WakeShards, eventID) }
+
 // unavailable wraps an SDK failure: retryable, nothing changed — except
 // DynamoDB's ValidationException (an item above the size limit, a
 // malformed request), which the same request would get again:

@@ -271,7 +271,7 @@ func DecodeRelease(item map[string]types.AttributeValue) health.ReleaseRecord {
 // attention, outbox) the way adapters/releasedb.Item writes them.
 func releaseIndexKeysAgree(item map[string]types.AttributeValue, rec release.Record) bool {
 	eventID, sk := rec.Key()
-	shard := int64(release.WakeShard(eventID, sk, topology.WakeShards))
+	shard := int64(releasedb.Shard(eventID, sk))
 	wakeMS, wakes, attentionMS, attention := release.Wake(rec)
 	outboxMS, owed := release.Outbox(rec)
 	return pairAgrees(item, topology.AttrWakeShard, topology.AttrWakeMS, wakes, shard, wakeMS) &&

@@ -60,6 +60,10 @@ func (s *Store) WithRetention(d time.Duration) *Store {
 	return &c
 }
 
+// Shard is the wake, attention and outbox index partition of the record
+// keyed eventID and sk: core.Shard keyed by both.
+func Shard(eventID, sk string) int { return core.Shard(topology.WakeShards, eventID, sk) }
+
 // PK is the partition key of an event's collection.
 func PK(eventID string) string { return PKPrefix + eventID }
 
@@ -72,7 +76,7 @@ func Item(rec release.Record) (map[string]types.AttributeValue, error) {
 	}
 	item[topology.AttrPK] = &types.AttributeValueMemberS{Value: PK(eventID)}
 	item[topology.AttrSK] = &types.AttributeValueMemberS{Value: sk}
-	shard := release.WakeShard(eventID, sk, topology.WakeShards)
+	shard := Shard(eventID, sk)
 	wakeMS, wakes, attentionMS, attention := release.Wake(rec)
 	if wakes {
 		item[topology.AttrWakeShard] = number(int64(shard))
