@@ -20,7 +20,7 @@ import (
 // censusDB lists one event id in shard 0 of each census index and records
 // the census requests.
 type censusDB struct {
-	monitordb.API
+	monitordb.DynamoDBAPI
 	mu      sync.Mutex
 	queries []*dynamodb.QueryInput
 	gets    []types.KeysAndAttributes

@@ -21,8 +21,8 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-// API is the part of *dynamodb.Client the store uses.
-type API interface {
+// DynamoDBAPI is the part of *dynamodb.Client the store uses.
+type DynamoDBAPI interface {
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -31,13 +31,13 @@ type API interface {
 }
 
 var (
-	_ API           = (*dynamodb.Client)(nil)
+	_ DynamoDBAPI   = (*dynamodb.Client)(nil)
 	_ monitor.Store = (*Store)(nil)
 )
 
 // Store is the DynamoDB monitor.Store.
 type Store struct {
-	db    API
+	db    DynamoDBAPI
 	table string
 	// capacity, when set, asks DynamoDB for consumed capacity and adds it
 	// up (benchmarks).
@@ -58,7 +58,7 @@ func (s *Store) WithRetention(d time.Duration) *Store {
 }
 
 // New returns a store on table (topology.Monitor.Name of the deployment).
-func New(db API, table string) (*Store, error) {
+func New(db DynamoDBAPI, table string) (*Store, error) {
 	if db == nil || table == "" {
 		return nil, errors.New("monitordb: New needs a client and a table name")
 	}

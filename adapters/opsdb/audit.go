@@ -26,17 +26,17 @@ import (
 // carries index keys it must not have.
 const CodeReleaseRecordInvalid = "release.store.record_invalid"
 
-// ScanAPI is the part of *dynamodb.Client the audit uses.
-type ScanAPI interface {
+// DynamoDBScanAPI is the part of *dynamodb.Client the audit uses.
+type DynamoDBScanAPI interface {
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
-var _ ScanAPI = (*dynamodb.Client)(nil)
+var _ DynamoDBScanAPI = (*dynamodb.Client)(nil)
 
 // Auditor checks every record of both tables. It is the one place that
 // scans, and it runs only when an operator asks (localeflow audit).
 type Auditor struct {
-	db           ScanAPI
+	db           DynamoDBScanAPI
 	monitor      *monitordb.Store
 	monitorTable string
 	releaseTable string
@@ -48,7 +48,7 @@ type Auditor struct {
 
 // NewAuditor returns an Auditor of the two tables; store reads monitor
 // records (so they are decoded exactly as the monitor decodes them).
-func NewAuditor(db ScanAPI, store *monitordb.Store, monitorTable, releaseTable string) (*Auditor, error) {
+func NewAuditor(db DynamoDBScanAPI, store *monitordb.Store, monitorTable, releaseTable string) (*Auditor, error) {
 	if db == nil || store == nil || monitorTable == "" || releaseTable == "" {
 		return nil, errors.New("opsdb: NewAuditor needs a client, the monitor store and both table names")
 	}
@@ -157,7 +157,7 @@ func (a *Auditor) scan(ctx context.Context, table string, visit func(map[string]
 // from several goroutines at once and must be safe for that. This is the
 // one full-table read of the project: it serves the on-demand audit and the
 // test-side invariant checker (proof/invariant), never a request path.
-func ParallelScan(ctx context.Context, db ScanAPI, table string, segments int, visit func(map[string]types.AttributeValue)) error {
+func ParallelScan(ctx context.Context, db DynamoDBScanAPI, table string, segments int, visit func(map[string]types.AttributeValue)) error {
 	segments = max(1, segments)
 	errs := make([]error, segments)
 	var wg sync.WaitGroup

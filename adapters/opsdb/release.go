@@ -22,26 +22,26 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-// CensusAPI is the part of *dynamodb.Client an index census uses.
-type CensusAPI interface {
+// DynamoDBCensusAPI is the part of *dynamodb.Client an index census uses.
+type DynamoDBCensusAPI interface {
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 var (
-	_ CensusAPI            = (*dynamodb.Client)(nil)
+	_ DynamoDBCensusAPI    = (*dynamodb.Client)(nil)
 	_ health.ReleaseCensus = (*ReleaseReader)(nil)
 )
 
 // ReleaseReader reads the open and failed evidence and delivery records of
 // the release table.
 type ReleaseReader struct {
-	db    CensusAPI
+	db    DynamoDBCensusAPI
 	table string
 }
 
 // NewReleaseReader returns a reader of table (topology.Release.Name).
-func NewReleaseReader(db CensusAPI, table string) (*ReleaseReader, error) {
+func NewReleaseReader(db DynamoDBCensusAPI, table string) (*ReleaseReader, error) {
 	if db == nil || table == "" {
 		return nil, errors.New("opsdb: NewReleaseReader needs a client and a table name")
 	}
@@ -101,7 +101,7 @@ func (r *ReleaseReader) ReleaseCensus(ctx context.Context) ([]health.ReleaseReco
 // indexKeys queries every shard of the wake and attention indexes (16
 // paginated KEYS_ONLY queries, in parallel) and returns the distinct
 // table keys key extracts.
-func indexKeys[K comparable](ctx context.Context, db CensusAPI, table string, key func(map[string]types.AttributeValue) (K, bool)) ([]K, error) {
+func indexKeys[K comparable](ctx context.Context, db DynamoDBCensusAPI, table string, key func(map[string]types.AttributeValue) (K, bool)) ([]K, error) {
 	type job struct{ index, shardAttr string }
 	var jobs []struct {
 		job
@@ -142,7 +142,7 @@ func indexKeys[K comparable](ctx context.Context, db CensusAPI, table string, ke
 	return out, nil
 }
 
-func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAttr string, shard int, key func(map[string]types.AttributeValue) (K, bool)) ([]K, error) {
+func queryShard[K any](ctx context.Context, db DynamoDBCensusAPI, table, index, shardAttr string, shard int, key func(map[string]types.AttributeValue) (K, bool)) ([]K, error) {
 	// Projected onto the table key (the health role's dynamodb:Attributes
 	// condition on the indexes allows only keys).
 	expr, err := expression.NewBuilder().
@@ -195,7 +195,7 @@ var census = func() expression.Expression {
 // batchGet reads keys with strongly consistent BatchGetItem calls
 // (batchget.Items), projected onto the census attributes. Keys whose item
 // no longer exists are absent from the result.
-func batchGet(ctx context.Context, db CensusAPI, table string, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+func batchGet(ctx context.Context, db DynamoDBCensusAPI, table string, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
 	items, err := batchget.Items(ctx, db, batchget.Input{Table: table, Keys: keys, Read: types.KeysAndAttributes{
 		ConsistentRead: aws.Bool(true), ProjectionExpression: census.Projection(), ExpressionAttributeNames: census.Names(),
 	}})

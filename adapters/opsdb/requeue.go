@@ -51,24 +51,24 @@ const (
 	attrFailedFailures = "last_failed_failures"
 )
 
-// RequeueAPI is the part of *dynamodb.Client a Requeuer uses (besides the
+// DynamoDBRequeueAPI is the part of *dynamodb.Client a Requeuer uses (besides the
 // monitordb.Store it reads records with).
-type RequeueAPI interface {
+type DynamoDBRequeueAPI interface {
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 }
 
-var _ RequeueAPI = (*dynamodb.Client)(nil)
+var _ DynamoDBRequeueAPI = (*dynamodb.Client)(nil)
 
 // Requeuer puts failed monitor records back to due.
 type Requeuer struct {
 	store *monitordb.Store
-	db    RequeueAPI
+	db    DynamoDBRequeueAPI
 	table string
 }
 
 // NewRequeuer returns a Requeuer on the monitor table that store reads.
-func NewRequeuer(store *monitordb.Store, db RequeueAPI, table string) (*Requeuer, error) {
+func NewRequeuer(store *monitordb.Store, db DynamoDBRequeueAPI, table string) (*Requeuer, error) {
 	if store == nil || db == nil || table == "" {
 		return nil, errors.New("opsdb: NewRequeuer needs a store, a client and a table name")
 	}
@@ -234,18 +234,18 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 	}, nil
 }
 
-// TableAPI is the DescribeTable method TableItems uses.
-type TableAPI interface {
+// DynamoDBTableAPI is the DescribeTable method TableItems uses.
+type DynamoDBTableAPI interface {
 	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
-var _ TableAPI = (*dynamodb.Client)(nil)
+var _ DynamoDBTableAPI = (*dynamodb.Client)(nil)
 
 // TableItems reports a table's approximate item count (DescribeTable's
 // ItemCount, refreshed by DynamoDB about every six hours): one call whose
 // cost does not depend on the table's size.
 type TableItems struct {
-	DB    TableAPI
+	DB    DynamoDBTableAPI
 	Table string
 }
 

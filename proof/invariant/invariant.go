@@ -48,7 +48,7 @@ const (
 // read back through monitordb, which needs GetItem (and the rest of its
 // API, of which it calls only GetItem here).
 type API interface {
-	monitordb.API
+	monitordb.DynamoDBAPI
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
