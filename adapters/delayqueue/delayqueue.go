@@ -209,8 +209,9 @@ type SQSAPI interface {
 
 var _ SQSAPI = (*sqs.Client)(nil)
 
-// SQSBatchAPI is SQS SendMessageBatch. A client that has it sends SendBatch's
-// envelopes ten to a request; one without it sends them one by one.
+// SQSBatchAPI is SQS SendMessageBatch. A client that has it sends
+// SendBatch's envelopes ten to a request; one without it sends them one by
+// one.
 type SQSBatchAPI interface {
 	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }

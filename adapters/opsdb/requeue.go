@@ -51,8 +51,8 @@ const (
 	attrFailedFailures = "last_failed_failures"
 )
 
-// DynamoDBRequeueAPI is the part of *dynamodb.Client a Requeuer uses (besides the
-// monitordb.Store it reads records with).
+// DynamoDBRequeueAPI is the part of *dynamodb.Client a Requeuer uses
+// (besides the monitordb.Store it reads records with).
 type DynamoDBRequeueAPI interface {
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)

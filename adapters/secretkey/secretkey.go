@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
-// SecretsManagerAPI is the one Secrets Manager method used, with the SDK's exact
-// signature.
+// SecretsManagerAPI is the one Secrets Manager method used, with the SDK's
+// exact signature.
 type SecretsManagerAPI interface {
 	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 }
