@@ -209,13 +209,14 @@ type SQSAPI interface {
 
 var _ SQSAPI = (*sqs.Client)(nil)
 
-// BatchAPI is SQS SendMessageBatch. A client that has it sends SendBatch's
-// envelopes ten to a request; one without it sends them one by one.
-type BatchAPI interface {
+// SQSBatchAPI is SQS SendMessageBatch. A client that has it sends
+// SendBatch's envelopes ten to a request; one without it sends them one by
+// one.
+type SQSBatchAPI interface {
 	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
 
-var _ BatchAPI = (*sqs.Client)(nil)
+var _ SQSBatchAPI = (*sqs.Client)(nil)
 
 // MaxBatch is the most entries one SendMessageBatch request takes.
 const MaxBatch = 10
@@ -264,7 +265,7 @@ func (q *Queue) Resend(ctx context.Context, e Envelope, now time.Time) error {
 // one gets delayqueue.envelope_invalid and is not sent.
 func (q *Queue) SendBatch(ctx context.Context, envs []Envelope, now time.Time) []error {
 	errs := make([]error, len(envs))
-	batcher, ok := q.client.(BatchAPI)
+	batcher, ok := q.client.(SQSBatchAPI)
 	if !ok {
 		for i, e := range envs {
 			errs[i] = q.Resend(ctx, e, now)
@@ -300,7 +301,7 @@ func (q *Queue) SendBatch(ctx context.Context, envs []Envelope, now time.Time) [
 }
 
 // sendChunk sends one request; entries[k] is envs[idx[k]] and has Id k.
-func (q *Queue) sendChunk(ctx context.Context, api BatchAPI, envs []Envelope, idx []int, entries []types.SendMessageBatchRequestEntry, errs []error) {
+func (q *Queue) sendChunk(ctx context.Context, api SQSBatchAPI, envs []Envelope, idx []int, entries []types.SendMessageBatchRequestEntry, errs []error) {
 	fail := func(k int, cause error) {
 		e := envs[idx[k]]
 		errs[idx[k]] = core.Wrap(CodeSendFailed, true, fmt.Errorf("send %s for %s: %w", e.Kind, e.EventID, cause))

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/adapters/batchget"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -18,7 +20,7 @@ import (
 // censusDB lists one event id in shard 0 of each census index and records
 // the census requests.
 type censusDB struct {
-	monitordb.API
+	monitordb.DynamoDBAPI
 	mu      sync.Mutex
 	queries []*dynamodb.QueryInput
 	gets    []types.KeysAndAttributes
@@ -87,5 +89,46 @@ func TestCensusProjectsOnlyMonitorAttributes(t *testing.T) {
 	got := projected(db.gets[0].ProjectionExpression, db.gets[0].ExpressionAttributeNames)
 	if want := slices.Sorted(slices.Values(topology.MonitorCensusAttributes)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("projection %v, want %v", got, want)
+	}
+}
+
+// throttledDB leaves every key unprocessed on its first two BatchGetItem
+// calls and records when each call came.
+type throttledDB struct {
+	censusDB
+	calls []time.Time
+}
+
+func (d *throttledDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	d.mu.Lock()
+	d.calls = append(d.calls, time.Now())
+	n := len(d.calls)
+	d.mu.Unlock()
+	if n <= 2 {
+		return &dynamodb.BatchGetItemOutput{UnprocessedKeys: in.RequestItems}, nil
+	}
+	return d.censusDB.BatchGetItem(ctx, in, opt...)
+}
+
+// TestCensusBacksOffBeforeAskingUnprocessedKeysAgain: the census asked
+// BatchGetItem's unprocessed keys again at once, up to eight calls in a
+// row against a table that was throttling it. It now waits
+// batchget.Backoff before each retry.
+func TestCensusBacksOffBeforeAskingUnprocessedKeysAgain(t *testing.T) {
+	db := &throttledDB{}
+	store, err := monitordb.New(db, "t-monitor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Census(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(db.calls) != 3 || len(db.gets) != 1 {
+		t.Fatalf("%d BatchGetItem calls (%d answered), want 3 (1)", len(db.calls), len(db.gets))
+	}
+	for round := 1; round <= 2; round++ {
+		if gap := db.calls[round].Sub(db.calls[round-1]); gap < batchget.Backoff(round) {
+			t.Fatalf("retry %d came %v after the call before, want at least %v", round, gap, batchget.Backoff(round))
+		}
 	}
 }

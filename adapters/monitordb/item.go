@@ -1,7 +1,6 @@
 package monitordb
 
 import (
-	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -143,13 +142,6 @@ var knownAttributes = map[string]bool{
 	attrRemoteStatus: true, attrLifecycleSHA256: true, attrLifecycle: true,
 	attrCreatedMS: true, attrUpdatedMS: true, attrHintMS: true, attrWakeShard: true, attrWakeMS: true,
 	attrAttentionShard: true, attrAttentionMS: true, attrOutboxShard: true, attrOutboxMS: true,
-}
-
-// Shard is the wake and attention index partition of eventID.
-func Shard(eventID string) int {
-	h := fnv.New32a()
-	h.Write([]byte(eventID))
-	return int(h.Sum32() % topology.WakeShards)
 }
 
 // encode is the full item of rec, with its index keys derived from it.

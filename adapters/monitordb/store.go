@@ -15,13 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/localeflow/localeflow/adapters/batchget"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/topology"
 )
 
-// API is the part of *dynamodb.Client the store uses.
-type API interface {
+// DynamoDBAPI is the part of *dynamodb.Client the store uses.
+type DynamoDBAPI interface {
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -30,13 +31,13 @@ type API interface {
 }
 
 var (
-	_ API           = (*dynamodb.Client)(nil)
+	_ DynamoDBAPI   = (*dynamodb.Client)(nil)
 	_ monitor.Store = (*Store)(nil)
 )
 
 // Store is the DynamoDB monitor.Store.
 type Store struct {
-	db    API
+	db    DynamoDBAPI
 	table string
 	// capacity, when set, asks DynamoDB for consumed capacity and adds it
 	// up (benchmarks).
@@ -57,12 +58,16 @@ func (s *Store) WithRetention(d time.Duration) *Store {
 }
 
 // New returns a store on table (topology.Monitor.Name of the deployment).
-func New(db API, table string) (*Store, error) {
+func New(db DynamoDBAPI, table string) (*Store, error) {
 	if db == nil || table == "" {
 		return nil, errors.New("monitordb: New needs a client and a table name")
 	}
 	return &Store{db: db, table: table}, nil
 }
+
+// Shard is the wake, attention and outbox index partition of the record
+// of eventID: core.Shard keyed by the event id alone.
+func Shard(eventID string) int { return core.Shard(topology.WakeShards, eventID) }
 
 // unavailable wraps an SDK failure: retryable, nothing changed — except
 // DynamoDB's ValidationException (an item above the size limit, a
@@ -547,6 +552,10 @@ func less(a, b wakeKey) bool {
 
 // rangeShard reads up to limit keys of one shard of a sparse index whose
 // sort key is ≤ upTo, in sort order, starting after start when it is set.
+// Its pages are hand-written, not the SDK's paginator: the first page
+// starts at the shard's persisted cursor entry (start), and each page's
+// Limit shrinks to what is still wanted, which a paginator (one fixed
+// Limit) cannot do.
 func (s *Store) rangeShard(ctx context.Context, index, shardAttr, sortAttr string, shard int, upTo int64, limit int, start map[string]types.AttributeValue) ([]wakeKey, error) {
 	keyCond := expression.Key(shardAttr).Equal(expression.Value(shard)).
 		And(expression.Key(sortAttr).LessThanEqual(expression.Value(upTo)))
@@ -635,8 +644,8 @@ func (s *Store) indexKeys(ctx context.Context, index, shardAttr string, shard in
 		ReturnConsumedCapacity:    s.capacity.mode(),
 	}
 	var ids []string
-	for {
-		out, err := s.db.Query(ctx, in)
+	for pages := dynamodb.NewQueryPaginator(s.db, in); pages.HasMorePages(); {
+		out, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, unavailable("census", err)
 		}
@@ -646,11 +655,8 @@ func (s *Store) indexKeys(ctx context.Context, index, shardAttr string, shard in
 				ids = append(ids, v.Value)
 			}
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return ids, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return ids, nil
 }
 
 // censusProjection projects the census reads onto
@@ -671,34 +677,30 @@ var censusProjection = func() expression.Expression {
 	return expr
 }()
 
-// maxUnprocessedRounds bounds retries of BatchGetItem's unprocessed keys.
-const maxUnprocessedRounds = 8
-
+// batchGet reads the records of ids with strongly consistent BatchGetItem
+// calls (batchget.Items), projected onto the census attributes.
 func (s *Store) batchGet(ctx context.Context, ids []string) ([]monitor.Record, error) {
-	var recs []monitor.Record
-	for start := 0; start < len(ids); start += 100 {
-		keys := make([]map[string]types.AttributeValue, 0, 100)
-		for _, id := range ids[start:min(start+100, len(ids))] {
-			keys = append(keys, key(id))
-		}
-		request := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true),
-			ProjectionExpression: censusProjection.Projection(), ExpressionAttributeNames: censusProjection.Names()}}
-		for round := 0; len(request) > 0; round++ {
-			if round == maxUnprocessedRounds {
-				return nil, core.Retry(monitor.CodeStoreUnavailable)
-			}
-			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: request, ReturnConsumedCapacity: s.capacity.mode()})
-			if err != nil {
-				return nil, unavailable("census get", err)
-			}
-			for _, c := range out.ConsumedCapacity {
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = key(id)
+	}
+	items, err := batchget.Items(ctx, s.db, batchget.Input{
+		Table: s.table, Keys: keys,
+		Read: types.KeysAndAttributes{ConsistentRead: aws.Bool(true),
+			ProjectionExpression: censusProjection.Projection(), ExpressionAttributeNames: censusProjection.Names()},
+		ReturnConsumedCapacity: s.capacity.mode(),
+		Consumed: func(cs []types.ConsumedCapacity) {
+			for _, c := range cs {
 				s.capacity.add(&c, false)
 			}
-			for _, av := range out.Responses[s.table] {
-				recs = append(recs, decode(av))
-			}
-			request = out.UnprocessedKeys
-		}
+		},
+	})
+	if err != nil {
+		return nil, unavailable("census get", err)
+	}
+	recs := make([]monitor.Record, 0, len(items))
+	for _, av := range items {
+		recs = append(recs, decode(av))
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].EventID < recs[j].EventID })
 	return recs, nil

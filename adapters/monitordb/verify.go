@@ -13,12 +13,12 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-// DescribeAPI is the part of *dynamodb.Client Verify uses.
-type DescribeAPI interface {
+// DynamoDBDescribeAPI is the part of *dynamodb.Client Verify uses.
+type DynamoDBDescribeAPI interface {
 	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
-var _ DescribeAPI = (*dynamodb.Client)(nil)
+var _ DynamoDBDescribeAPI = (*dynamodb.Client)(nil)
 
 // Verify checks, once at cold start (the poller's, before it handles
 // anything), that the table is the one the store was written for: key
@@ -26,7 +26,7 @@ var _ DescribeAPI = (*dynamodb.Client)(nil)
 // topology.Monitor (else lifecycle_monitor.schema_altered), and the table
 // and its indexes ACTIVE (else lifecycle_monitor.database_integrity: an
 // index still backfilling would silently hide due items).
-func Verify(ctx context.Context, db DescribeAPI, want topology.Table) error {
+func Verify(ctx context.Context, db DynamoDBDescribeAPI, want topology.Table) error {
 	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(want.Name)})
 	if err != nil {
 		return unavailable("verify", err)

@@ -17,20 +17,20 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-// ExpireAPI is the part of *dynamodb.Client TextExpirer uses.
-type ExpireAPI interface {
+// DynamoDBExpireAPI is the part of *dynamodb.Client TextExpirer uses.
+type DynamoDBExpireAPI interface {
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
-var _ ExpireAPI = (*dynamodb.Client)(nil)
+var _ DynamoDBExpireAPI = (*dynamodb.Client)(nil)
 
 // TextExpirer sets the table's TTL attribute (topology.AttrExpiresAt, epoch
 // seconds) on the records that hold texts: the source and result records
 // of one event. DynamoDB deletes them after that time; everything else of
 // the event (content-free) stays.
 type TextExpirer struct {
-	DB    ExpireAPI
+	DB    DynamoDBExpireAPI
 	Table string
 }
 
@@ -81,17 +81,14 @@ func (e TextExpirer) textKeys(ctx context.Context, eventID, prefix string) ([]ma
 		ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true),
 	}
 	var keys []map[string]types.AttributeValue
-	for {
-		out, err := e.DB.Query(ctx, in)
+	for pages := dynamodb.NewQueryPaginator(e.DB, in); pages.HasMorePages(); {
+		out, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, core.Wrap(CodeUnavailable, true, fmt.Errorf("list texts of %s: %w", eventID, err))
 		}
 		for _, item := range out.Items {
 			keys = append(keys, map[string]types.AttributeValue{topology.AttrPK: item[topology.AttrPK], topology.AttrSK: item[topology.AttrSK]})
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return keys, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return keys, nil
 }

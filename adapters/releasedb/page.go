@@ -161,7 +161,10 @@ func (s *Store) readAhead(ctx context.Context, ix sparseIndex, toMS int64, cur c
 }
 
 // readShard is one Query of shard from.Shard of ix, starting after from's
-// key when it has one.
+// key when it has one. It is one page by hand, not the SDK's paginator:
+// the position between pages is the sweep's cursor (encoded in the page
+// token the caller keeps), and the shards' pages are read ahead in
+// parallel and cut to the sequential read's Limit.
 func (s *Store) readShard(ctx context.Context, ix sparseIndex, toMS int64, from cursor, limit int) shardRead {
 	r := shardRead{from: from}
 	expr, err := expression.NewBuilder().WithKeyCondition(

@@ -60,6 +60,10 @@ func (s *Store) WithRetention(d time.Duration) *Store {
 	return &c
 }
 
+// Shard is the wake, attention and outbox index partition of the record
+// keyed eventID and sk: core.Shard keyed by both.
+func Shard(eventID, sk string) int { return core.Shard(topology.WakeShards, eventID, sk) }
+
 // PK is the partition key of an event's collection.
 func PK(eventID string) string { return PKPrefix + eventID }
 
@@ -72,7 +76,7 @@ func Item(rec release.Record) (map[string]types.AttributeValue, error) {
 	}
 	item[topology.AttrPK] = &types.AttributeValueMemberS{Value: PK(eventID)}
 	item[topology.AttrSK] = &types.AttributeValueMemberS{Value: sk}
-	shard := release.WakeShard(eventID, sk, topology.WakeShards)
+	shard := Shard(eventID, sk)
 	wakeMS, wakes, attentionMS, attention := release.Wake(rec)
 	if wakes {
 		item[topology.AttrWakeShard] = number(int64(shard))
@@ -204,8 +208,8 @@ func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, err
 		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
 	}
-	for {
-		out, err := s.db.Query(ctx, input)
+	for pages := dynamodb.NewQueryPaginator(s.db, input); pages.HasMorePages(); {
+		out, err := pages.NextPage(ctx)
 		if err != nil {
 			return release.Snapshot{}, core.Wrap(CodeUnavailable, true, fmt.Errorf("query %s: %w", eventID, err))
 		}
@@ -216,11 +220,8 @@ func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, err
 			}
 			snap.Add(rec)
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return snap, nil
-		}
-		input.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return snap, nil
 }
 
 // Decode returns the record an item of the release table holds (the kind

@@ -23,7 +23,7 @@ const retryAfterFailure = 30 * time.Second
 // use.
 type Cache struct {
 	src   Source
-	sm    SecretsAPI
+	sm    SecretsManagerAPI
 	label string
 	check Check
 	ttl   time.Duration
@@ -36,7 +36,7 @@ type Cache struct {
 
 // NewCache loads the set once (an error here is a cold-start error) and
 // returns a cache that re-reads it every ttl (0 means DefaultTTL).
-func NewCache(ctx context.Context, src Source, sm SecretsAPI, label string, check Check, ttl time.Duration, clock core.Clock) (*Cache, error) {
+func NewCache(ctx context.Context, src Source, sm SecretsManagerAPI, label string, check Check, ttl time.Duration, clock core.Clock) (*Cache, error) {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}

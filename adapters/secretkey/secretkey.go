@@ -12,13 +12,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
-// SecretsAPI is the one Secrets Manager method used, with the SDK's exact
-// signature.
-type SecretsAPI interface {
+// SecretsManagerAPI is the one Secrets Manager method used, with the SDK's
+// exact signature.
+type SecretsManagerAPI interface {
 	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 }
 
-var _ SecretsAPI = (*secretsmanager.Client)(nil)
+var _ SecretsManagerAPI = (*secretsmanager.Client)(nil)
 
 // Check accepts or refuses decoded key material.
 type Check func(key []byte) error
@@ -82,7 +82,7 @@ func (s Source) Validate(check Check) error {
 }
 
 // Load returns the current key: the first of LoadSet.
-func (s Source) Load(ctx context.Context, sm SecretsAPI, label string, check Check) ([]byte, error) {
+func (s Source) Load(ctx context.Context, sm SecretsManagerAPI, label string, check Check) ([]byte, error) {
 	keys, err := s.LoadSet(ctx, sm, label, check)
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func (s Source) Load(ctx context.Context, sm SecretsAPI, label string, check Che
 // be rotated without refusing what the other side still signs with the
 // previous one. label names the key in errors ("cms" gives "read cms key
 // secret: …").
-func (s Source) LoadSet(ctx context.Context, sm SecretsAPI, label string, check Check) ([][]byte, error) {
+func (s Source) LoadSet(ctx context.Context, sm SecretsManagerAPI, label string, check Check) ([][]byte, error) {
 	if s.Hex != "" {
 		return DecodeHexSet(s.Hex, check)
 	}

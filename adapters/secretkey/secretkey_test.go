@@ -84,7 +84,7 @@ func TestLoad(t *testing.T) {
 	tests := []struct {
 		name string
 		src  secretkey.Source
-		sm   secretkey.SecretsAPI
+		sm   secretkey.SecretsManagerAPI
 		want string // substring of the error; "" = the key
 	}{
 		{"hex", secretkey.Source{Stem: stem, Hex: hex.EncodeToString(raw)}, nil, ""},

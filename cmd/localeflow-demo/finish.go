@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/localstack/runner"
@@ -206,7 +206,7 @@ func (d *demo) acknowledge(ctx context.Context, changes []change, mon MonitorHea
 	if err != nil {
 		return healthReport{}, err
 	}
-	q, err := healthdb.NewRequeuer(store, db, d.res.MonitorTable)
+	q, err := opsdb.NewRequeuer(store, db, d.res.MonitorTable)
 	if err != nil {
 		return healthReport{}, err
 	}

@@ -388,7 +388,7 @@ func (d *demo) runnerStack() (runner.Stack, *os.File, error) {
 }
 
 func (d *demo) stores() (*monitor.Service, *releasedb.Store, error) {
-	ms, err := monitordb.New(d.clients.DynamoDB.(monitordb.API), d.res.MonitorTable)
+	ms, err := monitordb.New(d.clients.DynamoDB.(monitordb.DynamoDBAPI), d.res.MonitorTable)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
 	"github.com/localeflow/localeflow/adapters/awsconfig"
-	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
@@ -337,8 +337,8 @@ func (c *cli) dispatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if cmd == "ack" && !healthdb.ValidAckReason(c.reason) {
-		return usagef("ack: --reason TEXT is required: one line, 1..%d printable characters (why it is acknowledged; no texts or secrets)", healthdb.MaxAckReason)
+	if cmd == "ack" && !opsdb.ValidAckReason(c.reason) {
+		return usagef("ack: --reason TEXT is required: one line, 1..%d printable characters (why it is acknowledged; no texts or secrets)", opsdb.MaxAckReason)
 	}
 	if cmd == "ack" && c.ackKey != "" && !c.ackRelease {
 		return usagef("ack: --key names a release record: add --release")
@@ -429,11 +429,11 @@ func (c *cli) releaseStore() *releasedb.Store {
 }
 
 func (c *cli) checker() (*health.Checker, error) {
-	reader, err := healthdb.NewReleaseReader(c.db, c.releaseTable)
+	reader, err := opsdb.NewReleaseReader(c.db, c.releaseTable)
 	if err != nil {
 		return nil, err
 	}
-	return health.NewChecker(c.monitorStore(), healthdb.TableItems{DB: c.db, Table: c.monitorTable}, reader, core.SystemClock{}, nil)
+	return health.NewChecker(c.monitorStore(), opsdb.TableItems{DB: c.db, Table: c.monitorTable}, reader, core.SystemClock{}, nil)
 }
 
 // report prints err and maps it to an exit code.

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core/health/healthtest"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -312,11 +312,11 @@ func TestAckOnLocalStack(t *testing.T) {
 		!strings.Contains(r.out, `"code":"lifecycle_monitor.event_missing"`) || strings.Count(r.err, "lifecycle_monitor.event_missing") != 1 {
 		t.Fatalf("ack of an unknown id: %+v", r)
 	}
-	if r = runCLI(env, p, "ack", "evt-open", "--reason", "nothing to see"); r.code != exitBad || !strings.Contains(r.err, healthdb.CodeAckNotNeeded) {
+	if r = runCLI(env, p, "ack", "evt-open", "--reason", "nothing to see"); r.code != exitBad || !strings.Contains(r.err, opsdb.CodeAckNotNeeded) {
 		t.Fatalf("ack of an open change: %+v", r)
 	}
 	r = runCLI(env, p, "audit", "--json")
-	var rep healthdb.AuditReport
+	var rep opsdb.AuditReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != exitOK || rep.AckItems != 1 || rep.MonitorRecords != 2 {
 		t.Fatalf("audit after ack: %+v (%v)", r, err)
 	}

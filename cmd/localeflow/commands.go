@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -56,13 +56,13 @@ type leaseView struct {
 }
 
 type statusView struct {
-	EventID  string            `json:"event_id"`
-	Monitor  *monitorView      `json:"monitor"`
-	Requeues *healthdb.Journal `json:"requeues,omitempty"`
+	EventID  string         `json:"event_id"`
+	Monitor  *monitorView   `json:"monitor"`
+	Requeues *opsdb.Journal `json:"requeues,omitempty"`
 	// Acknowledged is the last acknowledgement (who, when, why); it stays
 	// visible after the record left the attention index.
-	Acknowledged *healthdb.AckJournal `json:"acknowledged,omitempty"`
-	Release      []leaseView          `json:"release"`
+	Acknowledged *opsdb.AckJournal `json:"acknowledged,omitempty"`
+	Release      []leaseView       `json:"release"`
 	// ReleaseAcks are the acknowledgements of the release's records
 	// (failed evidence, delivery or job records, the blocked record).
 	ReleaseAcks []release.AckRecord `json:"release_acknowledgements,omitempty"`
@@ -126,7 +126,7 @@ func (c *cli) status(ctx context.Context, eventID string) error {
 			view.Monitor.LeaseExpires = tsTime(st.LeaseExpires)
 		}
 	}
-	requeuer, err := healthdb.NewRequeuer(store, c.db, c.monitorTable)
+	requeuer, err := opsdb.NewRequeuer(store, c.db, c.monitorTable)
 	if err != nil {
 		return err
 	}
@@ -254,7 +254,7 @@ func (c *cli) printStatus(v statusView) {
 
 // requeue puts a failed change back to due.
 func (c *cli) requeue(ctx context.Context, eventID string) error {
-	q, err := healthdb.NewRequeuer(c.monitorStore(), c.db, c.monitorTable)
+	q, err := opsdb.NewRequeuer(c.monitorStore(), c.db, c.monitorTable)
 	if err != nil {
 		return err
 	}
@@ -264,12 +264,12 @@ func (c *cli) requeue(ctx context.Context, eventID string) error {
 	}
 	if c.jsonOut {
 		return c.printJSON(struct {
-			EventID     string           `json:"event_id"`
-			From        string           `json:"from"`
-			To          string           `json:"to"`
-			NextPollMS  int64            `json:"next_poll_ms"`
-			FailureCode string           `json:"previous_error_code"`
-			Journal     healthdb.Journal `json:"journal"`
+			EventID     string        `json:"event_id"`
+			From        string        `json:"from"`
+			To          string        `json:"to"`
+			NextPollMS  int64         `json:"next_poll_ms"`
+			FailureCode string        `json:"previous_error_code"`
+			Journal     opsdb.Journal `json:"journal"`
 		}{eventID, string(got.Before.State), string(got.After.State), got.After.NextPollMS, got.Before.LastErrorCode, got.Journal})
 	}
 	fmt.Fprintf(c.out, "requeued %s: %s (%s, %d consecutive failures) -> %s, due %s, failure budget %d; requeued %d time(s)\n",
@@ -281,7 +281,7 @@ func (c *cli) requeue(ctx context.Context, eventID string) error {
 // ack acknowledges a change that needs attention, as the caller's AWS
 // identity; a second ack is a no-op.
 func (c *cli) ack(ctx context.Context, eventID string) error {
-	q, err := healthdb.NewRequeuer(c.monitorStore(), c.db, c.monitorTable)
+	q, err := opsdb.NewRequeuer(c.monitorStore(), c.db, c.monitorTable)
 	if err != nil {
 		return err
 	}
@@ -295,9 +295,9 @@ func (c *cli) ack(ctx context.Context, eventID string) error {
 	}
 	if c.jsonOut {
 		return c.printJSON(struct {
-			EventID string              `json:"event_id"`
-			Already bool                `json:"already_acknowledged"`
-			Journal healthdb.AckJournal `json:"acknowledgement"`
+			EventID string           `json:"event_id"`
+			Already bool             `json:"already_acknowledged"`
+			Journal opsdb.AckJournal `json:"acknowledgement"`
 		}{eventID, got.Already, got.Journal})
 	}
 	j := got.Journal
@@ -478,7 +478,7 @@ func (c *cli) list(ctx context.Context) error {
 
 // audit checks every record; any invalid one exits 1.
 func (c *cli) audit(ctx context.Context) error {
-	a, err := healthdb.NewAuditor(c.db, c.monitorStore(), c.monitorTable, c.releaseTable)
+	a, err := opsdb.NewAuditor(c.db, c.monitorStore(), c.monitorTable, c.releaseTable)
 	if err != nil {
 		return err
 	}

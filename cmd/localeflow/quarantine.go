@@ -31,8 +31,8 @@ const quarantineRounds = 100
 // receive returns others; the scan makes them visible again at its end.
 const scanVisibility = 60
 
-// QueueAPI is the part of *sqs.Client the quarantine commands use.
-type QueueAPI interface {
+// SQSAPI is the part of *sqs.Client the quarantine commands use.
+type SQSAPI interface {
 	GetQueueUrl(ctx context.Context, params *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
 	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
@@ -40,7 +40,7 @@ type QueueAPI interface {
 	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
 
-var _ QueueAPI = (*sqs.Client)(nil)
+var _ SQSAPI = (*sqs.Client)(nil)
 
 // quarantined is one message on the quarantine queue (ids and codes only:
 // the body is never printed).
@@ -63,7 +63,7 @@ type quarantineQueues struct {
 
 // resolveQueues finds the queue URLs: the environment variables of the
 // functions, or the topology names of --prefix.
-func (c *cli) resolveQueues(ctx context.Context, q QueueAPI) (quarantineQueues, error) {
+func (c *cli) resolveQueues(ctx context.Context, q SQSAPI) (quarantineQueues, error) {
 	topo := topology.New(firstNonEmpty(c.prefix, topology.DefaultPrefix))
 	out := quarantineQueues{sources: map[string]string{}}
 	lookup := func(envName, queueName string) (string, error) {
@@ -96,7 +96,7 @@ func (c *cli) resolveQueues(ctx context.Context, q QueueAPI) (quarantineQueues, 
 // scanQuarantine receives every message of the quarantine queue (hiding
 // each for scanVisibility seconds while the scan runs) and hands them to
 // done, which must settle them; whatever done leaves is made visible again.
-func scanQuarantine(ctx context.Context, q QueueAPI, url string) ([]quarantined, error) {
+func scanQuarantine(ctx context.Context, q SQSAPI, url string) ([]quarantined, error) {
 	var out []quarantined
 	seen := map[string]bool{}
 	for range quarantineRounds {
@@ -137,7 +137,7 @@ func attr(m types.Message, name string) string {
 }
 
 // unhide makes the messages visible again.
-func unhide(ctx context.Context, q QueueAPI, url string, msgs []quarantined) error {
+func unhide(ctx context.Context, q SQSAPI, url string, msgs []quarantined) error {
 	var errs []string
 	for _, m := range msgs {
 		if _, err := q.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
@@ -152,9 +152,9 @@ func unhide(ctx context.Context, q QueueAPI, url string, msgs []quarantined) err
 	return nil
 }
 
-// newQueueAPI returns the SQS client of the quarantine commands (tests
+// newSQSAPI returns the SQS client of the quarantine commands (tests
 // replace it).
-var newQueueAPI = func(ctx context.Context) (QueueAPI, error) {
+var newSQSAPI = func(ctx context.Context) (SQSAPI, error) {
 	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
 		return nil, core.Wrap(codeRuntime, true, fmt.Errorf("aws config: %w", err))
@@ -165,7 +165,7 @@ var newQueueAPI = func(ctx context.Context) (QueueAPI, error) {
 // quarantineList prints the quarantined messages: ids, code, source and
 // the body's hash (never the body).
 func (c *cli) quarantineList(ctx context.Context) error {
-	q, err := newQueueAPI(ctx)
+	q, err := newSQSAPI(ctx)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (c *cli) quarantineList(ctx context.Context) error {
 // quarantine id; every one with --all) back to their source queue and
 // deletes them from the quarantine queue.
 func (c *cli) quarantineReplay(ctx context.Context, ids []string) error {
-	q, err := newQueueAPI(ctx)
+	q, err := newSQSAPI(ctx)
 	if err != nil {
 		return err
 	}

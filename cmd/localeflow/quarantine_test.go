@@ -102,9 +102,9 @@ const (
 func quarantineFixture(t *testing.T, n int) *memSQS {
 	t.Helper()
 	s := &memSQS{queues: map[string][]*memMsg{}}
-	prev := newQueueAPI
-	newQueueAPI = func(context.Context) (QueueAPI, error) { return s, nil }
-	t.Cleanup(func() { newQueueAPI = prev })
+	prev := newSQSAPI
+	newSQSAPI = func(context.Context) (SQSAPI, error) { return s, nil }
+	t.Cleanup(func() { newSQSAPI = prev })
 	for i := range n {
 		r := &quarantine.Rejecter{SQS: s, QueueURL: quarantineURL, Source: "PollQueue", Function: "poller"}
 		if i%2 == 1 {

@@ -23,7 +23,7 @@ type ItemCounter interface {
 }
 
 // ReleaseCensus reads the evidence and delivery records that can wake or
-// need attention (adapters/healthdb.ReleaseReader).
+// need attention (adapters/opsdb.ReleaseReader).
 type ReleaseCensus interface {
 	ReleaseCensus(ctx context.Context) ([]ReleaseRecord, error)
 }

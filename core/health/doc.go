@@ -3,7 +3,7 @@
 // and of the release coordinator into the health document
 // {"schema":"localeflow.health.v1","status":"ok"|"blocked",...}, the list
 // of items an operator must look at, and the Checker that reads them
-// through narrow ports. It imports no AWS SDK; adapters/healthdb reads the
+// through narrow ports. It imports no AWS SDK; adapters/opsdb reads the
 // tables.
 //
 // # Cost: no Scan, nothing finished is read

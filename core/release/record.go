@@ -2,7 +2,6 @@ package release
 
 import (
 	"context"
-	"hash/fnv"
 	"strings"
 
 	"github.com/localeflow/localeflow/core"
@@ -378,16 +377,6 @@ func ValidateBlockedRecord(r *BlockedRecord) error {
 		return core.Fail(CodeRecordInvalid)
 	}
 	return nil
-}
-
-// WakeShard spreads records over the sparse indexes' partitions by a hash
-// of the event id and sort key.
-func WakeShard(eventID, sortKey string, shards int) int {
-	h := fnv.New32a()
-	h.Write([]byte(eventID))
-	h.Write([]byte{0})
-	h.Write([]byte(sortKey))
-	return int(h.Sum32() % uint32(shards))
 }
 
 // Wake returns the wake and attention times of rec, if it has any. Besides

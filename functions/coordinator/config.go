@@ -318,13 +318,13 @@ func keyCheck(name string) secretkey.Check {
 
 // key returns one key: from hex in the environment, or from its secret
 // (SecretString = hex, SecretBinary = raw bytes).
-func (c config) key(ctx context.Context, sm secretkey.SecretsAPI, name string) ([]byte, error) {
+func (c config) key(ctx context.Context, sm secretkey.SecretsManagerAPI, name string) ([]byte, error) {
 	return c.Keys[name].Load(ctx, sm, strings.ToLower(name), keyCheck(name))
 }
 
 // keyCache loads one key set "current,previous,…" and re-reads it every
 // KeyTTL (secretkey.Cache).
-func (c config) keyCache(ctx context.Context, sm secretkey.SecretsAPI, name string) (*secretkey.Cache, error) {
+func (c config) keyCache(ctx context.Context, sm secretkey.SecretsManagerAPI, name string) (*secretkey.Cache, error) {
 	return secretkey.NewCache(ctx, c.Keys[name], sm, strings.ToLower(name), keyCheck(name), c.KeyTTL, nil)
 }
 

@@ -96,7 +96,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	var sm secretkey.SecretsAPI
+	var sm secretkey.SecretsManagerAPI
 	for _, name := range keyNames {
 		if cfg.Keys[name].SecretARN != "" {
 			sm = secretsmanager.NewFromConfig(awsCfg)

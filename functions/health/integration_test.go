@@ -21,8 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
@@ -170,7 +170,7 @@ func TestHealthFunctionOnLocalStack(t *testing.T) {
 	}
 
 	// The operator requeues the failed change: health is ok again.
-	requeuer, err := healthdb.NewRequeuer(store, db, topo.Monitor.Name)
+	requeuer, err := opsdb.NewRequeuer(store, db, topo.Monitor.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
 	"github.com/localeflow/localeflow/adapters/eventbus"
-	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/functions/health/handler"
@@ -53,12 +53,12 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 	if err != nil {
 		return nil, fmt.Errorf("monitor store: %w", err)
 	}
-	releaseReader, err := healthdb.NewReleaseReader(db, cfg.ReleaseTable)
+	releaseReader, err := opsdb.NewReleaseReader(db, cfg.ReleaseTable)
 	if err != nil {
 		return nil, fmt.Errorf("release reader: %w", err)
 	}
 	clock := core.SystemClock{}
-	checker, err := health.NewChecker(monitorStore, healthdb.TableItems{DB: db, Table: cfg.MonitorTable}, releaseReader, clock, log)
+	checker, err := health.NewChecker(monitorStore, opsdb.TableItems{DB: db, Table: cfg.MonitorTable}, releaseReader, clock, log)
 	if err != nil {
 		return nil, err
 	}

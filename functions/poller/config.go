@@ -240,11 +240,11 @@ func randomWorkerID() (string, error) {
 
 // cmsKey returns the CMS HMAC key: from LOCALEFLOW_CMS_KEY_HEX, or from the
 // secret (SecretString = the key in hex, or SecretBinary = the raw key).
-func (c config) cmsKey(ctx context.Context, sm secretkey.SecretsAPI) ([]byte, error) {
+func (c config) cmsKey(ctx context.Context, sm secretkey.SecretsManagerAPI) ([]byte, error) {
 	return c.CMSKey.Load(ctx, sm, "CMS", secretkey.MinBytes(cms.MinKeyBytes))
 }
 
 // keyCache loads a key set and re-reads it every KeyTTL.
-func (c config) keyCache(ctx context.Context, src secretkey.Source, sm secretkey.SecretsAPI, label string) (*secretkey.Cache, error) {
+func (c config) keyCache(ctx context.Context, src secretkey.Source, sm secretkey.SecretsManagerAPI, label string) (*secretkey.Cache, error) {
 	return secretkey.NewCache(ctx, src, sm, label, secretkey.MinBytes(cms.MinKeyBytes), c.KeyTTL, nil)
 }

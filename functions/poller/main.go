@@ -78,7 +78,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 
 // wired is what the table check needs from wiring.
 type wired struct {
-	db    monitordb.DescribeAPI
+	db    monitordb.DynamoDBDescribeAPI
 	table string
 }
 

@@ -32,7 +32,7 @@ var (
 	healthTableActions = []string{"dynamodb:BatchGetItem"}
 	// healthCountAction: counts.terminal is DescribeTable's approximate
 	// ItemCount of the monitor table minus the records the census read
-	// (adapters/healthdb TableItems), so terminal items are never read.
+	// (adapters/opsdb TableItems), so terminal items are never read.
 	healthCountAction = []string{"dynamodb:DescribeTable"}
 	// sendAction lets a consumer schedule its own delayed follow-up
 	// messages; the receive/delete/visibility actions come from the event
@@ -72,7 +72,7 @@ func (b *builder) grant() {
 	// onto the table keys (Select SPECIFIC_ATTRIBUTES, required), item
 	// reads onto the records' content-free attributes. The conditions
 	// (dynamodb:Attributes) enforce the projections adapters/monitordb and
-	// adapters/healthdb make; health never reads the outbox indexes (only
+	// adapters/opsdb make; health never reads the outbox indexes (only
 	// the poller and the coordinator publish owed events).
 	b.allowIf("health", "ReadMonitorItems", healthTableActions, onlyAttributes(topology.MonitorCensusAttributes, false), monitor.TableArn())
 	// The release census cannot read source or result texts.

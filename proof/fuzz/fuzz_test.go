@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/localeflow/localeflow/adapters/evidence"
-	"github.com/localeflow/localeflow/adapters/healthdb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
@@ -43,7 +43,7 @@ func FuzzReleaseItemDecode(f *testing.F) {
 		}
 		item[topology.AttrPK] = &types.AttributeValueMemberS{Value: pk}
 		item[topology.AttrSK] = &types.AttributeValueMemberS{Value: sk}
-		h := healthdb.DecodeRelease(item)
+		h := opsdb.DecodeRelease(item)
 		if !h.Corrupt && h.Evidence == nil && h.Delivery == nil {
 			t.Fatal("DecodeRelease: not corrupt but no record")
 		}

@@ -1,7 +1,7 @@
 // Package invariant audits localeflow's two tables against every rule of
 // both state machines. It is a test and audit tool: it reads each table
 // with a consistent parallel Scan (the one place in the repository besides
-// adapters/healthdb's operator audit that scans; production code never
+// adapters/opsdb's operator audit that scans; production code never
 // does) and each sparse index with Query, and never writes.
 //
 // Per item it reuses the domain's own validation instead of restating it:
@@ -13,7 +13,7 @@
 //     snapshot hash and shape, error code exactly in retry_wait/failed,
 //     consecutive failures ≤ the registration's limit;
 //   - evidence and delivery records are decoded with
-//     adapters/healthdb.DecodeRelease (index keys as adapters/releasedb
+//     adapters/opsdb.DecodeRelease (index keys as adapters/releasedb
 //     writes them) and checked with release.ValidateEvidenceRecord/ValidateDeliveryRecord (the
 //     coordinator's lease rules: attempts ≤ max_attempts, lease fields only
 //     when leased, codes only where allowed); the other release records

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/topology"
@@ -44,19 +44,19 @@ const (
 	RuleDeliveryUnknown   = "delivery.unknown"
 )
 
-// API is the part of *dynamodb.Client the checker uses; monitor records are
-// read back through monitordb, which needs GetItem (and the rest of its
-// API, of which it calls only GetItem here).
-type API interface {
-	monitordb.API
+// DynamoDBAPI is the part of *dynamodb.Client the checker uses; monitor
+// records are read back through monitordb, which needs GetItem (and the
+// rest of its DynamoDBAPI, of which it calls only GetItem here).
+type DynamoDBAPI interface {
+	monitordb.DynamoDBAPI
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
-var _ API = (*dynamodb.Client)(nil)
+var _ DynamoDBAPI = (*dynamodb.Client)(nil)
 
 // Options say what to check.
 type Options struct {
-	DB API
+	DB DynamoDBAPI
 	// MonitorTable and ReleaseTable are the table names; an empty name
 	// skips that table.
 	MonitorTable string
@@ -171,11 +171,11 @@ func RequireClean(t testing.TB, o Options) Report {
 	return rep
 }
 
-// scan reads every item of table (healthdb.ParallelScan, the audit's scan).
-func scan(ctx context.Context, db API, table string, segments int) ([]map[string]types.AttributeValue, error) {
+// scan reads every item of table (opsdb.ParallelScan, the audit's scan).
+func scan(ctx context.Context, db DynamoDBAPI, table string, segments int) ([]map[string]types.AttributeValue, error) {
 	var mu sync.Mutex
 	var items []map[string]types.AttributeValue
-	err := healthdb.ParallelScan(ctx, db, table, segments, func(item map[string]types.AttributeValue) {
+	err := opsdb.ParallelScan(ctx, db, table, segments, func(item map[string]types.AttributeValue) {
 		mu.Lock()
 		items = append(items, item)
 		mu.Unlock()
@@ -190,7 +190,7 @@ func scan(ctx context.Context, db API, table string, segments int) ([]map[string
 type indexKey struct{ pk, sk string }
 
 // queryIndex returns every key of a sparse KEYS_ONLY index (all shards).
-func queryIndex(ctx context.Context, db API, table, index, shardAttr string, keyOf func(map[string]types.AttributeValue) indexKey) (map[indexKey]bool, error) {
+func queryIndex(ctx context.Context, db DynamoDBAPI, table, index, shardAttr string, keyOf func(map[string]types.AttributeValue) indexKey) (map[indexKey]bool, error) {
 	keys := map[indexKey]bool{}
 	for shard := range topology.WakeShards {
 		in := &dynamodb.QueryInput{
@@ -199,18 +199,14 @@ func queryIndex(ctx context.Context, db API, table, index, shardAttr string, key
 			ExpressionAttributeNames:  map[string]string{"#s": shardAttr},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberN{Value: fmt.Sprint(shard)}},
 		}
-		for {
-			out, err := db.Query(ctx, in)
+		for pages := dynamodb.NewQueryPaginator(db, in); pages.HasMorePages(); {
+			out, err := pages.NextPage(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("invariant: query %s.%s: %w", table, index, err)
 			}
 			for _, it := range out.Items {
 				keys[keyOf(it)] = true
 			}
-			if len(out.LastEvaluatedKey) == 0 {
-				break
-			}
-			in.ExclusiveStartKey = out.LastEvaluatedKey
 		}
 	}
 	return keys, nil

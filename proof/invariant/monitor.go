@@ -30,7 +30,7 @@ func checkMonitor(ctx context.Context, o Options, c *collector, rep *Report) err
 	for _, it := range items {
 		id := str(it, topology.AttrEventID)
 		if !core.ValidToken(id) {
-			// adapters/healthdb keeps requeue and ack journals ("requeue#<id>", "ack#<id>") in
+			// adapters/opsdb keeps requeue and ack journals ("requeue#<id>", "ack#<id>") in
 			// this table; they are not monitor records.
 			continue
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
@@ -106,7 +106,7 @@ func checkReleaseItem(c *collector, table string, k indexKey, it map[string]type
 		}
 		return true
 	}
-	l, valid := healthdb.DecodeRelease(it).Lease()
+	l, valid := opsdb.DecodeRelease(it).Lease()
 	if !valid {
 		c.add(table, key, RuleReleaseInvalid, "record invalid or its index keys disagree with status %q", l.Status)
 	}

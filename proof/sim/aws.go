@@ -79,7 +79,7 @@ func (q *Queue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...
 	return out, err
 }
 
-// SendMessageBatch implements delayqueue.BatchAPI: one gated call; while
+// SendMessageBatch implements delayqueue.SQSBatchAPI: one gated call; while
 // faults last, each entry may fail on its own (a failed entry, the rest
 // sent), with the chance of an SQS call failing.
 func (q *Queue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {

@@ -1,4 +1,4 @@
-package healthdb
+package opsdb
 
 import (
 	"context"
@@ -51,26 +51,26 @@ const (
 	attrFailedFailures = "last_failed_failures"
 )
 
-// RequeueAPI is the part of *dynamodb.Client a Requeuer uses (besides the
-// monitordb.Store it reads records with).
-type RequeueAPI interface {
+// DynamoDBRequeueAPI is the part of *dynamodb.Client a Requeuer uses
+// (besides the monitordb.Store it reads records with).
+type DynamoDBRequeueAPI interface {
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 }
 
-var _ RequeueAPI = (*dynamodb.Client)(nil)
+var _ DynamoDBRequeueAPI = (*dynamodb.Client)(nil)
 
 // Requeuer puts failed monitor records back to due.
 type Requeuer struct {
 	store *monitordb.Store
-	db    RequeueAPI
+	db    DynamoDBRequeueAPI
 	table string
 }
 
 // NewRequeuer returns a Requeuer on the monitor table that store reads.
-func NewRequeuer(store *monitordb.Store, db RequeueAPI, table string) (*Requeuer, error) {
+func NewRequeuer(store *monitordb.Store, db DynamoDBRequeueAPI, table string) (*Requeuer, error) {
 	if store == nil || db == nil || table == "" {
-		return nil, errors.New("healthdb: NewRequeuer needs a store, a client and a table name")
+		return nil, errors.New("opsdb: NewRequeuer needs a store, a client and a table name")
 	}
 	return &Requeuer{store: store, db: db, table: table}, nil
 }
@@ -175,7 +175,7 @@ func (q *Requeuer) Requeue(ctx context.Context, eventID string, nowMS int64) (Re
 		}
 	}
 	if err != nil {
-		return Requeued{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("healthdb requeue %s: %w", eventID, err))
+		return Requeued{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("opsdb requeue %s: %w", eventID, err))
 	}
 	stored, err := q.store.Get(ctx, eventID)
 	if err != nil {
@@ -210,7 +210,7 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 		Remove(expression.Name(monitordb.AttrAcknowledgedMS))
 	rexpr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(update).Build()
 	if err != nil {
-		return nil, fmt.Errorf("healthdb: build requeue expression: %w", err)
+		return nil, fmt.Errorf("opsdb: build requeue expression: %w", err)
 	}
 	journal := expression.Add(expression.Name(attrRequeuedCount), expression.Value(1)).
 		Set(expression.Name(attrRequeuedMS), expression.Value(after.UpdatedMS)).
@@ -219,7 +219,7 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 		Set(expression.Name(attrFailedFailures), expression.Value(before.ConsecutiveFailures))
 	jexpr, err := expression.NewBuilder().WithUpdate(journal).Build()
 	if err != nil {
-		return nil, fmt.Errorf("healthdb: build journal expression: %w", err)
+		return nil, fmt.Errorf("opsdb: build journal expression: %w", err)
 	}
 	return []types.TransactWriteItem{
 		{Update: &types.Update{
@@ -234,18 +234,18 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 	}, nil
 }
 
-// TableAPI is the DescribeTable method TableItems uses.
-type TableAPI interface {
+// DynamoDBTableAPI is the DescribeTable method TableItems uses.
+type DynamoDBTableAPI interface {
 	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
-var _ TableAPI = (*dynamodb.Client)(nil)
+var _ DynamoDBTableAPI = (*dynamodb.Client)(nil)
 
 // TableItems reports a table's approximate item count (DescribeTable's
 // ItemCount, refreshed by DynamoDB about every six hours): one call whose
 // cost does not depend on the table's size.
 type TableItems struct {
-	DB    TableAPI
+	DB    DynamoDBTableAPI
 	Table string
 }
 
@@ -256,7 +256,7 @@ func (t TableItems) ItemCount(ctx context.Context) (int64, error) {
 		return 0, unavailable("describe "+t.Table, err)
 	}
 	if out.Table == nil || out.Table.ItemCount == nil || *out.Table.ItemCount < 0 {
-		return 0, core.Wrap(health.CodeUnavailable, false, errors.New("healthdb: DescribeTable without an item count"))
+		return 0, core.Wrap(health.CodeUnavailable, false, errors.New("opsdb: DescribeTable without an item count"))
 	}
 	return *out.Table.ItemCount, nil
 }

@@ -1,4 +1,4 @@
-package healthdb_test
+package opsdb_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package healthdb_test
+package opsdb_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -56,7 +56,7 @@ func (d *censusDB) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInpu
 // role); it now projects onto topology.ReleaseCensusAttributes.
 func TestReleaseCensusProjectsOnlyContentFreeAttributes(t *testing.T) {
 	db := &censusDB{}
-	r, err := healthdb.NewReleaseReader(db, "t-release")
+	r, err := opsdb.NewReleaseReader(db, "t-release")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestReleaseCensusProjectsOnlyContentFreeAttributes(t *testing.T) {
 // dynamodb:Attributes condition on the indexes requires.
 func TestReleaseCensusIndexQueriesProjectKeys(t *testing.T) {
 	db := &censusDB{}
-	r, err := healthdb.NewReleaseReader(db, "t-release")
+	r, err := opsdb.NewReleaseReader(db, "t-release")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package healthdb_test
+package opsdb_test
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
-	"github.com/localeflow/localeflow/adapters/healthdb"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
@@ -129,11 +129,11 @@ type bundle struct {
 	topo     topology.Topology
 	monitor  *monitordb.Store
 	release  *releasedb.Store
-	reader   *healthdb.ReleaseReader
+	reader   *opsdb.ReleaseReader
 	checker  *health.Checker
 	clock    *clock
-	requeuer *healthdb.Requeuer
-	auditor  *healthdb.Auditor
+	requeuer *opsdb.Requeuer
+	auditor  *opsdb.Auditor
 }
 
 func setup(t testing.TB) *bundle {
@@ -150,17 +150,17 @@ func setup(t testing.TB) *bundle {
 		t.Fatal(err)
 	}
 	b.release = releasedb.New(b.db, topo.Release.Name)
-	if b.reader, err = healthdb.NewReleaseReader(b.db, topo.Release.Name); err != nil {
+	if b.reader, err = opsdb.NewReleaseReader(b.db, topo.Release.Name); err != nil {
 		t.Fatal(err)
 	}
-	items := healthdb.TableItems{DB: b.db, Table: topo.Monitor.Name}
+	items := opsdb.TableItems{DB: b.db, Table: topo.Monitor.Name}
 	if b.checker, err = health.NewChecker(b.monitor, items, b.reader, b.clock, nil); err != nil {
 		t.Fatal(err)
 	}
-	if b.requeuer, err = healthdb.NewRequeuer(b.monitor, b.db, topo.Monitor.Name); err != nil {
+	if b.requeuer, err = opsdb.NewRequeuer(b.monitor, b.db, topo.Monitor.Name); err != nil {
 		t.Fatal(err)
 	}
-	if b.auditor, err = healthdb.NewAuditor(b.db, b.monitor, topo.Monitor.Name, topo.Release.Name); err != nil {
+	if b.auditor, err = opsdb.NewAuditor(b.db, b.monitor, topo.Monitor.Name, topo.Release.Name); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -1,4 +1,4 @@
-package healthdb
+package opsdb
 
 import (
 	"context"
@@ -26,17 +26,17 @@ import (
 // carries index keys it must not have.
 const CodeReleaseRecordInvalid = "release.store.record_invalid"
 
-// ScanAPI is the part of *dynamodb.Client the audit uses.
-type ScanAPI interface {
+// DynamoDBScanAPI is the part of *dynamodb.Client the audit uses.
+type DynamoDBScanAPI interface {
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
-var _ ScanAPI = (*dynamodb.Client)(nil)
+var _ DynamoDBScanAPI = (*dynamodb.Client)(nil)
 
 // Auditor checks every record of both tables. It is the one place that
 // scans, and it runs only when an operator asks (localeflow audit).
 type Auditor struct {
-	db           ScanAPI
+	db           DynamoDBScanAPI
 	monitor      *monitordb.Store
 	monitorTable string
 	releaseTable string
@@ -48,9 +48,9 @@ type Auditor struct {
 
 // NewAuditor returns an Auditor of the two tables; store reads monitor
 // records (so they are decoded exactly as the monitor decodes them).
-func NewAuditor(db ScanAPI, store *monitordb.Store, monitorTable, releaseTable string) (*Auditor, error) {
+func NewAuditor(db DynamoDBScanAPI, store *monitordb.Store, monitorTable, releaseTable string) (*Auditor, error) {
 	if db == nil || store == nil || monitorTable == "" || releaseTable == "" {
-		return nil, errors.New("healthdb: NewAuditor needs a client, the monitor store and both table names")
+		return nil, errors.New("opsdb: NewAuditor needs a client, the monitor store and both table names")
 	}
 	return &Auditor{db: db, monitor: store, monitorTable: monitorTable, releaseTable: releaseTable, Segments: 4, Readers: 16}, nil
 }
@@ -157,7 +157,7 @@ func (a *Auditor) scan(ctx context.Context, table string, visit func(map[string]
 // from several goroutines at once and must be safe for that. This is the
 // one full-table read of the project: it serves the on-demand audit and the
 // test-side invariant checker (proof/invariant), never a request path.
-func ParallelScan(ctx context.Context, db ScanAPI, table string, segments int, visit func(map[string]types.AttributeValue)) error {
+func ParallelScan(ctx context.Context, db DynamoDBScanAPI, table string, segments int, visit func(map[string]types.AttributeValue)) error {
 	segments = max(1, segments)
 	errs := make([]error, segments)
 	var wg sync.WaitGroup
@@ -169,8 +169,8 @@ func ParallelScan(ctx context.Context, db ScanAPI, table string, segments int, v
 				TableName: aws.String(table), Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(int32(segments)),
 				ConsistentRead: aws.Bool(true),
 			}
-			for {
-				out, err := db.Scan(ctx, in)
+			for pages := dynamodb.NewScanPaginator(db, in); pages.HasMorePages(); {
+				out, err := pages.NextPage(ctx)
 				if err != nil {
 					errs[seg] = unavailable("audit scan "+table, err)
 					return
@@ -178,10 +178,6 @@ func ParallelScan(ctx context.Context, db ScanAPI, table string, segments int, v
 				for _, item := range out.Items {
 					visit(item)
 				}
-				if len(out.LastEvaluatedKey) == 0 {
-					return
-				}
-				in.ExclusiveStartKey = out.LastEvaluatedKey
 			}
 		}()
 	}

@@ -1,4 +1,4 @@
-package healthdb
+package opsdb
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func (k journalKind[J]) read(ctx context.Context, q *Requeuer, what, eventID str
 	}
 	out, err := q.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(q.table), Key: k.key(eventID), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return zero, false, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("healthdb %s %s: %w", what, eventID, err))
+		return zero, false, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("opsdb %s %s: %w", what, eventID, err))
 	}
 	if len(out.Item) == 0 {
 		return zero, false, nil

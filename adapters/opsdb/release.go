@@ -1,4 +1,4 @@
-package healthdb
+package opsdb
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/adapters/batchget"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
@@ -22,34 +22,34 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-// CensusAPI is the part of *dynamodb.Client an index census uses.
-type CensusAPI interface {
+// DynamoDBCensusAPI is the part of *dynamodb.Client an index census uses.
+type DynamoDBCensusAPI interface {
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 var (
-	_ CensusAPI            = (*dynamodb.Client)(nil)
+	_ DynamoDBCensusAPI    = (*dynamodb.Client)(nil)
 	_ health.ReleaseCensus = (*ReleaseReader)(nil)
 )
 
 // ReleaseReader reads the open and failed evidence and delivery records of
 // the release table.
 type ReleaseReader struct {
-	db    CensusAPI
+	db    DynamoDBCensusAPI
 	table string
 }
 
 // NewReleaseReader returns a reader of table (topology.Release.Name).
-func NewReleaseReader(db CensusAPI, table string) (*ReleaseReader, error) {
+func NewReleaseReader(db DynamoDBCensusAPI, table string) (*ReleaseReader, error) {
 	if db == nil || table == "" {
-		return nil, errors.New("healthdb: NewReleaseReader needs a client and a table name")
+		return nil, errors.New("opsdb: NewReleaseReader needs a client and a table name")
 	}
 	return &ReleaseReader{db: db, table: table}, nil
 }
 
 func unavailable(op string, err error) error {
-	return core.Wrap(health.CodeUnavailable, true, fmt.Errorf("healthdb %s: %w", op, err))
+	return core.Wrap(health.CodeUnavailable, true, fmt.Errorf("opsdb %s: %w", op, err))
 }
 
 type releaseKey struct{ pk, sk string }
@@ -101,7 +101,7 @@ func (r *ReleaseReader) ReleaseCensus(ctx context.Context) ([]health.ReleaseReco
 // indexKeys queries every shard of the wake and attention indexes (16
 // paginated KEYS_ONLY queries, in parallel) and returns the distinct
 // table keys key extracts.
-func indexKeys[K comparable](ctx context.Context, db CensusAPI, table string, key func(map[string]types.AttributeValue) (K, bool)) ([]K, error) {
+func indexKeys[K comparable](ctx context.Context, db DynamoDBCensusAPI, table string, key func(map[string]types.AttributeValue) (K, bool)) ([]K, error) {
 	type job struct{ index, shardAttr string }
 	var jobs []struct {
 		job
@@ -142,7 +142,7 @@ func indexKeys[K comparable](ctx context.Context, db CensusAPI, table string, ke
 	return out, nil
 }
 
-func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAttr string, shard int, key func(map[string]types.AttributeValue) (K, bool)) ([]K, error) {
+func queryShard[K any](ctx context.Context, db DynamoDBCensusAPI, table, index, shardAttr string, shard int, key func(map[string]types.AttributeValue) (K, bool)) ([]K, error) {
 	// Projected onto the table key (the health role's dynamodb:Attributes
 	// condition on the indexes allows only keys).
 	expr, err := expression.NewBuilder().
@@ -150,7 +150,7 @@ func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAtt
 		WithProjection(expression.NamesList(expression.Name(topology.AttrPK), expression.Name(topology.AttrSK))).
 		Build()
 	if err != nil {
-		return nil, fmt.Errorf("healthdb: build expression: %w", err)
+		return nil, fmt.Errorf("opsdb: build expression: %w", err)
 	}
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(table), IndexName: aws.String(index),
@@ -161,23 +161,20 @@ func queryShard[K any](ctx context.Context, db CensusAPI, table, index, shardAtt
 		ExpressionAttributeValues: expr.Values(),
 	}
 	var out []K
-	for {
-		page, err := db.Query(ctx, in)
+	for pages := dynamodb.NewQueryPaginator(db, in); pages.HasMorePages(); {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, unavailable("census "+index, err)
 		}
 		for _, item := range page.Items {
 			k, ok := key(item)
 			if !ok {
-				return nil, core.Wrap(health.CodeUnavailable, false, fmt.Errorf("healthdb: index %s entry without its table key", index))
+				return nil, core.Wrap(health.CodeUnavailable, false, fmt.Errorf("opsdb: index %s entry without its table key", index))
 			}
 			out = append(out, k)
 		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
+	return out, nil
 }
 
 // census projects the release items the census reads onto
@@ -195,47 +192,17 @@ var census = func() expression.Expression {
 	return expr
 }()
 
-// maxBatchRounds bounds the retries of BatchGetItem's unprocessed keys.
-const maxBatchRounds = 8
-
-// batchGet reads keys with strongly consistent BatchGetItem calls of 100
-// keys. Keys whose item no longer exists are absent from the result.
-func batchGet(ctx context.Context, db CensusAPI, table string, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
-	var items []map[string]types.AttributeValue
-	for start := 0; start < len(keys); start += 100 {
-		request := map[string]types.KeysAndAttributes{table: {
-			Keys: keys[start:min(start+100, len(keys))], ConsistentRead: aws.Bool(true),
-			ProjectionExpression: census.Projection(), ExpressionAttributeNames: census.Names(),
-		}}
-		for round := 0; len(request) > 0; round++ {
-			if round == maxBatchRounds {
-				return nil, core.Retry(health.CodeUnavailable)
-			}
-			if round > 0 {
-				if err := sleep(ctx, time.Duration(25<<round)*time.Millisecond); err != nil {
-					return nil, unavailable("census get", err)
-				}
-			}
-			out, err := db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: request})
-			if err != nil {
-				return nil, unavailable("census get", err)
-			}
-			items = append(items, out.Responses[table]...)
-			request = out.UnprocessedKeys
-		}
+// batchGet reads keys with strongly consistent BatchGetItem calls
+// (batchget.Items), projected onto the census attributes. Keys whose item
+// no longer exists are absent from the result.
+func batchGet(ctx context.Context, db DynamoDBCensusAPI, table string, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	items, err := batchget.Items(ctx, db, batchget.Input{Table: table, Keys: keys, Read: types.KeysAndAttributes{
+		ConsistentRead: aws.Bool(true), ProjectionExpression: census.Projection(), ExpressionAttributeNames: census.Names(),
+	}})
+	if err != nil {
+		return nil, unavailable("census get", err)
 	}
 	return items, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func stringAttr(item map[string]types.AttributeValue, name string) (string, bool) {
@@ -304,7 +271,7 @@ func DecodeRelease(item map[string]types.AttributeValue) health.ReleaseRecord {
 // attention, outbox) the way adapters/releasedb.Item writes them.
 func releaseIndexKeysAgree(item map[string]types.AttributeValue, rec release.Record) bool {
 	eventID, sk := rec.Key()
-	shard := int64(release.WakeShard(eventID, sk, topology.WakeShards))
+	shard := int64(releasedb.Shard(eventID, sk))
 	wakeMS, wakes, attentionMS, attention := release.Wake(rec)
 	outboxMS, owed := release.Outbox(rec)
 	return pairAgrees(item, topology.AttrWakeShard, topology.AttrWakeMS, wakes, shard, wakeMS) &&

@@ -1,4 +1,4 @@
-package healthdb
+package opsdb
 
 import (
 	"context"
@@ -157,7 +157,7 @@ func (q *Requeuer) Acknowledge(ctx context.Context, eventID, by, reason string, 
 		return Acknowledged{}, core.Wrap(CodeAckLost, false, fmt.Errorf("ack %s: the record changed since it was read", eventID))
 	}
 	if err != nil {
-		return Acknowledged{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("healthdb ack %s: %w", eventID, err))
+		return Acknowledged{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("opsdb ack %s: %w", eventID, err))
 	}
 	stored, err := q.store.Get(ctx, eventID)
 	if err != nil {
@@ -190,7 +190,7 @@ func (q *Requeuer) ackTransaction(before monitor.Record, by, reason string, nowM
 		Remove(expression.Name(topology.AttrAttentionMS))
 	rexpr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(update).Build()
 	if err != nil {
-		return nil, fmt.Errorf("healthdb: build ack expression: %w", err)
+		return nil, fmt.Errorf("opsdb: build ack expression: %w", err)
 	}
 	journal := expression.Add(expression.Name("ack_count"), expression.Value(1)).
 		Set(expression.Name("ack_by"), expression.Value(by)).
@@ -210,7 +210,7 @@ func (q *Requeuer) ackTransaction(before monitor.Record, by, reason string, nowM
 	}
 	jexpr, err := expression.NewBuilder().WithUpdate(journal).Build()
 	if err != nil {
-		return nil, fmt.Errorf("healthdb: build ack journal expression: %w", err)
+		return nil, fmt.Errorf("opsdb: build ack journal expression: %w", err)
 	}
 	return []types.TransactWriteItem{
 		{Update: &types.Update{

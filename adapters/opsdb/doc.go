@@ -1,5 +1,6 @@
-// Package healthdb reads localeflow's tables for health and operations
-// without scanning, and holds the operator's few writes.
+// Package opsdb holds the operations side of localeflow's tables: the reads
+// the health check makes without scanning, and the operator's few writes
+// (requeue, acknowledge) and its on-demand audit.
 //
 //   - ReleaseReader.ReleaseCensus: every key of the release table's sparse
 //     KEYS_ONLY "wake" and "attention" indexes (8 shards each, queried in
@@ -33,4 +34,4 @@
 // journal carries no index keys), and the audit checks it with its own
 // rules. Journal items are counted in DescribeTable's ItemCount, one more
 // reason counts.terminal is approximate.
-package healthdb
+package opsdb

@@ -1,4 +1,4 @@
-package healthdb_test
+package opsdb_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/health/healthtest"
@@ -32,10 +32,10 @@ func TestRequeueFailedRecord(t *testing.T) {
 	}
 	a := got.After
 	if a.State != monitor.StateRetryWait || a.ConsecutiveFailures != 0 || a.NextPollMS != now || a.UpdatedMS != now ||
-		a.LastErrorCode != healthdb.RequeuedErrorCode || a.PollAttempts != got.Before.PollAttempts {
+		a.LastErrorCode != opsdb.RequeuedErrorCode || a.PollAttempts != got.Before.PollAttempts {
 		t.Fatalf("after = %+v", a)
 	}
-	want := healthdb.Journal{EventID: "evt-1", RequeuedCount: 1, RequeuedMS: now, LastFailedCode: "cms.http_503", LastFailedMS: base + 1, LastFailedFailures: 5}
+	want := opsdb.Journal{EventID: "evt-1", RequeuedCount: 1, RequeuedMS: now, LastFailedCode: "cms.http_503", LastFailedMS: base + 1, LastFailedFailures: 5}
 	if got.Journal != want {
 		t.Fatalf("journal = %+v, want %+v", got.Journal, want)
 	}
@@ -59,10 +59,10 @@ func TestRequeueFailedRecord(t *testing.T) {
 		t.Fatalf("claim after requeue = %+v %v %v", c, ok, err)
 	}
 	// Not failed any more: refused, nothing written.
-	if _, err := b.requeuer.Requeue(ctx, "evt-1", now+2); !core.HasCode(err, healthdb.CodeRequeueNotFailed) {
+	if _, err := b.requeuer.Requeue(ctx, "evt-1", now+2); !core.HasCode(err, opsdb.CodeRequeueNotFailed) {
 		t.Fatalf("requeue of a leased record: %v", err)
 	}
-	if _, err := b.requeuer.Requeue(ctx, "evt-2", now+2); !core.HasCode(err, healthdb.CodeRequeueNotFailed) {
+	if _, err := b.requeuer.Requeue(ctx, "evt-2", now+2); !core.HasCode(err, opsdb.CodeRequeueNotFailed) {
 		t.Fatalf("requeue of a watching record: %v", err)
 	}
 	if _, err := b.requeuer.Requeue(ctx, "evt-none", now+2); !core.HasCode(err, monitor.CodeEventMissing) {
@@ -79,7 +79,7 @@ func TestRequeueFailedRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = healthdb.Journal{EventID: "evt-1", RequeuedCount: 2, RequeuedMS: now + 5, LastFailedCode: "cms.http_404", LastFailedMS: now + 1, LastFailedFailures: 1}
+	want = opsdb.Journal{EventID: "evt-1", RequeuedCount: 2, RequeuedMS: now + 5, LastFailedCode: "cms.http_404", LastFailedMS: now + 1, LastFailedFailures: 1}
 	if again.Journal != want {
 		t.Fatalf("journal = %+v, want %+v", again.Journal, want)
 	}
@@ -119,7 +119,7 @@ func TestAuditNamesEveryInvalidRecord(t *testing.T) {
 	// Tamper: a terminal monitor record (never read by health), a journal,
 	// an evidence record and a delivery record.
 	b.tamper(t, b.topo.Monitor.Name, monitorKey("evt-17"), "SET poll_attempts = :v", map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: "-1"}})
-	b.tamper(t, b.topo.Monitor.Name, monitorKey(healthdb.JournalPrefix+"evt-failed"), "SET requeued_count = :v", map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: "0"}})
+	b.tamper(t, b.topo.Monitor.Name, monitorKey(opsdb.JournalPrefix+"evt-failed"), "SET requeued_count = :v", map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: "0"}})
 	b.tamper(t, b.topo.Release.Name, map[string]types.AttributeValue{topology.AttrPK: s("event#evt-01"), topology.AttrSK: s("evidence#req-1")},
 		"SET result_sha256 = :v", map[string]types.AttributeValue{":v": s("not-a-hash")})
 	b.tamper(t, b.topo.Release.Name, map[string]types.AttributeValue{topology.AttrPK: s("event#evt-01"), topology.AttrSK: s("delivery")},
@@ -128,9 +128,9 @@ func TestAuditNamesEveryInvalidRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []healthdb.Finding{
+	want := []opsdb.Finding{
 		{Table: b.topo.Monitor.Name, Kind: "monitor", EventID: "evt-17", Code: monitor.CodeStateInvalid},
-		{Table: b.topo.Monitor.Name, Kind: "journal", EventID: healthdb.JournalPrefix + "evt-failed", Code: healthdb.CodeJournalInvalid},
+		{Table: b.topo.Monitor.Name, Kind: "journal", EventID: opsdb.JournalPrefix + "evt-failed", Code: opsdb.CodeJournalInvalid},
 		{Table: b.topo.Release.Name, Kind: "delivery", EventID: "evt-01", Key: "delivery", Code: health.CodeDeliveryInvalid},
 		{Table: b.topo.Release.Name, Kind: "evidence", EventID: "evt-01", Key: "evidence#req-1", Code: health.CodeEvidenceInvalid},
 	}
@@ -160,11 +160,11 @@ func TestRequeueLostRace(t *testing.T) {
 	raced := racingClient{Client: b.db, race: func() {
 		b.tamper(t, b.topo.Monitor.Name, monitorKey("evt-1"), "SET updated_ms = :v", map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: fmt.Sprint(base + 7)}})
 	}}
-	q, err := healthdb.NewRequeuer(b.monitor, raced, b.topo.Monitor.Name)
+	q, err := opsdb.NewRequeuer(b.monitor, raced, b.topo.Monitor.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Requeue(ctx, "evt-1", base+10); !core.HasCode(err, healthdb.CodeRequeueLost) || core.IsRetryable(err) {
+	if _, err := q.Requeue(ctx, "evt-1", base+10); !core.HasCode(err, opsdb.CodeRequeueLost) || core.IsRetryable(err) {
 		t.Fatalf("requeue across a concurrent change: %v", err)
 	}
 	rec, err := b.monitor.Get(ctx, "evt-1")

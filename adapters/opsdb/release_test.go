@@ -1,11 +1,11 @@
-package healthdb_test
+package opsdb_test
 
 import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/localeflow/localeflow/adapters/healthdb"
+	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -26,7 +26,7 @@ func TestDecodeReleaseEntries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := healthdb.DecodeRelease(item)
+		got := opsdb.DecodeRelease(item)
 		set := 0
 		for _, p := range []bool{got.Evidence != nil, got.Delivery != nil, got.Job != nil, got.Approval != nil, got.Blocked != nil} {
 			if p {
@@ -47,7 +47,7 @@ func TestDecodeReleaseEntries(t *testing.T) {
 	}
 	item[topology.AttrOutboxShard] = &types.AttributeValueMemberN{Value: "0"}
 	item[topology.AttrOutboxMS] = &types.AttributeValueMemberN{Value: "1"}
-	if got := healthdb.DecodeRelease(item); !got.Corrupt {
+	if got := opsdb.DecodeRelease(item); !got.Corrupt {
 		t.Fatalf("a job record with an outbox mark decoded as %+v", got)
 	}
 }
