@@ -60,7 +60,7 @@ func (l Lease) cleared(nowMS int64) Lease {
 
 // claimable reports whether a worker may take the lease now.
 func (l Lease) claimable(nowMS int64) bool {
-	return (l.Status == StatePending || l.Status == StateRetryWait) &&
+	return l.Status.Claimable() &&
 		l.NextAttemptMS <= nowMS && l.Attempts < l.MaxAttempts
 }
 
@@ -122,9 +122,7 @@ func (l Lease) holds(owner, token string, nowMS int64, lostCode, expiredCode str
 // while leased (expiry after next_attempt_ms), a last error code only in
 // retry_wait and failed, and an acknowledgement only on a failed record.
 func (l Lease) valid() bool {
-	switch l.Status {
-	case StatePending, StateLeased, StateRetryWait, StateSucceeded, StateFailed:
-	default:
+	if !l.Status.Valid() {
 		return false
 	}
 	if l.MaxAttempts < 1 || l.MaxAttempts > MaxAttempts || l.Attempts < 0 || l.Attempts > l.MaxAttempts {

@@ -257,16 +257,6 @@ type ApprovalRecord struct {
 func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefix + r.JobID }
 func (r *ApprovalRecord) RecordVersion() int64  { return r.Version }
 
-// Lease states shared by evidence and delivery records (docs/design.md
-// "Evidence and delivery leases").
-const (
-	StatePending   = "pending"
-	StateLeased    = "leased"
-	StateRetryWait = "retry_wait"
-	StateSucceeded = "succeeded"
-	StateFailed    = "failed"
-)
-
 // Lease is the attempt bookkeeping of evidence and delivery records.
 //
 //	pending ──claim──► leased ──succeed──► succeeded
@@ -274,7 +264,7 @@ const (
 //	                      │ ──fail (final)──► failed
 //	                      └─ lease expired (seen at next claim) ─► retry_wait | failed
 type Lease struct {
-	Status         string `dynamodbav:"status"`
+	Status         State  `dynamodbav:"status"`
 	Attempts       int    `dynamodbav:"attempts"`
 	MaxAttempts    int    `dynamodbav:"max_attempts"`
 	NextAttemptMS  int64  `dynamodbav:"next_attempt_ms"`

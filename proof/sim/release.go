@@ -99,9 +99,9 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 func recordStatus(rec release.Record) string {
 	switch r := rec.(type) {
 	case *release.EvidenceRecord:
-		return r.Status + " " + r.LastErrorCode
+		return string(r.Status) + " " + r.LastErrorCode
 	case *release.DeliveryRecord:
-		return r.Status + " " + r.LastErrorCode
+		return string(r.Status) + " " + r.LastErrorCode
 	case *release.JobRecord:
 		return r.Status
 	}
@@ -478,7 +478,7 @@ func jobPayload(j *release.JobRecord) string {
 // shows why (a failed job, evidence or delivery record).
 func (r *Release) blockedVisibly(spec *releaseSpec, snap release.Snapshot) bool {
 	for _, j := range snap.Jobs {
-		if j.Status == release.StateFailed {
+		if j.Status == release.JobFailed {
 			return true
 		}
 	}

@@ -589,10 +589,10 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 	}
 	status := ""
 	if d := snap.Delivery; d != nil && d.EventID == eventID && d.PlanID == plan.PlanID && core.ValidToken(d.DeliveryID) {
-		switch d.Status {
-		case release.StatePending, release.StateLeased, release.StateRetryWait:
+		switch {
+		case d.Status.Open():
 			status = release.OutcomeDeliveryReady
-		case release.StateSucceeded:
+		case d.Status == release.StateSucceeded:
 			status = release.OutcomeDelivered
 		}
 		if err := h.publishDelivery(ctx, Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}); err != nil {
