@@ -36,7 +36,7 @@ func (c *Coordinator) stuckEvidence(snap *Snapshot, now time.Time) bool {
 		return false
 	}
 	for _, e := range snap.Evidence {
-		if e.Status != StateFailed || e.EvidenceRevision != c.Config.EvidenceRevision {
+		if e.Status != StateFailed || e.EvidenceRevision != c.cfg.EvidenceRevision {
 			continue
 		}
 		job, ok := plan.Job(e.JobID)
@@ -63,7 +63,7 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 	if !core.ValidErrorCode(code) {
 		return stepErr
 	}
-	snap, err := c.Store.Load(ctx, eventID)
+	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
 		c.log().Warn("release not blocked: read failed", "event_id", eventID, "code", code)
 		return stepErr
@@ -114,7 +114,7 @@ func (c *Coordinator) block(ctx context.Context, eventID string, snap *Snapshot,
 		writes = append([]Write{{Rec: &BlockedRecord{EventID: eventID, Code: code, BlockedMS: core.Millis(now), Version: 1}}}, writes...)
 	}
 	for start := 0; start < len(writes); start += MaxWrites {
-		if err := c.Store.PutAll(ctx, writes[start:min(start+MaxWrites, len(writes))]...); err != nil {
+		if err := c.store.PutAll(ctx, writes[start:min(start+MaxWrites, len(writes))]...); err != nil {
 			if errors.Is(err, ErrConflict) {
 				return core.Wrap(CodeBlockLost, true, err)
 			}

@@ -242,9 +242,12 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 		approval, publication := peers.Fixture.Authorities()
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
 		cfg.EvidenceLease, cfg.DeliveryLease = 90*time.Second, 90*time.Second
-		c := &release.Coordinator{
-			Store: r.store, EventKey: peers.Fixture.EventKey, Evidence: ev, CMS: cms, Verifiers: peers.Fixture.Verifiers(),
-			Approval: approval, Publication: publication, Clock: clock, Logger: logger, Config: cfg,
+		c, err := release.NewCoordinator(release.Dependencies{
+			Store: r.store, EventKey: peers.Fixture.EventKey, Evidence: ev, CMS: cms,
+			Verifiers: peers.Fixture.Verifiers(), Approval: approval, Publication: publication,
+		}, clock, logger, cfg)
+		if err != nil {
+			return nil, err
 		}
 		h, err := handler.New(handler.Config{Coordinator: c, Queue: delayqueue.New(r.queue, "https://sqs.sim.invalid/release"),
 			Bus: eventbus.New(bus, "sim-bus"), Due: r.store, Clock: clock, Log: logger, Margin: 2 * time.Second,
