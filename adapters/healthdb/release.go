@@ -195,8 +195,14 @@ var census = func() expression.Expression {
 	return expr
 }()
 
-// maxBatchRounds bounds the retries of BatchGetItem's unprocessed keys.
-const maxBatchRounds = 8
+// maxBatchRounds bounds the retries of BatchGetItem's unprocessed keys;
+// before round r (1..7) the census waits core.Backoff(r, batchBackoffBase,
+// batchBackoffMax): 50 ms, 100 ms, … 3.2 s, deterministic (no jitter).
+const (
+	maxBatchRounds   = 8
+	batchBackoffBase = 50 * time.Millisecond
+	batchBackoffMax  = 3200 * time.Millisecond
+)
 
 // batchGet reads keys with strongly consistent BatchGetItem calls of 100
 // keys. Keys whose item no longer exists are absent from the result.
@@ -212,7 +218,7 @@ func batchGet(ctx context.Context, db CensusAPI, table string, keys []map[string
 				return nil, core.Retry(health.CodeUnavailable)
 			}
 			if round > 0 {
-				if err := sleep(ctx, time.Duration(25<<round)*time.Millisecond); err != nil {
+				if err := sleep(ctx, core.Backoff(round, batchBackoffBase, batchBackoffMax)); err != nil {
 					return nil, unavailable("census get", err)
 				}
 			}

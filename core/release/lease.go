@@ -83,6 +83,20 @@ func (l Lease) succeeded(nowMS int64) Lease {
 	return n
 }
 
+// The evidence and delivery backoff is min(BackoffMax, 5 s·2^(attempts-1)).
+const (
+	backoffBase = 5 * time.Second
+	BackoffMax  = time.Hour
+)
+
+// backoff is the evidence and delivery retry delay after `attempts`
+// attempts, in milliseconds (core.Backoff; attempts below 1 count as 1).
+// It is deterministic, without jitter: the schedule is documented in
+// docs/design.md "Evidence and delivery leases".
+func backoff(attempts int) int64 {
+	return core.Backoff(attempts, backoffBase, BackoffMax).Milliseconds()
+}
+
 // MaxRetryAfter caps an honoured Retry-After, as the poller's (a server
 // asking for longer is retried after this; the attempt still counts).
 const MaxRetryAfter = time.Hour

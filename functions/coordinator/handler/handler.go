@@ -101,7 +101,7 @@ const DefaultTextRetention = 7 * 24 * time.Hour
 
 // DefaultLongestWait is the coordinator's longest scheduled wait with the
 // default settings: the 3600 s backoff cap (leases are at most 3600 s too).
-const DefaultLongestWait = time.Hour
+const DefaultLongestWait = release.BackoffMax
 
 // Handler handles release queue batches.
 type Handler struct {
