@@ -21,6 +21,7 @@ const (
 	CodeApprovalResultMismatch = "approval.result_mismatch"
 	CodeOperationGuard         = "operation_guard"
 	CodeApprovalTTLInvalid     = "release.approval.ttl_invalid"
+	CodeApprovalJSONInvalid    = "release.json.invalid"
 )
 
 // ApprovalPayload is what the approval authority signs.
@@ -126,19 +127,19 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		}
 		h, err := core.HashCanonical(r)
 		if err != nil {
-			return nil, core.Wrap("release.json.invalid", false, err)
+			return nil, core.Wrap(CodeApprovalJSONInvalid, false, err)
 		}
 		payload.IndependentReviewSHA256 = h
 		payload.IndependentReviewProvider = r.Provider.ID
 	}
 	idHash, err := core.HashCanonical(payload)
 	if err != nil {
-		return nil, core.Wrap("release.json.invalid", false, err)
+		return nil, core.Wrap(CodeApprovalJSONInvalid, false, err)
 	}
 	payload.ApprovalID = "apv-" + idHash[:40]
 	raw, err := core.Canonical(payload)
 	if err != nil {
-		return nil, core.Wrap("release.json.invalid", false, err)
+		return nil, core.Wrap(CodeApprovalJSONInvalid, false, err)
 	}
 	token, err := c.approval.Sign(raw)
 	if err != nil {
@@ -162,7 +163,7 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		if errors.Is(err, ErrConflict) {
 			return nil, core.Wrap("release.approval.conflict", true, err)
 		}
-		return nil, core.Wrap("release.store.write_failed", true, err)
+		return nil, core.Wrap(CodeStoreWriteFailed, true, err)
 	}
 	snap.Approvals[rec.JobID] = &rec
 	return &rec, nil
@@ -274,7 +275,7 @@ func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approval
 	}
 	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
-		return core.Wrap("coordinator.store.read_failed", true, err)
+		return core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	a := snap.Approvals[jobID]
 	if a == nil || a.ApprovalID != approvalID || a.OutboxMS == 0 {
@@ -287,7 +288,7 @@ func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approval
 		if errors.Is(err, ErrConflict) {
 			return core.Wrap(CodeOutboxLost, true, err)
 		}
-		return core.Wrap("release.store.write_failed", true, err)
+		return core.Wrap(CodeStoreWriteFailed, true, err)
 	}
 	return nil
 }

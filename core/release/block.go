@@ -15,7 +15,7 @@ import (
 // delivery can no longer be sent. Transient final errors (a lease that ran
 // out or was lost, the operation guard, configuration) are not among them.
 var stuckCodes = map[string]bool{
-	CodePlanSealInvalid: true, CodePlanInvalid: true, CodeResultJobMismatch: true, "queue.plan_mismatch": true,
+	CodePlanSealInvalid: true, CodePlanInvalid: true, CodeResultJobMismatch: true, CodeQueuePlanMismatch: true,
 	CodeApprovalInvalid: true, CodeApprovalResultMismatch: true, CodeBindingMismatch: true,
 	CodeEvidenceStateInvalid: true, CodeAlreadyConsumed: true, CodeAttemptsExhausted: true,
 	CodeDeliveryFailed: true, CodeDeliveryInvalid: true, codeDeliveryBundleMismatch: true,
@@ -118,7 +118,7 @@ func (c *Coordinator) block(ctx context.Context, eventID string, snap *Snapshot,
 			if errors.Is(err, ErrConflict) {
 				return core.Wrap(CodeBlockLost, true, err)
 			}
-			return core.Wrap("release.store.write_failed", true, err)
+			return core.Wrap(CodeStoreWriteFailed, true, err)
 		}
 	}
 	if len(writes) > 0 {

@@ -24,7 +24,16 @@ const (
 	CodePlanConflict = "coordinator.plan.conflict"
 	CodeJobConflict  = "coordinator.job.conflict"
 	CodeConfig       = "coordinator.config.invalid"
-	CodeGuardFailed  = "evidence.operation_guard.failed"
+	// CodeStoreReadFailed is a store read that failed (retryable).
+	CodeStoreReadFailed = "coordinator.store.read_failed"
+	// CodeJSONInvalid: a value the coordinator built does not encode.
+	CodeJSONInvalid = "coordinator.json.invalid"
+	// CodeQueuePlanMismatch: a job record names another plan.
+	CodeQueuePlanMismatch = "queue.plan_mismatch"
+	// CodeStoredResultInvalid: a stored result does not decode or does not
+	// match its hash.
+	CodeStoredResultInvalid = "result.invalid"
+	CodeGuardFailed         = "evidence.operation_guard.failed"
 	// CodeResultJobMismatch: the stored result is not the one the job
 	// record accepted (its hash differs); the release is refused.
 	CodeResultJobMismatch = "result.job_mismatch"
@@ -188,13 +197,13 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 	}
 	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
-		return nil, nil, core.Wrap("coordinator.store.read_failed", true, err)
+		return nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	if snap.Plan == nil {
 		return nil, nil, core.Fail(CodePlanMissing)
 	}
 	if snap.Plan.Event.EventID != eventID || len(snap.Plan.Jobs) == 0 {
-		return nil, nil, core.Fail("coordinator.plan.invalid")
+		return nil, nil, core.Fail(CodePlanInvalid)
 	}
 	if err := c.CheckPlan(snap.Plan); err != nil {
 		return nil, nil, err
@@ -211,7 +220,7 @@ func jobSucceeded(snap *Snapshot, plan *PlanRecord, job PlanJob) (bool, error) {
 		return false, nil
 	}
 	if rec.PlanID != plan.PlanID {
-		return false, core.Fail("queue.plan_mismatch")
+		return false, core.Fail(CodeQueuePlanMismatch)
 	}
 	return rec.Status == JobSucceeded, nil
 }
@@ -237,11 +246,11 @@ func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, st
 	}
 	var r Result
 	if err := json.Unmarshal([]byte(rec.ResultJSON), &r); err != nil {
-		return nil, "", "", core.Wrap("result.invalid", false, err)
+		return nil, "", "", core.Wrap(CodeStoredResultInvalid, false, err)
 	}
 	h, err := r.Hash()
 	if err != nil || h != rec.ResultSHA256 {
-		return nil, "", "", core.Fail("result.invalid")
+		return nil, "", "", core.Fail(CodeStoredResultInvalid)
 	}
 	if core.SHA256Hex([]byte(src.Text)) != job.SourceSHA256 || r.SourceSHA256 != job.SourceSHA256 {
 		return nil, "", "", core.Fail("result.source_mismatch")
@@ -598,7 +607,7 @@ func (c *Coordinator) putDelivery(ctx context.Context, snap *Snapshot, next Deli
 		if errors.Is(err, ErrConflict) {
 			return nil, core.Wrap(lostCode, true, err)
 		}
-		return nil, core.Wrap("cms.delivery.write_failed", true, err)
+		return nil, core.Wrap(CodeDeliveryWriteFailed, true, err)
 	}
 	snap.Delivery = &next
 	return &next, nil
@@ -614,7 +623,7 @@ func (c *Coordinator) NextWake(ctx context.Context, eventID string) (time.Time, 
 	}
 	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
-		return time.Time{}, false, core.Wrap("coordinator.store.read_failed", true, err)
+		return time.Time{}, false, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	var best int64
 	found := false

@@ -24,6 +24,8 @@ const (
 	CodeDeliveryClaimLost      = "cms.delivery.claim_lost"
 	CodeDeliveryFinishLost     = "cms.delivery.finish_lost"
 	codeDeliveryBundleMismatch = "cms.delivery.bundle_mismatch"
+	CodeDeliveryWriteFailed    = "cms.delivery.write_failed"
+	CodeDeliveryJSONInvalid    = "cms.json.invalid"
 )
 
 // BundleLocale is one approved locale of a delivery bundle.
@@ -77,7 +79,7 @@ func deliveryID(plan *PlanRecord, approvals []*ApprovalRecord) (string, error) {
 	}
 	h, err := core.HashCanonical(map[string]any{"event_id": plan.Event.EventID, "plan_id": plan.PlanID, "approvals": ids})
 	if err != nil {
-		return "", core.Wrap("cms.json.invalid", false, err)
+		return "", core.Wrap(CodeDeliveryJSONInvalid, false, err)
 	}
 	return "dlv-" + h[:40], nil
 }
@@ -107,7 +109,7 @@ func buildBundle(snap *Snapshot, plan *PlanRecord, approvals []*ApprovalRecord, 
 	}
 	raw, err := core.Canonical(b)
 	if err != nil {
-		return nil, core.Wrap("cms.json.invalid", false, err)
+		return nil, core.Wrap(CodeDeliveryJSONInvalid, false, err)
 	}
 	return raw, nil
 }
@@ -153,7 +155,7 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 	}
 	if err := c.store.Put(ctx, &rec, 0); err != nil {
 		if !errors.Is(err, ErrConflict) {
-			return nil, false, core.Wrap("cms.delivery.write_failed", true, err)
+			return nil, false, core.Wrap(CodeDeliveryWriteFailed, true, err)
 		}
 		fresh, lerr := c.store.Load(ctx, plan.Event.EventID)
 		if lerr != nil || fresh.Delivery == nil {
@@ -244,7 +246,7 @@ func (c *Coordinator) deliveryBody(snap *Snapshot, plan *PlanRecord, d *Delivery
 		Schema: DeliveryRequestSchema, DeliveryID: d.DeliveryID, EventID: d.EventID, SiteID: d.SiteID, Bundle: token,
 	})
 	if err != nil {
-		return nil, core.Wrap("cms.json.invalid", false, err)
+		return nil, core.Wrap(CodeDeliveryJSONInvalid, false, err)
 	}
 	return body, nil
 }

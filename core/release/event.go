@@ -103,7 +103,7 @@ type Result struct {
 func (r Result) Hash() (string, error) {
 	h, err := core.HashCanonical(r)
 	if err != nil {
-		return "", core.Wrap("coordinator.json.invalid", false, err)
+		return "", core.Wrap(CodeJSONInvalid, false, err)
 	}
 	return h, nil
 }

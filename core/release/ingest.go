@@ -40,7 +40,7 @@ func storeWrite(err error) error {
 func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (bool, error) {
 	snap, err := c.store.Load(ctx, p.Event.EventID)
 	if err != nil {
-		return false, core.Wrap("coordinator.store.read_failed", true, err)
+		return false, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	if snap.Plan != nil {
 		if snap.Plan.PayloadSHA256 == p.PayloadSHA256 {
@@ -87,7 +87,7 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.Time) (bool, error) {
 	snap, err := c.store.Load(ctx, j.EventID)
 	if err != nil {
-		return false, core.Wrap("coordinator.store.read_failed", true, err)
+		return false, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	if snap.Plan != nil {
 		if _, ok := snap.Plan.Job(j.JobID); !ok || snap.Plan.PlanID != j.PlanID {

@@ -70,8 +70,17 @@ type Write struct {
 // MaxWrites bounds one PutAll (DynamoDB's transaction limit is 100).
 const MaxWrites = 100
 
-// CodeRecordInvalid refuses a write the store cannot make as asked.
-const CodeRecordInvalid = "release.store.record_invalid"
+// Codes of the release store (every Store implementation answers them).
+const (
+	// CodeRecordInvalid refuses a write the store cannot make as asked.
+	CodeRecordInvalid = "release.store.record_invalid"
+	// CodeStoreWriteFailed is a store write that failed (retryable).
+	CodeStoreWriteFailed = "release.store.write_failed"
+	// CodeStorePageInvalid refuses a page request outside the limits.
+	CodeStorePageInvalid = "release.store.page_invalid"
+	// CodeStoreCursorInvalid refuses a page cursor the store did not make.
+	CodeStoreCursorInvalid = "release.store.cursor_invalid"
+)
 
 // ValidWrites checks the shape of a PutAll: 1..MaxWrites writes of one
 // event, distinct keys, each at version Prev+1.

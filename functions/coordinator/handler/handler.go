@@ -126,7 +126,7 @@ type Handler struct {
 // with at least the lease (plus the margin) left in the invocation.
 func New(cfg Config) (*Handler, error) {
 	if cfg.Coordinator == nil || cfg.Queue == nil || cfg.Bus == nil || cfg.Due == nil || cfg.Clock == nil || cfg.Log == nil || cfg.Margin < 0 {
-		return nil, core.Fail("coordinator.config.invalid")
+		return nil, core.Fail(release.CodeConfig)
 	}
 	if err := cfg.Coordinator.Validate(); err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func New(cfg Config) (*Handler, error) {
 		outbox, _ = cfg.Due.(release.OutboxFinder)
 	}
 	if outbox == nil {
-		return nil, core.Fail("coordinator.config.invalid")
+		return nil, core.Fail(release.CodeConfig)
 	}
 	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, outbox: outbox, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
 		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter, texts: cfg.Texts, retention: cfg.TextRetention,
