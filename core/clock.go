@@ -28,9 +28,6 @@ func Millis(t time.Time) int64 { return t.UnixMilli() }
 // FromMillis converts stored milliseconds to time.Time (UTC).
 func FromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// DurationMillis is d in whole milliseconds, rounded toward zero.
-func DurationMillis(d time.Duration) int64 { return d.Milliseconds() }
-
 // ValidMillis reports whether ms is a plausible stored timestamp: not
 // negative and before year 10000.
 func ValidMillis(ms int64) bool { return ms >= 0 && ms < 253402300800000 }

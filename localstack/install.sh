@@ -79,7 +79,10 @@ build_tool() {
 # install_chromium: Debian's chromium renders the health page in the health
 # function's browser test. Installed with apt-get when running as root
 # (CI and the development machines); elsewhere the test skips and says how
-# to install it. LOCALEFLOW_SKIP_CHROMIUM=1 skips the install.
+# to install it. LOCALEFLOW_SKIP_CHROMIUM=1 skips the install. `make test`
+# requires the browser test (LOCALEFLOW_REQUIRE_CHROMIUM=1) exactly where this
+# function can install chromium (root, apt-get, no LOCALEFLOW_SKIP_CHROMIUM=1)
+# or chromium is already on PATH, so a failed install fails the tests there.
 install_chromium() {
 	if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
 		return
@@ -93,10 +96,11 @@ install_chromium() {
 		return
 	fi
 	log "chromium: apt-get install chromium (Debian package; for the health page test)"
-	# A failed apt run must not fail the whole install: the browser test then
-	# skips (make test requires it only where chromium is on PATH).
+	# A failed apt run does not stop the rest of the install; `make test`
+	# then fails in the browser test (it requires chromium on a root apt
+	# machine), naming what is missing.
 	if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; then
-		log "warning: apt-get could not install chromium; the health page browser test will skip"
+		log "warning: apt-get could not install chromium; make test will fail in the health page browser test (LOCALEFLOW_SKIP_CHROMIUM=1 makes it skip)"
 	fi
 }
 

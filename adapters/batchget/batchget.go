@@ -49,9 +49,10 @@ type Input struct {
 }
 
 // Backoff is the wait before retry round (1 .. MaxRounds-1) of unprocessed
-// keys: 25 ms doubled per round, 50 ms to 3.2 s (6.35 s in all).
+// keys: core.Backoff from 50 ms doubled per round, 50 ms to 3.2 s (6.35 s
+// in all), without jitter.
 func Backoff(round int) time.Duration {
-	return time.Duration(25<<round) * time.Millisecond
+	return core.Backoff(round, 50*time.Millisecond, 3200*time.Millisecond)
 }
 
 // Items returns the items of in.Keys that exist, in the order DynamoDB

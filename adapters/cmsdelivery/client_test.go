@@ -111,11 +111,13 @@ func TestCoordinatorDeliversToVerifyingServer(t *testing.T) {
 	}
 	now := time.Now()
 	clk := core.ClockFunc(func() time.Time { return now })
-	c := &release.Coordinator{
+	c, err := release.NewCoordinator(release.Dependencies{
 		Store: releasetest.NewMemStore(), EventKey: fx.EventKey,
 		Evidence: releasetest.Provider{Responder: &releasetest.Responder{Fixture: fx, Clock: clk}}, CMS: client,
-		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clk,
-		Config: release.DefaultConfig("rev-1", "worker-1"),
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
+	}, clk, nil, release.DefaultConfig("rev-1", "worker-1"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx := context.Background()
 	plan := releasetest.NewPlan("evt-cms", "de-DE", "fr-FR")

@@ -27,7 +27,7 @@ const (
 const (
 	CodeConfigInvalid = "evidence.config_invalid"
 	CodeTimeout       = "evidence.timeout"
-	CodeUnavailable   = "evidence.unavailable"
+	CodeUnavailable   = release.CodeEvidenceUnavailable
 	CodeCancelled     = "evidence.cancelled"
 	CodeTooLarge      = "evidence.response.too_large"
 )

@@ -24,7 +24,7 @@ import (
 // CodeReleaseRecordInvalid is the audit code of a release item of another
 // kind (plan, job, source, result, approval) that does not decode, or that
 // carries index keys it must not have.
-const CodeReleaseRecordInvalid = "release.store.record_invalid"
+const CodeReleaseRecordInvalid = release.CodeRecordInvalid
 
 // DynamoDBScanAPI is the part of *dynamodb.Client the audit uses.
 type DynamoDBScanAPI interface {

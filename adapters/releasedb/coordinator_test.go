@@ -40,10 +40,14 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 	clock := core.ClockFunc(func() time.Time { return now })
 	resp := &releasetest.Responder{Fixture: fx, Clock: clock}
 	approval, publication := fx.Authorities()
-	c := &release.Coordinator{
+	deps := release.Dependencies{
 		Store: store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: resp}, CMS: &releasetest.CMS{},
-		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clock,
-		Config: release.DefaultConfig("rev-1", "worker-1"),
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
+	}
+	cfg := release.DefaultConfig("rev-1", "worker-1")
+	c, err := release.NewCoordinator(deps, clock, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
 	plan := releasetest.NewPlan("evt-ddb", "de-DE", "fr-FR", "it-IT")
 	ingest := func(detailType string, payload []byte) {
@@ -72,7 +76,10 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 	}
 	ingest(topology.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
 	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#" + onlyRetryWait(t, store), "job#job-de-DE"})
-	c.Evidence = refuseJob{next: c.Evidence, jobID: "job-de-DE"}
+	deps.Evidence = refuseJob{next: deps.Evidence, jobID: "job-de-DE"}
+	if c, err = release.NewCoordinator(deps, clock, nil, cfg); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.RunNextRelease(ctx, "evt-ddb"); !core.HasCode(err, "evidence.http_400") {
 		t.Fatalf("de-DE attempt: %v", err)
 	}

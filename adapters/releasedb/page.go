@@ -20,7 +20,7 @@ import (
 )
 
 // CodeCursorInvalid refuses a page cursor this store did not make.
-const CodeCursorInvalid = "release.store.cursor_invalid"
+const CodeCursorInvalid = release.CodeStoreCursorInvalid
 
 // sparseIndex names a sharded sparse index and its key attributes.
 type sparseIndex struct{ name, shardAttr, msAttr string }
@@ -86,7 +86,7 @@ type indexKey struct {
 // (at most WakeShards-1 extra Queries per full page).
 func (s *Store) page(ctx context.Context, ix sparseIndex, toMS int64, encoded string, limit int) ([]indexKey, string, error) {
 	if limit <= 0 {
-		return nil, "", core.Fail("release.store.page_invalid")
+		return nil, "", core.Fail(release.CodeStorePageInvalid)
 	}
 	cur, err := decodeCursor(encoded)
 	if err != nil {

@@ -230,17 +230,17 @@ func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, err
 func Decode(item map[string]types.AttributeValue) (release.Record, error) {
 	skAttr, ok := item[topology.AttrSK].(*types.AttributeValueMemberS)
 	if !ok {
-		return nil, core.Fail("release.store.record_invalid")
+		return nil, core.Fail(release.CodeRecordInvalid)
 	}
 	rec := release.NewRecord(skAttr.Value)
 	if rec == nil {
-		return nil, core.Fail("release.store.record_invalid")
+		return nil, core.Fail(release.CodeRecordInvalid)
 	}
 	if err := attributevalue.UnmarshalMap(item, rec); err != nil {
-		return nil, core.Wrap("release.store.record_invalid", false, fmt.Errorf("decode %s: %w", skAttr.Value, err))
+		return nil, core.Wrap(release.CodeRecordInvalid, false, fmt.Errorf("decode %s: %w", skAttr.Value, err))
 	}
 	if eventID, sk := rec.Key(); sk != skAttr.Value || itemPK(item) != PK(eventID) {
-		return nil, core.Fail("release.store.record_invalid")
+		return nil, core.Fail(release.CodeRecordInvalid)
 	}
 	return rec, nil
 }

@@ -131,8 +131,8 @@ func computed(ctx context.Context, mon MonitorHealth, rel SnapshotLoader, change
 	}
 	r := healthReport{Source: "computed by the demo with the monitor core's health rule (the health function is not built yet)",
 		Status: h.Status, Failed: h.Failed, RemoteFailures: h.RemoteFailures, ExpiredLeases: h.ExpiredLeases}
-	evidence := map[string]int{}
-	delivery := map[string]int{}
+	evidence := map[release.State]int{}
+	delivery := map[release.State]int{}
 	for _, c := range changes {
 		snap, err := rel.Load(ctx, c.EventID)
 		if err != nil {

@@ -80,10 +80,12 @@ func TestDemoLegalTextNeedsHumanReviewIssuer(t *testing.T) {
 		}
 		fx := releasetest.NewFixture()
 		approval, publication := fx.Authorities()
-		c := &release.Coordinator{
+		c, err := release.NewCoordinator(release.Dependencies{
 			Store: releasetest.NewMemStore(), EventKey: k.Event, Evidence: ev, CMS: &releasetest.CMS{},
-			Verifiers: ti.Verifiers(), Approval: approval, Publication: publication, Clock: core.SystemClock{},
-			Config: release.DefaultConfig("rev-1", "worker-1"),
+			Verifiers: ti.Verifiers(), Approval: approval, Publication: publication,
+		}, core.SystemClock{}, nil, release.DefaultConfig("rev-1", "worker-1"))
+		if err != nil {
+			t.Fatal(err)
 		}
 		ctx := context.Background()
 		plan, _ := legal.planPayload()

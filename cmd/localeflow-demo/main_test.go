@@ -102,10 +102,13 @@ func TestScenarioEventsPassTheRealParsers(t *testing.T) {
 func TestScenarioReleasesThroughACoordinator(t *testing.T) {
 	fx := releasetest.NewFixture()
 	approval, publication := fx.Authorities()
-	c := &release.Coordinator{
-		Store: releasetest.NewMemStore(), EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: &releasetest.Responder{Fixture: fx}},
-		CMS: &releasetest.CMS{}, Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: core.SystemClock{},
-		Config: release.DefaultConfig("rev-1", "worker-1"),
+	c, err := release.NewCoordinator(release.Dependencies{
+		Store: releasetest.NewMemStore(), EventKey: fx.EventKey,
+		Evidence: releasetest.Provider{Responder: &releasetest.Responder{Fixture: fx}}, CMS: &releasetest.CMS{},
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
+	}, core.SystemClock{}, nil, release.DefaultConfig("rev-1", "worker-1"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx := context.Background()
 	for _, ch := range scenario("t2") {

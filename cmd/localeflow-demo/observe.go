@@ -126,7 +126,7 @@ func releaseText(s release.Snapshot, c change) (string, bool) {
 	retrying := ""
 	for _, e := range s.Evidence {
 		if e.Status == release.StateRetryWait || e.Status == release.StateFailed {
-			retrying = ", evidence " + e.Status + " (" + e.LastErrorCode + ")"
+			retrying = ", evidence " + string(e.Status) + " (" + e.LastErrorCode + ")"
 		}
 	}
 	switch {

@@ -40,16 +40,16 @@ func (c *cli) table() *tabwriter.Writer { return tabwriter.NewWriter(c.out, 0, 0
 
 // leaseView is an evidence or delivery record for status output.
 type leaseView struct {
-	Kind          string `json:"kind"`
-	Key           string `json:"key"`
-	Status        string `json:"status"`
-	Valid         bool   `json:"valid"`
-	Attempts      int    `json:"attempts"`
-	MaxAttempts   int    `json:"max_attempts"`
-	NextAttemptMS int64  `json:"next_attempt_ms"`
-	LeaseExpires  int64  `json:"lease_expires_ms,omitempty"`
-	LastErrorCode string `json:"last_error_code,omitempty"`
-	UpdatedMS     int64  `json:"updated_ms"`
+	Kind          string        `json:"kind"`
+	Key           string        `json:"key"`
+	Status        release.State `json:"status"`
+	Valid         bool          `json:"valid"`
+	Attempts      int           `json:"attempts"`
+	MaxAttempts   int           `json:"max_attempts"`
+	NextAttemptMS int64         `json:"next_attempt_ms"`
+	LeaseExpires  int64         `json:"lease_expires_ms,omitempty"`
+	LastErrorCode string        `json:"last_error_code,omitempty"`
+	UpdatedMS     int64         `json:"updated_ms"`
 	// AcknowledgedMS is set once an operator acknowledged the failed
 	// record (it no longer blocks health).
 	AcknowledgedMS int64 `json:"acknowledged_ms,omitempty"`

@@ -72,8 +72,8 @@ func Evaluate(nowMS int64, c Census) Report {
 		}
 	}
 	for _, l := range []*LeaseHealth{&r.Release.Evidence, &r.Release.Delivery} {
-		l.Failed = l.Counts[release.StateFailed]
-		l.Open = l.Counts[release.StatePending] + l.Counts[release.StateLeased] + l.Counts[release.StateRetryWait]
+		l.Failed = l.Counts[string(release.StateFailed)]
+		l.Open = l.Counts[string(release.StatePending)] + l.Counts[string(release.StateLeased)] + l.Counts[string(release.StateRetryWait)]
 	}
 	for _, rule := range []struct {
 		n      int
@@ -154,17 +154,17 @@ func (r *Report) addRelease(rec ReleaseRecord, nowMS int64) (Item, string) {
 		valid = false
 	}
 	if !valid {
-		part.Counts[release.StateFailed]++
-		it.State, it.ErrorCode, it.Invalid, it.Attention = release.StateFailed, code, true, true
+		part.Counts[string(release.StateFailed)]++
+		it.State, it.ErrorCode, it.Invalid, it.Attention = string(release.StateFailed), code, true, true
 		return it, code
 	}
-	part.Counts[l.Status]++
-	it.State, it.ErrorCode, it.Attempts, it.UpdatedMS = l.Status, l.LastErrorCode, l.Attempts, l.UpdatedMS
+	part.Counts[string(l.Status)]++
+	it.State, it.ErrorCode, it.Attempts, it.UpdatedMS = string(l.Status), l.LastErrorCode, l.Attempts, l.UpdatedMS
 	if wake, ok := l.WakeMS(); ok {
 		it.NextDueMS = wake
 	}
 	switch {
-	case (l.Status == release.StatePending || l.Status == release.StateRetryWait) && l.NextAttemptMS <= nowMS:
+	case l.Status.Claimable() && l.NextAttemptMS <= nowMS:
 		part.Due++
 		it.Due = true
 	case l.Status == release.StateLeased && l.LeaseExpiresMS <= nowMS:
@@ -201,7 +201,7 @@ func addReleaseEntry(rec ReleaseRecord, nowMS int64) (Item, string) {
 		valid = valid && (wakes || attention)
 	}
 	if !valid {
-		it.State, it.ErrorCode, it.Invalid, it.Attention = release.StateFailed, release.CodeRecordInvalid, true, true
+		it.State, it.ErrorCode, it.Invalid, it.Attention = string(release.StateFailed), release.CodeRecordInvalid, true, true
 		return it, release.CodeRecordInvalid
 	}
 	if rec.Blocked != nil {

@@ -163,12 +163,12 @@ func newMonitorHealth() MonitorHealth {
 }
 
 // leaseStates are the counted states of evidence and delivery records.
-var leaseStates = []string{release.StatePending, release.StateLeased, release.StateRetryWait, release.StateFailed}
+var leaseStates = []release.State{release.StatePending, release.StateLeased, release.StateRetryWait, release.StateFailed}
 
 func newLeaseHealth() LeaseHealth {
 	l := LeaseHealth{Counts: map[string]int{}}
 	for _, st := range leaseStates {
-		l.Counts[st] = 0
+		l.Counts[string(st)] = 0
 	}
 	return l
 }

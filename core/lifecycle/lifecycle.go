@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"bytes"
 	"encoding/json"
-	"sort"
 
 	"github.com/localeflow/localeflow/core"
 )
@@ -285,11 +284,4 @@ func objectOrNull(raw json.RawMessage, out *json.RawMessage) bool {
 	}
 	*out = append(json.RawMessage(nil), raw...)
 	return true
-}
-
-// SortedLocales returns a sorted copy (for stable display and comparisons).
-func SortedLocales(items []string) []string {
-	out := append([]string(nil), items...)
-	sort.Strings(out)
-	return out
 }

@@ -1,5 +1,7 @@
 package monitor
 
+import "github.com/localeflow/localeflow/core/lifecycle"
+
 // Error codes. They are stable strings and part of the contract
 // (docs/design.md "Monitor error codes").
 const (
@@ -28,7 +30,7 @@ const (
 	CodeClockRegressed  = "lifecycle_monitor.clock_regressed"
 	CodeCompletionLost  = "lifecycle_monitor.completion_lost"
 	CodeFailureLost     = "lifecycle_monitor.failure_lost"
-	CodeResponseInvalid = "lifecycle_monitor.response_invalid"
+	CodeResponseInvalid = lifecycle.CodeResponseInvalid
 	CodeClientFailure   = "lifecycle_monitor.client_failure"
 	// CodeErrorInvalid refuses a Retry/Fail whose error code is not a
 	// stable code: the monitor checks the code itself before it stores it

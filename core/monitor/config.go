@@ -16,11 +16,10 @@ const (
 	DefaultWorkerID               = "worker"
 	DefaultHintMinGap             = 5 * time.Second
 
-	MaxDelay       = 86_400 * time.Second
-	MaxLease       = 86_400 * time.Second
-	MaxFailures    = 20
-	minDuration    = time.Millisecond
-	maxRetryShifts = 40
+	MaxDelay    = 86_400 * time.Second
+	MaxLease    = 86_400 * time.Second
+	MaxFailures = 20
+	minDuration = time.Millisecond
 )
 
 // Config tunes a Service. Zero fields take the defaults (WithDefaults).
@@ -114,21 +113,10 @@ func validDuration(d, maximum time.Duration) bool {
 	return d >= minDuration && d <= maximum && d%time.Millisecond == 0
 }
 
-// RetryDelay is min(max, base·2^(failures-1)); failures below 1 count as 1.
-// It is pure: the schedule depends only on the failure count.
-func RetryDelay(base, maximum time.Duration, failures int) time.Duration {
-	shift := max(0, failures-1)
-	if shift > maxRetryShifts {
-		return maximum
-	}
-	d := base << shift
-	if d <= 0 || d > maximum || d>>shift != base {
-		return maximum
-	}
-	return d
-}
-
-// RetryDelay applies the package RetryDelay with c's bounds.
+// RetryDelay is the delay after failures consecutive failed polls:
+// min(MaxDelay, BaseDelay·2^(failures-1)), failures below 1 counting as 1
+// (core.Backoff). It is deterministic, without jitter: the schedule is a
+// documented contract and OutageTolerance sums it exactly.
 func (c Config) RetryDelay(failures int) time.Duration {
-	return RetryDelay(c.BaseDelay, c.MaxDelay, failures)
+	return core.Backoff(failures, c.BaseDelay, c.MaxDelay)
 }

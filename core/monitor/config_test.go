@@ -82,11 +82,11 @@ func TestRetryDelay(t *testing.T) {
 		{20, 300 * time.Second}, {64, 300 * time.Second}, {1 << 30, 300 * time.Second},
 	}
 	for _, tt := range tests {
-		if got := monitor.RetryDelay(5*time.Second, 300*time.Second, tt.failures); got != tt.want {
+		if got := (monitor.Config{BaseDelay: 5 * time.Second, MaxDelay: 300 * time.Second}).RetryDelay(tt.failures); got != tt.want {
 			t.Errorf("RetryDelay(%d) = %v, want %v", tt.failures, got, tt.want)
 		}
 	}
-	if got := monitor.RetryDelay(86_400*time.Second, 86_400*time.Second, 40); got != 86_400*time.Second {
+	if got := (monitor.Config{BaseDelay: 86_400 * time.Second, MaxDelay: 86_400 * time.Second}).RetryDelay(40); got != 86_400*time.Second {
 		t.Errorf("overflow not capped: %v", got)
 	}
 }

@@ -246,7 +246,7 @@ func TestExpiredLeaseIsReclaimed(t *testing.T) {
 			t.Fatalf("reclaim %d = %+v, %v", i, out, err)
 		}
 		if i < 5 {
-			if out.State != monitor.StateRetryWait || !out.NextPoll.Equal(b.clock.Now().Add(monitor.RetryDelay(5*time.Second, 300*time.Second, i))) {
+			if out.State != monitor.StateRetryWait || !out.NextPoll.Equal(b.clock.Now().Add(core.Backoff(i, 5*time.Second, 300*time.Second))) {
 				t.Fatalf("reclaim %d = %+v", i, out)
 			}
 			lastNext = out.NextPoll

@@ -103,7 +103,7 @@ func TestRefusedResultIsNeverTheStoredOne(t *testing.T) {
 		MemStore: b.store, shaA: resultSHA(t, b.fx.EventKey, first), shaB: resultSHA(t, b.fx.EventKey, second),
 		bWroteResult: make(chan struct{}), bDone: make(chan struct{}), aWroteJob: make(chan struct{}),
 	}
-	b.c.Store = store
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
 	var secondErr error
 	store.startB = func() {
 		defer close(store.bDone)

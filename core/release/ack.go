@@ -165,7 +165,7 @@ func attentionRecords(snap Snapshot) []attentionOf {
 	var out []attentionOf
 	lease := func(sk, kind string, l Lease, rec Record, acked func(int64) Record) {
 		_, needs := l.AttentionMS()
-		out = append(out, attentionOf{sk: sk, kind: kind, state: l.Status, code: l.LastErrorCode, updatedMS: l.UpdatedMS,
+		out = append(out, attentionOf{sk: sk, kind: kind, state: string(l.Status), code: l.LastErrorCode, updatedMS: l.UpdatedMS,
 			ackedMS: l.AcknowledgedMS, needs: needs, record: rec, acked: acked})
 	}
 	for _, e := range snap.Evidence {

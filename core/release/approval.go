@@ -21,6 +21,7 @@ const (
 	CodeApprovalResultMismatch = "approval.result_mismatch"
 	CodeOperationGuard         = "operation_guard"
 	CodeApprovalTTLInvalid     = "release.approval.ttl_invalid"
+	CodeApprovalJSONInvalid    = "release.json.invalid"
 )
 
 // ApprovalPayload is what the approval authority signs.
@@ -91,7 +92,7 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		return nil, core.Fail(CodeApprovalTTLInvalid)
 	}
 	verify := func(v Verifier, receipt string) (p ReceiptPayload, err error) {
-		err = guarded(ctx, c.Guard, c.Config.EvidenceLease, func() error {
+		err = guarded(ctx, c.guard, c.cfg.EvidenceLease, func() error {
 			if v == nil {
 				return core.Fail("verifier.missing")
 			}
@@ -107,17 +108,17 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		QualityReceiptSHA256: core.SHA256Hex([]byte(in.evidence.QualityReceipt)),
 		ApprovedAtMS:         core.Millis(in.now), ExpiresAtMS: core.Millis(in.now.Add(in.ttl)),
 	}
-	if _, err := verify(c.Verifiers.Quality, in.evidence.QualityReceipt); err != nil {
+	if _, err := verify(c.verifiers.Quality, in.evidence.QualityReceipt); err != nil {
 		return nil, releaseError(err)
 	}
 	if in.evidence.HumanReviewReceipt != "" {
-		if _, err := verify(c.Verifiers.HumanReview, in.evidence.HumanReviewReceipt); err != nil {
+		if _, err := verify(c.verifiers.HumanReview, in.evidence.HumanReviewReceipt); err != nil {
 			return nil, releaseError(err)
 		}
 		payload.HumanReviewReceiptSHA256 = core.SHA256Hex([]byte(in.evidence.HumanReviewReceipt))
 	}
 	if r := in.evidence.IndependentReview; r != nil {
-		signed, err := verify(c.Verifiers.IndependentReview, r.Receipt)
+		signed, err := verify(c.verifiers.IndependentReview, r.Receipt)
 		if err != nil {
 			return nil, releaseError(err)
 		}
@@ -126,21 +127,21 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		}
 		h, err := core.HashCanonical(r)
 		if err != nil {
-			return nil, core.Wrap("release.json.invalid", false, err)
+			return nil, core.Wrap(CodeApprovalJSONInvalid, false, err)
 		}
 		payload.IndependentReviewSHA256 = h
 		payload.IndependentReviewProvider = r.Provider.ID
 	}
 	idHash, err := core.HashCanonical(payload)
 	if err != nil {
-		return nil, core.Wrap("release.json.invalid", false, err)
+		return nil, core.Wrap(CodeApprovalJSONInvalid, false, err)
 	}
 	payload.ApprovalID = "apv-" + idHash[:40]
 	raw, err := core.Canonical(payload)
 	if err != nil {
-		return nil, core.Wrap("release.json.invalid", false, err)
+		return nil, core.Wrap(CodeApprovalJSONInvalid, false, err)
 	}
-	token, err := c.Approval.Sign(raw)
+	token, err := c.approval.Sign(raw)
 	if err != nil {
 		return nil, core.Wrap(CodeApprovalSigningFailed, true, err)
 	}
@@ -158,11 +159,11 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		prev = old.Version
 	}
 	rec.Version = prev + 1
-	if err := c.Store.Put(ctx, &rec, prev); err != nil {
+	if err := c.store.Put(ctx, &rec, prev); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return nil, core.Wrap("release.approval.conflict", true, err)
 		}
-		return nil, core.Wrap("release.store.write_failed", true, err)
+		return nil, core.Wrap(CodeStoreWriteFailed, true, err)
 	}
 	snap.Approvals[rec.JobID] = &rec
 	return &rec, nil
@@ -196,7 +197,7 @@ func (c *Coordinator) lookupApproval(snap *Snapshot, plan *PlanRecord, job PlanJ
 	if rec == nil {
 		return nil, core.Fail(CodeApprovalMissing)
 	}
-	raw, err := c.Approval.Open(rec.Token)
+	raw, err := c.approval.Open(rec.Token)
 	if err != nil {
 		return nil, core.Wrap(CodeApprovalInvalid, false, err)
 	}
@@ -272,9 +273,9 @@ func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approval
 	if !core.ValidToken(eventID) {
 		return core.Fail(CodeEventIDInvalid)
 	}
-	snap, err := c.Store.Load(ctx, eventID)
+	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
-		return core.Wrap("coordinator.store.read_failed", true, err)
+		return core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	a := snap.Approvals[jobID]
 	if a == nil || a.ApprovalID != approvalID || a.OutboxMS == 0 {
@@ -283,11 +284,11 @@ func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approval
 	next := *a
 	next.OutboxMS = 0
 	next.Version = a.Version + 1
-	if err := c.Store.Put(ctx, &next, a.Version); err != nil {
+	if err := c.store.Put(ctx, &next, a.Version); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return core.Wrap(CodeOutboxLost, true, err)
 		}
-		return core.Wrap("release.store.write_failed", true, err)
+		return core.Wrap(CodeStoreWriteFailed, true, err)
 	}
 	return nil
 }

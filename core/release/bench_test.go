@@ -49,11 +49,13 @@ func BenchmarkReleaseOfTenLocales(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		now := time.Now()
 		clk := clockAt(now)
-		c := &release.Coordinator{
+		c, err := release.NewCoordinator(release.Dependencies{
 			Store: releasetest.NewMemStore(), EventKey: fx.EventKey,
 			Evidence: releasetest.Provider{Responder: &releasetest.Responder{Fixture: fx, Clock: clk}}, CMS: &releasetest.CMS{},
-			Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clk,
-			Logger: slog.New(slog.DiscardHandler), Config: release.DefaultConfig("rev-1", "w"),
+			Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
+		}, clk, slog.New(slog.DiscardHandler), release.DefaultConfig("rev-1", "w"))
+		if err != nil {
+			b.Fatal(err)
 		}
 		plan := releasetest.NewPlan(fmt.Sprintf("evt-%d", i), locales...)
 		if _, _, err := c.Ingest(ctx, topology.DetailPlanAccepted, fx.Detail(plan.PlanPayload())); err != nil {

@@ -15,7 +15,7 @@ import (
 // delivery can no longer be sent. Transient final errors (a lease that ran
 // out or was lost, the operation guard, configuration) are not among them.
 var stuckCodes = map[string]bool{
-	CodePlanSealInvalid: true, CodePlanInvalid: true, CodeResultJobMismatch: true, "queue.plan_mismatch": true,
+	CodePlanSealInvalid: true, CodePlanInvalid: true, CodeResultJobMismatch: true, CodeQueuePlanMismatch: true,
 	CodeApprovalInvalid: true, CodeApprovalResultMismatch: true, CodeBindingMismatch: true,
 	CodeEvidenceStateInvalid: true, CodeAlreadyConsumed: true, CodeAttemptsExhausted: true,
 	CodeDeliveryFailed: true, CodeDeliveryInvalid: true, codeDeliveryBundleMismatch: true,
@@ -36,7 +36,7 @@ func (c *Coordinator) stuckEvidence(snap *Snapshot, now time.Time) bool {
 		return false
 	}
 	for _, e := range snap.Evidence {
-		if e.Status != StateFailed || e.EvidenceRevision != c.Config.EvidenceRevision {
+		if e.Status != StateFailed || e.EvidenceRevision != c.cfg.EvidenceRevision {
 			continue
 		}
 		job, ok := plan.Job(e.JobID)
@@ -63,7 +63,7 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 	if !core.ValidErrorCode(code) {
 		return stepErr
 	}
-	snap, err := c.Store.Load(ctx, eventID)
+	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
 		c.log().Warn("release not blocked: read failed", "event_id", eventID, "code", code)
 		return stepErr
@@ -114,11 +114,11 @@ func (c *Coordinator) block(ctx context.Context, eventID string, snap *Snapshot,
 		writes = append([]Write{{Rec: &BlockedRecord{EventID: eventID, Code: code, BlockedMS: core.Millis(now), Version: 1}}}, writes...)
 	}
 	for start := 0; start < len(writes); start += MaxWrites {
-		if err := c.Store.PutAll(ctx, writes[start:min(start+MaxWrites, len(writes))]...); err != nil {
+		if err := c.store.PutAll(ctx, writes[start:min(start+MaxWrites, len(writes))]...); err != nil {
 			if errors.Is(err, ErrConflict) {
 				return core.Wrap(CodeBlockLost, true, err)
 			}
-			return core.Wrap("release.store.write_failed", true, err)
+			return core.Wrap(CodeStoreWriteFailed, true, err)
 		}
 	}
 	if len(writes) > 0 {

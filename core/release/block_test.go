@@ -53,7 +53,9 @@ func TestBlockedReleaseLeavesWakeIndex(t *testing.T) {
 	b.resp.FailFirst = 1
 	b.ingestResult(t, plan, "fr-FR", releasetest.ResultOptions{})
 	b.runErr(t, "evt-stuck", "evidence.http_503") // fr-FR: retry_wait
-	b.c.Evidence = refusingProvider{next: b.c.Evidence, jobID: "job-de-DE"}
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) {
+		d.Evidence = refusingProvider{next: d.Evidence, jobID: "job-de-DE"}
+	})
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
 	err := b.runFail(t, "evt-stuck", "evidence.http_400")
 	if core.IsRetryable(err) {
@@ -85,7 +87,7 @@ func TestTransientFinalErrorDoesNotBlock(t *testing.T) {
 	plan := releasetest.NewPlan("evt-guard", "de-DE")
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
-	b.c.Guard = func(context.Context, time.Duration) error { return core.Fail("deadline") }
+	b.c.SetGuard(func(context.Context, time.Duration) error { return core.Fail("deadline") })
 	b.runErr(t, "evt-guard", release.CodeGuardFailed)
 	if s := b.snap(t, "evt-guard"); s.Blocked != nil {
 		t.Fatalf("blocked by a transient error: %+v", s.Blocked)

@@ -24,7 +24,16 @@ const (
 	CodePlanConflict = "coordinator.plan.conflict"
 	CodeJobConflict  = "coordinator.job.conflict"
 	CodeConfig       = "coordinator.config.invalid"
-	CodeGuardFailed  = "evidence.operation_guard.failed"
+	// CodeStoreReadFailed is a store read that failed (retryable).
+	CodeStoreReadFailed = "coordinator.store.read_failed"
+	// CodeJSONInvalid: a value the coordinator built does not encode.
+	CodeJSONInvalid = "coordinator.json.invalid"
+	// CodeQueuePlanMismatch: a job record names another plan.
+	CodeQueuePlanMismatch = "queue.plan_mismatch"
+	// CodeStoredResultInvalid: a stored result does not decode or does not
+	// match its hash.
+	CodeStoredResultInvalid = "result.invalid"
+	CodeGuardFailed         = "evidence.operation_guard.failed"
 	// CodeResultJobMismatch: the stored result is not the one the job
 	// record accepted (its hash differs); the release is refused.
 	CodeResultJobMismatch = "result.job_mismatch"
@@ -74,8 +83,8 @@ func DefaultConfig(revision, workerID string) Config {
 	}
 }
 
-// Coordinator runs the release steps of events.
-type Coordinator struct {
+// Dependencies are what a Coordinator is wired to.
+type Dependencies struct {
 	Store       Store
 	EventKey    []byte
 	Evidence    EvidenceProvider
@@ -83,23 +92,68 @@ type Coordinator struct {
 	Verifiers   Verifiers
 	Approval    *Authority
 	Publication *Authority
-	Guard       Guard // optional
-	Clock       core.Clock
-	Logger      *slog.Logger
-	Config      Config
 	// Events holds the optional settings of signed input events
 	// (previous keys, age window, v1 refusal).
 	Events EventSettings
 }
 
+// Coordinator runs the release steps of events. Build it with
+// NewCoordinator.
+type Coordinator struct {
+	store       Store
+	eventKey    []byte
+	evidence    EvidenceProvider
+	cms         DeliveryClient
+	verifiers   Verifiers
+	approval    *Authority
+	publication *Authority
+	events      EventSettings
+	guard       Guard // optional
+	clock       core.Clock
+	logger      *slog.Logger
+	cfg         Config
+}
+
+// NewCoordinator returns a Coordinator wired to deps, with the clock and
+// the logger injected and cfg validated (Validate). A nil logger discards
+// logs.
+func NewCoordinator(deps Dependencies, clock core.Clock, log *slog.Logger, cfg Config) (*Coordinator, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Coordinator{
+		store: deps.Store, eventKey: deps.EventKey, evidence: deps.Evidence, cms: deps.CMS,
+		verifiers: deps.Verifiers, approval: deps.Approval, publication: deps.Publication, events: deps.Events,
+		clock: clock, logger: log, cfg: cfg,
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SetGuard installs the operation guard: evidence and delivery work starts
+// only when it allows the lease. Call it before the first step.
+func (c *Coordinator) SetGuard(g Guard) { c.guard = g }
+
+// Config is the validated configuration in use.
+func (c *Coordinator) Config() Config { return c.cfg }
+
+// Store is the release store the coordinator reads and writes.
+func (c *Coordinator) Store() Store { return c.store }
+
+// OpenApproval verifies a stored approval token with the approval
+// authority and returns its payload.
+func (c *Coordinator) OpenApproval(token string) ([]byte, error) { return c.approval.Open(token) }
+
 // Validate checks the wiring.
 func (c *Coordinator) Validate() error {
-	if c.Store == nil || len(c.EventKey) == 0 || c.Evidence == nil || c.CMS == nil ||
-		c.Approval == nil || c.Publication == nil || c.Clock == nil ||
-		c.Verifiers.Quality == nil || c.Verifiers.HumanReview == nil || c.Verifiers.IndependentReview == nil {
+	if c.store == nil || len(c.eventKey) == 0 || c.evidence == nil || c.cms == nil ||
+		c.approval == nil || c.publication == nil || c.clock == nil ||
+		c.verifiers.Quality == nil || c.verifiers.HumanReview == nil || c.verifiers.IndependentReview == nil {
 		return core.Fail(CodeConfig)
 	}
-	cfg := c.Config
+	cfg := c.cfg
 	if !core.ValidToken(cfg.EvidenceRevision) {
 		return core.Fail(CodeRevisionInvalid)
 	}
@@ -122,13 +176,13 @@ func (c *Coordinator) Validate() error {
 }
 
 func (c *Coordinator) log() *slog.Logger {
-	if c.Logger != nil {
-		return c.Logger
+	if c.logger != nil {
+		return c.logger
 	}
 	return slog.Default()
 }
 
-func (c *Coordinator) evidenceState() EvidenceState { return EvidenceState{Store: c.Store} }
+func (c *Coordinator) evidenceState() EvidenceState { return EvidenceState{Store: c.store} }
 
 func outcome(status string, plan *PlanRecord) Outcome {
 	return Outcome{Schema: OutcomeSchema, Status: status, EventID: plan.Event.EventID, PlanID: plan.PlanID}
@@ -141,15 +195,15 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 	if !core.ValidToken(eventID) {
 		return nil, nil, core.Fail(CodeEventIDInvalid)
 	}
-	snap, err := c.Store.Load(ctx, eventID)
+	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
-		return nil, nil, core.Wrap("coordinator.store.read_failed", true, err)
+		return nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	if snap.Plan == nil {
 		return nil, nil, core.Fail(CodePlanMissing)
 	}
 	if snap.Plan.Event.EventID != eventID || len(snap.Plan.Jobs) == 0 {
-		return nil, nil, core.Fail("coordinator.plan.invalid")
+		return nil, nil, core.Fail(CodePlanInvalid)
 	}
 	if err := c.CheckPlan(snap.Plan); err != nil {
 		return nil, nil, err
@@ -166,7 +220,7 @@ func jobSucceeded(snap *Snapshot, plan *PlanRecord, job PlanJob) (bool, error) {
 		return false, nil
 	}
 	if rec.PlanID != plan.PlanID {
-		return false, core.Fail("queue.plan_mismatch")
+		return false, core.Fail(CodeQueuePlanMismatch)
 	}
 	return rec.Status == JobSucceeded, nil
 }
@@ -192,11 +246,11 @@ func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, st
 	}
 	var r Result
 	if err := json.Unmarshal([]byte(rec.ResultJSON), &r); err != nil {
-		return nil, "", "", core.Wrap("result.invalid", false, err)
+		return nil, "", "", core.Wrap(CodeStoredResultInvalid, false, err)
 	}
 	h, err := r.Hash()
 	if err != nil || h != rec.ResultSHA256 {
-		return nil, "", "", core.Fail("result.invalid")
+		return nil, "", "", core.Fail(CodeStoredResultInvalid)
 	}
 	if core.SHA256Hex([]byte(src.Text)) != job.SourceSHA256 || r.SourceSHA256 != job.SourceSHA256 {
 		return nil, "", "", core.Fail("result.source_mismatch")
@@ -210,7 +264,7 @@ func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, st
 	return &r, h, src.Text, nil
 }
 
-func (c *Coordinator) now() time.Time { return c.Clock.Now() }
+func (c *Coordinator) now() time.Time { return c.clock.Now() }
 
 // checkedNow is the step's time; a clock before the epoch or past year
 // 9999 cannot be stored as milliseconds (coordinator.time.invalid).
@@ -358,12 +412,12 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	if err != nil {
 		return Outcome{}, err
 	}
-	req, err := BuildEvidenceRequest(plan.Event.EventID, plan.PlanID, job, sourceText, result, resultSHA, c.Config.EvidenceRevision)
+	req, err := BuildEvidenceRequest(plan.Event.EventID, plan.PlanID, job, sourceText, result, resultSHA, c.cfg.EvidenceRevision)
 	if err != nil {
 		return Outcome{}, err
 	}
 	state := c.evidenceState()
-	claim, err := state.Claim(ctx, snap, req, c.Config.WorkerID, now, c.Config.EvidenceLease, c.Config.EvidenceMaxAttempts)
+	claim, err := state.Claim(ctx, snap, req, c.cfg.WorkerID, now, c.cfg.EvidenceLease, c.cfg.EvidenceMaxAttempts)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -379,15 +433,15 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		return o, nil
 	}
 	log := c.log().With("event_id", plan.Event.EventID, "job_id", job.JobID, "request_id", req.RequestID, "attempt", claim.Attempt)
-	if c.Guard != nil {
-		if gerr := c.Guard(ctx, c.Config.EvidenceLease); gerr != nil {
+	if c.guard != nil {
+		if gerr := c.guard(ctx, c.cfg.EvidenceLease); gerr != nil {
 			// The claim is not released: it is left to expire, so the
 			// next run sees lease_expired and retries with the attempt
 			// counted (docs/design.md "Evidence and delivery leases").
 			return Outcome{}, core.Wrap(CodeGuardFailed, false, gerr)
 		}
 	}
-	evidence, err := ObtainEvidence(ctx, c.Evidence, req)
+	evidence, err := ObtainEvidence(ctx, c.evidence, req)
 	if err != nil {
 		log.Warn("evidence failed", "code", core.CodeOf(err), "retryable", core.IsRetryable(err))
 		if ferr := state.Fail(ctx, snap, claim, err, c.now()); ferr != nil {
@@ -398,7 +452,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	approvalNow := c.now()
 	approved, err := c.approve(ctx, snap, approvalInput{
 		plan: plan, job: job, result: result, resultSHA: resultSHA, requestID: req.RequestID,
-		evidence: evidence, now: approvalNow, ttl: c.Config.ApprovalTTL,
+		evidence: evidence, now: approvalNow, ttl: c.cfg.ApprovalTTL,
 		completes: c.completesPlan(snap, plan, job.JobID, approvalNow),
 	})
 	if err != nil {
@@ -437,7 +491,7 @@ func (c *Coordinator) deferAwaitingClaims(ctx context.Context, snap *Snapshot, w
 		}
 		next := *j
 		next.NotBeforeMS, next.Version = wakeMS, j.Version+1
-		if err := c.Store.Put(ctx, &next, j.Version); err != nil {
+		if err := c.store.Put(ctx, &next, j.Version); err != nil {
 			c.log().Debug("never-claimed job wake not deferred", "event_id", j.EventID, "job_id", jobID, "code", core.CodeOf(err))
 			continue
 		}
@@ -495,8 +549,8 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 		o.WakeAt, _ = deliveryWake(d)
 		return o, nil
 	}
-	if c.Guard != nil {
-		if gerr := c.Guard(ctx, c.Config.DeliveryLease); gerr != nil {
+	if c.guard != nil {
+		if gerr := c.guard(ctx, c.cfg.DeliveryLease); gerr != nil {
 			o.WakeAt = now
 			return o, nil
 		}
@@ -506,14 +560,14 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 		return Outcome{}, err
 	}
 	next := *d
-	next.Lease = d.claimed(c.Config.WorkerID, token, nowMS, c.Config.DeliveryLease.Milliseconds())
+	next.Lease = d.claimed(c.cfg.WorkerID, token, nowMS, c.cfg.DeliveryLease.Milliseconds())
 	if d, err = c.putDelivery(ctx, snap, next, CodeDeliveryClaimLost); err != nil {
 		return Outcome{}, err
 	}
 	log := c.log().With("event_id", plan.Event.EventID, "delivery_id", d.DeliveryID, "attempt", d.Attempts)
-	sendErr := c.CMS.Deliver(ctx, plan.Event.SiteID, plan.Event.EventID, body)
+	sendErr := c.cms.Deliver(ctx, plan.Event.SiteID, plan.Event.EventID, body)
 	finishedMS := core.Millis(c.now())
-	if err := d.holds(c.Config.WorkerID, token, finishedMS, CodeDeliveryLeaseLost, CodeDeliveryLeaseExpired); err != nil {
+	if err := d.holds(c.cfg.WorkerID, token, finishedMS, CodeDeliveryLeaseLost, CodeDeliveryLeaseExpired); err != nil {
 		return Outcome{}, err
 	}
 	next = *d
@@ -549,11 +603,11 @@ func finalIfFailed(snap *Snapshot, requestID string, err error) error {
 func (c *Coordinator) putDelivery(ctx context.Context, snap *Snapshot, next DeliveryRecord, lostCode string) (*DeliveryRecord, error) {
 	prev := next.Version
 	next.Version = prev + 1
-	if err := c.Store.Put(ctx, &next, prev); err != nil {
+	if err := c.store.Put(ctx, &next, prev); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return nil, core.Wrap(lostCode, true, err)
 		}
-		return nil, core.Wrap("cms.delivery.write_failed", true, err)
+		return nil, core.Wrap(CodeDeliveryWriteFailed, true, err)
 	}
 	snap.Delivery = &next
 	return &next, nil
@@ -567,9 +621,9 @@ func (c *Coordinator) NextWake(ctx context.Context, eventID string) (time.Time, 
 	if !core.ValidToken(eventID) {
 		return time.Time{}, false, core.Fail(CodeEventIDInvalid)
 	}
-	snap, err := c.Store.Load(ctx, eventID)
+	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
-		return time.Time{}, false, core.Wrap("coordinator.store.read_failed", true, err)
+		return time.Time{}, false, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	var best int64
 	found := false
@@ -579,7 +633,7 @@ func (c *Coordinator) NextWake(ctx context.Context, eventID string) (time.Time, 
 		}
 	}
 	for _, e := range snap.Evidence {
-		if e.EvidenceRevision == c.Config.EvidenceRevision {
+		if e.EvidenceRevision == c.cfg.EvidenceRevision {
 			consider(e.WakeMS())
 		}
 	}

@@ -24,6 +24,8 @@ const (
 	CodeDeliveryClaimLost      = "cms.delivery.claim_lost"
 	CodeDeliveryFinishLost     = "cms.delivery.finish_lost"
 	codeDeliveryBundleMismatch = "cms.delivery.bundle_mismatch"
+	CodeDeliveryWriteFailed    = "cms.delivery.write_failed"
+	CodeDeliveryJSONInvalid    = "cms.json.invalid"
 )
 
 // BundleLocale is one approved locale of a delivery bundle.
@@ -77,7 +79,7 @@ func deliveryID(plan *PlanRecord, approvals []*ApprovalRecord) (string, error) {
 	}
 	h, err := core.HashCanonical(map[string]any{"event_id": plan.Event.EventID, "plan_id": plan.PlanID, "approvals": ids})
 	if err != nil {
-		return "", core.Wrap("cms.json.invalid", false, err)
+		return "", core.Wrap(CodeDeliveryJSONInvalid, false, err)
 	}
 	return "dlv-" + h[:40], nil
 }
@@ -107,7 +109,7 @@ func buildBundle(snap *Snapshot, plan *PlanRecord, approvals []*ApprovalRecord, 
 	}
 	raw, err := core.Canonical(b)
 	if err != nil {
-		return nil, core.Wrap("cms.json.invalid", false, err)
+		return nil, core.Wrap(CodeDeliveryJSONInvalid, false, err)
 	}
 	return raw, nil
 }
@@ -120,7 +122,7 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 	if snap.Delivery != nil {
 		return snap.Delivery, false, nil
 	}
-	max := c.Config.DeliveryMaxAttempts
+	max := c.cfg.DeliveryMaxAttempts
 	if max < 1 || max > MaxAttempts {
 		return nil, false, core.Fail(CodeDeliveryMaxAttempts)
 	}
@@ -140,7 +142,7 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 	if err != nil {
 		return nil, false, err
 	}
-	token, err := c.Publication.Sign(raw)
+	token, err := c.publication.Sign(raw)
 	if err != nil {
 		return nil, false, core.Wrap("cms.delivery.signing_failed", true, err)
 	}
@@ -151,11 +153,11 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 		Lease:      Lease{Status: StatePending, MaxAttempts: max, NextAttemptMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS},
 		Version:    1,
 	}
-	if err := c.Store.Put(ctx, &rec, 0); err != nil {
+	if err := c.store.Put(ctx, &rec, 0); err != nil {
 		if !errors.Is(err, ErrConflict) {
-			return nil, false, core.Wrap("cms.delivery.write_failed", true, err)
+			return nil, false, core.Wrap(CodeDeliveryWriteFailed, true, err)
 		}
-		fresh, lerr := c.Store.Load(ctx, plan.Event.EventID)
+		fresh, lerr := c.store.Load(ctx, plan.Event.EventID)
 		if lerr != nil || fresh.Delivery == nil {
 			return nil, false, core.Wrap(CodeDeliveryClaimLost, true, err)
 		}
@@ -182,7 +184,7 @@ func (c *Coordinator) settleAwaitingDelivery(ctx context.Context, snap *Snapshot
 		}
 		next := *a
 		next.AwaitingDelivery, next.Version = false, a.Version+1
-		if err := c.Store.Put(ctx, &next, a.Version); err != nil {
+		if err := c.store.Put(ctx, &next, a.Version); err != nil {
 			c.log().Warn("approval still marked awaiting delivery", "event_id", a.EventID, "job_id", jobID, "code", core.CodeOf(err))
 			continue
 		}
@@ -237,14 +239,14 @@ func (c *Coordinator) deliveryBody(snap *Snapshot, plan *PlanRecord, d *Delivery
 		return nil, core.Fail(codeDeliveryBundleMismatch)
 	}
 	token := "v1." + b64.EncodeToString(raw) + "." + d.Signature
-	if _, err := c.Publication.Open(token); err != nil {
+	if _, err := c.publication.Open(token); err != nil {
 		return nil, core.Wrap(CodeDeliveryInvalid, false, err)
 	}
 	body, err := core.Canonical(DeliveryRequest{
 		Schema: DeliveryRequestSchema, DeliveryID: d.DeliveryID, EventID: d.EventID, SiteID: d.SiteID, Bundle: token,
 	})
 	if err != nil {
-		return nil, core.Wrap("cms.json.invalid", false, err)
+		return nil, core.Wrap(CodeDeliveryJSONInvalid, false, err)
 	}
 	return body, nil
 }

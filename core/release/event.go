@@ -103,7 +103,7 @@ type Result struct {
 func (r Result) Hash() (string, error) {
 	h, err := core.HashCanonical(r)
 	if err != nil {
-		return "", core.Wrap("coordinator.json.invalid", false, err)
+		return "", core.Wrap(CodeJSONInvalid, false, err)
 	}
 	return h, nil
 }
@@ -450,15 +450,15 @@ type EventSettings struct {
 // parseEvent verifies an input event under the coordinator's keys at its
 // clock's time.
 func (c *Coordinator) parseEvent(ctx context.Context, detailType string, detail []byte) (SignedEvent, error) {
-	keys := append([][]byte{c.EventKey}, c.Events.PreviousKeys...)
-	if c.Events.KeySet != nil {
-		set, err := c.Events.KeySet.Keys(ctx)
+	keys := append([][]byte{c.eventKey}, c.events.PreviousKeys...)
+	if c.events.KeySet != nil {
+		set, err := c.events.KeySet.Keys(ctx)
 		if err != nil {
 			return SignedEvent{}, core.Wrap("coordinator.event.keys_unavailable", true, err)
 		}
 		keys = set
 	}
 	return ParseSignedEventWith(signing.EventCheck{
-		Keys: keys, Now: c.Clock.Now(), MaxAge: c.Events.MaxAge, RefuseV1: c.Events.RefuseV1,
+		Keys: keys, Now: c.clock.Now(), MaxAge: c.events.MaxAge, RefuseV1: c.events.RefuseV1,
 	}, detailType, detail)
 }

@@ -42,7 +42,7 @@ func TestIngestV2Events(t *testing.T) {
 		if !core.HasCode(err, release.CodeEventStale) || core.IsRetryable(err) {
 			t.Fatalf("stale event: %v", err)
 		}
-		b.c.Events.MaxAge = 30 * 24 * time.Hour
+		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Events.MaxAge = 30 * 24 * time.Hour })
 		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, old); err != nil {
 			t.Fatalf("within a longer configured window: %v", err)
 		}
@@ -57,11 +57,11 @@ func TestIngestV2Events(t *testing.T) {
 	t.Run("v1 until refused", func(t *testing.T) {
 		b := setup(t)
 		d := b.fx.Detail(plan.PlanPayload())
-		b.c.Events.RefuseV1 = true
+		b.reconfigure(t, func(deps *release.Dependencies, _ *release.Config) { deps.Events.RefuseV1 = true })
 		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, d); !core.HasCode(err, release.CodeEventSignatureInvalid) {
 			t.Fatalf("v1 after migration: %v", err)
 		}
-		b.c.Events.RefuseV1 = false
+		b.reconfigure(t, func(deps *release.Dependencies, _ *release.Config) { deps.Events.RefuseV1 = false })
 		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, d); err != nil {
 			t.Fatalf("v1 during migration: %v", err)
 		}
@@ -69,12 +69,12 @@ func TestIngestV2Events(t *testing.T) {
 	t.Run("previous key during rotation", func(t *testing.T) {
 		b := setup(t)
 		d := b.fx.Detail(plan.PlanPayload())
-		b.c.Events.PreviousKeys = [][]byte{b.c.EventKey}
-		b.c.EventKey = []byte("the-new-event-key-0123456789")
+		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Events.PreviousKeys = [][]byte{d.EventKey} })
+		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.EventKey = []byte("the-new-event-key-0123456789") })
 		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, d); err != nil {
 			t.Fatalf("event signed with the previous key: %v", err)
 		}
-		b.c.Events.PreviousKeys = nil
+		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Events.PreviousKeys = nil })
 		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, b.fx.Detail(releasetest.NewPlan("evt-v2b", "de-DE").PlanPayload())); !core.HasCode(err, release.CodeEventSignatureInvalid) {
 			t.Fatalf("old key accepted after the grace: %v", err)
 		}

@@ -23,7 +23,7 @@ const (
 	IndependentModelReviewSchema  = "blun.independent-model-review.v1"
 	EvidenceRequestIDPrefix       = "blun-l10n-evidence-"
 	MaxReceiptLength              = 16_384
-	codeEvidenceUnavailable       = "evidence.unavailable"
+	CodeEvidenceUnavailable       = "evidence.unavailable"
 	CodeEvidenceRequestMutated    = "evidence.request_mutated"
 	CodeEvidenceResponseInvalid   = "evidence.response.invalid"
 	CodeEvidenceBindingMismatch   = "evidence.response.binding_mismatch"
@@ -52,7 +52,7 @@ type EvidenceRequest struct {
 func (r *EvidenceRequest) Canonical() ([]byte, error) {
 	b, err := core.Canonical(r)
 	if err != nil {
-		return nil, core.Wrap("coordinator.json.invalid", false, err)
+		return nil, core.Wrap(CodeJSONInvalid, false, err)
 	}
 	return b, nil
 }
@@ -104,7 +104,7 @@ func BuildEvidenceRequest(eventID, planID string, job PlanJob, sourceText string
 	}
 	h, err := core.HashCanonical(b)
 	if err != nil {
-		return nil, core.Wrap("coordinator.json.invalid", false, err)
+		return nil, core.Wrap(CodeJSONInvalid, false, err)
 	}
 	// The request owns its maps and review (the result keeps its own).
 	b.ReviewConfidence, b.QualityProfile = cloneMap(b.ReviewConfidence), cloneMap(b.QualityProfile)
@@ -154,7 +154,7 @@ func ObtainEvidence(ctx context.Context, p EvidenceProvider, req *EvidenceReques
 	}
 	before, err := core.HashCanonical(req)
 	if err != nil {
-		return Evidence{}, core.Wrap("coordinator.json.invalid", false, err)
+		return Evidence{}, core.Wrap(CodeJSONInvalid, false, err)
 	}
 	body, err := p.Obtain(ctx, req)
 	if err != nil {
@@ -162,7 +162,7 @@ func ObtainEvidence(ctx context.Context, p EvidenceProvider, req *EvidenceReques
 		if errors.As(err, &ce) {
 			return Evidence{}, core.Wrap(externalCode(ce.Code, "evidence"), ce.Retryable, err)
 		}
-		return Evidence{}, core.Wrap(codeEvidenceUnavailable, true, err)
+		return Evidence{}, core.Wrap(CodeEvidenceUnavailable, true, err)
 	}
 	if after, err := core.HashCanonical(req); err != nil || after != before {
 		return Evidence{}, core.Fail(CodeEvidenceRequestMutated)

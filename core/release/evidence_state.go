@@ -25,6 +25,9 @@ const (
 	CodeWorkerIDInvalid        = "evidence.worker_id.invalid"
 	CodeEvidenceRequestInvalid = "evidence.request_id.invalid"
 	CodeRevisionInvalid        = "coordinator.evidence_revision.invalid"
+	CodeEvidencePlanIDInvalid  = "evidence.plan_id.invalid"
+	CodeEvidenceJobIDInvalid   = "evidence.job_id.invalid"
+	CodeEvidenceResultInvalid  = "evidence.result_sha256.invalid"
 )
 
 // EvidenceState keeps the content-free evidence records of one event in a
@@ -52,7 +55,7 @@ func validBinding(req *EvidenceRequest) error {
 	}
 	checks := []struct{ v, code string }{
 		{req.RequestID, CodeEvidenceRequestInvalid}, {req.EventID, CodeEventIDInvalid},
-		{req.PlanID, "evidence.plan_id.invalid"}, {req.JobID, "evidence.job_id.invalid"},
+		{req.PlanID, CodeEvidencePlanIDInvalid}, {req.JobID, CodeEvidenceJobIDInvalid},
 		{req.EvidenceRevision, CodeRevisionInvalid},
 	}
 	for _, c := range checks {
@@ -61,7 +64,7 @@ func validBinding(req *EvidenceRequest) error {
 		}
 	}
 	if !core.ValidSHA256(req.ResultSHA256) {
-		return core.Fail("evidence.result_sha256.invalid")
+		return core.Fail(CodeEvidenceResultInvalid)
 	}
 	return nil
 }
@@ -269,13 +272,13 @@ func (s EvidenceState) MarkApproved(ctx context.Context, snap *Snapshot, eventID
 		return core.Fail(CodeEventIDInvalid)
 	}
 	if !core.ValidToken(planID) {
-		return core.Fail("evidence.plan_id.invalid")
+		return core.Fail(CodeEvidencePlanIDInvalid)
 	}
 	if !core.ValidToken(jobID) {
-		return core.Fail("evidence.job_id.invalid")
+		return core.Fail(CodeEvidenceJobIDInvalid)
 	}
 	if !core.ValidSHA256(resultSHA256) {
-		return core.Fail("evidence.result_sha256.invalid")
+		return core.Fail(CodeEvidenceResultInvalid)
 	}
 	var todo []*EvidenceRecord
 	for _, rec := range snap.Evidence {

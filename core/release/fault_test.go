@@ -119,11 +119,11 @@ func TestDeliveryLeaseFaults(t *testing.T) {
 	t.Run("send outlives the lease", func(t *testing.T) {
 		b, _ := readyBundle(t, "evt-d3")
 		b.run(t, "evt-d3")
-		b.c.CMS = slowCMS{b}
+		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.CMS = slowCMS{b} })
 		_, err := b.c.Deliver(b.ctx, "evt-d3")
 		wantCode(t, err, release.CodeDeliveryLeaseExpired)
 		// The expired lease is retried by the next attempt.
-		b.c.CMS = b.cms
+		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.CMS = b.cms })
 		if o, err := b.c.Deliver(b.ctx, "evt-d3"); err != nil || o.Status != release.OutcomeDelivered {
 			t.Fatalf("%+v %v", o, err)
 		}
@@ -215,27 +215,35 @@ func bump(rec release.Record) release.Record {
 func TestValidateConfig(t *testing.T) {
 	tests := []struct {
 		name   string
-		change func(c *release.Coordinator)
+		change func(d *release.Dependencies, cfg *release.Config)
 		code   string
 	}{
-		{"no store", func(c *release.Coordinator) { c.Store = nil }, release.CodeConfig},
-		{"no verifier", func(c *release.Coordinator) { c.Verifiers.HumanReview = nil }, release.CodeConfig},
-		{"bad revision", func(c *release.Coordinator) { c.Config.EvidenceRevision = "" }, release.CodeRevisionInvalid},
-		{"bad worker", func(c *release.Coordinator) { c.Config.WorkerID = strings.Repeat("w", 129) }, release.CodeWorkerIDInvalid},
-		{"lease too long", func(c *release.Coordinator) { c.Config.EvidenceLease = 2 * time.Hour }, release.CodeEvidenceLeaseInvalid},
-		{"attempts 0", func(c *release.Coordinator) { c.Config.EvidenceMaxAttempts = 0 }, release.CodeMaxAttemptsInvalid},
-		{"delivery attempts 21", func(c *release.Coordinator) { c.Config.DeliveryMaxAttempts = 21 }, release.CodeDeliveryMaxAttempts},
-		{"ttl 0", func(c *release.Coordinator) { c.Config.ApprovalTTL = 0 }, release.CodeApprovalTTLInvalid},
+		{"no store", func(d *release.Dependencies, _ *release.Config) { d.Store = nil }, release.CodeConfig},
+		{"no verifier", func(d *release.Dependencies, _ *release.Config) { d.Verifiers.HumanReview = nil }, release.CodeConfig},
+		{"bad revision", func(_ *release.Dependencies, cfg *release.Config) { cfg.EvidenceRevision = "" }, release.CodeRevisionInvalid},
+		{"bad worker", func(_ *release.Dependencies, cfg *release.Config) { cfg.WorkerID = strings.Repeat("w", 129) }, release.CodeWorkerIDInvalid},
+		{"lease too long", func(_ *release.Dependencies, cfg *release.Config) { cfg.EvidenceLease = 2 * time.Hour }, release.CodeEvidenceLeaseInvalid},
+		{"attempts 0", func(_ *release.Dependencies, cfg *release.Config) { cfg.EvidenceMaxAttempts = 0 }, release.CodeMaxAttemptsInvalid},
+		{"delivery attempts 21", func(_ *release.Dependencies, cfg *release.Config) { cfg.DeliveryMaxAttempts = 21 }, release.CodeDeliveryMaxAttempts},
+		{"ttl 0", func(_ *release.Dependencies, cfg *release.Config) { cfg.ApprovalTTL = 0 }, release.CodeApprovalTTLInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := setup(t)
-			tt.change(b.c)
-			_, err := b.c.RunNextRelease(b.ctx, "evt-1")
+			deps, cfg := b.deps, b.cfg
+			tt.change(&deps, &cfg)
+			c, err := release.NewCoordinator(deps, b.clock, b.log, cfg)
 			wantCode(t, err, tt.code)
+			if c != nil {
+				t.Fatal("NewCoordinator returned a coordinator with an invalid wiring")
+			}
 		})
 	}
-	_, err := release.NewApprovalAuthority([]byte("short"))
+	// A coordinator that was not built by NewCoordinator refuses every step.
+	var zero release.Coordinator
+	_, err := zero.RunNextRelease(context.Background(), "evt-1")
+	wantCode(t, err, release.CodeConfig)
+	_, err = release.NewApprovalAuthority([]byte("short"))
 	wantCode(t, err, "release.authority.key_invalid")
 	_, err = release.OpenToken(release.ApprovalContext, make([]byte, 32), "v1.x")
 	wantCode(t, err, "token.invalid")

@@ -209,12 +209,12 @@ func TestOperationGuard(t *testing.T) {
 	plan := releasetest.NewPlan("evt-g", "de-DE")
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
-	b.c.Guard = func(_ context.Context, lease time.Duration) error {
+	b.c.SetGuard(func(_ context.Context, lease time.Duration) error {
 		if lease != release.DefaultEvidenceLease {
 			t.Errorf("guard got lease %v", lease)
 		}
 		return core.Fail("lambda.time_short")
-	}
+	})
 	b.runErr(t, "evt-g", release.CodeGuardFailed)
 	if b.resp.Calls() != 0 {
 		t.Fatal("evidence requested despite the guard")
@@ -232,13 +232,13 @@ func TestOperationGuard(t *testing.T) {
 	// receipt verification fails with the retryable release code.
 	b.clock.Advance(release.DefaultEvidenceLease)
 	calls := 0
-	b.c.Guard = func(context.Context, time.Duration) error {
+	b.c.SetGuard(func(context.Context, time.Duration) error {
 		calls++
 		if calls > 1 {
 			return core.Fail("lambda.time_short")
 		}
 		return nil
-	}
+	})
 	err := b.runFail(t, "evt-g", "release.operation_guard")
 	if !core.IsRetryable(err) {
 		t.Fatal("verification guard failure must be retryable")
@@ -246,7 +246,7 @@ func TestOperationGuard(t *testing.T) {
 	if rec := b.onlyEvidence(t, "evt-g"); rec.Status != release.StateRetryWait || rec.LastErrorCode != "release.operation_guard" || rec.Attempts != 2 {
 		t.Fatalf("%+v", rec)
 	}
-	b.c.Guard = nil
+	b.c.SetGuard(nil)
 	b.clock.Advance(time.Hour)
 	if o := b.run(t, "evt-g"); o.Status != release.OutcomeDeliveryReady {
 		t.Fatalf("%+v", o)
@@ -255,7 +255,7 @@ func TestOperationGuard(t *testing.T) {
 
 func TestApprovalExpiryNeedsNewRevision(t *testing.T) {
 	b := setup(t)
-	b.c.Config.ApprovalTTL = time.Hour
+	b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.ApprovalTTL = time.Hour })
 	plan := releasetest.NewPlan("evt-x", "de-DE", "fr-FR")
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
@@ -266,7 +266,7 @@ func TestApprovalExpiryNeedsNewRevision(t *testing.T) {
 	// The expired locale is selected again, but its evidence revision was
 	// consumed.
 	b.runErr(t, "evt-x", release.CodeAlreadyConsumed)
-	b.c.Config.EvidenceRevision = "rev-2"
+	b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.EvidenceRevision = "rev-2" })
 	if o := b.run(t, "evt-x"); o.Status != release.OutcomeApproved || !o.Changed {
 		t.Fatalf("%+v", o)
 	}
@@ -277,7 +277,7 @@ func TestApprovalExpiryNeedsNewRevision(t *testing.T) {
 
 func TestExistingDeliveryStates(t *testing.T) {
 	b := setup(t)
-	b.c.Config.DeliveryMaxAttempts = 2
+	b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.DeliveryMaxAttempts = 2 })
 	plan := releasetest.NewPlan("evt-d", "de-DE")
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
@@ -392,7 +392,7 @@ func TestNextWake(t *testing.T) {
 	if err != nil || !ok || !at.Equal(t0.Add(5*time.Second)) {
 		t.Fatalf("wake %v %v %v", at, ok, err)
 	}
-	b.c.Config.EvidenceRevision = "rev-2"
+	b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.EvidenceRevision = "rev-2" })
 	if _, ok, _ := b.c.NextWake(b.ctx, "evt-w"); ok {
 		t.Fatal("old revision wakes")
 	}

@@ -42,6 +42,10 @@ type bundle struct {
 	c     *release.Coordinator
 	logs  *bytes.Buffer
 	ctx   context.Context
+	// deps, log and cfg are what c was built with (reconfigure).
+	deps release.Dependencies
+	log  *slog.Logger
+	cfg  release.Config
 }
 
 func setup(t *testing.T) *bundle {
@@ -55,13 +59,27 @@ func setup(t *testing.T) *bundle {
 		fx: fx, store: releasetest.NewMemStore(), clock: clk, resp: resp, cms: &releasetest.CMS{},
 		logs: logs, ctx: context.Background(),
 	}
-	b.c = &release.Coordinator{
+	b.deps = release.Dependencies{
 		Store: b.store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: resp}, CMS: b.cms,
-		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clk,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Config: release.DefaultConfig("rev-1", "worker-1"),
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
 	}
+	b.log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b.cfg = release.DefaultConfig("rev-1", "worker-1")
+	b.reconfigure(t, func(*release.Dependencies, *release.Config) {})
 	return b
+}
+
+// reconfigure changes the coordinator's dependencies or configuration and
+// builds it again (a coordinator keeps no state of its own: the records
+// stay in the store; a guard must be set again).
+func (b *bundle) reconfigure(t *testing.T, change func(*release.Dependencies, *release.Config)) {
+	t.Helper()
+	change(&b.deps, &b.cfg)
+	c, err := release.NewCoordinator(b.deps, b.clock, b.log, b.cfg)
+	if err != nil {
+		t.Fatalf("NewCoordinator: %v", err)
+	}
+	b.c = c
 }
 
 func (b *bundle) ingestPlan(t *testing.T, p releasetest.PlanSpec) {

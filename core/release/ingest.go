@@ -38,9 +38,9 @@ func storeWrite(err error) error {
 }
 
 func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (bool, error) {
-	snap, err := c.Store.Load(ctx, p.Event.EventID)
+	snap, err := c.store.Load(ctx, p.Event.EventID)
 	if err != nil {
-		return false, core.Wrap("coordinator.store.read_failed", true, err)
+		return false, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	if snap.Plan != nil {
 		if snap.Plan.PayloadSHA256 == p.PayloadSHA256 {
@@ -58,21 +58,21 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 			continue
 		}
 		src := SourceRecord{EventID: p.Event.EventID, JobID: job.JobID, SourceSHA256: job.SourceSHA256, Text: p.SourceTexts[job.JobID], Version: 1}
-		if err := c.Store.Put(ctx, &src, 0); err != nil {
+		if err := c.store.Put(ctx, &src, 0); err != nil {
 			return false, storeWrite(err)
 		}
 	}
 	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1}
-	seal, err := planSeal(c.EventKey, &rec)
+	seal, err := planSeal(c.eventKey, &rec)
 	if err != nil {
 		return false, err
 	}
 	rec.Seal = seal
-	if err := c.Store.Put(ctx, &rec, 0); err != nil {
+	if err := c.store.Put(ctx, &rec, 0); err != nil {
 		if errors.Is(err, ErrConflict) {
 			// A concurrent delivery of the same event won: same payload is
 			// a no-op.
-			fresh, lerr := c.Store.Load(ctx, p.Event.EventID)
+			fresh, lerr := c.store.Load(ctx, p.Event.EventID)
 			if lerr == nil && fresh.Plan != nil && fresh.Plan.PayloadSHA256 == p.PayloadSHA256 {
 				return false, nil
 			}
@@ -85,9 +85,9 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 }
 
 func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.Time) (bool, error) {
-	snap, err := c.Store.Load(ctx, j.EventID)
+	snap, err := c.store.Load(ctx, j.EventID)
 	if err != nil {
-		return false, core.Wrap("coordinator.store.read_failed", true, err)
+		return false, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	if snap.Plan != nil {
 		if _, ok := snap.Plan.Job(j.JobID); !ok || snap.Plan.PlanID != j.PlanID {
@@ -126,7 +126,7 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 		res.Version = resPrev + 1
 		writes = append(writes, Write{Rec: &res, Prev: resPrev})
 	}
-	if err := c.Store.PutAll(ctx, writes...); err != nil {
+	if err := c.store.PutAll(ctx, writes...); err != nil {
 		return false, storeWrite(err)
 	}
 	c.log().Info("job stored", "event_id", j.EventID, "job_id", j.JobID, "status", j.Status)

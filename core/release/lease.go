@@ -60,7 +60,7 @@ func (l Lease) cleared(nowMS int64) Lease {
 
 // claimable reports whether a worker may take the lease now.
 func (l Lease) claimable(nowMS int64) bool {
-	return (l.Status == StatePending || l.Status == StateRetryWait) &&
+	return l.Status.Claimable() &&
 		l.NextAttemptMS <= nowMS && l.Attempts < l.MaxAttempts
 }
 
@@ -81,6 +81,20 @@ func (l Lease) succeeded(nowMS int64) Lease {
 	n.NextAttemptMS = nowMS
 	n.LastErrorCode = ""
 	return n
+}
+
+// The evidence and delivery backoff is min(BackoffMax, 5 s·2^(attempts-1)).
+const (
+	backoffBase = 5 * time.Second
+	BackoffMax  = time.Hour
+)
+
+// backoff is the evidence and delivery retry delay after `attempts`
+// attempts, in milliseconds (core.Backoff; attempts below 1 count as 1).
+// It is deterministic, without jitter: the schedule is documented in
+// docs/design.md "Evidence and delivery leases".
+func backoff(attempts int) int64 {
+	return core.Backoff(attempts, backoffBase, BackoffMax).Milliseconds()
 }
 
 // MaxRetryAfter caps an honoured Retry-After, as the poller's (a server
@@ -122,9 +136,7 @@ func (l Lease) holds(owner, token string, nowMS int64, lostCode, expiredCode str
 // while leased (expiry after next_attempt_ms), a last error code only in
 // retry_wait and failed, and an acknowledgement only on a failed record.
 func (l Lease) valid() bool {
-	switch l.Status {
-	case StatePending, StateLeased, StateRetryWait, StateSucceeded, StateFailed:
-	default:
+	if !l.Status.Valid() {
 		return false
 	}
 	if l.MaxAttempts < 1 || l.MaxAttempts > MaxAttempts || l.Attempts < 0 || l.Attempts > l.MaxAttempts {

@@ -48,10 +48,10 @@ func planSeal(key []byte, r *PlanRecord) (string, error) {
 // Ingest wrote after verifying the plan's signed event. Every run checks
 // it (one HMAC over the content-free plan record, no extra read).
 func (c *Coordinator) CheckPlan(r *PlanRecord) error {
-	if r == nil || len(c.EventKey) == 0 {
+	if r == nil || len(c.eventKey) == 0 {
 		return core.Fail(CodePlanSealInvalid)
 	}
-	want, err := planSeal(c.EventKey, r)
+	want, err := planSeal(c.eventKey, r)
 	if err != nil {
 		return err
 	}

@@ -69,8 +69,17 @@ type Write struct {
 // MaxWrites bounds one PutAll (DynamoDB's transaction limit is 100).
 const MaxWrites = 100
 
-// CodeRecordInvalid refuses a write the store cannot make as asked.
-const CodeRecordInvalid = "release.store.record_invalid"
+// Codes of the release store (every Store implementation answers them).
+const (
+	// CodeRecordInvalid refuses a write the store cannot make as asked.
+	CodeRecordInvalid = "release.store.record_invalid"
+	// CodeStoreWriteFailed is a store write that failed (retryable).
+	CodeStoreWriteFailed = "release.store.write_failed"
+	// CodeStorePageInvalid refuses a page request outside the limits.
+	CodeStorePageInvalid = "release.store.page_invalid"
+	// CodeStoreCursorInvalid refuses a page cursor the store did not make.
+	CodeStoreCursorInvalid = "release.store.cursor_invalid"
+)
 
 // ValidWrites checks the shape of a PutAll: 1..MaxWrites writes of one
 // event, distinct keys, each at version Prev+1.
@@ -256,16 +265,6 @@ type ApprovalRecord struct {
 func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefix + r.JobID }
 func (r *ApprovalRecord) RecordVersion() int64  { return r.Version }
 
-// Lease states shared by evidence and delivery records (docs/design.md
-// "Evidence and delivery leases").
-const (
-	StatePending   = "pending"
-	StateLeased    = "leased"
-	StateRetryWait = "retry_wait"
-	StateSucceeded = "succeeded"
-	StateFailed    = "failed"
-)
-
 // Lease is the attempt bookkeeping of evidence and delivery records.
 //
 //	pending ──claim──► leased ──succeed──► succeeded
@@ -273,7 +272,7 @@ const (
 //	                      │ ──fail (final)──► failed
 //	                      └─ lease expired (seen at next claim) ─► retry_wait | failed
 type Lease struct {
-	Status         string `dynamodbav:"status"`
+	Status         State  `dynamodbav:"status"`
 	Attempts       int    `dynamodbav:"attempts"`
 	MaxAttempts    int    `dynamodbav:"max_attempts"`
 	NextAttemptMS  int64  `dynamodbav:"next_attempt_ms"`

@@ -202,7 +202,9 @@ func TestReceiptVerifier(t *testing.T) {
 
 func TestBadReceiptBlocksApproval(t *testing.T) {
 	b := setup(t)
-	b.c.Verifiers.Quality = release.ReceiptVerifier{Kind: release.KindQuality} // trusts no issuer
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) {
+		d.Verifiers.Quality = release.ReceiptVerifier{Kind: release.KindQuality}
+	}) // trusts no issuer
 	plan := releasetest.NewPlan("evt-br", "de-DE")
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})

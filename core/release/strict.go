@@ -3,7 +3,6 @@ package release
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"strconv"
 
 	"github.com/localeflow/localeflow/core"
@@ -160,17 +159,4 @@ func (f fields) nullableObject(name, code string, maxBytes int) (json.RawMessage
 		return nil, core.Wrap(code, false, err)
 	}
 	return c, nil
-}
-
-// backoff is the evidence and delivery retry delay after `attempts`
-// attempts (docs/design.md "Evidence and delivery leases"):
-// min(3600, 5·2^(attempts-1)) seconds, as milliseconds.
-func backoff(attempts int) int64 {
-	if attempts < 1 {
-		attempts = 1
-	}
-	if attempts > 12 {
-		return 3_600_000
-	}
-	return int64(math.Min(3600, 5*math.Pow(2, float64(attempts-1))) * 1000)
 }

@@ -136,15 +136,18 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	}
 	clock := core.SystemClock{}
 	store := releasedb.New(awsclient.DynamoDB(awsCfg), cfg.ReleaseTable).WithRetention(cfg.RecordRetention)
-	coord := &release.Coordinator{
+	coord, err := release.NewCoordinator(release.Dependencies{
 		Store:    store,
 		EventKey: keys[keyEvent],
 		Evidence: evidenceClient,
 		CMS:      cmsClient,
 		// Each receipt kind trusts only its own issuers.
 		Verifiers: cfg.Issuers.Verifiers(),
-		Approval:  approval, Publication: publication, Clock: clock, Logger: log, Config: cfg.Release,
+		Approval:  approval, Publication: publication,
 		Events: cfg.eventSettings(sets[keyEvent]),
+	}, clock, log, cfg.Release)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
 	}
 	return handler.New(handler.Config{
 		Coordinator: coord,

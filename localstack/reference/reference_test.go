@@ -142,11 +142,14 @@ func (b bundle) coordinator(t *testing.T) *release.Coordinator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &release.Coordinator{
+	c, err := release.NewCoordinator(release.Dependencies{
 		Store: releasetest.NewMemStore(), EventKey: b.fx.EventKey, Evidence: ev, CMS: dl,
-		Verifiers: verifiers, Approval: approval, Publication: publication, Clock: core.SystemClock{},
-		Config: release.DefaultConfig("rev-1", "worker-1"),
+		Verifiers: verifiers, Approval: approval, Publication: publication,
+	}, core.SystemClock{}, nil, release.DefaultConfig("rev-1", "worker-1"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	return c
 }
 
 // TestCMSLifecycleFollowsDelivery plays a change whose CMS fails twice,

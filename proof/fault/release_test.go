@@ -34,6 +34,14 @@ func newReleaseEnv(t *testing.T, seed uint64, events int, locales ...string) *re
 	return e
 }
 
+// crashWith builds the first coordinator again with its dependencies
+// changed by change (a client that crashes it).
+func (e *releaseEnv) crashWith(t *testing.T, change func(*release.Dependencies)) {
+	t.Helper()
+	e.c = e.stack.NewCoordinator(t, e.srv, e.clock, "coordinator-a", nil, change)
+	e.c.ESM.SweepEvery = time.Second
+}
+
 func (e *releaseEnv) texts() []string {
 	var out []string
 	for _, p := range e.plans {
@@ -68,7 +76,7 @@ func (e *releaseEnv) wantDeliveredOnce(t *testing.T, plans []releasetest.PlanSpe
 	t.Helper()
 	delivered := e.srv.Delivered()
 	for _, p := range plans {
-		snap, err := e.c.Coordinator.Store.Load(context.Background(), p.EventID)
+		snap, err := e.c.Coordinator.Store().Load(context.Background(), p.EventID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +182,7 @@ func (e *releaseEnv) evidenceFailed(t *testing.T) release.Snapshot {
 	t.Helper()
 	ctx := context.Background()
 	failed := func() bool {
-		snap, err := e.c.Coordinator.Store.Load(ctx, e.plans[0].EventID)
+		snap, err := e.c.Coordinator.Store().Load(ctx, e.plans[0].EventID)
 		if err != nil {
 			return false
 		}
@@ -188,7 +196,7 @@ func (e *releaseEnv) evidenceFailed(t *testing.T) release.Snapshot {
 	if err := e.c.ESM.Run(ctx, 120*time.Second, failed); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := e.c.Coordinator.Store.Load(ctx, e.plans[0].EventID)
+	snap, err := e.c.Coordinator.Store().Load(ctx, e.plans[0].EventID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,12 +351,11 @@ func (e *releaseEnv) ingest(t *testing.T, c *release.Coordinator) {
 // and delivers once.
 func TestReleaseCrashHoldingEvidenceLease(t *testing.T) {
 	e := newReleaseEnv(t, 17, 1, "de-DE")
+	e.crashWith(t, func(d *release.Dependencies) { d.Evidence = &crashingEvidence{EvidenceProvider: d.Evidence} })
 	e.ingest(t, e.c.Coordinator)
-	crashing := &crashingEvidence{EvidenceProvider: e.c.Coordinator.Evidence}
-	e.c.Coordinator.Evidence = crashing
 	runUntilCrash(t, e.c.Coordinator, e.plans[0].EventID)
 	ctx := context.Background()
-	snap, err := e.c.Coordinator.Store.Load(ctx, e.plans[0].EventID)
+	snap, err := e.c.Coordinator.Store().Load(ctx, e.plans[0].EventID)
 	if err != nil || len(snap.Evidence) != 1 {
 		t.Fatalf("after the crash: %d evidence records, %v", len(snap.Evidence), err)
 	}
@@ -362,7 +369,7 @@ func TestReleaseCrashHoldingEvidenceLease(t *testing.T) {
 	if err := second.ESM.Run(ctx, 90*time.Second, e.allDelivered(ctx, e.plans)); err != nil {
 		t.Fatal(err)
 	}
-	snap, err = e.c.Coordinator.Store.Load(ctx, e.plans[0].EventID)
+	snap, err = e.c.Coordinator.Store().Load(ctx, e.plans[0].EventID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,8 +388,8 @@ func TestReleaseCrashHoldingEvidenceLease(t *testing.T) {
 // the same delivery id, the CMS dedupes it: one delivery, record succeeded.
 func TestReleaseCrashAfterCMSAccepted(t *testing.T) {
 	e := newReleaseEnv(t, 18, 1, "de-DE", "fr-FR")
+	e.crashWith(t, func(d *release.Dependencies) { d.CMS = &crashingDelivery{DeliveryClient: d.CMS} })
 	e.ingest(t, e.c.Coordinator)
-	e.c.Coordinator.CMS = &crashingDelivery{DeliveryClient: e.c.Coordinator.CMS}
 	runUntilCrash(t, e.c.Coordinator, e.plans[0].EventID)
 	ctx := context.Background()
 	if _, _, _, bundles := e.srv.CMS.Stats(); len(bundles) != 1 {

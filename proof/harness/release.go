@@ -98,8 +98,9 @@ type Coordinator struct {
 
 // NewCoordinator wires a coordinator (release store on the metered
 // DynamoDB client, signed evidence and delivery clients through the
-// proxies) and its event source mapping.
-func (s *Stack) NewCoordinator(t testing.TB, srv *ReleaseServers, clock *Clock, worker string, log io.Writer) *Coordinator {
+// proxies) and its event source mapping. Each option may change the
+// coordinator's dependencies before it is built.
+func (s *Stack) NewCoordinator(t testing.TB, srv *ReleaseServers, clock *Clock, worker string, log io.Writer, opts ...func(*release.Dependencies)) *Coordinator {
 	t.Helper()
 	ev, err := evidence.New(evidence.Config{BaseURL: srv.EvidenceProxy.URL, Key: EvidenceKey, Timeout: 2 * time.Second, Clock: clock})
 	if err != nil {
@@ -116,9 +117,16 @@ func (s *Stack) NewCoordinator(t testing.TB, srv *ReleaseServers, clock *Clock, 
 	approval, publication := srv.Fixture.Authorities()
 	cfg := release.DefaultConfig("rev-proof", worker)
 	cfg.EvidenceLease, cfg.DeliveryLease = 60*time.Second, 60*time.Second
-	c := &release.Coordinator{
+	deps := release.Dependencies{
 		Store: releasedb.New(s.DB, s.Resources.ReleaseTable), EventKey: srv.Fixture.EventKey, Evidence: ev, CMS: cms,
-		Verifiers: srv.Fixture.Verifiers(), Approval: approval, Publication: publication, Clock: clock, Logger: logger, Config: cfg,
+		Verifiers: srv.Fixture.Verifiers(), Approval: approval, Publication: publication,
+	}
+	for _, o := range opts {
+		o(&deps)
+	}
+	c, err := release.NewCoordinator(deps, clock, logger, cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
 	h, err := handler.New(handler.Config{Coordinator: c, Queue: instantQueue{delayqueue.New(s.SQS, s.Resources.ReleaseQueue.URL)},
 		Bus: eventbus.New(s.EB, s.Resources.BusName), Due: releasedb.New(s.DB, s.Resources.ReleaseTable), Clock: clock, Log: logger})

@@ -18,6 +18,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -100,7 +101,7 @@ type Report struct {
 	// MonitorStates counts monitor records by state; DeliveryStates
 	// delivery records by status.
 	MonitorStates  map[monitor.State]int
-	DeliveryStates map[string]int
+	DeliveryStates map[release.State]int
 	Violations     []Violation
 }
 
@@ -124,7 +125,7 @@ func Check(ctx context.Context, o Options) (Report, error) {
 	if o.Segments <= 0 {
 		o.Segments = 4
 	}
-	rep := Report{MonitorStates: map[monitor.State]int{}, DeliveryStates: map[string]int{}}
+	rep := Report{MonitorStates: map[monitor.State]int{}, DeliveryStates: map[release.State]int{}}
 	c := &collector{}
 	if o.MonitorTable != "" {
 		if err := checkMonitor(ctx, o, c, &rep); err != nil {

@@ -111,7 +111,7 @@ func checkReleaseItem(c *collector, table string, k indexKey, it map[string]type
 		c.add(table, key, RuleReleaseInvalid, "record invalid or its index keys disagree with status %q", l.Status)
 	}
 	_, wakes := it[topology.AttrWakeMS]
-	if (l.Status == release.StateSucceeded || l.Status == release.StateFailed) && wakes {
+	if l.Status.Final() && wakes {
 		c.add(table, key, RuleFinalWakes, "status %s carries wake keys", l.Status)
 	}
 	if l.Attempts > l.MaxAttempts {

@@ -99,9 +99,9 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 func recordStatus(rec release.Record) string {
 	switch r := rec.(type) {
 	case *release.EvidenceRecord:
-		return r.Status + " " + r.LastErrorCode
+		return string(r.Status) + " " + r.LastErrorCode
 	case *release.DeliveryRecord:
-		return r.Status + " " + r.LastErrorCode
+		return string(r.Status) + " " + r.LastErrorCode
 	case *release.JobRecord:
 		return r.Status
 	}
@@ -242,9 +242,12 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 		approval, publication := peers.Fixture.Authorities()
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
 		cfg.EvidenceLease, cfg.DeliveryLease = 90*time.Second, 90*time.Second
-		c := &release.Coordinator{
-			Store: r.store, EventKey: peers.Fixture.EventKey, Evidence: ev, CMS: cms, Verifiers: peers.Fixture.Verifiers(),
-			Approval: approval, Publication: publication, Clock: clock, Logger: logger, Config: cfg,
+		c, err := release.NewCoordinator(release.Dependencies{
+			Store: r.store, EventKey: peers.Fixture.EventKey, Evidence: ev, CMS: cms,
+			Verifiers: peers.Fixture.Verifiers(), Approval: approval, Publication: publication,
+		}, clock, logger, cfg)
+		if err != nil {
+			return nil, err
 		}
 		h, err := handler.New(handler.Config{Coordinator: c, Queue: delayqueue.New(r.queue, "https://sqs.sim.invalid/release"),
 			Bus: eventbus.New(bus, "sim-bus"), Due: r.store, Clock: clock, Log: logger, Margin: 2 * time.Second,
@@ -478,7 +481,7 @@ func jobPayload(j *release.JobRecord) string {
 // shows why (a failed job, evidence or delivery record).
 func (r *Release) blockedVisibly(spec *releaseSpec, snap release.Snapshot) bool {
 	for _, j := range snap.Jobs {
-		if j.Status == release.StateFailed {
+		if j.Status == release.JobFailed {
 			return true
 		}
 	}

@@ -75,8 +75,8 @@ func MonitorRecord(eventID, variant string, baseMS int64) monitor.Record {
 
 func lease(status string, baseMS int64) release.Lease {
 	at := baseMS + 1
-	l := release.Lease{Status: status, MaxAttempts: 5, NextAttemptMS: baseMS, CreatedMS: baseMS, UpdatedMS: baseMS}
-	switch status {
+	l := release.Lease{Status: release.State(status), MaxAttempts: 5, NextAttemptMS: baseMS, CreatedMS: baseMS, UpdatedMS: baseMS}
+	switch l.Status {
 	case release.StatePending:
 	case release.StateLeased:
 		l.Attempts, l.LeaseOwner, l.LeaseToken, l.LeaseExpiresMS, l.UpdatedMS = 1, "coordinator-1", "lease-token-1", at+LeaseMS, at

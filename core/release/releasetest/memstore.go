@@ -96,7 +96,7 @@ func (m *MemStore) Raw(eventID string) map[string][]byte {
 func (m *MemStore) Put(_ context.Context, rec release.Record, prev int64) error {
 	eventID, sk := rec.Key()
 	if !core.ValidToken(eventID) || sk == "" || rec.RecordVersion() != prev+1 {
-		return core.Fail("release.store.record_invalid")
+		return core.Fail(release.CodeRecordInvalid)
 	}
 	raw, err := json.Marshal(rec)
 	if err != nil {
@@ -191,10 +191,10 @@ func (m *MemStore) Load(_ context.Context, eventID string) (release.Snapshot, er
 func Decode(sk string, raw []byte) (release.Record, error) {
 	rec := release.NewRecord(sk)
 	if rec == nil {
-		return nil, core.Fail("release.store.record_invalid")
+		return nil, core.Fail(release.CodeRecordInvalid)
 	}
 	if err := json.Unmarshal(raw, rec); err != nil {
-		return nil, core.Wrap("release.store.record_invalid", false, err)
+		return nil, core.Wrap(release.CodeRecordInvalid, false, err)
 	}
 	return rec, nil
 }
@@ -239,13 +239,13 @@ func (a indexEntry) less(b indexEntry) bool {
 // page), and the next cursor ("" after the last page).
 func (m *MemStore) page(keys func(release.Record) (int64, bool), toMS int64, cursor string, limit int) ([]indexEntry, string, error) {
 	if limit <= 0 {
-		return nil, "", core.Fail("release.store.page_invalid")
+		return nil, "", core.Fail(release.CodeStorePageInvalid)
 	}
 	var after *indexEntry
 	if cursor != "" {
 		var c indexEntry
 		if err := json.Unmarshal([]byte(cursor), &c); err != nil {
-			return nil, "", core.Wrap("release.store.cursor_invalid", false, err)
+			return nil, "", core.Wrap(release.CodeStoreCursorInvalid, false, err)
 		}
 		after = &c
 	}

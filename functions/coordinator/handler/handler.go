@@ -101,7 +101,7 @@ const DefaultTextRetention = 7 * 24 * time.Hour
 
 // DefaultLongestWait is the coordinator's longest scheduled wait with the
 // default settings: the 3600 s backoff cap (leases are at most 3600 s too).
-const DefaultLongestWait = time.Hour
+const DefaultLongestWait = release.BackoffMax
 
 // Handler handles release queue batches.
 type Handler struct {
@@ -126,7 +126,7 @@ type Handler struct {
 // with at least the lease (plus the margin) left in the invocation.
 func New(cfg Config) (*Handler, error) {
 	if cfg.Coordinator == nil || cfg.Queue == nil || cfg.Bus == nil || cfg.Due == nil || cfg.Clock == nil || cfg.Log == nil || cfg.Margin < 0 {
-		return nil, core.Fail("coordinator.config.invalid")
+		return nil, core.Fail(release.CodeConfig)
 	}
 	if err := cfg.Coordinator.Validate(); err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func New(cfg Config) (*Handler, error) {
 		outbox, _ = cfg.Due.(release.OutboxFinder)
 	}
 	if outbox == nil {
-		return nil, core.Fail("coordinator.config.invalid")
+		return nil, core.Fail(release.CodeConfig)
 	}
 	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, outbox: outbox, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
 		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter, texts: cfg.Texts, retention: cfg.TextRetention,
@@ -147,12 +147,9 @@ func New(cfg Config) (*Handler, error) {
 	if h.longestWait <= 0 {
 		h.longestWait = DefaultLongestWait
 	}
-	h.c.Guard = h.guard
+	h.c.SetGuard(h.guard)
 	return h, nil
 }
-
-// Coordinator is the coordinator the handler drives (tests adjust it).
-func (h *Handler) Coordinator() *release.Coordinator { return h.c }
 
 // guard refuses work that the invocation may not outlive.
 func (h *Handler) guard(ctx context.Context, lease time.Duration) error {
@@ -251,11 +248,11 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 // redeliver.
 func (h *Handler) HandleSQS(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	if !h.hasTime(ctx, h.c.Config.EvidenceLease) {
+	if !h.hasTime(ctx, h.c.Config().EvidenceLease) {
 		// The whole invocation is shorter than one lease: re-enqueueing
 		// would loop forever, so the messages fail (and reach the DLQ).
 		h.log.ErrorContext(ctx, "invocation shorter than the evidence lease", "code", CodeDeadlineShort,
-			"lease_ms", h.c.Config.EvidenceLease.Milliseconds())
+			"lease_ms", h.c.Config().EvidenceLease.Milliseconds())
 		for _, m := range batch.Records {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
 		}
@@ -386,7 +383,7 @@ func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool) err
 			return err
 		}
 	}
-	if !h.hasTime(ctx, h.c.Config.EvidenceLease) {
+	if !h.hasTime(ctx, h.c.Config().EvidenceLease) {
 		// Not enough time left for a leased step: hand it to a fresh
 		// invocation instead of failing the batch.
 		return h.queue.Send(ctx, kind, eventID, h.clock.Now(), h.clock.Now())
@@ -589,10 +586,10 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 	}
 	status := ""
 	if d := snap.Delivery; d != nil && d.EventID == eventID && d.PlanID == plan.PlanID && core.ValidToken(d.DeliveryID) {
-		switch d.Status {
-		case release.StatePending, release.StateLeased, release.StateRetryWait:
+		switch {
+		case d.Status.Open():
 			status = release.OutcomeDeliveryReady
-		case release.StateSucceeded:
+		case d.Status == release.StateSucceeded:
 			status = release.OutcomeDelivered
 		}
 		if err := h.publishDelivery(ctx, Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}); err != nil {
@@ -610,7 +607,7 @@ func (h *Handler) stored(ctx context.Context, eventID string) (release.Snapshot,
 	if !core.ValidToken(eventID) {
 		return release.Snapshot{}, nil, nil // the step reports the invalid id
 	}
-	snap, err := h.c.Store.Load(ctx, eventID)
+	snap, err := h.c.Store().Load(ctx, eventID)
 	if err != nil {
 		return release.Snapshot{}, nil, core.Wrap(CodeRepublishRead, true, fmt.Errorf("republish %s: %w", eventID, err))
 	}
@@ -688,7 +685,7 @@ func (h *Handler) approvalBinds(rec *release.ApprovalRecord, plan *release.PlanR
 	if !core.ValidToken(rec.ApprovalID) || rec.JobID != job.JobID || rec.TargetLocale != job.TargetLocale {
 		return false
 	}
-	raw, err := h.c.Approval.Open(rec.Token)
+	raw, err := h.c.OpenApproval(rec.Token)
 	if err != nil {
 		return false
 	}

@@ -113,6 +113,8 @@ func (b *fakeBus) count(detailType string) int {
 
 type bundle struct {
 	h     *handler.Handler
+	c     *release.Coordinator // the coordinator h drives
+	clock core.Clock
 	store *releasetest.MemStore
 	queue *fakeQueue
 	bus   *fakeBus
@@ -127,6 +129,13 @@ var setups atomic.Int64
 
 func setup(t testing.TB, opts ...func(*handler.Config)) *bundle {
 	t.Helper()
+	return setupCoordinator(t, nil, opts...)
+}
+
+// setupCoordinator is setup with the coordinator's dependencies and
+// configuration changed by change (when not nil) before it is built.
+func setupCoordinator(t testing.TB, change func(b *bundle, d *release.Dependencies, cfg *release.Config), opts ...func(*handler.Config)) *bundle {
+	t.Helper()
 	setups.Add(1)
 	fx := releasetest.NewFixture()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -137,10 +146,18 @@ func setup(t testing.TB, opts ...func(*handler.Config)) *bundle {
 	log := lambdalog.New(b.logs, slog.LevelDebug)
 	cfg := release.DefaultConfig("rev-1", "worker-1")
 	cfg.EvidenceLease, cfg.DeliveryLease = 90*time.Second, 90*time.Second
-	c := &release.Coordinator{
+	deps := release.Dependencies{
 		Store: b.store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: b.resp}, CMS: b.cms,
-		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg,
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
 	}
+	if change != nil {
+		change(b, &deps, &cfg)
+	}
+	c, err := release.NewCoordinator(deps, clock, log, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.c, b.clock = c, clock
 	hc := handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Due: b.store, Clock: clock, Log: log}
 	for _, o := range opts {
 		o(&hc)
@@ -373,9 +390,10 @@ func TestShortDeadlineHandsStepToNextInvocation(t *testing.T) {
 }
 
 func shortDeadlineHandsStepToNextInvocation(t *testing.T) {
-	b := setup(t)
-	b.h.Coordinator().Config.EvidenceLease = 400 * time.Millisecond
-	b.h.Coordinator().Evidence = slowProvider{b.h.Coordinator().Evidence, 700 * time.Millisecond}
+	b := setupCoordinator(t, func(_ *bundle, d *release.Dependencies, cfg *release.Config) {
+		cfg.EvidenceLease = 400 * time.Millisecond
+		d.Evidence = slowProvider{d.Evidence, 700 * time.Millisecond}
+	})
 	b.invokeRaw(t, readTestdata(t, "sqs_plan.json"))
 	// 1 s: the first job's step fits (400 ms lease) and uses 700 ms, the second does
 	// not any more and goes to a fresh invocation.
@@ -421,10 +439,12 @@ func TestStoreOutageIsABatchFailure(t *testing.T) {
 	b := setup(t)
 	fx := releasetest.NewFixture()
 	approval, publication := fx.Authorities()
-	c := &release.Coordinator{
+	c, err := release.NewCoordinator(release.Dependencies{
 		Store: failingStore{b.store}, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: b.resp}, CMS: b.cms,
-		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: core.SystemClock{},
-		Config: release.DefaultConfig("rev-1", "w"),
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
+	}, core.SystemClock{}, nil, release.DefaultConfig("rev-1", "w"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	h, err := handler.New(handler.Config{Coordinator: c, Queue: b.queue, Bus: b.bus, Due: b.store, Clock: core.SystemClock{}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -92,6 +92,7 @@ func (b *recordingBus) count(detailType string) int {
 
 type stack struct {
 	fx        releasetest.Fixture
+	clock     fastClock
 	db        *dynamodb.Client
 	sqs       *sqs.Client
 	table     string
@@ -104,7 +105,9 @@ type stack struct {
 	logs      *logcapture.Buffer
 }
 
-func newStack(t *testing.T, responder *releasetest.Responder) *stack {
+// newStack builds the handler on the local stack; each option may change
+// the coordinator's dependencies before it is built.
+func newStack(t *testing.T, responder *releasetest.Responder, opts ...func(*stack, *release.Dependencies)) *stack {
 	t.Helper()
 	localtest.Require(t)
 	_, res := localtest.Stack(t)
@@ -115,7 +118,7 @@ func newStack(t *testing.T, responder *releasetest.Responder) *stack {
 	cmsKey := []byte("cms-hmac-key-0123456789")
 	approval, publication := fx.Authorities()
 	s := &stack{
-		fx: fx, db: localtest.DynamoDB(t), sqs: localtest.SQS(t), table: res.ReleaseTable, queueURL: res.ReleaseQueue.URL,
+		fx: fx, clock: clock, db: localtest.DynamoDB(t), sqs: localtest.SQS(t), table: res.ReleaseTable, queueURL: res.ReleaseQueue.URL,
 		evidence: evidencetest.New(evidenceKey, responder),
 		cms:      cmsdeliverytest.New(cmsKey, publication.PublicKey(), approval.PublicKey()),
 		logs:     &logcapture.Buffer{},
@@ -135,9 +138,16 @@ func newStack(t *testing.T, responder *releasetest.Responder) *stack {
 	log := lambdalog.New(s.logs, slog.LevelDebug)
 	cfg := release.DefaultConfig("rev-1", "worker-it")
 	cfg.EvidenceLease, cfg.DeliveryLease = 30*time.Second, 30*time.Second
-	c := &release.Coordinator{
+	deps := release.Dependencies{
 		Store: releasedb.New(s.db, res.ReleaseTable), EventKey: fx.EventKey, Evidence: ev, CMS: cms,
-		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication, Clock: clock, Logger: log, Config: cfg,
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
+	}
+	for _, o := range opts {
+		o(s, &deps)
+	}
+	c, err := release.NewCoordinator(deps, clock, log, cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
 	s.h, err = handler.New(handler.Config{Coordinator: c, Queue: instantQueue{delayqueue.New(s.sqs, res.ReleaseQueue.URL)}, Bus: s.bus, Due: releasedb.New(s.db, res.ReleaseTable), Clock: clock, Log: log})
 	if err != nil {
@@ -386,17 +396,18 @@ func (r *rotatingSecret) GetSecretValue(context.Context, *secretsmanager.GetSecr
 // accepted, the release is delivered once, and once the old key is
 // dropped an event signed with it is refused.
 func TestIntegrationEventKeyRotationWhileReleasesAreInFlight(t *testing.T) {
-	s := newStack(t, &releasetest.Responder{})
-	oldKey, newKey := s.fx.EventKey, []byte("the-new-event-hmac-key-0123456789")
 	secret := &rotatingSecret{}
-	secret.put(oldKey)
-	clock := s.h.Coordinator().Clock
-	keys, err := secretkey.NewCache(context.Background(), secretkey.Source{Stem: "LOCALEFLOW_EVENT_KEY", SecretARN: "arn:aws:secretsmanager:x"},
-		secret, "event", secretkey.MinBytes(16), time.Minute, clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.h.Coordinator().Events.KeySet = keys
+	s := newStack(t, &releasetest.Responder{}, func(s *stack, d *release.Dependencies) {
+		secret.put(s.fx.EventKey)
+		keys, err := secretkey.NewCache(context.Background(), secretkey.Source{Stem: "LOCALEFLOW_EVENT_KEY", SecretARN: "arn:aws:secretsmanager:x"},
+			secret, "event", secretkey.MinBytes(16), time.Minute, s.clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Events.KeySet = keys
+	})
+	oldKey, newKey := s.fx.EventKey, []byte("the-new-event-hmac-key-0123456789")
+	clock := s.clock
 	publishWith := func(key []byte, detailType string, payload []byte) {
 		t.Helper()
 		detail, _ := json.Marshal(map[string]string{"payload": string(payload), "signature": signing.SignEvent(key, payload)})

@@ -60,9 +60,9 @@ func (b *bundle) owed(t *testing.T, eventID string) int {
 // final evidence.lease_expired. The approval still counts: its
 // release.approved event is published and the release goes on.
 func TestApprovalStoredThenLeaseExpiredIsAnnounced(t *testing.T) {
-	b := setup(t)
-	c := b.h.Coordinator()
-	c.Evidence = clockAdvancingProvider{resp: b.resp, now: b.now, delay: c.Config.EvidenceLease + time.Second}
+	b := setupCoordinator(t, func(b *bundle, d *release.Dependencies, cfg *release.Config) {
+		d.Evidence = clockAdvancingProvider{resp: b.resp, now: b.now, delay: cfg.EvidenceLease + time.Second}
+	})
 	plan := releasetest.NewPlan("evt-late", "de-DE", "fr-FR")
 	fx := releasetest.NewFixture()
 	b.invoke(t, batch(envelopeMessage("m-plan", topology.DetailPlanAccepted, fx.Detail(plan.PlanPayload()))))

@@ -35,7 +35,7 @@ func TestSucceededJobWithLostStepIsSwept(t *testing.T) {
 	b.invoke(t, batch(plan))
 	fx := releasetest.NewFixture()
 	p := releasetest.NewPlan("evt-lost-step", "de-DE")
-	if _, _, err := b.h.Coordinator().Ingest(context.Background(), topology.DetailJobCompleted, fx.Detail(p.ResultPayload("de-DE", releasetest.ResultOptions{}))); err != nil {
+	if _, _, err := b.c.Ingest(context.Background(), topology.DetailJobCompleted, fx.Detail(p.ResultPayload("de-DE", releasetest.ResultOptions{}))); err != nil {
 		t.Fatal(err)
 	}
 	b.queue.take(t)

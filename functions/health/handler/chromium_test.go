@@ -25,7 +25,9 @@ import (
 )
 
 // chromium finds the browser, or skips (fails with
-// LOCALEFLOW_REQUIRE_CHROMIUM=1). Install: apt-get install -y chromium.
+// LOCALEFLOW_REQUIRE_CHROMIUM=1, which make test sets on a root machine
+// with apt-get, where its install step provides chromium). Install:
+// apt-get install -y chromium.
 func chromium(t *testing.T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
@@ -36,7 +38,7 @@ func chromium(t *testing.T) string {
 	if os.Getenv("LOCALEFLOW_REQUIRE_CHROMIUM") == "1" {
 		t.Fatal("chromium is not installed (apt-get install -y chromium) and LOCALEFLOW_REQUIRE_CHROMIUM=1")
 	}
-	t.Skip("chromium is not installed (apt-get install -y chromium); set LOCALEFLOW_REQUIRE_CHROMIUM=1 to make this a failure")
+	t.Skip("chromium is not installed, so the health page browser test is skipped: install it (as root: apt-get install -y chromium); set LOCALEFLOW_REQUIRE_CHROMIUM=1 to make this a failure")
 	return ""
 }
 

@@ -22,6 +22,10 @@ import (
 // URL request nor the schedule.
 const CodeEventInvalid = "health.event_invalid"
 
+// CodeRenderFailed is logged and returned when the health page cannot be
+// rendered.
+const CodeRenderFailed = "health.render_failed"
+
 // Checker runs one health check (*health.Checker).
 type Checker interface {
 	Check(ctx context.Context) (health.Report, error)

@@ -384,8 +384,8 @@ func RenderPage(r health.Report) ([]byte, error) {
 func (h *Handler) htmlResponse(ctx context.Context, r health.Report) events.LambdaFunctionURLResponse {
 	body, err := RenderPage(r)
 	if err != nil {
-		h.log.ErrorContext(ctx, "health page not rendered", "code", "health.render_failed", "error", err.Error())
-		return errorResponse(http.StatusInternalServerError, "health.render_failed", false)
+		h.log.ErrorContext(ctx, "health page not rendered", "code", CodeRenderFailed, "error", err.Error())
+		return errorResponse(http.StatusInternalServerError, CodeRenderFailed, false)
 	}
 	return events.LambdaFunctionURLResponse{StatusCode: statusCode(r), Headers: htmlHeaders(), Body: string(body)}
 }

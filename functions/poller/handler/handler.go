@@ -43,6 +43,8 @@ const (
 	CodeDispatchStale     = "poller.dispatch.stale"
 	// CodeDispatchKeys: the event key set could not be read (retryable).
 	CodeDispatchKeys = "poller.dispatch.keys_unavailable"
+	// CodeUnexpected is logged for a sweep failure that carries no code.
+	CodeUnexpected = "poller.unexpected"
 )
 
 // Defaults.

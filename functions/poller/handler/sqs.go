@@ -70,7 +70,7 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, err error) bo
 		return true
 	}
 	if code == "" {
-		code = "poller.unexpected"
+		code = CodeUnexpected
 	}
 	h.log.ErrorContext(ctx, "poller message failed", "message_id", m.MessageId, "code", code)
 	return false

@@ -51,7 +51,7 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 	// The next polls go out ten to a SendMessageBatch request; a failed
 	// entry counts and logs as a failed follow-up of its poll.
 	sends := &sendBatch{h: h, auto: true, done: func(_ int, id string, err error) {
-		h.log.WarnContext(ctx, "poller sweep follow-up failed", "event_id", id, "code", codeOr(err, "poller.unexpected"))
+		h.log.WarnContext(ctx, "poller sweep follow-up failed", "event_id", id, "code", codeOr(err, CodeUnexpected))
 		mu.Lock()
 		res.Errors++
 		mu.Unlock()
@@ -112,7 +112,7 @@ func (h *Handler) feedOwed(ctx context.Context, work chan<- sweepItem) (stopped 
 		}
 		ids, err := h.mon.OwedOutcomes(ctx, limit)
 		if err != nil {
-			h.log.ErrorContext(ctx, "poller outbox listing failed", "code", codeOr(err, "poller.unexpected"))
+			h.log.ErrorContext(ctx, "poller outbox listing failed", "code", codeOr(err, CodeUnexpected))
 			return StopError, listed
 		}
 		for _, id := range ids {
@@ -139,7 +139,7 @@ func (h *Handler) announceOne(ctx context.Context, id string) oneResult {
 		err = h.announce(ctx, a)
 	}
 	if err != nil {
-		h.log.WarnContext(ctx, "poller sweep announce failed", "event_id", id, "code", codeOr(err, "poller.unexpected"))
+		h.log.WarnContext(ctx, "poller sweep announce failed", "event_id", id, "code", codeOr(err, CodeUnexpected))
 		return oneResult{errored: true}
 	}
 	return oneResult{announced: ok}
@@ -158,7 +158,7 @@ func (h *Handler) feed(ctx context.Context, work chan<- sweepItem) (stopped stri
 		}
 		ids, next, err := h.mon.DuePage(ctx, h.pageSize, cursor)
 		if err != nil {
-			h.log.ErrorContext(ctx, "poller sweep listing failed", "code", codeOr(err, "poller.unexpected"))
+			h.log.ErrorContext(ctx, "poller sweep listing failed", "code", codeOr(err, CodeUnexpected))
 			return StopError, listed, err
 		}
 		if len(ids) == 0 {
@@ -209,12 +209,12 @@ func (h *Handler) sweepOne(ctx context.Context, id string) oneResult {
 	}
 	out, err := h.poll(ctx, id)
 	if err != nil {
-		h.log.WarnContext(ctx, "poller sweep poll failed", "event_id", id, "code", codeOr(err, "poller.unexpected"))
+		h.log.WarnContext(ctx, "poller sweep poll failed", "event_id", id, "code", codeOr(err, CodeUnexpected))
 		if core.HasCode(err, monitor.CodeStateInvalid) {
 			// Marked failed: its outcome is owed; announce it now (the
 			// outbox keeps it for the next sweep if this fails).
 			if aerr := h.announceID(ctx, id); aerr != nil {
-				h.log.WarnContext(ctx, "poller sweep follow-up failed", "event_id", id, "code", codeOr(aerr, "poller.unexpected"))
+				h.log.WarnContext(ctx, "poller sweep follow-up failed", "event_id", id, "code", codeOr(aerr, CodeUnexpected))
 			}
 		}
 		return oneResult{errored: true}
@@ -225,7 +225,7 @@ func (h *Handler) sweepOne(ctx context.Context, id string) oneResult {
 		r.failed = out.State == monitor.StateFailed
 	}
 	if err := h.afterPoll(ctx, out, false); err != nil {
-		h.log.WarnContext(ctx, "poller sweep follow-up failed", "event_id", id, "code", codeOr(err, "poller.unexpected"))
+		h.log.WarnContext(ctx, "poller sweep follow-up failed", "event_id", id, "code", codeOr(err, CodeUnexpected))
 		r.errored = true
 	}
 	return r
