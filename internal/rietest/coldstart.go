@@ -235,10 +235,16 @@ func (b *Binary) ColdStarts(t testing.TB, name string, payload []byte, env ...st
 func summary(samples []Sample) string {
 	walls := field(samples, func(s Sample) time.Duration { return s.Wall })
 	slices.Sort(walls)
-	return fmt.Sprintf("n=%d median %s min %s max %s | emulator init median %s first invoke median %s | bootstrap CPU to first answer median %s | warm second invoke median %s",
+	return fmt.Sprintf("n=%d median %s min %s max %s | emulator init median %s first invoke median %s rest (spawn, emulator, HTTP) median %s | bootstrap CPU to first answer median %s | warm second invoke median %s",
 		len(walls), ms(Median(walls)), ms(walls[0]), ms(walls[len(walls)-1]),
 		ms(Median(field(samples, func(s Sample) time.Duration { return s.Init }))),
 		ms(Median(field(samples, func(s Sample) time.Duration { return s.Invoke }))),
+		ms(Median(field(samples, func(s Sample) time.Duration {
+			if s.Init < 0 || s.Invoke < 0 {
+				return -1
+			}
+			return s.Wall - s.Init - s.Invoke
+		}))),
 		ms(Median(field(samples, func(s Sample) time.Duration { return s.CPU }))),
 		ms(Median(field(samples, func(s Sample) time.Duration { return s.Warm }))))
 }
