@@ -601,23 +601,39 @@ func (s *Store) rangeShard(ctx context.Context, index, shardAttr, sortAttr strin
 }
 
 // Census implements monitor.Store: every key of the wake and attention
-// indexes (all shards), then the items by consistent BatchGetItem.
+// indexes (all shards), then the items by consistent BatchGetItem. The 16
+// shard Queries are issued at once (one after the other they are 16 round
+// trips on the health check's critical path); the ids are taken in the
+// order of the sequential reads and deduplicated, so the result is the
+// same. The first failed Query in that order is the error.
 func (s *Store) Census(ctx context.Context) ([]monitor.Record, error) {
+	indexes := []struct{ name, shardAttr string }{
+		{topology.IndexWake, attrWakeShard}, {topology.IndexAttention, attrAttentionShard},
+	}
+	found := make([][]string, len(indexes)*topology.WakeShards)
+	errs := make([]error, len(found))
+	var wg sync.WaitGroup
+	for i, index := range indexes {
+		for shard := range topology.WakeShards {
+			n := i*topology.WakeShards + shard
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				found[n], errs[n] = s.indexKeys(ctx, index.name, index.shardAttr, shard)
+			}()
+		}
+	}
+	wg.Wait()
 	seen := map[string]bool{}
 	var ids []string
-	for _, index := range []struct{ name, shardAttr string }{
-		{topology.IndexWake, attrWakeShard}, {topology.IndexAttention, attrAttentionShard},
-	} {
-		for shard := range topology.WakeShards {
-			found, err := s.indexKeys(ctx, index.name, index.shardAttr, shard)
-			if err != nil {
-				return nil, err
-			}
-			for _, id := range found {
-				if !seen[id] {
-					seen[id] = true
-					ids = append(ids, id)
-				}
+	for n, shardIDs := range found {
+		if errs[n] != nil {
+			return nil, errs[n]
+		}
+		for _, id := range shardIDs {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
 			}
 		}
 	}

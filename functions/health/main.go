@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
 	"github.com/localeflow/localeflow/adapters/eventbus"
@@ -24,6 +27,24 @@ import (
 	"github.com/localeflow/localeflow/functions/health/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
 )
+
+// maxDynamoDBConns bounds the health check's connections to DynamoDB. A
+// check issues 32 index Queries (16 per table), a DescribeTable and the
+// item reads at once; without a bound the first invoke of a cold start
+// opened a connection (on AWS a TLS handshake) for each request in flight,
+// 18 or more, and the SDK's idle pool keeps only 10 per host, so every
+// later check opened the rest again. With 8 the requests queue for a
+// connection: at most 8 handshakes per cold start, all connections reused
+// by the next checks (docs/performance.md "Cold start").
+const maxDynamoDBConns = 8
+
+// boundedConns gives the DynamoDB client the SDK's default HTTP client
+// with at most maxDynamoDBConns connections to a host.
+func boundedConns(o *dynamodb.Options) {
+	o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxConnsPerHost = maxDynamoDBConns
+	})
+}
 
 func main() {
 	log := lambdalog.New(os.Stdout, slog.LevelInfo)
@@ -48,7 +69,7 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
-	db := awsclient.DynamoDB(awsCfg)
+	db := awsclient.DynamoDB(awsCfg, boundedConns)
 	monitorStore, err := monitordb.New(db, cfg.MonitorTable)
 	if err != nil {
 		return nil, fmt.Errorf("monitor store: %w", err)

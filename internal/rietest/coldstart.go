@@ -2,12 +2,14 @@ package rietest
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +28,16 @@ const (
 	// EnvColdStartMaxMS is the limit of the median over all starts in ms
 	// (default 100).
 	EnvColdStartMaxMS = "LOCALEFLOW_COLDSTART_MAX_MS"
+	// EnvColdStartWarmup is the number of invokes of the first event on
+	// one emulator before the measured starts (default 30), which warm
+	// the local emulators, not the function.
+	EnvColdStartWarmup = "LOCALEFLOW_COLDSTART_WARMUP"
+	// EnvColdStartBaseline, when set, is the root of another checkout of
+	// the module (an older commit): the same function package is built
+	// from it with the same flags, and its cold starts are measured
+	// interleaved with this build's (one of each in turn, same machine
+	// load). The limit applies to this build only.
+	EnvColdStartBaseline = "LOCALEFLOW_COLDSTART_BASELINE"
 )
 
 // Sample is one cold start: a fresh emulator (already listening) receives
@@ -37,20 +49,35 @@ type Sample struct {
 	// main (configuration, SDK clients), the runtime API handshake and the
 	// first invocation, plus the emulator's own work.
 	Wall time.Duration
-	// CPU is the processor time (user + system) the bootstrap process
-	// used up to the first answer, from /proc (10 ms ticks; -1 when not
-	// readable): the part of Wall that does not depend on the machine's
-	// load.
+	// CPU is the processor time the bootstrap process used up to the
+	// first answer, summed over its threads from /proc schedstat
+	// (nanoseconds; -1 when not readable): the part of Wall that depends
+	// least on the machine's load.
 	CPU time.Duration
 	// Warm is the same for a second invoke of the same event right after
 	// (the invocation alone, for comparison).
 	Warm time.Duration
+	// Init and Invoke split Wall as the emulator reports it (its "INIT
+	// REPORT" and the first "INVOKE RTDONE" log lines): the bootstrap's
+	// start up to its first request for an event (process start, Go
+	// runtime and package initialisation, main), then the first
+	// invocation. Wall − Init − Invoke is the emulator's and the
+	// harness's own part (process spawn, HTTP hops). -1 when the
+	// emulator did not log them.
+	Init, Invoke time.Duration
 }
 
 // ColdStart measures one cold start of the bootstrap with payload as the
 // first event and env added to the test process's environment. The
 // emulator is stopped before it returns; a non-200 answer fails the test.
 func (b *Binary) ColdStart(t testing.TB, payload []byte, env ...string) Sample {
+	t.Helper()
+	return b.coldStart(t, payload, 1, env...)
+}
+
+// coldStart is ColdStart with warm invokes after the first (at least
+// one; Sample.Warm is the first of them).
+func (b *Binary) coldStart(t testing.TB, payload []byte, warm int, env ...string) Sample {
 	t.Helper()
 	port, apiPort := freePort(t), freePort(t)
 	logs := filepath.Join(t.TempDir(), "output.log")
@@ -96,58 +123,164 @@ func (b *Binary) ColdStart(t testing.TB, payload []byte, env ...string) Sample {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("first invoke: http %d %v: %s\n%s", resp.StatusCode, err, body, ReadFile(t, logs))
 	}
-	start = time.Now()
-	resp, err = client.Post("http://127.0.0.1:"+port+"/2015-03-31/functions/function/invocations", "application/json", bytes.NewReader(payload))
-	if err != nil {
-		t.Fatalf("second invoke: %v", err)
+	for i := range max(warm, 1) {
+		start = time.Now()
+		resp, err = client.Post("http://127.0.0.1:"+port+"/2015-03-31/functions/function/invocations", "application/json", bytes.NewReader(payload))
+		if err != nil {
+			t.Fatalf("warm invoke: %v", err)
+		}
+		body, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if i == 0 {
+			s.Warm = time.Since(start)
+		}
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("warm invoke: http %d %v: %s\n%s", resp.StatusCode, err, body, ReadFile(t, logs))
+		}
 	}
-	body, err = io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	s.Warm = time.Since(start)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("second invoke: http %d %v: %s\n%s", resp.StatusCode, err, body, ReadFile(t, logs))
-	}
+	s.Init, s.Invoke = emulatorSplit(ReadFile(t, logs))
 	return s
 }
 
-// ColdStarts skips unless LOCALEFLOW_COLDSTART is set; otherwise it runs
-// one uncounted warm-up start, then rounds × starts cold starts (LOCALEFLOW_COLDSTART_ROUNDS, default 3;
-// LOCALEFLOW_COLDSTART_STARTS, default 10), logs per round the median,
-// minimum and maximum wall time, the bootstrap's median CPU time to the
-// first answer, the median of a warm second invoke and the
-// machine load (/proc/loadavg) before and after, and fails
-// when the median wall time over all starts exceeds
-// LOCALEFLOW_COLDSTART_MAX_MS (default 100).
+var (
+	initReport  = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
+	invokeDone  = regexp.MustCompile(`INVOKE RTDONE\([^\n]*duration: ([0-9.]+) ?ms\)`)
+	millisecond = float64(time.Millisecond)
+)
+
+// emulatorSplit reads the init duration and the first invocation's
+// duration from the emulator's log; -1 for one it did not log.
+func emulatorSplit(log []byte) (initD, invokeD time.Duration) {
+	find := func(re *regexp.Regexp) time.Duration {
+		m := re.FindSubmatch(log)
+		if m == nil {
+			return -1
+		}
+		f, err := strconv.ParseFloat(string(m[1]), 64)
+		if err != nil {
+			return -1
+		}
+		return time.Duration(f * millisecond)
+	}
+	return find(initReport), find(invokeDone)
+}
+
+// ColdStarts measures cold starts of the bootstrap (RequireColdStart
+// skips the test unless LOCALEFLOW_COLDSTART is set). First it warms the
+// local emulators: LOCALEFLOW_COLDSTART_WARMUP (default 30) invokes of
+// payload on one emulator, then one uncounted cold start. DynamoDB Local
+// is a JVM that compiles its request paths only after many requests; its
+// first hundreds of requests are several times slower than later ones,
+// and a Lambda function's DynamoDB is never in that state. The function
+// itself is not warmed: every measured start is a new process.
+//
+// Then rounds × starts cold starts (LOCALEFLOW_COLDSTART_ROUNDS, default
+// 3; LOCALEFLOW_COLDSTART_STARTS, default 10). Per round it logs the
+// median, minimum and maximum wall time, the medians of the emulator's
+// init and first-invoke durations, of the bootstrap's CPU time to the
+// first answer and of a warm second invoke, and the machine load
+// (/proc/loadavg) before and after. With LOCALEFLOW_COLDSTART_BASELINE
+// the baseline build's starts alternate with this build's and are logged
+// the same way. It fails when the median wall time over all of this
+// build's starts exceeds LOCALEFLOW_COLDSTART_MAX_MS (default 100).
 func (b *Binary) ColdStarts(t testing.TB, name string, payload []byte, env ...string) {
 	t.Helper()
 	rounds, starts := envInt(t, EnvColdStartRounds, 3), envInt(t, EnvColdStartStarts, 10)
 	maxMS := envInt(t, EnvColdStartMaxMS, 100)
-	// One start first that is not counted: the local emulators (DynamoDB
-	// Local is a JVM) are slow on the first requests of a new shape, which
-	// is not part of the function's cold start.
-	warmup := b.ColdStart(t, payload, env...)
-	t.Logf("coldstart %s warm-up start (not counted): %s", name, ms(warmup.Wall))
-	var all []time.Duration
+	warmups := envInt(t, EnvColdStartWarmup, 30)
+	builds := []struct {
+		label string
+		bin   *Binary
+		all   []Sample
+	}{{label: name, bin: b}}
+	if root := os.Getenv(EnvColdStartBaseline); root != "" {
+		builds = append(builds, struct {
+			label string
+			bin   *Binary
+			all   []Sample
+		}{label: name + " baseline", bin: b.baseline(t, root)})
+	}
+	began := time.Now()
+	b.coldStart(t, payload, warmups, env...)
+	t.Logf("coldstart %s warm-up: %d invokes on one emulator in %s", name, warmups, ms(time.Since(began)))
+	for _, bl := range builds {
+		warmup := bl.bin.ColdStart(t, payload, env...)
+		t.Logf("coldstart %s warm-up start (not counted): %s", bl.label, ms(warmup.Wall))
+	}
 	for r := 1; r <= rounds; r++ {
 		load := loadavg()
-		var walls, warms, cpus []time.Duration
+		round := make([][]Sample, len(builds))
 		for range starts {
-			s := b.ColdStart(t, payload, env...)
-			walls = append(walls, s.Wall)
-			warms = append(warms, s.Warm)
-			cpus = append(cpus, s.CPU)
+			for i, bl := range builds {
+				round[i] = append(round[i], bl.bin.ColdStart(t, payload, env...))
+			}
 		}
-		all = append(all, walls...)
-		slices.Sort(walls)
-		t.Logf("coldstart %s round %d: n=%d median %s min %s max %s | bootstrap CPU to first answer median %s | warm second invoke median %s | load %s -> %s",
-			name, r, len(walls), ms(Median(walls)), ms(walls[0]), ms(walls[len(walls)-1]),
-			ms(Median(cpus)), ms(Median(warms)), load, loadavg())
+		after := loadavg()
+		for i := range builds {
+			builds[i].all = append(builds[i].all, round[i]...)
+			t.Logf("coldstart %s round %d: %s | load %s -> %s", builds[i].label, r, summary(round[i]), load, after)
+		}
 	}
-	med := Median(all)
-	t.Logf("coldstart %s: median of %d = %s (limit %d ms)", name, len(all), ms(med), maxMS)
+	for _, bl := range builds {
+		t.Logf("coldstart %s: median of %d = %s (%s)", bl.label, len(bl.all), ms(Median(field(bl.all, func(s Sample) time.Duration { return s.Wall }))), summary(bl.all))
+	}
+	med := Median(field(builds[0].all, func(s Sample) time.Duration { return s.Wall }))
+	t.Logf("coldstart %s: median of %d = %s (limit %d ms)", name, len(builds[0].all), ms(med), maxMS)
 	if med > time.Duration(maxMS)*time.Millisecond {
 		t.Errorf("coldstart %s: median %s above %d ms", name, ms(med), maxMS)
 	}
+}
+
+// summary is one line of medians (and the wall range) of samples.
+func summary(samples []Sample) string {
+	walls := field(samples, func(s Sample) time.Duration { return s.Wall })
+	slices.Sort(walls)
+	return fmt.Sprintf("n=%d median %s min %s max %s | emulator init median %s first invoke median %s rest (spawn, emulator, HTTP) median %s | bootstrap CPU to first answer median %s | warm second invoke median %s",
+		len(walls), ms(Median(walls)), ms(walls[0]), ms(walls[len(walls)-1]),
+		ms(Median(field(samples, func(s Sample) time.Duration { return s.Init }))),
+		ms(Median(field(samples, func(s Sample) time.Duration { return s.Invoke }))),
+		ms(Median(field(samples, func(s Sample) time.Duration {
+			if s.Init < 0 || s.Invoke < 0 {
+				return -1
+			}
+			return s.Wall - s.Init - s.Invoke
+		}))),
+		ms(Median(field(samples, func(s Sample) time.Duration { return s.CPU }))),
+		ms(Median(field(samples, func(s Sample) time.Duration { return s.Warm }))))
+}
+
+func field(samples []Sample, f func(Sample) time.Duration) []time.Duration {
+	out := make([]time.Duration, len(samples))
+	for i, s := range samples {
+		out[i] = f(s)
+	}
+	return out
+}
+
+// baseline builds the function package of the current directory from the
+// checkout at root, with b's build flags.
+func (b *Binary) baseline(t testing.TB, root string) *Binary {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := dir
+	for {
+		if _, err := os.Stat(filepath.Join(mod, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(mod)
+		if parent == mod {
+			t.Fatalf("no go.mod above %s", dir)
+		}
+		mod = parent
+	}
+	rel, err := filepath.Rel(mod, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return build(t, b.rie, filepath.Join(root, rel), b.flags...)
 }
 
 // Median is the median of d (the mean of the middle two for an even
@@ -197,8 +330,9 @@ func RequireColdStart(t testing.TB) {
 	}
 }
 
-// childCPU is the user + system time of the emulator's child process (the
-// bootstrap), from /proc/<pid>/stat in clock ticks of 10 ms; -1 when it
+// childCPU is the processor time of the emulator's child process (the
+// bootstrap): the sum over its threads of the first field of
+// /proc/<pid>/task/<tid>/schedstat (nanoseconds on a CPU); -1 when it
 // cannot be read.
 func childCPU(riePID int) time.Duration {
 	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(riePID) + "/task/*/children")
@@ -208,28 +342,36 @@ func childCPU(riePID int) time.Duration {
 			continue
 		}
 		for _, pid := range strings.Fields(string(raw)) {
-			stat, err := os.ReadFile("/proc/" + pid + "/stat")
-			if err != nil {
+			comm, err := os.ReadFile("/proc/" + pid + "/comm")
+			if err != nil || !strings.HasPrefix(string(comm), "bootstrap") {
 				continue
 			}
-			// The command name is in parentheses and may hold spaces; the
-			// fields after it start with the state (field 3), so utime
-			// (14) and stime (15) are the 12th and 13th.
-			i := bytes.LastIndexByte(stat, ')')
-			if i < 0 || !bytes.Contains(stat[:i], []byte("(bootstrap")) {
-				continue
+			if cpu, ok := processCPU(pid); ok {
+				return cpu
 			}
-			f := strings.Fields(string(stat[i+1:]))
-			if len(f) < 13 {
-				continue
-			}
-			utime, err1 := strconv.ParseInt(f[11], 10, 64)
-			stime, err2 := strconv.ParseInt(f[12], 10, 64)
-			if err1 != nil || err2 != nil {
-				continue
-			}
-			return time.Duration(utime+stime) * 10 * time.Millisecond
 		}
 	}
 	return -1
+}
+
+// processCPU sums the on-CPU nanoseconds of every thread of pid.
+func processCPU(pid string) (time.Duration, bool) {
+	stats, _ := filepath.Glob("/proc/" + pid + "/task/*/schedstat")
+	var total int64
+	for _, f := range stats {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return 0, false
+		}
+		fields := strings.Fields(string(raw))
+		if len(fields) == 0 {
+			return 0, false
+		}
+		ns, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		total += ns
+	}
+	return time.Duration(total), len(stats) > 0
 }

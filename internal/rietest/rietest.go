@@ -23,6 +23,8 @@ const invokeWait = 20 * time.Second
 type Binary struct {
 	rie  string
 	path string
+	// flags are the extra go build flags it was built with.
+	flags []string
 }
 
 // Build skips the test unless LOCALEFLOW_RIE is set, then builds the
@@ -33,7 +35,7 @@ func Build(t testing.TB) *Binary {
 	if rie == "" {
 		t.Skip(EnvRIE + " is not set (make test sets it)")
 	}
-	return build(t, rie)
+	return build(t, rie, ".")
 }
 
 // BuildStripped is Build with the deployed link flags (-s -w, no symbol
@@ -44,19 +46,22 @@ func BuildStripped(t testing.TB) *Binary {
 	if rie == "" {
 		t.Skip(EnvRIE + " is not set (make test sets it)")
 	}
-	return build(t, rie, "-ldflags=-s -w")
+	return build(t, rie, ".", "-ldflags=-s -w")
 }
 
-func build(t testing.TB, rie string, flags ...string) *Binary {
+// build builds the function package in dir (the current directory: ".")
+// into a temporary bootstrap.
+func build(t testing.TB, rie, dir string, flags ...string) *Binary {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "bootstrap")
 	args := append([]string{"build", "-tags", "lambda.norpc", "-trimpath"}, flags...)
 	build := exec.Command("go", append(args, "-o", bin, ".")...)
+	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build bootstrap: %v\n%s", err, out)
+		t.Fatalf("build bootstrap in %s: %v\n%s", dir, err, out)
 	}
-	return &Binary{rie: rie, path: bin}
+	return &Binary{rie: rie, path: bin, flags: flags}
 }
 
 // Function is a bootstrap running under the emulator.

@@ -105,3 +105,39 @@ func TestColdStartsSkipsWithoutTheSetting(t *testing.T) {
 		t.Fatalf("ok=%v ran=%v: RequireColdStart must skip without %s", ok, ran, EnvColdStart)
 	}
 }
+
+// TestEmulatorSplitReadsInitAndFirstInvoke: the cold-start samples split
+// the wall time with the emulator's own INIT REPORT and the first INVOKE
+// RTDONE (not a later invoke's).
+func TestEmulatorSplitReadsInitAndFirstInvoke(t *testing.T) {
+	log := []byte("01 Dec 2026 06:19:19,634 [INFO] (rapid) exec '/tmp/bootstrap' (cwd=/x, handler=)\n" +
+		"01 Dec 2026 06:19:19,649 [INFO] (rapid) INIT RTDONE(status: success)\n" +
+		"01 Dec 2026 06:19:19,649 [INFO] (rapid) INIT REPORT(durationMs: 9.623000)\n" +
+		"01 Dec 2026 06:19:19,992 [INFO] (rapid) INVOKE RTDONE(status: success, produced bytes: 0, duration: 343.132000ms)\n" +
+		"01 Dec 2026 06:19:20,100 [INFO] (rapid) INVOKE RTDONE(status: success, produced bytes: 0, duration: 50.5ms)\n")
+	initD, invokeD := emulatorSplit(log)
+	if initD != 9623*time.Microsecond || invokeD != 343132*time.Microsecond {
+		t.Fatalf("init %s invoke %s, want 9.623ms 343.132ms", initD, invokeD)
+	}
+	if initD, invokeD := emulatorSplit([]byte("no report\n")); initD != -1 || invokeD != -1 {
+		t.Fatalf("without the lines: init %s invoke %s, want -1 -1", initD, invokeD)
+	}
+}
+
+// TestProcessCPUCountsEveryThread: the bootstrap's CPU time was read from
+// /proc/<pid>/stat in 10 ms ticks, too coarse for a 30 ms figure; it is
+// now the sum of the threads' schedstat nanoseconds, and it grows with
+// the work done.
+func TestProcessCPUCountsEveryThread(t *testing.T) {
+	pid := fmt.Sprint(os.Getpid())
+	before, ok := processCPU(pid)
+	if !ok || before <= 0 {
+		t.Fatalf("processCPU = %s, %v", before, ok)
+	}
+	for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
+	}
+	after, ok := processCPU(pid)
+	if !ok || after <= before || after%(10*time.Millisecond) == 0 {
+		t.Fatalf("processCPU %s then %s after spinning, %v: want growing nanoseconds", before, after, ok)
+	}
+}
