@@ -21,7 +21,7 @@ import (
 // shard after waiting (up to 300 ms) until gate Queries are in flight; it
 // records the most in flight at once and the keys of the item reads.
 type gatedCensusDB struct {
-	monitordb.API
+	monitordb.DynamoDBAPI
 	gate        int32
 	ids         map[string][]string // "<index>/<shard>" -> event ids
 	failShard   map[string]error
