@@ -12,8 +12,8 @@ import (
 	"syscall"
 )
 
-// Command is what the reference server commands (cmd/localeflow-cms,
-// cmd/localeflow-evidence) share: the -addr, -key-hex and fault flags, and
+// Command is what the reference server commands (dev/cmd/localeflow-cms,
+// dev/cmd/localeflow-evidence) share: the -addr, -key-hex and fault flags, and
 // serving until their context ends.
 type Command struct {
 	// Flags is the command's flag set; register its own flags on it

@@ -1,5 +1,5 @@
 // Package reference holds the reference CMS and evidence provider servers
-// for local use (the demo, cmd/localeflow-cms, cmd/localeflow-evidence).
+// for local use (the demo, dev/cmd/localeflow-cms, dev/cmd/localeflow-evidence).
 // They implement the contracts of docs/design.md on top of the signed test
 // servers the adapters' tests use, adding what a standalone server needs:
 //

@@ -1,7 +1,7 @@
 // Command localeflow-cms is the reference CMS for local use: the signed
 // lifecycle API and the verifying delivery API of docs/design.md on one
 // 127.0.0.1 port, with configurable latency and failure rate (package
-// localstack/reference).
+// dev/reference).
 //
 //	localeflow-cms -addr 127.0.0.1:8480 -changes changes.json \
 //	  -publication-public-key <hex> -approval-public-key <hex> \

@@ -2,16 +2,16 @@
 // AWS stack and shows it working (`make demo`).
 //
 // It expects the stack's endpoints in the standard AWS_ENDPOINT_URL_*
-// variables (localstack/with-stack.sh sets them for DynamoDB Local + kumo;
+// variables (dev/emulators/with-stack.sh sets them for DynamoDB Local + kumo;
 // point them at LocalStack to use that instead) and host-architecture
 // builds of the functions in -bin-dir/<fn>/bootstrap. It then:
 //
 //  1. creates every resource of the topology (package bootstrap);
 //  2. starts the reference CMS and evidence provider on 127.0.0.1 (package
-//     localstack/reference) with fresh keys;
+//     dev/reference) with fresh keys;
 //  3. runs the real poller, coordinator and (when built) health bootstraps
 //     under aws-lambda-rie, driven by the local runner (package
-//     localstack/runner): SQS event source mappings and accelerated
+//     dev/runner): SQS event source mappings and accelerated
 //     schedules;
 //  4. publishes five changes as events on the bus (signed plan and job
 //     events) and shows their progress live;

@@ -2,7 +2,7 @@
 // use: POST /v1/evidence of docs/design.md on a 127.0.0.1 port, HMAC-verified,
 // answering with Ed25519-signed receipts (human review and independent
 // model review when the request asks for them), with configurable latency
-// and failure rate (package localstack/reference).
+// and failure rate (package dev/reference).
 //
 //	localeflow-evidence -addr 127.0.0.1:8481 -issuer evidence-local \
 //	  -latency 50ms -failure-rate 0.05

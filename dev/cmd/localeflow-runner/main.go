@@ -1,6 +1,6 @@
 // Command localeflow-runner plays what the local emulators lack: the SQS
 // event source mappings and the EventBridge schedules of the topology
-// (package localstack/runner), against functions already running under
+// (package dev/runner), against functions already running under
 // aws-lambda-rie.
 //
 //	localeflow-runner -prefix localeflow \
@@ -11,7 +11,7 @@
 //
 // SQS is reached through the standard SDK variables, so the same runner
 // drives the Docker-free stack (AWS_ENDPOINT_URL_SQS=http://127.0.0.1:4566,
-// kumo, inside localstack/exec.sh) or LocalStack (AWS_ENDPOINT_URL=
+// kumo, inside dev/emulators/exec.sh) or LocalStack (AWS_ENDPOINT_URL=
 // http://localhost.localstack.cloud:4566 with test credentials). It refuses
 // a prefix whose tables or queues do not exist (a typo would otherwise
 // drive an empty deployment) unless -create is given, which creates every

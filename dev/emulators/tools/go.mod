@@ -1,4 +1,4 @@
-module github.com/localeflow/localeflow/localstack/tools
+module github.com/localeflow/localeflow/dev/emulators/tools
 
 go 1.26.6
 

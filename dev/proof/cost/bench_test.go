@@ -62,7 +62,7 @@ const costVisibility = 30
 // LOCALEFLOW_COST_POLLS polls, default 10, per iteration), by 4 pollers
 // sharing the poll queue, through the real bus rule, queue, DynamoDB
 // table and signed CMS client. Every AWS request is counted by
-// proof/meter; the ESM player's receive/delete calls are the ones Lambda's
+// dev/proof/meter; the ESM player's receive/delete calls are the ones Lambda's
 // event source mapping makes (billed as SQS requests).
 func BenchmarkMonitorCost(b *testing.B) {
 	changes, polls := envInt("LOCALEFLOW_COST_CHANGES", 100), envInt("LOCALEFLOW_COST_POLLS", 10)
