@@ -3,7 +3,7 @@
 # its network namespace. Safe to run when nothing is up.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-source "$LOCALSTACK_DIR/netns.sh"
+source "$STACK_DIR/netns.sh"
 
 if pid_is "$RUN_DIR/kumo.pid" "kumo-"; then
 	stop_pid kumo "$(cat "$RUN_DIR/kumo.pid")"

@@ -4,7 +4,7 @@
 # set), e.g. `dev/emulators/exec.sh go test ./...`. Exits with its status.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-source "$LOCALSTACK_DIR/netns.sh"
+source "$STACK_DIR/netns.sh"
 
 (($# > 0)) || die "usage: $0 COMMAND [ARG...]"
 stack_running || die "the stack is not up: run make up first"

@@ -68,7 +68,7 @@ build_tool() {
 		return
 	fi
 	log "$name: building $pkg@$version from dev/emulators/tools (cold: kumo ≈ 4-7 min, rie ≈ 30 s)"
-	(cd "$LOCALSTACK_DIR/tools" &&
+	(cd "$STACK_DIR/tools" &&
 		GONOSUMDB=$KUMO_GONOSUMDB GOFLAGS=-mod=readonly CGO_ENABLED=0 \
 			go build -trimpath -o "$bin.tmp" "$pkg")
 	mv "$bin.tmp" "$bin"
@@ -106,7 +106,7 @@ download_modules() {
 		dir=$(dirname "$mod")
 		log "Go modules: downloading for ./$(realpath --relative-to="$REPO_ROOT" "$dir")"
 		(cd "$dir" && go mod download)
-	done < <(find "$REPO_ROOT" -name go.mod -not -path '*/node_modules/*' -not -path "$LOCALSTACK_DIR/tools/*" -not -path '*/.cache/*' | sort)
+	done < <(find "$REPO_ROOT" -name go.mod -not -path '*/node_modules/*' -not -path "$STACK_DIR/tools/*" -not -path '*/.cache/*' | sort)
 }
 
 install_dynamodb

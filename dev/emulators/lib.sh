@@ -1,6 +1,8 @@
 # shellcheck shell=bash
-# Shared settings and functions of the Docker-free local AWS stack.
-# Sourced by install.sh, with-stack.sh, up.sh, down.sh and exec.sh; not run.
+# Shared settings and functions of the Docker-free local AWS stack
+# (DynamoDB Local + kumo, aws-lambda-rie). Sourced by install.sh,
+# with-stack.sh, up.sh, down.sh and exec.sh, and by localstack/lib.sh for the
+# pinned versions and helpers; not run.
 
 # Pinned versions. Changing one invalidates the matching cached binary.
 DYNAMODB_LOCAL_VERSION=1.25.1
@@ -12,8 +14,8 @@ RIE_MODULE=github.com/aws/aws-lambda-runtime-interface-emulator
 RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
 GOLANGCI_LINT_VERSION=v2.15.0
 
-LOCALSTACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(cd "$LOCALSTACK_DIR/../.." && pwd)
+STACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$STACK_DIR/../.." && pwd)
 LOCALEFLOW_CACHE=${LOCALEFLOW_CACHE:-$HOME/.cache/localeflow}
 export LOCALEFLOW_CACHE
 
@@ -32,7 +34,9 @@ STACK_WAIT_SECONDS=${LOCALEFLOW_STACK_WAIT_SECONDS:-60}
 # Modules the Go checksum database cannot verify for kumo's dependency graph.
 KUMO_GONOSUMDB=github.com/aws/aws-sdk-go-v2/service/amplify,github.com/aws/aws-sdk-go-v2/service/appmesh
 
-log() { printf 'localstack: %s\n' "$*" >&2; }
+# LOG_PREFIX names the script family in log lines (localstack/lib.sh sets it).
+LOG_PREFIX=${LOG_PREFIX:-emulators}
+log() { printf '%s: %s\n' "$LOG_PREFIX" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # stack_env prints the environment every process inside the stack gets, as
@@ -142,33 +146,4 @@ stop_pid() {
 	done
 	kill -KILL "$pid" 2>/dev/null || true
 	log "killed $name (pid $pid) after 10 s"
-}
-
-# start_localstack: starts LocalStack (Docker, localstack/docker-compose.yml),
-# waits until it is healthy, stops it when the calling script exits (unless
-# LOCALEFLOW_KEEP_LOCALSTACK=1) and points the SDK variables at it. Used by
-# test-localstack.sh and demo.sh; needs Docker, so it is not run on the
-# Docker-free development machines.
-start_localstack() {
-	command -v docker >/dev/null || die "docker is not installed: LocalStack needs Docker (make test and make demo run without it)"
-	docker compose version >/dev/null 2>&1 || die "the docker compose plugin is missing"
-	LOCALSTACK_COMPOSE=(docker compose -f "$REPO_ROOT/localstack/docker-compose.yml")
-	trap stop_localstack EXIT
-	log "starting LocalStack"
-	"${LOCALSTACK_COMPOSE[@]}" up --detach --wait --wait-timeout 180
-	export AWS_ENDPOINT_URL=http://127.0.0.1:4566
-	export AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL
-	export AWS_ENDPOINT_URL_SQS=$AWS_ENDPOINT_URL
-	export AWS_ENDPOINT_URL_EVENTBRIDGE=$AWS_ENDPOINT_URL
-	export AWS_ENDPOINT_URL_STS=$AWS_ENDPOINT_URL
-	export AWS_REGION=${AWS_REGION:-us-east-1}
-	export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_EC2_METADATA_DISABLED=true
-}
-
-stop_localstack() {
-	if [[ ${LOCALEFLOW_KEEP_LOCALSTACK:-} == 1 ]]; then
-		log "LocalStack left running (LOCALEFLOW_KEEP_LOCALSTACK=1); stop it with: ${LOCALSTACK_COMPOSE[*]} down"
-		return
-	fi
-	"${LOCALSTACK_COMPOSE[@]}" down --volumes --remove-orphans || true
 }

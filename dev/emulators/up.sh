@@ -13,7 +13,7 @@
 # in $LOCALEFLOW_CACHE/run/<namespace>/.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-source "$LOCALSTACK_DIR/netns.sh"
+source "$STACK_DIR/netns.sh"
 
 require_installed
 if stack_running; then
@@ -34,7 +34,7 @@ echo "$KUMO_PID" >"$RUN_DIR/kumo.pid"
 disown -a
 if ! wait_for "DynamoDB Local $DYNAMODB_LOCAL_VERSION" "$DYNAMODB_PID" "$DYNAMODB_PORT" "$RUN_DIR/dynamodb.log" ||
 	! wait_for "kumo $KUMO_VERSION" "$KUMO_PID" "$KUMO_PORT" "$RUN_DIR/kumo.log"; then
-	"$LOCALSTACK_DIR/down.sh"
+	"$STACK_DIR/down.sh"
 	exit 1
 fi
 log "up in network namespace $NETNS; run commands with: dev/emulators/exec.sh COMMAND (make down stops it)"
