@@ -8,35 +8,14 @@
 //
 // # SQS event source mapping (Mapping)
 //
-// It follows the documented behaviour of a Lambda event source mapping on a
-// standard queue with FunctionResponseTypes = [ReportBatchItemFailures]
-// (AWS Lambda developer guide, "Using Lambda with Amazon SQS" and
-// "Handling errors for an SQS event source"):
-//
-//   - the mapping polls the queue and invokes the function synchronously
-//     with up to BatchSize messages in the `aws:sqs` event shape
-//     (messageId, receiptHandle, body, attributes with
-//     ApproximateReceiveCount…, eventSource, eventSourceARN, awsRegion);
-//     receiving makes the messages invisible for the queue's visibility
-//     timeout;
-//   - on success every message not listed in the response's
-//     batchItemFailures is deleted; the listed ones are left alone and
-//     become visible again when their visibility timeout ends;
-//   - the batch is a complete success when the response is empty, null,
-//     has no batchItemFailures or an empty/null list; it is a complete
-//     failure (nothing deleted) when the function errors, times out, or the
-//     response is not valid JSON or lists an itemIdentifier that is empty,
-//     null, badly named or not a message id of the batch;
-//   - moving a message to the dead-letter queue after maxReceiveCount
-//     receives is done by the queue itself through its RedrivePolicy, as on
-//     AWS: kumo v0.33.1 implements it (internal/service/sqs/storage.go,
-//     deliverMessage and requeueExpiredMessages) and LocalStack does too, so
-//     the runner never touches the DLQ. TestIntegrationRedriveAfterMaxReceiveCount
-//     checks it against the real kumo queue.
-//
-// kumo's long poll does not wake when an in-flight message becomes visible
-// again, so the mapping short-polls (WaitTimeSeconds 0) in a loop with a
-// small idle sleep instead of long polling.
+// A Mapping loops package esm's player over one queue: the documented
+// behaviour of a Lambda event source mapping on a standard queue with
+// ReportBatchItemFailures (batch shape, partial batch responses, complete
+// failures, redrive by the queue itself) is described and implemented
+// there, shared with the proof harness. The mapping short-polls in a loop
+// with a small idle sleep (kumo's long poll does not wake when an
+// in-flight message becomes visible again), deletes with
+// DeleteMessageBatch, and logs failed batches and deletes.
 //
 // # Schedules (Schedule)
 //

@@ -1,44 +1,29 @@
 package runner
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/localeflow/localeflow/dev/esm"
 )
 
 // SQSAPI is the part of *sqs.Client a mapping uses.
-type SQSAPI interface {
-	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
-}
-
-var _ SQSAPI = (*sqs.Client)(nil)
+type SQSAPI = esm.API
 
 // Limits of the mapping.
 const (
-	// MaxReceive is SQS's per-call limit; larger batches take several calls.
-	MaxReceive = 10
 	// MaxBatchSize is the Lambda limit for a standard queue.
-	MaxBatchSize = 10_000
+	MaxBatchSize = esm.MaxBatchSize
 	// DefaultIdle is the sleep after an empty receive.
 	DefaultIdle = 200 * time.Millisecond
 	// DefaultTimeout is the function timeout when none is set.
-	DefaultTimeout = 120 * time.Second
+	DefaultTimeout = esm.DefaultTimeout
 )
 
 // Mapping is one SQS event source mapping (standard queue,
-// ReportBatchItemFailures).
+// ReportBatchItemFailures), played by package esm in a loop.
 type Mapping struct {
 	// Function names the target in logs.
 	Function string
@@ -85,18 +70,11 @@ type Stats struct {
 // Stats returns the running totals.
 func (m *Mapping) Stats() *Stats { return &m.stats }
 
-func (m *Mapping) validate() error {
-	switch {
-	case m.SQS == nil || m.Invoker == nil:
-		return errors.New("runner: mapping needs SQS and Invoker")
-	case m.QueueURL == "":
-		return errors.New("runner: mapping needs QueueURL")
-	case m.BatchSize < 1 || m.BatchSize > MaxBatchSize:
-		return fmt.Errorf("runner: batch size %d not in 1..%d", m.BatchSize, MaxBatchSize)
-	case m.VisibilityTimeout < 0 || m.VisibilityTimeout%time.Second != 0 || m.VisibilityTimeout > 12*time.Hour:
-		return errors.New("runner: visibility timeout must be whole seconds in 0..12h")
+func (m *Mapping) player() *esm.Player {
+	return &esm.Player{
+		SQS: m.SQS, QueueURL: m.QueueURL, QueueARN: m.QueueARN, Region: m.Region,
+		BatchSize: m.BatchSize, Timeout: m.Timeout, VisibilityTimeout: m.VisibilityTimeout, Invoker: m.Invoker,
 	}
-	return nil
 }
 
 func (m *Mapping) log() *slog.Logger {
@@ -109,7 +87,7 @@ func (m *Mapping) log() *slog.Logger {
 // Run polls the queue until ctx ends. Receive errors are logged and
 // retried after the idle sleep.
 func (m *Mapping) Run(ctx context.Context) error {
-	if err := m.validate(); err != nil {
+	if err := m.player().Validate(); err != nil {
 		return err
 	}
 	idle := m.Idle
@@ -135,49 +113,16 @@ func (m *Mapping) Run(ctx context.Context) error {
 // any, invokes the function once and settles the batch. It returns a zero
 // result when the queue had nothing visible.
 func (m *Mapping) PollOnce(ctx context.Context) (BatchResult, error) {
-	if err := m.validate(); err != nil {
-		return BatchResult{}, err
-	}
-	msgs, err := m.receive(ctx)
-	if err != nil || len(msgs) == 0 {
+	b, err := m.player().PollOnce(ctx)
+	if err != nil || b.Received == 0 {
 		return BatchResult{Function: m.Function}, err
 	}
-	event := m.event(msgs)
-	payload, err := json.Marshal(event)
-	if err != nil {
-		return BatchResult{}, fmt.Errorf("runner: encode event: %w", err)
+	res := BatchResult{Function: m.Function, Messages: b.Received, Deleted: b.Deleted, Failed: len(b.FailedIDs), FailedIDs: b.FailedIDs, Err: b.Err}
+	if b.Err != nil {
+		m.log().Warn("runner batch failed", "function", m.Function, "messages", b.Received, "error", b.Err.Error())
 	}
-	res := BatchResult{Function: m.Function, Messages: len(msgs)}
-	timeout := m.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ictx, cancel := context.WithTimeout(ctx, timeout)
-	out, err := m.Invoker.Invoke(ictx, payload)
-	cancel()
-	var failed map[string]bool
-	if err == nil {
-		failed, err = FailedItems(out, event)
-	}
-	if err != nil {
-		// A whole-batch failure: nothing is deleted, every message comes back
-		// after its visibility timeout (and counts towards maxReceiveCount).
-		res.Err, res.Failed = err, len(msgs)
-		for _, r := range event.Records {
-			res.FailedIDs = append(res.FailedIDs, r.MessageId)
-		}
-		m.log().Warn("runner batch failed", "function", m.Function, "messages", len(msgs), "error", err.Error())
-	} else {
-		var del []types.Message
-		for _, msg := range msgs {
-			if failed[aws.ToString(msg.MessageId)] {
-				res.FailedIDs = append(res.FailedIDs, aws.ToString(msg.MessageId))
-				continue
-			}
-			del = append(del, msg)
-		}
-		res.Failed = len(res.FailedIDs)
-		res.Deleted = m.delete(ctx, del)
+	if b.DeleteErr != nil {
+		m.log().Warn("runner delete failed", "function", m.Function, "error", b.DeleteErr.Error())
 	}
 	m.record(res)
 	return res, nil
@@ -194,143 +139,4 @@ func (m *Mapping) record(res BatchResult) {
 	if m.OnBatch != nil {
 		m.OnBatch(res)
 	}
-}
-
-// receive gathers up to BatchSize messages with short polls: it stops at
-// the first call that returns fewer than it asked for.
-func (m *Mapping) receive(ctx context.Context) ([]types.Message, error) {
-	var out []types.Message
-	for len(out) < m.BatchSize {
-		n := min(MaxReceive, m.BatchSize-len(out))
-		in := &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(m.QueueURL),
-			MaxNumberOfMessages:         int32(n),
-			WaitTimeSeconds:             0,
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		}
-		if m.VisibilityTimeout > 0 {
-			in.VisibilityTimeout = int32(m.VisibilityTimeout / time.Second)
-		}
-		got, err := m.SQS.ReceiveMessage(ctx, in)
-		if err != nil {
-			if len(out) > 0 {
-				// Invoke with what was received; the error repeats next poll.
-				return out, nil
-			}
-			return nil, fmt.Errorf("receive %s: %w", m.QueueURL, err)
-		}
-		out = append(out, got.Messages...)
-		if len(got.Messages) < n {
-			break
-		}
-	}
-	return out, nil
-}
-
-// event builds the aws:sqs event Lambda passes to the function.
-func (m *Mapping) event(msgs []types.Message) events.SQSEvent {
-	ev := events.SQSEvent{Records: make([]events.SQSMessage, 0, len(msgs))}
-	for _, msg := range msgs {
-		rec := events.SQSMessage{
-			MessageId:              aws.ToString(msg.MessageId),
-			ReceiptHandle:          aws.ToString(msg.ReceiptHandle),
-			Body:                   aws.ToString(msg.Body),
-			Md5OfBody:              aws.ToString(msg.MD5OfBody),
-			Md5OfMessageAttributes: aws.ToString(msg.MD5OfMessageAttributes),
-			Attributes:             map[string]string{},
-			MessageAttributes:      map[string]events.SQSMessageAttribute{},
-			EventSource:            "aws:sqs",
-			EventSourceARN:         m.QueueARN,
-			AWSRegion:              m.Region,
-		}
-		for k, v := range msg.Attributes {
-			rec.Attributes[k] = v
-		}
-		if _, ok := rec.Attributes["ApproximateReceiveCount"]; !ok {
-			rec.Attributes["ApproximateReceiveCount"] = "1"
-		}
-		for k, v := range msg.MessageAttributes {
-			rec.MessageAttributes[k] = events.SQSMessageAttribute{
-				StringValue: v.StringValue, BinaryValue: v.BinaryValue, DataType: aws.ToString(v.DataType),
-			}
-		}
-		ev.Records = append(ev.Records, rec)
-	}
-	return ev
-}
-
-// delete removes the settled messages (DeleteMessageBatch, 10 per call)
-// and returns how many were deleted. A message whose delete fails comes
-// back after its visibility timeout: at-least-once, as on AWS.
-func (m *Mapping) delete(ctx context.Context, msgs []types.Message) int {
-	deleted := 0
-	for start := 0; start < len(msgs); start += MaxReceive {
-		chunk := msgs[start:min(start+MaxReceive, len(msgs))]
-		entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
-		for i, msg := range chunk {
-			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msg.ReceiptHandle}
-		}
-		out, err := m.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.QueueURL), Entries: entries})
-		if err != nil {
-			m.log().Warn("runner delete failed", "function", m.Function, "messages", len(chunk), "error", err.Error())
-			continue
-		}
-		deleted += len(out.Successful)
-		for _, f := range out.Failed {
-			m.log().Warn("runner delete refused", "function", m.Function, "code", aws.ToString(f.Code))
-		}
-	}
-	return deleted
-}
-
-// ErrInvalidResponse is a function response the mapping treats as a
-// complete batch failure.
-var ErrInvalidResponse = errors.New("invalid partial batch response")
-
-// FailedItems reads a function's partial batch response: the message ids
-// to leave on the queue. It returns ErrInvalidResponse (complete failure)
-// for a response that is not a JSON object, or whose batchItemFailures is not a
-// list of {"itemIdentifier": <message id of this batch>}.
-func FailedItems(resp []byte, ev events.SQSEvent) (map[string]bool, error) {
-	resp = bytes.TrimSpace(resp)
-	if len(resp) == 0 || bytes.Equal(resp, []byte("null")) {
-		return nil, nil
-	}
-	if !json.Valid(resp) {
-		return nil, fmt.Errorf("%w: not JSON", ErrInvalidResponse)
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(resp, &obj); err != nil {
-		// Valid JSON that is not an object (a string, a list): AWS documents
-		// only empty/null responses as success; the runner errs on the side
-		// of redelivery.
-		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidResponse)
-	}
-	raw, ok := obj["batchItemFailures"]
-	if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil, nil
-	}
-	var items []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fmt.Errorf("%w: batchItemFailures is not a list of objects", ErrInvalidResponse)
-	}
-	inBatch := make(map[string]bool, len(ev.Records))
-	for _, r := range ev.Records {
-		inBatch[r.MessageId] = true
-	}
-	failed := make(map[string]bool, len(items))
-	for _, item := range items {
-		var id *string
-		if v, ok := item["itemIdentifier"]; ok {
-			if err := json.Unmarshal(v, &id); err != nil {
-				return nil, fmt.Errorf("%w: itemIdentifier is not a string", ErrInvalidResponse)
-			}
-		}
-		if id == nil || *id == "" || !inBatch[*id] {
-			return nil, fmt.Errorf("%w: itemIdentifier missing, empty or not in the batch", ErrInvalidResponse)
-		}
-		failed[*id] = true
-	}
-	return failed, nil
 }

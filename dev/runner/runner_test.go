@@ -21,62 +21,6 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-func batchOf(ids ...string) events.SQSEvent {
-	var ev events.SQSEvent
-	for _, id := range ids {
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: id})
-	}
-	return ev
-}
-
-func TestFailedItems(t *testing.T) {
-	ev := batchOf("m1", "m2", "m3")
-	tests := []struct {
-		name    string
-		resp    string
-		want    []string
-		invalid bool
-	}{
-		{"EmptyPayloadIsSuccess", ``, nil, false},
-		{"NullIsSuccess", `null`, nil, false},
-		{"EmptyObjectIsSuccess", `{}`, nil, false},
-		{"NullListIsSuccess", `{"batchItemFailures":null}`, nil, false},
-		{"EmptyListIsSuccess", `{"batchItemFailures":[]}`, nil, false},
-		{"OneFailure", `{"batchItemFailures":[{"itemIdentifier":"m2"}]}`, []string{"m2"}, false},
-		{"TwoFailures", `{"batchItemFailures":[{"itemIdentifier":"m3"},{"itemIdentifier":"m1"}]}`, []string{"m1", "m3"}, false},
-		{"NotJSON", `Task timed out after 2.00 seconds`, nil, true},
-		{"NotAnObject", `"ok"`, nil, true},
-		{"ListNotAList", `{"batchItemFailures":{"itemIdentifier":"m1"}}`, nil, true},
-		{"EmptyIdentifier", `{"batchItemFailures":[{"itemIdentifier":""}]}`, nil, true},
-		{"NullIdentifier", `{"batchItemFailures":[{"itemIdentifier":null}]}`, nil, true},
-		{"BadKeyName", `{"batchItemFailures":[{"itemId":"m1"}]}`, nil, true},
-		{"UnknownMessageID", `{"batchItemFailures":[{"itemIdentifier":"m9"}]}`, nil, true},
-		{"IdentifierNotString", `{"batchItemFailures":[{"itemIdentifier":1}]}`, nil, true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := FailedItems([]byte(tc.resp), ev)
-			if tc.invalid {
-				if !errors.Is(err, ErrInvalidResponse) {
-					t.Fatalf("err = %v, want ErrInvalidResponse", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ids []string
-			for id := range got {
-				ids = append(ids, id)
-			}
-			slices.Sort(ids)
-			if !slices.Equal(ids, tc.want) {
-				t.Fatalf("failed = %v, want %v", ids, tc.want)
-			}
-		})
-	}
-}
-
 func TestRIEInvokeClassifiesAnswers(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -133,6 +77,13 @@ func (f *fakeSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput,
 	out := f.visible[:n]
 	f.visible = f.visible[n:]
 	return &sqs.ReceiveMessageOutput{Messages: out}, nil
+}
+
+func (f *fakeSQS) DeleteMessage(_ context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, aws.ToString(in.ReceiptHandle))
+	return &sqs.DeleteMessageOutput{}, nil
 }
 
 func (f *fakeSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {

@@ -4,8 +4,9 @@
 // (dev/proof/meter) and a fault injector (dev/proof/faultinject), the signed test
 // servers (CMS lifecycle, evidence, CMS delivery) behind an HTTP fault
 // proxy, the poller and coordinator handlers, and an event source mapping
-// player (ESM) that feeds queue batches to a handler the way Lambda does,
-// optionally duplicating, reordering and holding back messages.
+// player (ESM, on package dev/esm like the runner's) that feeds queue
+// batches to a handler the way Lambda does, optionally duplicating,
+// reordering and holding back messages.
 //
 // It reuses the packages the functions are built from (functions/*/handler,
 // core/monitor, core/release, adapters/*); nothing here re-implements a

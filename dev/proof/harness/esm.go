@@ -3,17 +3,16 @@ package harness
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
+
+	"github.com/localeflow/localeflow/dev/esm"
 )
 
 // HandlerFunc is a function's entry point: the Lambda payload in, the
@@ -34,9 +33,10 @@ type Chaos struct {
 	Seed    uint64
 }
 
-// ESM plays the SQS event source mapping of one function: receive a
-// batch, invoke the handler with the aws:sqs event, delete every message
-// not reported in batchItemFailures (none when the invocation failed).
+// ESM plays the SQS event source mapping of one function with package esm
+// (receive a batch, invoke the handler with the aws:sqs event, delete every
+// message not reported in batchItemFailures, none when the invocation
+// failed), disturbed by Chaos, with the scheduled sweep beside it.
 type ESM struct {
 	SQS      *sqs.Client
 	QueueURL string
@@ -198,29 +198,62 @@ func (e *ESM) releaseHeld(ctx context.Context, all bool) error {
 // number of messages received.
 func (e *ESM) Once(ctx context.Context) (int, error) {
 	e.init()
-	out, err := e.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(e.QueueURL), MaxNumberOfMessages: e.BatchSize, WaitTimeSeconds: 0,
-		VisibilityTimeout:           e.Visibility,
-		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("esm: receive: %w", err)
-	}
 	e.mu.Lock()
+	// One receive per poll (BatchSize <= 10): this receive's round.
 	e.round++
-	e.stats.Receives++
-	if len(out.Messages) == 0 {
+	e.mu.Unlock()
+	p := &esm.Player{
+		SQS: e.SQS, QueueURL: e.QueueURL, QueueARN: "arn:aws:sqs:us-east-1:000000000000:proof", Region: "us-east-1",
+		BatchSize: int(e.BatchSize), Timeout: e.Timeout, VisibilityTimeout: time.Duration(e.Visibility) * time.Second,
+		Invoker: handlerInvoker(e.Handle), DeleteEach: true, Select: e.disturb,
+	}
+	b, err := p.PollOnce(ctx)
+	e.mu.Lock()
+	e.stats.Receives += b.Receives
+	if b.Receives > 0 && b.Received == 0 && err == nil {
 		e.stats.EmptyReceives++
 	}
-	e.mu.Unlock()
-	if len(out.Messages) == 0 {
-		return 0, nil
+	e.stats.StaleDeletes += b.StaleDeletes
+	if len(b.Records) > 0 {
+		e.stats.Invocations++
+		e.stats.Messages += len(b.Records)
+		e.stats.Durations = append(e.stats.Durations, b.Duration)
+		if b.Err != nil {
+			e.stats.BatchFailures++
+		} else {
+			e.stats.ItemFailures += len(b.FailedIDs)
+		}
 	}
-	var batch events.SQSEvent
-	for _, m := range out.Messages {
+	e.mu.Unlock()
+	if err != nil {
+		return 0, fmt.Errorf("esm: %w", err)
+	}
+	if b.DeleteErr != nil {
+		return 0, fmt.Errorf("esm: %w", b.DeleteErr)
+	}
+	// A failed invocation settles nothing: the whole batch comes back after
+	// its visibility timeout.
+	for _, m := range b.Settled {
+		if e.chance(e.Chaos.Duplicate) {
+			if _, err := e.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.QueueURL), MessageBody: aws.String(m.Body)}); err != nil {
+				return 0, fmt.Errorf("esm: duplicate: %w", err)
+			}
+			e.mu.Lock()
+			e.stats.Duplicated++
+			e.mu.Unlock()
+		}
+	}
+	return b.Received, nil
+}
+
+// disturb holds messages back (deleted now, sent again HoldRounds receives
+// later) and reorders the batch, as Chaos asks.
+func (e *ESM) disturb(ctx context.Context, msgs []sqstypes.Message) ([]sqstypes.Message, error) {
+	var keep []sqstypes.Message
+	for _, m := range msgs {
 		if e.Chaos.HoldRounds > 0 && e.chance(e.Chaos.HoldBack) {
 			if err := e.delete(ctx, m.ReceiptHandle); err != nil {
-				return 0, err
+				return nil, err
 			}
 			e.mu.Lock()
 			e.held = append(e.held, heldMessage{body: aws.ToString(m.Body), release: e.round + e.Chaos.HoldRounds})
@@ -228,93 +261,39 @@ func (e *ESM) Once(ctx context.Context) (int, error) {
 			e.mu.Unlock()
 			continue
 		}
-		batch.Records = append(batch.Records, events.SQSMessage{
-			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
-			Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs",
-			EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:proof", AWSRegion: "us-east-1",
-		})
+		keep = append(keep, m)
 	}
 	if e.Chaos.Reorder {
 		e.mu.Lock()
-		e.rng.Shuffle(len(batch.Records), func(i, j int) { batch.Records[i], batch.Records[j] = batch.Records[j], batch.Records[i] })
+		e.rng.Shuffle(len(keep), func(i, j int) { keep[i], keep[j] = keep[j], keep[i] })
 		e.mu.Unlock()
 	}
-	if len(batch.Records) == 0 {
-		return len(out.Messages), nil
-	}
-	return len(out.Messages), e.invoke(ctx, batch)
+	return keep, nil
 }
 
-func (e *ESM) invoke(ctx context.Context, batch events.SQSEvent) error {
-	payload, err := json.Marshal(batch)
+// handlerInvoker invokes an in-process handler with the event payload and
+// returns its response as JSON, as the Lambda runtime does.
+type handlerInvoker HandlerFunc
+
+func (h handlerInvoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	res, err := h(ctx, payload)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ictx, cancel := context.WithTimeout(ctx, e.Timeout)
-	start := time.Now()
-	res, herr := e.Handle(ictx, payload)
-	took := time.Since(start)
-	cancel()
-	failed := map[string]bool{}
-	if herr == nil {
-		raw, err := json.Marshal(res)
-		if err != nil {
-			return err
-		}
-		var resp events.SQSEventResponse
-		if err := json.Unmarshal(raw, &resp); err != nil {
-			return fmt.Errorf("esm: response: %w", err)
-		}
-		for _, f := range resp.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
-		}
-	}
-	e.mu.Lock()
-	e.stats.Invocations++
-	e.stats.Messages += len(batch.Records)
-	e.stats.Durations = append(e.stats.Durations, took)
-	e.stats.ItemFailures += len(failed)
-	if herr != nil {
-		e.stats.BatchFailures++
-	}
-	e.mu.Unlock()
-	if herr != nil {
-		return nil // the whole batch comes back after its visibility timeout
-	}
-	for _, m := range batch.Records {
-		if failed[m.MessageId] {
-			continue
-		}
-		if err := e.delete(ctx, aws.String(m.ReceiptHandle)); err != nil {
-			return err
-		}
-		if e.chance(e.Chaos.Duplicate) {
-			if _, err := e.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.QueueURL), MessageBody: aws.String(m.Body)}); err != nil {
-				return fmt.Errorf("esm: duplicate: %w", err)
-			}
-			e.mu.Lock()
-			e.stats.Duplicated++
-			e.mu.Unlock()
-		}
-	}
-	return nil
+	return json.Marshal(res)
 }
 
-// delete deletes a handled message. A receipt handle that is no longer
-// valid (the message became visible again and was received by another
-// receive; kumo answers ReceiptHandleIsInvalid where AWS answers success
-// without deleting) is counted, not an error: the message is delivered
-// again, as on AWS.
+// delete deletes a message held back (a stale handle is counted, not an
+// error: see esm.Delete).
 func (e *ESM) delete(ctx context.Context, handle *string) error {
-	_, err := e.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.QueueURL), ReceiptHandle: handle})
-	if apiErr, ok := errors.AsType[smithy.APIError](err); ok && apiErr.ErrorCode() == "ReceiptHandleIsInvalid" {
+	stale, err := esm.Delete(ctx, e.SQS, e.QueueURL, aws.ToString(handle))
+	if err != nil {
+		return fmt.Errorf("esm: %w", err)
+	}
+	if stale {
 		e.mu.Lock()
 		e.stats.StaleDeletes++
 		e.mu.Unlock()
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("esm: delete: %w", err)
 	}
 	return nil
 }
