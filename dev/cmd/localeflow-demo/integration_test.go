@@ -25,7 +25,7 @@ func TestIntegrationDemoEndsAsExpected(t *testing.T) {
 	}
 	binDir := t.TempDir()
 	for _, fn := range []string{"poller", "coordinator", "health"} {
-		if _, err := os.Stat(filepath.Join("..", "..", "functions", fn, "main.go")); err != nil {
+		if _, err := os.Stat(filepath.Join("..", "..", "..", "functions", fn, "main.go")); err != nil {
 			continue
 		}
 		build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", filepath.Join(binDir, fn, "bootstrap"), "../../../functions/"+fn)
