@@ -11,7 +11,7 @@
 # Needs Docker with the compose plugin; the development machines of this
 # project have no Docker engine, so this path is not exercised there.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/compose.sh"
 
 (($# >= 1)) || die "usage: $0 BUILD_DIR [DEMO FLAGS...]"
 build=$1

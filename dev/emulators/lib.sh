@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared settings and functions of the Docker-free local AWS stack
 # (DynamoDB Local + kumo, aws-lambda-rie). Sourced by install.sh,
-# with-stack.sh, up.sh, down.sh and exec.sh, and by localstack/lib.sh for the
+# with-stack.sh, up.sh, down.sh and exec.sh, and by localstack/compose.sh for the
 # pinned versions and helpers; not run.
 
 # Pinned versions. Changing one invalidates the matching cached binary.
@@ -34,7 +34,7 @@ STACK_WAIT_SECONDS=${LOCALEFLOW_STACK_WAIT_SECONDS:-60}
 # Modules the Go checksum database cannot verify for kumo's dependency graph.
 KUMO_GONOSUMDB=github.com/aws/aws-sdk-go-v2/service/amplify,github.com/aws/aws-sdk-go-v2/service/appmesh
 
-# LOG_PREFIX names the script family in log lines (localstack/lib.sh sets it).
+# LOG_PREFIX names the script family in log lines (localstack/compose.sh sets it).
 LOG_PREFIX=${LOG_PREFIX:-emulators}
 log() { printf '%s: %s\n' "$LOG_PREFIX" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
