@@ -24,7 +24,7 @@ FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 # Go files of the root module, for the gofmt check (other modules, e.g.
 # infra/, are listed by their own lint targets).
 GO_FILES = $(shell find . -name '*.go' -not -path './.git/*' -not -path '*/node_modules/*' \
-	-not -path './$(BUILD)/*' -not -path './infra/*' -not -path './localstack/tools/*' -not -path './.cache/*')
+	-not -path './$(BUILD)/*' -not -path './infra/*' -not -path './dev/emulators/tools/*' -not -path './.cache/*')
 
 .PHONY: help
 help: ## List the targets
@@ -32,7 +32,7 @@ help: ## List the targets
 
 .PHONY: install
 install: ## Install the pinned local AWS stack and download Go modules (idempotent)
-	localstack/install.sh
+	dev/emulators/install.sh
 
 .PHONY: test
 test: install ## Unit + integration tests on DynamoDB Local + kumo (started and stopped here), then test-infra
@@ -47,7 +47,7 @@ test: install ## Unit + integration tests on DynamoDB Local + kumo (started and 
 	if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then require=1; \
 	elif [[ $$(id -u) == 0 && $${LOCALEFLOW_SKIP_CHROMIUM:-} != 1 ]] && command -v apt-get >/dev/null; then require=1; fi; \
 	echo "== LOCALEFLOW_REQUIRE_CHROMIUM=$$require"; \
-	LOCALEFLOW_REQUIRE_CHROMIUM=$$require localstack/with-stack.sh go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	LOCALEFLOW_REQUIRE_CHROMIUM=$$require dev/emulators/with-stack.sh go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-infra
 
 .PHONY: test-unit
@@ -99,7 +99,7 @@ coldstart: install ## Init + first invoke of each stripped bootstrap under aws-l
 	go test -count=1 -run '^$$' -exec true $(addprefix ./functions/,$(FUNCTIONS)) >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
 	@echo "== load before: $$(cat /proc/loadavg)"
 	LOCALEFLOW_COLDSTART=1 LOCALEFLOW_COLDSTART_ROUNDS=$(COLDSTART_ROUNDS) LOCALEFLOW_COLDSTART_STARTS=$(COLDSTART_STARTS) \
-		localstack/with-stack.sh go test -count=1 -p 1 -timeout 20m -run '^TestColdStartUnderRIE$$' -v $(addprefix ./functions/,$(FUNCTIONS)) \
+		dev/emulators/with-stack.sh go test -count=1 -p 1 -timeout 20m -run '^TestColdStartUnderRIE$$' -v $(addprefix ./functions/,$(FUNCTIONS)) \
 		| tee $(BUILD)/coldstart.txt | grep -E '^(=== RUN|--- |ok|FAIL|PASS|panic)|coldstart '
 	@echo "== load after: $$(cat /proc/loadavg)"
 
@@ -108,7 +108,7 @@ bench: install ## Run every benchmark (with the local stack up) into build/bench
 	@pkgs="$$(grep -rl --include='*_test.go' -E '^func Benchmark' . | grep -v -e '^./infra/' -e node_modules | xargs -r -n1 dirname | sort -u)"; \
 	if [[ -z "$$pkgs" ]]; then echo "no benchmarks yet"; exit 0; fi; \
 	go test -count=1 -run '^$$' -exec true $$pkgs >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }; \
-	localstack/with-stack.sh go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $$pkgs | tee $(BUILD)/bench.txt; \
+	dev/emulators/with-stack.sh go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $$pkgs | tee $(BUILD)/bench.txt; \
 	echo "== results in $(BUILD)/bench.txt"
 
 .PHONY: fuzz
@@ -126,7 +126,7 @@ START ?= 1
 JOBS ?= 2
 .PHONY: sim
 sim: ## Deterministic whole-pipeline simulation: SEEDS seeds from START in JOBS processes (VERBOSE=1: full traces)
-	@go test -c -o $(BUILD)/sim.test ./proof/sim
+	@go test -c -o $(BUILD)/sim.test ./dev/proof/sim
 	@per=$$(( ($(SEEDS) + $(JOBS) - 1) / $(JOBS) )); pids=(); started=$$SECONDS; \
 	for ((j = 0; j < $(JOBS); j++)); do \
 		from=$$(( $(START) + j * per )); n=$$(( $(SEEDS) - j * per < per ? $(SEEDS) - j * per : per )); \
@@ -141,12 +141,12 @@ sim: ## Deterministic whole-pipeline simulation: SEEDS seeds from START in JOBS 
 	rm -f $(BUILD)/sim-*.log; exit $$status
 
 .PHONY: up
-up: install ## Start a long-lived local stack in network namespace "localeflow" (run commands with localstack/exec.sh)
-	localstack/up.sh
+up: install ## Start a long-lived local stack in network namespace "localeflow" (run commands with dev/emulators/exec.sh)
+	dev/emulators/up.sh
 
 .PHONY: down
 down: ## Stop the stack started by make up
-	localstack/down.sh
+	dev/emulators/down.sh
 
 .PHONY: build-local
 build-local: ## Build every function for this machine (build/local/<fn>/bootstrap, linux/host arch) and the local tools
@@ -155,24 +155,24 @@ build-local: ## Build every function for this machine (build/local/<fn>/bootstra
 		GOOS=linux GOARCH=$$(go env GOHOSTARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath \
 			-o $(BUILD)/local/$$fn/bootstrap ./functions/$$fn || exit 1; \
 	done
-	go build -o $(BUILD)/local/localeflow-bootstrap ./cmd/localeflow-bootstrap
-	go build -o $(BUILD)/local/localeflow-runner ./cmd/localeflow-runner
+	go build -o $(BUILD)/local/localeflow-bootstrap ./dev/cmd/localeflow-bootstrap
+	go build -o $(BUILD)/local/localeflow-runner ./dev/cmd/localeflow-runner
 	go build -o $(BUILD)/local/localeflow ./cmd/localeflow
 
 .PHONY: demo
 demo: install build-local ## The pipeline demo: five changes through poller, coordinator, health on the local stack
-	go build -o $(BUILD)/local/localeflow-demo ./cmd/localeflow-demo
-	localstack/with-stack.sh $(BUILD)/local/localeflow-demo -prefix $(DEMO_PREFIX) -bin-dir $(BUILD)/local -out $(BUILD)/local/demo $(DEMO_FLAGS)
+	go build -o $(BUILD)/local/localeflow-demo ./dev/cmd/localeflow-demo
+	dev/emulators/with-stack.sh $(BUILD)/local/localeflow-demo -prefix $(DEMO_PREFIX) -bin-dir $(BUILD)/local -out $(BUILD)/local/demo $(DEMO_FLAGS)
 
 .PHONY: demo-localstack
 demo-localstack: install build-local ## The same demo against LocalStack (docker compose; needs Docker)
-	go build -o $(BUILD)/local/localeflow-demo ./cmd/localeflow-demo
+	go build -o $(BUILD)/local/localeflow-demo ./dev/cmd/localeflow-demo
 	localstack/demo.sh $(BUILD)/local -prefix $(DEMO_PREFIX) $(DEMO_FLAGS)
 
 .PHONY: demo-resources
 demo-resources: install ## Start the local stack, create every resource of the topology, print them, stop
-	go build -o $(BUILD)/localeflow-bootstrap ./cmd/localeflow-bootstrap
-	localstack/with-stack.sh $(BUILD)/localeflow-bootstrap -prefix $(DEMO_PREFIX)
+	go build -o $(BUILD)/localeflow-bootstrap ./dev/cmd/localeflow-bootstrap
+	dev/emulators/with-stack.sh $(BUILD)/localeflow-bootstrap -prefix $(DEMO_PREFIX)
 	@echo "== the resources above were created on DynamoDB Local + kumo and discarded with the stack"
 
 .PHONY: test-localstack
@@ -187,19 +187,19 @@ include infra/infra.mk
 
 .PHONY: proof
 proof: install ## Fault-injection suite + invariant checker tests, then a 1,000-change soak, on the local stack
-	go test -count=1 -run '^$$' -exec true ./proof/... >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
-	localstack/with-stack.sh go test -count=1 -timeout 20m ./proof/...
+	go test -count=1 -run '^$$' -exec true ./dev/proof/... >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	dev/emulators/with-stack.sh go test -count=1 -timeout 20m ./dev/proof/...
 	LOCALEFLOW_SOAK=1 LOCALEFLOW_SOAK_CHANGES=1000 LOCALEFLOW_SOAK_RELEASES=100 LOCALEFLOW_SOAK_BUDGET=4m \
-		localstack/with-stack.sh go test -count=1 -timeout 20m -run '^TestSoak$$' -v ./proof/soak
+		dev/emulators/with-stack.sh go test -count=1 -timeout 20m -run '^TestSoak$$' -v ./dev/proof/soak
 
 .PHONY: soak
 soak: install ## Soak: 8 pollers + 2 coordinators over SOAK_CHANGES (10,000) changes and SOAK_RELEASES (1,000) releases, ≤ SOAK_BUDGET (8m)
-	go test -count=1 -run '^$$' -exec true ./proof/soak >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	go test -count=1 -run '^$$' -exec true ./dev/proof/soak >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
 	LOCALEFLOW_SOAK=1 LOCALEFLOW_SOAK_CHANGES=$${SOAK_CHANGES:-10000} LOCALEFLOW_SOAK_RELEASES=$${SOAK_RELEASES:-1000} \
 		LOCALEFLOW_SOAK_BUDGET=$${SOAK_BUDGET:-8m} \
-		localstack/with-stack.sh go test -count=1 -timeout 30m -run '^TestSoak$$' -v ./proof/soak | tee $(BUILD)/soak.txt
+		dev/emulators/with-stack.sh go test -count=1 -timeout 30m -run '^TestSoak$$' -v ./dev/proof/soak | tee $(BUILD)/soak.txt
 
 .PHONY: cost
 cost: install ## Counted cost benchmarks (requests, capacity units, GB-s, USD) into build/cost.txt
-	go test -count=1 -run '^$$' -exec true ./proof/cost >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
-	localstack/with-stack.sh go test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./proof/cost | tee $(BUILD)/cost.txt
+	go test -count=1 -run '^$$' -exec true ./dev/proof/cost >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	dev/emulators/with-stack.sh go test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./dev/proof/cost | tee $(BUILD)/cost.txt

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the demo driver (cmd/localeflow-demo, built by make demo-localstack)
+# Runs the demo driver (dev/cmd/localeflow-demo, built by make demo-localstack)
 # against LocalStack instead of the Docker-free stack: starts the pinned
 # LocalStack container (docker-compose.yml), points every SDK endpoint at
 # it, runs the demo (the real bootstraps under aws-lambda-rie on this
@@ -11,7 +11,7 @@
 # Needs Docker with the compose plugin; the development machines of this
 # project have no Docker engine, so this path is not exercised there.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/compose.sh"
 
 (($# >= 1)) || die "usage: $0 BUILD_DIR [DEMO FLAGS...]"
 build=$1

@@ -9,13 +9,13 @@
 # Needs Docker with the compose plugin; the development machines of this
 # project have no Docker engine, so this path is not exercised there.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/compose.sh"
 
 start_localstack
 export LOCALEFLOW_INTEGRATION=1
 
 cd "$REPO_ROOT"
 log "creating the named resources (prefix localeflow)"
-go run ./cmd/localeflow-bootstrap -prefix localeflow >/dev/null
+go run ./dev/cmd/localeflow-bootstrap -prefix localeflow >/dev/null
 log "go test ./... against LocalStack"
 go test -count=1 -timeout "${TEST_TIMEOUT:-15m}" ./...

@@ -4,7 +4,7 @@
 // detail-type to its queue, and the schedules.
 //
 // Both the CDK stack (infra/) and the local-stack bootstrap
-// (cmd/localeflow-bootstrap) read this package, so the resources created on
+// (dev/cmd/localeflow-bootstrap) read this package, so the resources created on
 // AWS, on LocalStack and on the Docker-free local stack cannot drift apart.
 // It is pure data: no AWS SDK, no CDK imports.
 package topology

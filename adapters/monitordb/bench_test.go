@@ -21,7 +21,7 @@ import (
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/monitor/monitortest"
-	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/dev/localtest"
 )
 
 // requestCounter counts every DynamoDB HTTP attempt (retries included) by

@@ -7,7 +7,7 @@ import (
 
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/monitor/monitortest"
-	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/dev/localtest"
 )
 
 // TestRetentionExpiresOnlyFinishedRecordsWithoutAttention: finished

@@ -8,7 +8,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/monitor/monitortest"
-	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/dev/localtest"
 )
 
 // TestTimelineKeptInTheRecord: a record showed only its current state; it

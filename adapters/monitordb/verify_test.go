@@ -8,10 +8,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/localeflow/localeflow/bootstrap"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/dev/bootstrap"
+	"github.com/localeflow/localeflow/dev/localtest"
 	"github.com/localeflow/localeflow/topology"
 )
 

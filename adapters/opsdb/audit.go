@@ -156,7 +156,7 @@ func (a *Auditor) scan(ctx context.Context, table string, visit func(map[string]
 // segmented parallel Scan and calls visit for each item. visit is called
 // from several goroutines at once and must be safe for that. This is the
 // one full-table read of the project: it serves the on-demand audit and the
-// test-side invariant checker (proof/invariant), never a request path.
+// test-side invariant checker (dev/proof/invariant), never a request path.
 func ParallelScan(ctx context.Context, db DynamoDBScanAPI, table string, segments int, visit func(map[string]types.AttributeValue)) error {
 	segments = max(1, segments)
 	errs := make([]error, segments)

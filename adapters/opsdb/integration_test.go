@@ -26,7 +26,7 @@ import (
 	"github.com/localeflow/localeflow/core/health/healthtest"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
-	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/dev/localtest"
 	"github.com/localeflow/localeflow/topology"
 )
 

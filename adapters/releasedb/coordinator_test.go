@@ -8,7 +8,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
-	"github.com/localeflow/localeflow/internal/localtest"
+	"github.com/localeflow/localeflow/dev/localtest"
 	"github.com/localeflow/localeflow/topology"
 )
 

@@ -6,8 +6,8 @@ import (
 	"github.com/localeflow/localeflow/adapters/cmsdelivery/cmsdeliverytest"
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
 	"github.com/localeflow/localeflow/core/release/releasetest"
-	"github.com/localeflow/localeflow/internal/localtest"
-	"github.com/localeflow/localeflow/internal/rietest"
+	"github.com/localeflow/localeflow/dev/localtest"
+	"github.com/localeflow/localeflow/dev/rietest"
 )
 
 // TestColdStartUnderRIE measures init + first invoke of the stripped

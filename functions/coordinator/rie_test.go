@@ -17,8 +17,8 @@ import (
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
-	"github.com/localeflow/localeflow/internal/localtest"
-	"github.com/localeflow/localeflow/internal/rietest"
+	"github.com/localeflow/localeflow/dev/localtest"
+	"github.com/localeflow/localeflow/dev/rietest"
 )
 
 // TestIntegrationBootstrapUnderRIE runs the real Lambda binary under

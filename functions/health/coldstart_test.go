@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"github.com/localeflow/localeflow/internal/localtest"
-	"github.com/localeflow/localeflow/internal/rietest"
+	"github.com/localeflow/localeflow/dev/localtest"
+	"github.com/localeflow/localeflow/dev/rietest"
 )
 
 // TestColdStartUnderRIE measures init + first invoke of the stripped

@@ -13,7 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/localeflow/localeflow/internal/rietest"
+	"github.com/localeflow/localeflow/dev/rietest"
 )
 
 // TestHealthCheckUsesAtMostEightConnections: a check sends its 32 index

@@ -11,8 +11,8 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/core/health/healthtest"
-	"github.com/localeflow/localeflow/internal/localtest"
-	"github.com/localeflow/localeflow/internal/rietest"
+	"github.com/localeflow/localeflow/dev/localtest"
+	"github.com/localeflow/localeflow/dev/rietest"
 )
 
 // TestBootstrapUnderRIE runs the real Lambda binary (built as for

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
-	"github.com/localeflow/localeflow/internal/localtest"
-	"github.com/localeflow/localeflow/internal/rietest"
+	"github.com/localeflow/localeflow/dev/localtest"
+	"github.com/localeflow/localeflow/dev/rietest"
 )
 
 // TestColdStartUnderRIE measures init + first invoke of the stripped

@@ -29,10 +29,10 @@ import (
 	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/dev/localtest"
+	"github.com/localeflow/localeflow/dev/logcapture"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
-	"github.com/localeflow/localeflow/internal/localtest"
-	"github.com/localeflow/localeflow/internal/logcapture"
 	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )

@@ -29,8 +29,8 @@ import (
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/monitor/memstore"
+	"github.com/localeflow/localeflow/dev/logcapture"
 	"github.com/localeflow/localeflow/functions/poller/handler"
-	"github.com/localeflow/localeflow/internal/logcapture"
 	"github.com/localeflow/localeflow/topology"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/dev/logcapture"
 	"github.com/localeflow/localeflow/functions/poller/handler"
-	"github.com/localeflow/localeflow/internal/logcapture"
 )
 
 // TestFarFutureEnvelopeIsRefusedNotChained: an envelope due years ahead

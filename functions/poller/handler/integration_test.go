@@ -29,8 +29,8 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/dev/localtest"
 	"github.com/localeflow/localeflow/functions/poller/handler"
-	"github.com/localeflow/localeflow/internal/localtest"
 	"github.com/localeflow/localeflow/topology"
 )
 

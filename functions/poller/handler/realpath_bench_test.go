@@ -20,9 +20,9 @@ import (
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/dev/localtest"
+	"github.com/localeflow/localeflow/dev/proof/meter"
 	"github.com/localeflow/localeflow/functions/poller/handler"
-	"github.com/localeflow/localeflow/internal/localtest"
-	"github.com/localeflow/localeflow/proof/meter"
 	"github.com/localeflow/localeflow/topology"
 )
 

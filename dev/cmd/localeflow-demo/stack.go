@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/dev/reference"
+	"github.com/localeflow/localeflow/dev/runner"
+)
+
+// keys is the demo's key material, fresh for every run.
+type keys struct {
+	CMS, Event, Evidence          []byte // HMAC
+	ApprovalSeed, PublicationSeed []byte // Ed25519 seeds (localeflow's authorities)
+	// Ed25519 seeds of the evidence provider's receipt issuers, one per
+	// receipt kind: the coordinator trusts each for its own kind only, so
+	// the legal-text change needs a receipt from the human-review issuer.
+	IssuerSeed, HumanIssuerSeed, ReviewIssuerSeed []byte
+}
+
+func newKeys() (keys, error) {
+	k := keys{}
+	for _, p := range []*[]byte{&k.CMS, &k.Event, &k.Evidence, &k.ApprovalSeed, &k.PublicationSeed, &k.IssuerSeed, &k.HumanIssuerSeed, &k.ReviewIssuerSeed} {
+		*p = make([]byte, 32)
+		if _, err := rand.Read(*p); err != nil {
+			return keys{}, fmt.Errorf("keys: %w", err)
+		}
+	}
+	return k, nil
+}
+
+// servers are the reference CMS and evidence provider, in process.
+type servers struct {
+	CMS         *reference.CMS
+	Evidence    *reference.Evidence
+	CMSURL      string
+	EvidenceURL string
+	closers     []func()
+}
+
+// startServers starts both servers; hinter (nil: none) hears the CMS's
+// status changes.
+func startServers(k keys, cmsFaults, evFaults reference.Faults, hinter reference.Hinter) (*servers, error) {
+	approval, err := release.NewApprovalAuthority(k.ApprovalSeed)
+	if err != nil {
+		return nil, err
+	}
+	publication, err := release.NewPublicationAuthority(k.PublicationSeed)
+	if err != nil {
+		return nil, err
+	}
+	s := &servers{}
+	s.CMS, err = reference.NewCMS(reference.CMSConfig{Key: k.CMS, Publication: publication.PublicKey(), Approval: approval.PublicKey(),
+		Faults: cmsFaults, Hinter: hinter})
+	if err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.CMS.Close)
+	cs, err := reference.Serve("127.0.0.1:0", s.CMS)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.closers = append(s.closers, func() { _ = cs.Close() })
+	s.CMSURL = cs.URL
+	s.Evidence, err = reference.NewEvidence(reference.EvidenceConfig{
+		Key: k.Evidence, Issuer: "evidence-local", IssuerSeed: k.IssuerSeed,
+		HumanIssuer: "human-review-local", HumanIssuerSeed: k.HumanIssuerSeed,
+		ReviewIssuer: "independent-review-local", ReviewIssuerSeed: k.ReviewIssuerSeed, Faults: evFaults,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.closers = append(s.closers, s.Evidence.Close)
+	es, err := reference.Serve("127.0.0.1:0", s.Evidence)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.closers = append(s.closers, func() { _ = es.Close() })
+	s.EvidenceURL = es.URL
+	return s, nil
+}
+
+// Close stops both servers.
+func (s *servers) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// function is one real bootstrap binary running under aws-lambda-rie.
+type function struct {
+	Name    string
+	Proc    *runner.Process
+	LogPath string
+	logFile *os.File
+}
+
+// functionEnv returns each function's environment (LOCALEFLOW_*, local
+// keys as hex; the AWS endpoints are inherited from the stack).
+func functionEnv(names resourceNames, k keys, s *servers, issuers reference.ReceiptIssuers) map[string][]string {
+	hx := hex.EncodeToString
+	env := map[string][]string{
+		"poller": {
+			"LOCALEFLOW_MONITOR_TABLE=" + names.MonitorTable, "LOCALEFLOW_POLL_QUEUE_URL=" + names.PollQueueURL,
+			"LOCALEFLOW_QUARANTINE_QUEUE_URL=" + names.QuarantineQueueURL,
+			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL, "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS),
+			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event),
+			"LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_MONITOR_LEASE=30s",
+			// The demo's fake CMS and evidence provider listen on plain http.
+			"LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
+			// Accelerated for the demo (defaults: 5 s..300 s backoff); the
+			// poll interval and hint gap come from pollerTiming.
+			"LOCALEFLOW_RETRY_BASE_DELAY=1s", "LOCALEFLOW_RETRY_MAX_DELAY=4s",
+		},
+		"coordinator": {
+			"LOCALEFLOW_RELEASE_TABLE=" + names.ReleaseTable, "LOCALEFLOW_RELEASE_QUEUE_URL=" + names.ReleaseQueueURL,
+			"LOCALEFLOW_QUARANTINE_QUEUE_URL=" + names.QuarantineQueueURL,
+			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_EVIDENCE_BASE_URL=" + s.EvidenceURL, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL,
+			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event), "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS), "LOCALEFLOW_EVIDENCE_KEY_HEX=" + hx(k.Evidence),
+			"LOCALEFLOW_APPROVAL_KEY_HEX=" + hx(k.ApprovalSeed), "LOCALEFLOW_PUBLICATION_KEY_HEX=" + hx(k.PublicationSeed),
+			"LOCALEFLOW_EVIDENCE_TIMEOUT=5s", "LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_EVIDENCE_LEASE=30s",
+			"LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
+		},
+		"health": {
+			"LOCALEFLOW_MONITOR_TABLE=" + names.MonitorTable, "LOCALEFLOW_RELEASE_TABLE=" + names.ReleaseTable,
+			"LOCALEFLOW_EVENT_BUS=" + names.Bus,
+		},
+	}
+	// One trusted issuer set per receipt kind.
+	env["coordinator"] = append(env["coordinator"], issuers.Env()...)
+	return env
+}
+
+// pollerTiming is the poller's interval and hint gap: the AWS values
+// (interval as given, gap the default 5 s) divided by speedup.
+func pollerTiming(interval time.Duration, speedup float64) []string {
+	return []string{
+		"LOCALEFLOW_POLL_INTERVAL=" + scaled(interval, speedup).String(),
+		"LOCALEFLOW_HINT_MIN_GAP=" + scaled(monitor.DefaultHintMinGap, speedup).String(),
+	}
+}
+
+// scaled is d divided by speedup, in whole milliseconds.
+func scaled(d time.Duration, speedup float64) time.Duration {
+	return time.Duration(float64(d) / speedup).Round(time.Millisecond)
+}
+
+// resourceNames are what the functions need from the created resources.
+type resourceNames struct {
+	MonitorTable, ReleaseTable, Bus, PollQueueURL, ReleaseQueueURL, QuarantineQueueURL string
+}
+
+// startFunction starts build/local/<name>/bootstrap under rie; a missing
+// binary is reported as errNotBuilt.
+func startFunction(ctx context.Context, rie, binDir, logDir, name string, env []string, timeout time.Duration) (*function, error) {
+	bin := filepath.Join(binDir, name, "bootstrap")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%s: %w", bin, errNotBuilt)
+	}
+	logPath := filepath.Join(logDir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("function log: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p, err := runner.StartRIE(sctx, runner.RIEConfig{RIE: rie, Bootstrap: bin, Env: env, Timeout: timeout, Output: f})
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &function{Name: name, Proc: p, LogPath: logPath, logFile: f}, nil
+}
+
+var errNotBuilt = errors.New("not built")
+
+// Stop stops rie and closes the log.
+func (f *function) Stop() {
+	f.Proc.Stop()
+	_ = f.logFile.Close()
+}

@@ -1,0 +1,501 @@
+package sim
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/localeflow/localeflow/adapters/cmsdelivery"
+	"github.com/localeflow/localeflow/adapters/cmsdelivery/cmsdeliverytest"
+	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/adapters/evidence"
+	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
+	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/dev/logcapture"
+	"github.com/localeflow/localeflow/functions/coordinator/handler"
+	"github.com/localeflow/localeflow/topology"
+)
+
+var (
+	evidenceKey = []byte("sim-evidence-hmac-key-0123456789")
+	deliveryKey = []byte("sim-delivery-hmac-key-0123456789")
+)
+
+// Peers are the release's HTTP peers. Their test servers listen on a real
+// socket, so they are made outside the bubble; the world only calls their
+// handlers in memory.
+type Peers struct {
+	Fixture   releasetest.Fixture
+	Responder *releasetest.Responder
+	Evidence  *evidencetest.Server
+	Delivery  *cmsdeliverytest.Server
+}
+
+// NewPeers starts the evidence provider and the CMS delivery endpoint.
+func NewPeers() *Peers {
+	fx := releasetest.NewFixture()
+	approval, publication := fx.Authorities()
+	r := &releasetest.Responder{Fixture: fx}
+	return &Peers{
+		Fixture: fx, Responder: r,
+		Evidence: evidencetest.New(evidenceKey, r),
+		Delivery: cmsdeliverytest.New(deliveryKey, publication.PublicKey(), approval.PublicKey()),
+	}
+}
+
+// Close stops both servers.
+func (p *Peers) Close() {
+	p.Evidence.Close()
+	p.Delivery.Close()
+}
+
+var (
+	_ release.Store        = (*releaseStore)(nil)
+	_ release.DueFinder    = (*releaseStore)(nil)
+	_ release.OutboxFinder = (*releaseStore)(nil)
+)
+
+// releaseStore gates the real memory release store.
+type releaseStore struct {
+	w   *World
+	mem *releasetest.MemStore
+}
+
+func releaseDown() error {
+	return core.Wrap("release.store.unavailable", true, errInjected)
+}
+
+func (s *releaseStore) Load(ctx context.Context, id string) (snap release.Snapshot, err error) {
+	err = s.w.do(ctx, KindStore, "release.Load "+id, releaseDown, func() (string, error) {
+		var e error
+		snap, e = s.mem.Load(ctx, id)
+		return "", e
+	})
+	return snap, err
+}
+
+func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) error {
+	pk, sk := rec.Key()
+	return s.w.do(ctx, KindStore, "release.Put "+pk+" "+sk, releaseDown, func() (string, error) {
+		err := s.mem.Put(ctx, rec, prev)
+		if err != nil {
+			return "refused " + core.CodeOf(err), err
+		}
+		return "v" + strconv.FormatInt(rec.RecordVersion(), 10) + " " + recordStatus(rec), nil
+	})
+}
+
+func recordStatus(rec release.Record) string {
+	switch r := rec.(type) {
+	case *release.EvidenceRecord:
+		return string(r.Status) + " " + r.LastErrorCode
+	case *release.DeliveryRecord:
+		return string(r.Status) + " " + r.LastErrorCode
+	case *release.JobRecord:
+		return r.Status
+	}
+	return ""
+}
+
+func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) error {
+	keys := make([]string, 0, len(writes))
+	for _, w := range writes {
+		pk, sk := w.Rec.Key()
+		keys = append(keys, pk+" "+sk)
+	}
+	return s.w.do(ctx, KindStore, "release.PutAll "+strings.Join(keys, " + "), releaseDown, func() (string, error) {
+		if err := s.mem.PutAll(ctx, writes...); err != nil {
+			return "refused " + core.CodeOf(err), err
+		}
+		return "written", nil
+	})
+}
+
+func (s *releaseStore) Due(ctx context.Context, toMS int64, cursor string, limit int) (page release.DuePage, err error) {
+	err = s.w.do(ctx, KindStore, "release.Due", releaseDown, func() (string, error) {
+		var e error
+		page, e = s.mem.Due(ctx, toMS, cursor, limit)
+		ids := make([]string, 0, len(page.Items))
+		for _, it := range page.Items {
+			ids = append(ids, it.EventID)
+		}
+		return strings.Join(ids, ","), e
+	})
+	return page, err
+}
+
+func (s *releaseStore) Owed(ctx context.Context, toMS int64, cursor string, limit int) (page release.OwedPage, err error) {
+	err = s.w.do(ctx, KindStore, "release.Owed", releaseDown, func() (string, error) {
+		var e error
+		page, e = s.mem.Owed(ctx, toMS, cursor, limit)
+		return fmt.Sprintf("%d owed", len(page.Items)), e
+	})
+	return page, err
+}
+
+// peerTransport calls an HTTP peer's handler in memory, as one gated call.
+type peerTransport struct {
+	w       *World
+	name    string
+	handler http.Handler
+}
+
+func (t peerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var resp *http.Response
+	label := req.URL.Path
+	if i := strings.Index(label, "/changes/"); i >= 0 {
+		label = label[i+len("/changes/"):]
+	}
+	err := t.w.do(req.Context(), KindHTTP, "http "+t.name+" "+label, func() error { return fmt.Errorf("dial %s: %w", t.name, errInjected) },
+		func() (string, error) {
+			rec := httptest.NewRecorder()
+			t.handler.ServeHTTP(rec, req)
+			resp = rec.Result()
+			return strconv.Itoa(resp.StatusCode), nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// releaseJob is one job's scripted results: the payloads published for it
+// (a second, different result models a provider that answered twice).
+type releaseJob struct {
+	locale   string
+	payloads [][]byte
+	text     map[string]string // payload sha256 → candidate text
+	failed   bool
+	human    bool // the result requires a human review (legal content)
+	labels   []string
+}
+
+type releaseSpec struct {
+	plan releasetest.PlanSpec
+	jobs []*releaseJob
+}
+
+// Release is the coordinator's part of the world.
+type Release struct {
+	w           *World
+	peers       *Peers
+	mem         *releasetest.MemStore
+	store       *releaseStore
+	queue       *Queue
+	bus         *Bus
+	fn          *Function
+	releases    []*releaseSpec
+	quarantined *Queue
+	// needOperator lists the releases blocked for good.
+	needOperator []string
+	// receipts the provider issued, by the SHA-256 of the receipt string.
+	receipts map[string]issued
+	// rogue: the provider signs human-review receipts with its quality key.
+	rogue bool
+}
+
+// issued is what a receipt's signed payload says.
+type issued struct{ kind, issuer string }
+
+func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quarantined *Queue) (*Release, error) {
+	top := topology.New("sim")
+	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
+	r.store = &releaseStore{w: w, mem: r.mem}
+	r.queue = newQueue(w, top.RelQueue, "coordinator")
+	r.fn = &Function{w: w, name: "coordinator", timeout: time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second, queue: r.queue}
+	bus.rules[topology.DetailPlanAccepted] = r.queue
+	bus.rules[topology.DetailJobCompleted] = r.queue
+	peers.Responder.FailFirst = w.rng.IntN(3)
+	if w.rng.IntN(10) == 0 {
+		// A misbehaving provider: its human-review receipts are signed by
+		// the quality issuer, which no deployment trusts for that kind.
+		r.rogue = true
+		peers.Responder.Fixture.HumanIssuer, peers.Responder.Fixture.HumanIssuerKey = "", nil
+	}
+	evidenceHandler := r.captureReceipts(peers.Evidence.Config.Handler)
+	peers.Responder.Clock = core.ClockFunc(time.Now)
+	peers.Delivery.FailFirst(w.rng.IntN(3))
+	for i := range 2 {
+		clock := w.newClock(fmt.Sprintf("coordinator-%d", i+1))
+		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		ev, err := evidence.New(evidence.Config{BaseURL: "https://evidence.sim.invalid", Key: evidenceKey, Timeout: 30 * time.Second,
+			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "evidence", handler: evidenceHandler}}})
+		if err != nil {
+			return nil, err
+		}
+		cms, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: "https://cms.sim.invalid", Key: deliveryKey, Timeout: 30 * time.Second,
+			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "delivery", handler: peers.Delivery.Config.Handler}}})
+		if err != nil {
+			return nil, err
+		}
+		approval, publication := peers.Fixture.Authorities()
+		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
+		cfg.EvidenceLease, cfg.DeliveryLease = 90*time.Second, 90*time.Second
+		c, err := release.NewCoordinator(release.Dependencies{
+			Store: r.store, EventKey: peers.Fixture.EventKey, Evidence: ev, CMS: cms,
+			Verifiers: peers.Fixture.Verifiers(), Approval: approval, Publication: publication,
+		}, clock, logger, cfg)
+		if err != nil {
+			return nil, err
+		}
+		h, err := handler.New(handler.Config{Coordinator: c, Queue: delayqueue.New(r.queue, "https://sqs.sim.invalid/release"),
+			Bus: eventbus.New(bus, "sim-bus"), Due: r.store, Clock: clock, Log: logger, Margin: 2 * time.Second,
+			Rejecter: &quarantine.Rejecter{SQS: quarantined, QueueURL: "https://sqs.sim.invalid/quarantine",
+				Source: top.RelQueue.Logical, Function: "coordinator", Clock: clock}})
+		if err != nil {
+			return nil, err
+		}
+		r.fn.instances = append(r.fn.instances, h.Handle)
+	}
+	return r, nil
+}
+
+// script draws the releases of one seed and schedules their events.
+func (r *Release) script(n int, window time.Duration) {
+	rng := r.w.rng
+	all := []string{"de-DE", "fr-FR", "ja-JP"}
+	for i := range n {
+		locales := all[:1+rng.IntN(len(all))]
+		spec := &releaseSpec{plan: releasetest.NewPlan(fmt.Sprintf("rel-%d", i+1), locales...)}
+		for j := range spec.plan.Jobs {
+			spec.plan.Jobs[j].SourceText = Secret + " source " + spec.plan.Jobs[j].TargetLocale
+		}
+		t0 := r.w.start.Add(time.Duration(rng.Int64N(int64(window))))
+		planPayload := spec.plan.PlanPayload()
+		r.w.at(t0, "plan "+spec.plan.EventID, func() {
+			r.bus.put(topology.DetailPlanAccepted, signedDetail(topology.DetailPlanAccepted, planPayload))
+		})
+		for _, l := range locales {
+			job := &releaseJob{locale: l, text: map[string]string{}}
+			at := t0.Add(time.Duration(rng.Int64N(int64(2*time.Minute))) - 30*time.Second)
+			if rng.IntN(12) == 0 {
+				job.failed = true
+				job.payloads = append(job.payloads, spec.plan.FailedPayload(l))
+				job.labels = append(job.labels, " (failed)")
+			} else {
+				job.human = rng.IntN(6) == 0
+				opts := releasetest.ResultOptions{HumanReviewRequired: job.human}
+				variants := 1
+				if rng.IntN(6) == 0 {
+					variants = 2 // a second, different, validly signed result for the job
+				}
+				for v := range variants {
+					opts.Candidate = fmt.Sprintf("%s translation %d for %s", Secret, v+1, l)
+					p := spec.plan.ResultPayload(l, opts)
+					job.payloads = append(job.payloads, p)
+					job.text[core.SHA256Hex(p)] = opts.Candidate
+					job.labels = append(job.labels, []string{"", " (second result)"}[v])
+				}
+			}
+			for i, p := range job.payloads {
+				r.w.at(at, "job "+spec.plan.EventID+" "+l+job.labels[i], func() {
+					r.bus.put(topology.DetailJobCompleted, signedDetail(topology.DetailJobCompleted, p))
+				})
+			}
+			spec.jobs = append(spec.jobs, job)
+		}
+		r.releases = append(r.releases, spec)
+	}
+}
+
+// check runs the release history checks.
+func (r *Release) check(ctx context.Context) {
+	approved := map[string]bool{}  // approval ids announced
+	delivered := map[string]bool{} // delivery ids announced as delivered
+	for _, e := range r.bus.Events {
+		var d struct {
+			ApprovalID string `json:"approval_id"`
+			DeliveryID string `json:"delivery_id"`
+		}
+		_ = json.Unmarshal(e.Detail, &d)
+		switch e.DetailType {
+		case topology.DetailReleaseApproved:
+			approved[d.ApprovalID] = true
+		case topology.DetailDeliveryDelivered:
+			delivered[d.DeliveryID] = true
+		}
+	}
+	_, _, _, bundles := r.peers.Delivery.Stats()
+	for _, spec := range r.releases {
+		id := spec.plan.EventID
+		snap, err := r.mem.Load(ctx, id)
+		if err != nil {
+			r.w.violate("release %s does not load: %v", id, err)
+			continue
+		}
+		for _, b := range bundles {
+			if b.EventID == id {
+				r.checkBundle(spec, snap, b)
+			}
+		}
+		for _, a := range snap.Approvals {
+			if !approved[a.ApprovalID] {
+				r.w.violate("release %s: approval of %s is stored but localeflow.release.approved was never published", id, a.TargetLocale)
+			}
+		}
+		if d := snap.Delivery; d != nil && d.Status == release.StateSucceeded && !delivered[d.DeliveryID] {
+			r.w.violate("release %s: delivered but localeflow.delivery.delivered was never published", id)
+		}
+		if snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded {
+			continue
+		}
+		if r.blockedVisibly(spec, snap) {
+			r.needOperator = append(r.needOperator, id)
+			continue
+		}
+		if holds(r.queue.DLQ, id) || holds(quarantinedOf(r), id) {
+			continue
+		}
+		r.w.violate("release %s is neither delivered nor blocked where health sees it", id)
+	}
+}
+
+// captureReceipts records every receipt the provider answers with.
+func (r *Release) captureReceipts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, req)
+		var body struct {
+			Quality     string `json:"quality_receipt"`
+			Human       string `json:"human_review_receipt"`
+			Independent *struct {
+				Receipt string `json:"receipt"`
+			} `json:"independent_model_review"`
+		}
+		if json.Unmarshal(rec.Body.Bytes(), &body) == nil {
+			for _, rc := range []string{body.Quality, body.Human} {
+				r.noteReceipt(rc)
+			}
+			if body.Independent != nil {
+				r.noteReceipt(body.Independent.Receipt)
+			}
+		}
+		for k, v := range rec.Header() {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(rec.Code)
+		_, _ = rw.Write(rec.Body.Bytes())
+	})
+}
+
+func (r *Release) noteReceipt(receipt string) {
+	parts := strings.Split(receipt, ".")
+	if len(parts) != 3 {
+		return
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return
+	}
+	var p struct {
+		Kind   string `json:"kind"`
+		Issuer string `json:"issuer"`
+	}
+	if json.Unmarshal(raw, &p) == nil {
+		r.receipts[core.SHA256Hex([]byte(receipt))] = issued{kind: p.Kind, issuer: p.Issuer}
+	}
+}
+
+// checkApproval: a delivered locale's approval was made on receipts from
+// the issuers trusted for their kind, with a human review where the result
+// asked for one.
+func (r *Release) checkApproval(id string, job *releaseJob, token string) {
+	approval, _ := r.peers.Fixture.Authorities()
+	raw, err := approval.Open(token)
+	if err != nil {
+		r.w.violate("release %s: delivered %s with an approval that does not open", id, job.locale)
+		return
+	}
+	var p release.ApprovalPayload
+	if err := json.Unmarshal(raw, &p); err != nil {
+		r.w.violate("release %s: approval payload of %s does not decode", id, job.locale)
+		return
+	}
+	fx := r.peers.Fixture
+	want := map[string]string{release.KindQuality: fx.Issuer, release.KindHumanReview: fx.HumanIssuer}
+	for kind, sum := range map[string]string{release.KindQuality: p.QualityReceiptSHA256, release.KindHumanReview: p.HumanReviewReceiptSHA256} {
+		if sum == "" {
+			continue
+		}
+		got, ok := r.receipts[sum]
+		switch {
+		case !ok:
+			r.w.violate("release %s: approval of %s names a %s receipt the provider never issued", id, job.locale, kind)
+		case got.kind != kind || got.issuer != want[kind]:
+			r.w.violate("release %s: approval of %s rests on a %s receipt issued by %q (kind %s)", id, job.locale, kind, got.issuer, got.kind)
+		}
+	}
+	if job.human && p.HumanReviewReceiptSHA256 == "" {
+		r.w.violate("release %s: %s needed a human review and was approved without one", id, job.locale)
+	}
+}
+
+// checkBundle: everything delivered is the accepted result of its job,
+// and every locale of the plan is approved.
+func (r *Release) checkBundle(spec *releaseSpec, snap release.Snapshot, b release.Bundle) {
+	id := spec.plan.EventID
+	if len(b.Locales) != len(spec.plan.Jobs) {
+		r.w.violate("release %s: delivery has %d locales, the plan %d", id, len(b.Locales), len(spec.plan.Jobs))
+	}
+	for _, l := range b.Locales {
+		job := snap.Jobs[l.JobID]
+		var want string
+		for _, j := range spec.jobs {
+			if t, ok := j.text[jobPayload(job)]; ok && j.locale == l.TargetLocale {
+				want = t
+			}
+		}
+		if job == nil || want == "" || l.Text != want {
+			r.w.violate("release %s: delivered %s is not the accepted job result", id, l.TargetLocale)
+		}
+		if snap.Approvals[l.JobID] == nil || snap.Approvals[l.JobID].ApprovalID != l.ApprovalID {
+			r.w.violate("release %s: delivered %s without its stored approval", id, l.TargetLocale)
+		}
+		for _, j := range spec.jobs {
+			if j.locale == l.TargetLocale {
+				r.checkApproval(id, j, l.Approval)
+			}
+		}
+	}
+}
+
+func jobPayload(j *release.JobRecord) string {
+	if j == nil {
+		return ""
+	}
+	return j.PayloadSHA256
+}
+
+// blockedVisibly: the release cannot finish and health's attention index
+// shows why (a failed job, evidence or delivery record).
+func (r *Release) blockedVisibly(spec *releaseSpec, snap release.Snapshot) bool {
+	for _, j := range snap.Jobs {
+		if j.Status == release.JobFailed {
+			return true
+		}
+	}
+	for _, e := range snap.Evidence {
+		if _, ok := e.AttentionMS(); ok {
+			return true
+		}
+	}
+	if d := snap.Delivery; d != nil {
+		if _, ok := d.AttentionMS(); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func quarantinedOf(r *Release) []*message { return r.quarantined.msgs }

@@ -1,0 +1,180 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/localeflow/localeflow/dev/logcapture"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// Options shape one run.
+type Options struct {
+	// FaultWindow is how long faults are injected from the start; the
+	// world then runs fault-free for Recovery before the checks.
+	FaultWindow time.Duration
+	Recovery    time.Duration
+	// Changes is the number of changes (0: 3..8 drawn from the seed).
+	Changes int
+}
+
+func (o Options) withDefaults() Options {
+	if o.FaultWindow == 0 {
+		o.FaultWindow = 20 * time.Minute
+	}
+	if o.Recovery == 0 {
+		o.Recovery = 2 * time.Hour
+	}
+	return o
+}
+
+// Result is one seed's history and verdict.
+type Result struct {
+	Seed       uint64
+	Faults     Faults
+	Violations []string
+	Trace      []Step
+	Events     int
+	Calls      int
+}
+
+// Run simulates one seed. It must run inside a synctest bubble (wait is
+// synctest.Wait): the bubble's clock is the virtual clock and wait tells
+// the scheduler that every goroutine is parked at a call boundary.
+func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
+	opts = opts.withDefaults()
+	w := newWorld(seed)
+	w.faultsEnd = w.start.Add(opts.FaultWindow)
+	until := w.faultsEnd.Add(opts.Recovery)
+	log := &logcapture.Buffer{}
+	bus := &Bus{w: w, rules: map[string]*Queue{}}
+	// The quarantine queue of rejected inputs: nothing drains it; an
+	// operator lists and replays it.
+	quarantined := newQueue(w, topology.Queue{Logical: "QuarantineQueue", MaxReceiveCount: 1 << 30, BatchSize: 10}, "")
+	mon, err := newMonitor(w, bus, log, quarantined)
+	if err != nil {
+		return Result{Seed: seed, Violations: []string{"setup: " + err.Error()}}
+	}
+	n := opts.Changes
+	if n == 0 {
+		n = 3 + w.rng.IntN(6)
+	}
+	mon.script(n, opts.FaultWindow*3/4)
+	rel, err := newRelease(w, bus, log, peers, quarantined)
+	if err != nil {
+		return Result{Seed: seed, Violations: []string{"setup: " + err.Error()}}
+	}
+	rel.script(1+w.rng.IntN(3), opts.FaultWindow*3/4)
+	w.every(time.Minute, until, "schedule poller sweep", mon.fn.schedule)
+	w.every(5*time.Minute, until, "schedule release sweep", rel.fn.schedule)
+	w.loop(wait, until, func(now time.Time) (bool, time.Time) {
+		started := mon.fn.poll(now)
+		started = rel.fn.poll(now) || started
+		next, _ := mon.queue.nextVisible()
+		if t, ok := rel.queue.nextVisible(); ok && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+		return started, next
+	}, func() bool {
+		return mon.queue.empty() && rel.queue.empty() && w.settledBy(func() { endChecks(w, mon, rel) })
+	})
+	endChecks(w, mon, rel)
+	checkContentFree(w, log.String())
+	calls := 0
+	for _, s := range w.trace {
+		if s.Inv != 0 {
+			calls++
+		}
+	}
+	return Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls}
+}
+
+// endChecks are the checks once the world is quiet.
+func endChecks(w *World, mon *Monitor, rel *Release) {
+	ctx := context.Background()
+	mon.needOperator, rel.needOperator = nil, nil
+	mon.check(ctx, time.Now())
+	rel.check(ctx)
+	checkHealth(ctx, w, mon, rel)
+}
+
+// every schedules run at the schedule's rate until `until`.
+func (w *World) every(rate time.Duration, until time.Time, name string, run func()) {
+	var arm func(t time.Time)
+	arm = func(t time.Time) {
+		if t.After(until) {
+			return
+		}
+		w.at(t, name, func() {
+			run()
+			arm(t.Add(rate))
+		})
+	}
+	arm(w.start.Add(rate))
+}
+
+func checkContentFree(w *World, logs string) {
+	if strings.Contains(logs, Secret) {
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, Secret) {
+				w.violate("a log line holds content: %.200s", line)
+				return
+			}
+		}
+	}
+}
+
+// Shrink keeps the trace steps that matter for the violations: those that
+// name an id the violations name, the invocations that touched it (start,
+// end, crash), and the violations themselves.
+func (r Result) Shrink() []Step {
+	idPattern := regexp.MustCompile(`\b(ch|rel)-\d+\b`)
+	ids := map[string]bool{}
+	for _, v := range r.Violations {
+		for _, id := range idPattern.FindAllString(v, -1) {
+			ids[id] = true
+		}
+	}
+	touched := map[int]bool{}
+	mentions := func(s Step) bool {
+		for _, id := range idPattern.FindAllString(s.Call+" "+s.Outcome, -1) {
+			if ids[id] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, s := range r.Trace {
+		if mentions(s) && s.Inv != 0 {
+			touched[s.Inv] = true
+		}
+	}
+	var out []Step
+	for _, s := range r.Trace {
+		switch {
+		case mentions(s), s.Call == "VIOLATION":
+			out = append(out, s)
+		case touched[s.Inv] && (s.Call == "START" || s.Call == "END" || s.Call == "CRASH"):
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Report is the readable verdict of a failing seed.
+func (r Result) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d failed (%d calls, %d events); faults %+v\n", r.Seed, r.Calls, r.Events, r.Faults)
+	fmt.Fprintf(&b, "replay: make sim START=%d SEEDS=1 VERBOSE=1\n", r.Seed)
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "  VIOLATION %s\n", v)
+	}
+	b.WriteString("trace (shrunk to the ids in the violations):\n")
+	for _, s := range r.Shrink() {
+		b.WriteString("  " + s.String() + "\n")
+	}
+	return b.String()
+}
