@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/topology"
@@ -59,17 +60,17 @@ const (
 // Metric Format metric with the dimension DeploymentDimension (the
 // prefix); the stack alarms on its own deployment's series.
 const (
-	// Every name comes from topology (metrics.go), the list the functions
+	// Every name comes from contract (metrics.go), the list the functions
 	// emit.
-	HealthMetricNamespace   = topology.MetricNamespace
-	HealthBlockedMetricName = topology.MetricHealthBlocked
+	HealthMetricNamespace   = contract.MetricNamespace
+	HealthBlockedMetricName = contract.MetricHealthBlocked
 	// The consumers' rejected-message metric (adapters/quarantine), by
 	// Function and by Function+Code.
-	QuarantineMetricNamespace  = topology.MetricNamespace
-	MessagesRejectedMetricName = topology.MetricMessagesRejected
+	QuarantineMetricNamespace  = contract.MetricNamespace
+	MessagesRejectedMetricName = contract.MetricMessagesRejected
 	// DeploymentDimension tells deployments in one account apart: every
 	// custom metric carries it with the prefix as its value.
-	DeploymentDimension = topology.MetricDeploymentDimension
+	DeploymentDimension = contract.MetricDeploymentDimension
 )
 
 // Lambda and SQS limits the props are checked against.

@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // Error codes.
@@ -60,7 +60,7 @@ func (p *Publisher) Publish(ctx context.Context, detailType string, detail any) 
 	out, err := p.client.PutEvents(ctx, &eventbridge.PutEventsInput{
 		Entries: []types.PutEventsRequestEntry{{
 			EventBusName: aws.String(p.bus),
-			Source:       aws.String(topology.EventSource),
+			Source:       aws.String(contract.EventSource),
 			DetailType:   aws.String(detailType),
 			Detail:       aws.String(string(raw)),
 		}},
@@ -116,5 +116,5 @@ func (p *Publisher) Hint(ctx context.Context, eventID, siteID string) error {
 	if !core.ValidToken(eventID) || !core.ValidToken(siteID) {
 		return core.Wrap(CodeDetailInvalid, false, errors.New("hint event_id and site_id must be tokens"))
 	}
-	return p.Publish(ctx, topology.DetailChangeHint, ChangeHint{EventID: eventID, SiteID: siteID})
+	return p.Publish(ctx, contract.DetailChangeHint, ChangeHint{EventID: eventID, SiteID: siteID})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/emf"
@@ -345,7 +346,7 @@ func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
 		DetailType string          `json:"detail-type"`
 		Detail     json.RawMessage `json:"detail"`
 	}
-	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource || len(env.Detail) == 0 {
+	if err := json.Unmarshal(body, &env); err != nil || env.Source != contract.EventSource || len(env.Detail) == 0 {
 		return reject(core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope")))
 	}
 	eventID, changed, err := h.c.Ingest(ctx, env.DetailType, env.Detail)
@@ -541,7 +542,7 @@ func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
 // the approval's owed-event marker. A failed clear only means the sweep
 // publishes the same event again (consumers dedupe on approval_id).
 func (h *Handler) publishApproved(ctx context.Context, d ReleaseApproved, owed bool) error {
-	if err := h.bus.Publish(ctx, topology.DetailReleaseApproved, d); err != nil {
+	if err := h.bus.Publish(ctx, contract.DetailReleaseApproved, d); err != nil {
 		return fmt.Errorf("publish approved %s: %w", d.EventID, err)
 	}
 	if !owed {
@@ -560,9 +561,9 @@ func (h *Handler) publishDelivery(ctx context.Context, d Delivery) error {
 	detailType := ""
 	switch d.Status {
 	case release.OutcomeDeliveryReady:
-		detailType = topology.DetailDeliveryReady
+		detailType = contract.DetailDeliveryReady
 	case release.OutcomeDelivered:
-		detailType = topology.DetailDeliveryDelivered
+		detailType = contract.DetailDeliveryDelivered
 	default:
 		return nil
 	}

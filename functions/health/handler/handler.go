@@ -13,9 +13,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // CodeEventInvalid is returned for an invocation that is neither a Function
@@ -202,7 +202,7 @@ func (h *Handler) Scheduled(ctx context.Context) (ScheduledResult, error) {
 		h.log.ErrorContext(ctx, "health check failed", "code", core.CodeOf(err), "error", err.Error())
 		h.writeMetrics(ctx, failedMetrics(h.deployment, now))
 		detail := BlockedDetail{Schema: health.Schema, CheckedAtMS: now, Reasons: []string{health.CodeUnavailable}}
-		if perr := h.bus.Publish(ctx, topology.DetailHealthBlocked, detail); perr != nil {
+		if perr := h.bus.Publish(ctx, contract.DetailHealthBlocked, detail); perr != nil {
 			h.log.ErrorContext(ctx, "health blocked event not published", "code", core.CodeOf(perr))
 		}
 		return ScheduledResult{}, fmt.Errorf("scheduled health check: %w", err)
@@ -211,9 +211,9 @@ func (h *Handler) Scheduled(ctx context.Context) (ScheduledResult, error) {
 	if report.Status == health.StatusBlocked {
 		detail := BlockedDetail{Schema: health.Schema, CheckedAtMS: report.CheckedAtMS, Reasons: report.Reasons,
 			Monitor: &report.Monitor, Release: &report.Release}
-		if err := h.bus.Publish(ctx, topology.DetailHealthBlocked, detail); err != nil {
+		if err := h.bus.Publish(ctx, contract.DetailHealthBlocked, detail); err != nil {
 			h.log.ErrorContext(ctx, "health blocked event not published", "code", core.CodeOf(err))
-			return ScheduledResult{}, fmt.Errorf("publish %s: %w", topology.DetailHealthBlocked, err)
+			return ScheduledResult{}, fmt.Errorf("publish %s: %w", contract.DetailHealthBlocked, err)
 		}
 		h.log.WarnContext(ctx, "health blocked event published", "reasons", report.Reasons)
 	}

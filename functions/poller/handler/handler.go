@@ -15,11 +15,11 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/signing"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // KindPoll is the delayed-message kind of the next poll (or retry) of one
@@ -301,7 +301,7 @@ func (h *Handler) publish(ctx context.Context, a monitor.Announcement) error {
 		State: string(a.State), RemoteStatus: optional(a.RemoteStatus), ErrorCode: optional(a.ErrorCode),
 		LifecycleSHA256: optional(a.LifecycleSHA256),
 	}
-	if err := h.bus.Publish(ctx, topology.DetailChangeTerminal, detail); err != nil {
+	if err := h.bus.Publish(ctx, contract.DetailChangeTerminal, detail); err != nil {
 		return fmt.Errorf("publish terminal %s: %w", a.EventID, err)
 	}
 	return nil

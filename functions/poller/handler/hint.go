@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // hint handles a localeflow.change.hint envelope: when the hint moved the
@@ -26,8 +26,8 @@ func (h *Handler) hint(ctx context.Context, body []byte, redo bool) error {
 		DetailType string          `json:"detail-type"`
 		Detail     json.RawMessage `json:"detail"`
 	}
-	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource ||
-		env.DetailType != topology.DetailChangeHint || len(env.Detail) == 0 || env.Detail[0] != '{' {
+	if err := json.Unmarshal(body, &env); err != nil || env.Source != contract.EventSource ||
+		env.DetailType != contract.DetailChangeHint || len(env.Detail) == 0 || env.Detail[0] != '{' {
 		return core.Wrap(CodeMessageInvalid, false, errors.New("not a localeflow.change.hint envelope"))
 	}
 	d, err := monitor.ParseHint(env.Detail)

@@ -10,10 +10,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/signing"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // HandleSQS processes a batch concurrently (bounded) and reports the
@@ -88,7 +88,7 @@ func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 		return h.delayed(ctx, m, body)
 	}
 	if dt, ok := probe["detail-type"]; ok {
-		if string(dt) == `"`+topology.DetailChangeHint+`"` {
+		if string(dt) == `"`+contract.DetailChangeHint+`"` {
 			return h.hint(ctx, body, receiveCount(m) > 1)
 		}
 		return h.intake(ctx, body, receiveCount(m) > 1)
@@ -103,8 +103,8 @@ func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
 		DetailType string          `json:"detail-type"`
 		Detail     json.RawMessage `json:"detail"`
 	}
-	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource ||
-		env.DetailType != topology.DetailChangeDispatched || len(env.Detail) == 0 || env.Detail[0] != '{' {
+	if err := json.Unmarshal(body, &env); err != nil || env.Source != contract.EventSource ||
+		env.DetailType != contract.DetailChangeDispatched || len(env.Detail) == 0 || env.Detail[0] != '{' {
 		return core.Wrap(CodeMessageInvalid, false, errors.New("not a localeflow.change.dispatched envelope"))
 	}
 	payload, err := h.openDispatch(ctx, env.Detail)
@@ -148,7 +148,7 @@ func (h *Handler) openDispatch(ctx context.Context, detail []byte) (string, erro
 		}
 		check.Keys = keys
 	}
-	payload, _, err := signing.OpenEvent(check, topology.DetailChangeDispatched, detail)
+	payload, _, err := signing.OpenEvent(check, contract.DetailChangeDispatched, detail)
 	switch {
 	case errors.Is(err, signing.ErrEventSignature):
 		return "", core.Fail(CodeDispatchSignature)

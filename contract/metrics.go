@@ -1,4 +1,4 @@
-package topology
+package contract
 
 // The functions' custom metrics (CloudWatch Embedded Metric Format log
 // lines): the one list of names the functions emit and the stack's
