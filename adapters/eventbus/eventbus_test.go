@@ -38,7 +38,7 @@ func TestPublish(t *testing.T) {
 	sha := "ab" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
 	site, plan := "site-1", "plan-1"
 	outcome := "cd" + sha[2:]
-	detail := eventbus.ChangeTerminal{EventID: "evt-1", OutcomeID: outcome, SiteID: &site, PlanID: &plan, State: "terminal", RemoteStatus: &status, LifecycleSHA256: &sha}
+	detail := contract.ChangeTerminal{EventID: "evt-1", OutcomeID: outcome, SiteID: &site, PlanID: &plan, State: "terminal", RemoteStatus: &status, LifecycleSHA256: &sha}
 	tests := []struct {
 		name      string
 		bus       fakeBus

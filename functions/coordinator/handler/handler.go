@@ -23,8 +23,8 @@ import (
 
 // Kinds of delayed envelopes on the release queue.
 const (
-	KindRun     = "release.run"
-	KindDeliver = "release.deliver"
+	KindRun     = contract.KindReleaseRun
+	KindDeliver = contract.KindReleaseDeliver
 )
 
 // Codes of the handler.
@@ -504,44 +504,24 @@ func (h *Handler) next(ctx context.Context, kind string, o release.Outcome) erro
 	return nil
 }
 
-// Output event details (content-free).
-type (
-	// ReleaseApproved is the detail of localeflow.release.approved.
-	ReleaseApproved struct {
-		EventID      string `json:"event_id"`
-		PlanID       string `json:"plan_id"`
-		JobID        string `json:"job_id"`
-		TargetLocale string `json:"target_locale"`
-		ApprovalID   string `json:"approval_id"`
-	}
-	// Delivery is the detail of localeflow.delivery.ready and
-	// localeflow.delivery.delivered.
-	Delivery struct {
-		EventID    string `json:"event_id"`
-		PlanID     string `json:"plan_id"`
-		DeliveryID string `json:"delivery_id"`
-		Status     string `json:"status"`
-	}
-)
-
 func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
 	if !o.Changed {
 		return nil
 	}
 	if o.ApprovalID != "" {
-		if err := h.publishApproved(ctx, ReleaseApproved{
+		if err := h.publishApproved(ctx, contract.ReleaseApproved{
 			EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
 		}, true); err != nil {
 			return err
 		}
 	}
-	return h.publishDelivery(ctx, Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status})
+	return h.publishDelivery(ctx, contract.Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status})
 }
 
 // publishApproved publishes localeflow.release.approved and then clears
 // the approval's owed-event marker. A failed clear only means the sweep
 // publishes the same event again (consumers dedupe on approval_id).
-func (h *Handler) publishApproved(ctx context.Context, d ReleaseApproved, owed bool) error {
+func (h *Handler) publishApproved(ctx context.Context, d contract.ReleaseApproved, owed bool) error {
 	if err := h.bus.Publish(ctx, contract.DetailReleaseApproved, d); err != nil {
 		return fmt.Errorf("publish approved %s: %w", d.EventID, err)
 	}
@@ -557,7 +537,7 @@ func (h *Handler) publishApproved(ctx context.Context, d ReleaseApproved, owed b
 
 // publishDelivery publishes delivery.ready or delivery.delivered by the
 // detail's status; other statuses publish nothing.
-func (h *Handler) publishDelivery(ctx context.Context, d Delivery) error {
+func (h *Handler) publishDelivery(ctx context.Context, d contract.Delivery) error {
 	detailType := ""
 	switch d.Status {
 	case release.OutcomeDeliveryReady:
@@ -596,7 +576,7 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 		case release.StateSucceeded:
 			status = release.OutcomeDelivered
 		}
-		if err := h.publishDelivery(ctx, Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}); err != nil {
+		if err := h.publishDelivery(ctx, contract.Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}); err != nil {
 			return err
 		}
 	}
@@ -632,7 +612,7 @@ func (h *Handler) republishApprovals(ctx context.Context, snap release.Snapshot,
 		if rec == nil || (onlyOwed && rec.OutboxMS == 0) || !h.approvalBinds(rec, plan, job) {
 			continue
 		}
-		if err := h.publishApproved(ctx, ReleaseApproved{
+		if err := h.publishApproved(ctx, contract.ReleaseApproved{
 			EventID: plan.Event.EventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
 		}, rec.OutboxMS > 0); err != nil {
 			return n, err

@@ -74,7 +74,7 @@ func TestApprovalStoredThenLeaseExpiredIsAnnounced(t *testing.T) {
 	if err != nil || s.Approvals["job-de-DE"] == nil {
 		t.Fatalf("approval not stored: %v", err)
 	}
-	var d handler.ReleaseApproved
+	var d contract.ReleaseApproved
 	if n := b.bus.details(t, contract.DetailReleaseApproved, &d); n != 1 || d.ApprovalID != s.Approvals["job-de-DE"].ApprovalID {
 		t.Fatalf("%d release.approved events (%+v) for a stored approval, want 1", n, d)
 	}
@@ -113,7 +113,7 @@ func TestOwedApprovalEventIsRepublishedBySweep(t *testing.T) {
 		t.Fatalf("sweep republished %d, want 1", res.Republished)
 	}
 	s, _ := b.store.Load(context.Background(), "evt-owed")
-	var d handler.ReleaseApproved
+	var d contract.ReleaseApproved
 	if n := b.bus.details(t, contract.DetailReleaseApproved, &d); n != 1 || d.ApprovalID != s.Approvals["job-de-DE"].ApprovalID || d.TargetLocale != "de-DE" {
 		t.Fatalf("%d events, last %+v", n, d)
 	}

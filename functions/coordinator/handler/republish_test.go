@@ -12,7 +12,6 @@ import (
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
-	"github.com/localeflow/localeflow/functions/coordinator/handler"
 )
 
 // oneLocale returns the plan message and the job message of a one-locale
@@ -93,19 +92,19 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 	if got := failures(b.invoke(t, batch(received(job, 2)))); len(got) != 0 {
 		t.Fatalf("redelivery failed %v\n%s", got, b.logs.String())
 	}
-	var ra handler.ReleaseApproved
+	var ra contract.ReleaseApproved
 	if n := b.bus.details(t, contract.DetailReleaseApproved, &ra); n != 1 {
 		t.Fatalf("approved published %d times", n)
 	}
-	want := handler.ReleaseApproved{EventID: eventID, PlanID: "plan-" + eventID, JobID: approval.JobID, TargetLocale: "de-DE", ApprovalID: approval.ApprovalID}
+	want := contract.ReleaseApproved{EventID: eventID, PlanID: "plan-" + eventID, JobID: approval.JobID, TargetLocale: "de-DE", ApprovalID: approval.ApprovalID}
 	if ra != want {
 		t.Fatalf("approved detail %+v, want %+v", ra, want)
 	}
-	var ready handler.Delivery
+	var ready contract.Delivery
 	if n := b.bus.details(t, contract.DetailDeliveryReady, &ready); n != 1 {
 		t.Fatalf("ready published %d times", n)
 	}
-	if want := (handler.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDeliveryReady}); ready != want {
+	if want := (contract.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDeliveryReady}); ready != want {
 		t.Fatalf("ready detail %+v, want %+v", ready, want)
 	}
 	deliver := b.queue.take(t)
@@ -125,11 +124,11 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 	if got := failures(b.invoke(t, batch(received(deliver.Records[0], 2)))); len(got) != 0 {
 		t.Fatalf("redelivery failed %v\n%s", got, b.logs.String())
 	}
-	var delivered handler.Delivery
+	var delivered contract.Delivery
 	if n := b.bus.details(t, contract.DetailDeliveryDelivered, &delivered); n != 1 || b.cms.Sends != 1 {
 		t.Fatalf("delivered published %d times, %d sends", n, b.cms.Sends)
 	}
-	if want := (handler.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDelivered}); delivered != want {
+	if want := (contract.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDelivered}); delivered != want {
 		t.Fatalf("delivered detail %+v, want %+v", delivered, want)
 	}
 	// Once delivered, a redelivery re-publishes the current state only:

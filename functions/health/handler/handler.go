@@ -180,13 +180,7 @@ func wantsHTML(headers map[string]string) bool {
 }
 
 // BlockedDetail is the content-free detail of localeflow.health.blocked.
-type BlockedDetail struct {
-	Schema      string                `json:"schema"`
-	CheckedAtMS int64                 `json:"checked_at_ms"`
-	Reasons     []string              `json:"reasons"`
-	Monitor     *health.MonitorHealth `json:"monitor,omitempty"`
-	Release     *health.ReleaseHealth `json:"release,omitempty"`
-}
+type BlockedDetail = contract.HealthBlocked[health.MonitorHealth, health.ReleaseHealth]
 
 // ScheduledResult is what a scheduled invocation returns.
 type ScheduledResult struct {

@@ -24,7 +24,7 @@ import (
 
 // KindPoll is the delayed-message kind of the next poll (or retry) of one
 // change.
-const KindPoll = "poll"
+const KindPoll = contract.KindPoll
 
 // Codes logged or returned by the handler.
 const (
@@ -296,7 +296,7 @@ func (a announcer) Announce(ctx context.Context, o monitor.Announcement) error {
 
 // publish puts localeflow.change.terminal for a on the bus.
 func (h *Handler) publish(ctx context.Context, a monitor.Announcement) error {
-	detail := eventbus.ChangeTerminal{
+	detail := contract.ChangeTerminal{
 		EventID: a.EventID, OutcomeID: a.OutcomeID, SiteID: optional(a.SiteID), PlanID: optional(a.PlanID),
 		State: string(a.State), RemoteStatus: optional(a.RemoteStatus), ErrorCode: optional(a.ErrorCode),
 		LifecycleSHA256: optional(a.LifecycleSHA256),
