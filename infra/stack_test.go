@@ -948,7 +948,7 @@ func TestReceiptIssuersUnsetLeavesVariableOut(t *testing.T) {
 	props.ReceiptIssuers = ReceiptIssuers{}
 	s := synth(t, props)
 	env := s.props(t, "AWS::Lambda::Function", "CoordinatorFunction")["Environment"].(map[string]any)["Variables"].(map[string]any)
-	for _, name := range []string{EnvReceiptIssuersQuality, EnvReceiptIssuersHumanReview, EnvReceiptIssuersIndependentReview, "LOCALEFLOW_RECEIPT_ISSUERS"} {
+	for _, name := range []string{EnvReceiptIssuersQuality, EnvReceiptIssuersHumanReview, EnvReceiptIssuersIndependentReview, contract.EnvReceiptIssuersRetired} {
 		if v, ok := env[name]; ok {
 			t.Errorf("%s = %v without issuers", name, v)
 		}
