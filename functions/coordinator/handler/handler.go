@@ -18,6 +18,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -172,9 +173,8 @@ func (h *Handler) hasTime(ctx context.Context, need time.Duration) bool {
 // the release sweep schedule.
 func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	var probe struct {
-		Records    json.RawMessage `json:"Records"`
-		Source     string          `json:"source"`
-		DetailType string          `json:"detail-type"`
+		Records json.RawMessage `json:"Records"`
+		events.EventBridgeEvent
 	}
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		return nil, core.Wrap(CodeEventInvalid, false, errors.New("invocation is not a JSON object"))
@@ -186,8 +186,8 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (any, error) 
 			return nil, core.Wrap(CodeEventInvalid, false, fmt.Errorf("decode SQS batch: %w", err))
 		}
 		return h.HandleSQS(ctx, batch)
-	case probe.Source == "aws.events" && probe.DetailType == "Scheduled Event":
-		return h.Sweep(ctx)
+	case probe.Source == contract.ScheduledEventSource && probe.DetailType == contract.ScheduledEventDetailType:
+		return h.Sweep(lambdalog.WithEventID(ctx, probe.ID))
 	}
 	return nil, core.Wrap(CodeEventInvalid, false, errors.New("neither an SQS batch nor a scheduled event"))
 }
@@ -341,14 +341,11 @@ func receiveCount(m events.SQSMessage) int {
 // input stores a signed plan or job event and runs a step for its event.
 // redo marks a redelivered message (see step).
 func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
-	var env struct {
-		Source     string          `json:"source"`
-		DetailType string          `json:"detail-type"`
-		Detail     json.RawMessage `json:"detail"`
-	}
+	var env events.EventBridgeEvent
 	if err := json.Unmarshal(body, &env); err != nil || env.Source != contract.EventSource || len(env.Detail) == 0 {
 		return reject(core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope")))
 	}
+	ctx = lambdalog.WithEventID(ctx, env.ID)
 	eventID, changed, err := h.c.Ingest(ctx, env.DetailType, env.Detail)
 	if err != nil {
 		return reject(err)

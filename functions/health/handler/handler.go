@@ -16,6 +16,7 @@ import (
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
 // CodeEventInvalid is returned for an invocation that is neither a Function
@@ -79,8 +80,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 				Method string `json:"method"`
 			} `json:"http"`
 		} `json:"requestContext"`
-		DetailType string `json:"detail-type"`
-		Source     string `json:"source"`
+		events.EventBridgeEvent
 	}
 	if err := json.Unmarshal(payload, &shape); err != nil {
 		h.log.ErrorContext(ctx, "health invocation invalid", "code", CodeEventInvalid)
@@ -94,8 +94,8 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 			return nil, core.Wrap(CodeEventInvalid, false, fmt.Errorf("function URL request: %w", err))
 		}
 		return h.ServeURL(ctx, req), nil
-	case shape.DetailType == "Scheduled Event" && shape.Source == "aws.events":
-		return h.Scheduled(ctx)
+	case shape.DetailType == contract.ScheduledEventDetailType && shape.Source == contract.ScheduledEventSource:
+		return h.Scheduled(lambdalog.WithEventID(ctx, shape.ID))
 	}
 	h.log.ErrorContext(ctx, "health invocation invalid", "code", CodeEventInvalid)
 	return nil, core.Fail(CodeEventInvalid)

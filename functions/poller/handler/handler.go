@@ -19,6 +19,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -204,9 +205,8 @@ func New(cfg Config) (*Handler, error) {
 // array) or a scheduled event (detail-type "Scheduled Event").
 func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, error) {
 	var shape struct {
-		Records    json.RawMessage `json:"Records"`
-		DetailType string          `json:"detail-type"`
-		Source     string          `json:"source"`
+		Records json.RawMessage `json:"Records"`
+		events.EventBridgeEvent
 	}
 	if err := json.Unmarshal(payload, &shape); err != nil {
 		h.log.ErrorContext(ctx, "poller invocation invalid", "code", CodeEventInvalid)
@@ -220,8 +220,8 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 			return nil, core.Wrap(CodeEventInvalid, false, errors.New("SQS batch does not decode"))
 		}
 		return h.HandleSQS(ctx, batch), nil
-	case shape.DetailType == "Scheduled Event" && shape.Source == "aws.events":
-		return h.Sweep(ctx)
+	case shape.DetailType == contract.ScheduledEventDetailType && shape.Source == contract.ScheduledEventSource:
+		return h.Sweep(lambdalog.WithEventID(ctx, shape.ID))
 	}
 	h.log.ErrorContext(ctx, "poller invocation invalid", "code", CodeEventInvalid)
 	return nil, core.Fail(CodeEventInvalid)

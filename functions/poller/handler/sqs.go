@@ -13,6 +13,7 @@ import (
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -98,15 +99,12 @@ func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 
 // intake registers a dispatched change from its EventBridge envelope.
 func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
-	var env struct {
-		Source     string          `json:"source"`
-		DetailType string          `json:"detail-type"`
-		Detail     json.RawMessage `json:"detail"`
-	}
+	var env events.EventBridgeEvent
 	if err := json.Unmarshal(body, &env); err != nil || env.Source != contract.EventSource ||
 		env.DetailType != contract.DetailChangeDispatched || len(env.Detail) == 0 || env.Detail[0] != '{' {
 		return core.Wrap(CodeMessageInvalid, false, errors.New("not a localeflow.change.dispatched envelope"))
 	}
+	ctx = lambdalog.WithEventID(ctx, env.ID)
 	payload, err := h.openDispatch(ctx, env.Detail)
 	if err != nil {
 		return err
