@@ -204,7 +204,7 @@ func hasCode(err error, codes ...string) bool {
 }
 
 // Names of the variables through which the functions receive the resource
-// names (the CDK stack sets the same ones: infra/props.go).
+// names (contract names; the CDK stack sets the same ones).
 const (
 	EnvMonitorTable    = contract.EnvMonitorTable
 	EnvReleaseTable    = contract.EnvReleaseTable
