@@ -49,3 +49,17 @@ func pollerLogHas(t *testing.T, logs, msg, id string) bool {
 	}
 	return false
 }
+
+// TestHintEnvelopeWithBadTimeIsDropped: the envelope is decoded as
+// events.EventBridgeEvent, so a "time" that is not RFC 3339 makes it a
+// malformed envelope (acknowledged, logged as dropped), like any other.
+func TestHintEnvelopeWithBadTimeIsDropped(t *testing.T) {
+	e := setup(t)
+	body := strings.Replace(hintBody(hintEvent, "site-berlin"), `"time":"2026-11-30T00:00:00Z"`, `"time":"yesterday"`, 1)
+	if resp := e.invokeSQS(batchOf(t, 1, body)); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("hint with a bad time redelivered")
+	}
+	if !strings.Contains(e.logs.String(), "poller message dropped") || len(e.cms.RequestsFor(hintEvent)) != 0 {
+		t.Fatalf("hint with a bad time not dropped:\n%s", e.logs.String())
+	}
+}
