@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/localeflow/localeflow/contract"
 )
 
 // Signed bus events carry their payload as a JSON string next to its
@@ -67,11 +69,7 @@ func EventTimestamp(t time.Time) string { return strconv.FormatInt(t.Unix(), 10)
 // EventDetailV2 returns the v2 detail of payload signed at `at`.
 func EventDetailV2(key []byte, detailType string, at time.Time, payload []byte) ([]byte, error) {
 	ts := EventTimestamp(at)
-	return json.Marshal(struct {
-		Payload   string `json:"payload"`
-		Timestamp string `json:"timestamp"`
-		Signature string `json:"signature"`
-	}{string(payload), ts, SignEventV2(key, detailType, ts, payload)})
+	return json.Marshal(contract.SignedDetail{Payload: string(payload), Timestamp: ts, Signature: SignEventV2(key, detailType, ts, payload)})
 }
 
 // EventCheck is what OpenEvent accepts.

@@ -1,12 +1,19 @@
 package topology
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/localeflow/localeflow/contract"
+)
 
 // TestNoFunctionEmitsAnInput: the PutEvents conditions derive from Emits,
 // so a function that listed an input detail-type could forge dispatches,
 // plans or job results.
 func TestNoFunctionEmitsAnInput(t *testing.T) {
-	inputs := map[string]bool{DetailChangeDispatched: true, DetailPlanAccepted: true, DetailJobCompleted: true}
+	inputs := map[string]bool{}
+	for _, dt := range contract.InputDetailTypes {
+		inputs[dt] = true
+	}
 	seen := map[string]string{}
 	for _, fn := range New(DefaultPrefix).Functions {
 		if len(fn.Emits) == 0 {

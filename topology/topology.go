@@ -12,30 +12,12 @@ package topology
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/localeflow/localeflow/contract"
 )
 
 // DefaultPrefix names the resources when no prefix is configured.
 const DefaultPrefix = "localeflow"
-
-// EventSource is the EventBridge `source` of every localeflow event.
-const EventSource = "localeflow"
-
-// Input and output detail-types on the bus (the event contract in docs/design.md).
-const (
-	DetailChangeDispatched = "localeflow.change.dispatched"
-	DetailPlanAccepted     = "localeflow.plan.accepted"
-	DetailJobCompleted     = "localeflow.job.completed"
-	// DetailChangeHint: a CMS says "look now" for one change
-	// ({event_id, site_id}); the poller polls it through the normal
-	// signed poll.
-	DetailChangeHint = "localeflow.change.hint"
-
-	DetailChangeTerminal    = "localeflow.change.terminal"
-	DetailReleaseApproved   = "localeflow.release.approved"
-	DetailDeliveryReady     = "localeflow.delivery.ready"
-	DetailDeliveryDelivered = "localeflow.delivery.delivered"
-	DetailHealthBlocked     = "localeflow.health.blocked"
-)
 
 // Attribute names shared by the stores and the index definitions.
 const (
@@ -171,7 +153,7 @@ type Function struct {
 	// Queue is the Logical name of the queue it consumes, if any.
 	Queue string
 	// Emits are the only detail-types the function may put on the bus (its
-	// role's PutEvents is conditioned on them and on EventSource). No
+	// role's PutEvents is conditioned on them and on contract.EventSource). No
 	// function emits an input detail-type.
 	Emits []string
 }
@@ -275,19 +257,19 @@ func New(prefix string) Topology {
 			{
 				Logical:     "ChangeDispatchedRule",
 				Name:        prefix + "-change-dispatched",
-				DetailTypes: []string{DetailChangeDispatched},
+				DetailTypes: []string{contract.DetailChangeDispatched},
 				TargetQueue: "PollQueue",
 			},
 			{
 				Logical:     "ReleaseInputRule",
 				Name:        prefix + "-release-input",
-				DetailTypes: []string{DetailPlanAccepted, DetailJobCompleted},
+				DetailTypes: []string{contract.DetailPlanAccepted, contract.DetailJobCompleted},
 				TargetQueue: "ReleaseQueue",
 			},
 			{
 				Logical:     "ChangeHintRule",
 				Name:        prefix + "-change-hint",
-				DetailTypes: []string{DetailChangeHint},
+				DetailTypes: []string{contract.DetailChangeHint},
 				TargetQueue: "PollQueue",
 			},
 		},
@@ -298,11 +280,11 @@ func New(prefix string) Topology {
 		},
 		Functions: []Function{
 			{Logical: "PollerFunction", Name: prefix + "-poller", Dir: "poller", MemoryMB: 256, TimeoutSeconds: PollerTimeoutSeconds, Queue: "PollQueue",
-				Emits: []string{DetailChangeTerminal}},
+				Emits: []string{contract.DetailChangeTerminal}},
 			{Logical: "CoordinatorFunction", Name: prefix + "-coordinator", Dir: "coordinator", MemoryMB: 256, TimeoutSeconds: CoordinatorTimeoutSeconds, Queue: "ReleaseQueue",
-				Emits: []string{DetailReleaseApproved, DetailDeliveryReady, DetailDeliveryDelivered}},
+				Emits: []string{contract.DetailReleaseApproved, contract.DetailDeliveryReady, contract.DetailDeliveryDelivered}},
 			{Logical: "HealthFunction", Name: prefix + "-health", Dir: "health", MemoryMB: 256, TimeoutSeconds: HealthTimeoutSeconds,
-				Emits: []string{DetailHealthBlocked}},
+				Emits: []string{contract.DetailHealthBlocked}},
 		},
 	}
 }
@@ -326,7 +308,7 @@ func (t Topology) QueueByLogical(logical string) (Queue, bool) {
 // EventPattern is the EventBridge pattern of a rule, as JSON-ready data.
 func (r Rule) EventPattern() map[string]any {
 	return map[string]any{
-		"source":      []string{EventSource},
+		"source":      []string{contract.EventSource},
 		"detail-type": r.DetailTypes,
 	}
 }

@@ -15,11 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 )
 
 // Schema is the envelope schema.
-const Schema = "localeflow.delayed.v1"
+const Schema = contract.DelayedSchema
 
 // MaxDelay is the SQS DelaySeconds cap.
 const MaxDelay = 900 * time.Second
@@ -42,14 +43,9 @@ const HorizonSlack = 2 * time.Hour
 
 var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 
-// Envelope is one delayed message.
-type Envelope struct {
-	Schema      string `json:"schema"`
-	Kind        string `json:"kind"`
-	EventID     string `json:"event_id"`
-	Ref         string `json:"ref,omitempty"`
-	NotBeforeMS int64  `json:"not_before_ms"`
-}
+// Envelope is one delayed message: the wire form contract.DelayedMessage,
+// with its validation.
+type Envelope contract.DelayedMessage
 
 // NewEnvelope builds a validated envelope due at `at`.
 func NewEnvelope(kind, eventID, ref string, at time.Time) (Envelope, error) {

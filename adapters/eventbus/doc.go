@@ -1,6 +1,6 @@
 // Package eventbus publishes localeflow's output events on the EventBridge
 // bus (docs/design.md "Events on the bus"): source "localeflow", a detail-type
-// from topology, and a JSON detail that is content-free (ids, statuses,
+// from contract, and a JSON detail that is content-free (ids, statuses,
 // codes, hashes — never texts or secrets).
 //
 // A failed publish is a retryable *core.Error (eventbus.publish_failed for

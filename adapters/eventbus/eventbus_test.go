@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/topology"
 )
 
 type fakeBus struct {
@@ -38,7 +38,7 @@ func TestPublish(t *testing.T) {
 	sha := "ab" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
 	site, plan := "site-1", "plan-1"
 	outcome := "cd" + sha[2:]
-	detail := eventbus.ChangeTerminal{EventID: "evt-1", OutcomeID: outcome, SiteID: &site, PlanID: &plan, State: "terminal", RemoteStatus: &status, LifecycleSHA256: &sha}
+	detail := contract.ChangeTerminal{EventID: "evt-1", OutcomeID: outcome, SiteID: &site, PlanID: &plan, State: "terminal", RemoteStatus: &status, LifecycleSHA256: &sha}
 	tests := []struct {
 		name      string
 		bus       fakeBus
@@ -55,7 +55,7 @@ func TestPublish(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bus := tt.bus
-			err := eventbus.New(&bus, "lf-bus").Publish(context.Background(), topology.DetailChangeTerminal, detail)
+			err := eventbus.New(&bus, "lf-bus").Publish(context.Background(), contract.DetailChangeTerminal, detail)
 			if core.CodeOf(err) != tt.code || core.IsRetryable(err) != tt.retryable {
 				t.Fatalf("err %v, want code %q retryable %v", err, tt.code, tt.retryable)
 			}
@@ -63,7 +63,7 @@ func TestPublish(t *testing.T) {
 				t.Fatalf("want one PutEvents with one entry, got %+v", bus.inputs)
 			}
 			e := bus.inputs[0].Entries[0]
-			if *e.EventBusName != "lf-bus" || *e.Source != "localeflow" || *e.DetailType != topology.DetailChangeTerminal {
+			if *e.EventBusName != "lf-bus" || *e.Source != "localeflow" || *e.DetailType != contract.DetailChangeTerminal {
 				t.Fatalf("entry %+v", e)
 			}
 			var got map[string]any
@@ -90,10 +90,10 @@ func TestPublishRejectsBadDetail(t *testing.T) {
 		detailType string
 		detail     any
 	}{
-		{"not an object", topology.DetailChangeTerminal, []int{1}},
-		{"unencodable", topology.DetailChangeTerminal, map[string]any{"f": func() {}}},
+		{"not an object", contract.DetailChangeTerminal, []int{1}},
+		{"unencodable", contract.DetailChangeTerminal, map[string]any{"f": func() {}}},
 		{"bad detail type", "has space", map[string]int{}},
-		{"too large", topology.DetailChangeTerminal, map[string]string{"x": string(make([]byte, eventbus.MaxDetailBytes))}},
+		{"too large", contract.DetailChangeTerminal, map[string]string{"x": string(make([]byte, eventbus.MaxDetailBytes))}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestHintDetailParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := bus.inputs[0].Entries[0]
-	if *e.DetailType != topology.DetailChangeHint || *e.Source != topology.EventSource {
+	if *e.DetailType != contract.DetailChangeHint || *e.Source != contract.EventSource {
 		t.Fatalf("entry %s %s", *e.DetailType, *e.Source)
 	}
 	d, err := monitor.ParseHint([]byte(*e.Detail))

@@ -24,9 +24,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/internal/emf"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // Message attributes of a quarantined message.
@@ -42,8 +42,8 @@ const (
 
 // Metric names.
 const (
-	Namespace  = topology.MetricNamespace
-	MetricName = topology.MetricMessagesRejected
+	Namespace  = contract.MetricNamespace
+	MetricName = contract.MetricMessagesRejected
 )
 
 // CodeSendFailed: the quarantine queue refused the message (retryable).
@@ -125,9 +125,9 @@ const DefaultDeployment = emf.DefaultDeployment
 // [Deployment, Function, Code].
 func MetricLine(deployment, function, code string, at time.Time) []byte {
 	return emf.Line(deployment, at.UnixMilli(),
-		map[string]string{topology.MetricFunctionDimension: function, topology.MetricCodeDimension: code},
+		map[string]string{contract.MetricFunctionDimension: function, contract.MetricCodeDimension: code},
 		emf.Group{
-			Dimensions: [][]string{{topology.MetricFunctionDimension}, {topology.MetricFunctionDimension, topology.MetricCodeDimension}},
+			Dimensions: [][]string{{contract.MetricFunctionDimension}, {contract.MetricFunctionDimension, contract.MetricCodeDimension}},
 			Metrics:    []emf.Metric{{Name: MetricName, Value: 1}},
 		})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -56,8 +57,8 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ingest(topology.DetailPlanAccepted, plan.PlanPayload())
-	ingest(topology.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
+	ingest(contract.DetailPlanAccepted, plan.PlanPayload())
+	ingest(contract.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
 	// it-IT is approved: its event is owed until settled.
 	o, err := c.RunNextRelease(ctx, "evt-ddb")
 	if err != nil || o.ApprovalID == "" {
@@ -70,11 +71,11 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 	waitIndex(t, db, table, topology.IndexOutbox, nil)
 	// fr-FR waits for a retry; then de-DE, selected first, fails for good.
 	resp.FailFirst = resp.Calls() + 1
-	ingest(topology.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))
+	ingest(contract.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))
 	if _, err := c.RunNextRelease(ctx, "evt-ddb"); !core.HasCode(err, "evidence.http_503") {
 		t.Fatalf("fr-FR attempt: %v", err)
 	}
-	ingest(topology.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
+	ingest(contract.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
 	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#" + onlyRetryWait(t, store), "job#job-de-DE"})
 	deps.Evidence = refuseJob{next: deps.Evidence, jobID: "job-de-DE"}
 	if c, err = release.NewCoordinator(deps, clock, nil, cfg); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -294,8 +295,8 @@ func (c *cli) parse(args []string) error {
 		c.monitorTable = firstNonEmpty(c.monitorTable, topo.Monitor.Name)
 		c.releaseTable = firstNonEmpty(c.releaseTable, topo.Release.Name)
 	}
-	c.monitorTable = firstNonEmpty(c.monitorTable, strings.TrimSpace(c.getenv("LOCALEFLOW_MONITOR_TABLE")))
-	c.releaseTable = firstNonEmpty(c.releaseTable, strings.TrimSpace(c.getenv("LOCALEFLOW_RELEASE_TABLE")))
+	c.monitorTable = firstNonEmpty(c.monitorTable, strings.TrimSpace(c.getenv(contract.EnvMonitorTable)))
+	c.releaseTable = firstNonEmpty(c.releaseTable, strings.TrimSpace(c.getenv(contract.EnvReleaseTable)))
 	return nil
 }
 
@@ -422,7 +423,7 @@ func (c *cli) monitorStore() *monitordb.Store {
 // (a Go duration of at least 1h), else the default 90 days.
 func (c *cli) releaseStore() *releasedb.Store {
 	s := releasedb.New(c.db, c.releaseTable)
-	if d, err := time.ParseDuration(strings.TrimSpace(c.getenv("LOCALEFLOW_MONITOR_RETENTION"))); err == nil && d >= time.Hour {
+	if d, err := time.ParseDuration(strings.TrimSpace(c.getenv(contract.EnvMonitorRetention))); err == nil && d >= time.Hour {
 		s = s.WithRetention(d)
 	}
 	return s

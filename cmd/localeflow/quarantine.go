@@ -14,6 +14,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/awsclient"
 	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -79,12 +80,12 @@ func (c *cli) resolveQueues(ctx context.Context, q SQSAPI) (quarantineQueues, er
 		return aws.ToString(res.QueueUrl), nil
 	}
 	var err error
-	if out.quarantine, err = lookup("LOCALEFLOW_QUARANTINE_QUEUE_URL", topo.Quarantine.Name); err != nil {
+	if out.quarantine, err = lookup(contract.EnvQuarantineQueueURL, topo.Quarantine.Name); err != nil {
 		return out, err
 	}
 	for _, src := range []struct{ env, logical, name string }{
-		{"LOCALEFLOW_POLL_QUEUE_URL", topo.PollQueue.Logical, topo.PollQueue.Name},
-		{"LOCALEFLOW_RELEASE_QUEUE_URL", topo.RelQueue.Logical, topo.RelQueue.Name},
+		{contract.EnvPollQueueURL, topo.PollQueue.Logical, topo.PollQueue.Name},
+		{contract.EnvReleaseQueueURL, topo.RelQueue.Logical, topo.RelQueue.Name},
 	} {
 		if out.sources[src.logical], err = lookup(src.env, src.name); err != nil {
 			return out, err

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
-	"github.com/localeflow/localeflow/topology"
 )
 
 func BenchmarkParseSignedJobEvent(b *testing.B) {
@@ -18,7 +18,7 @@ func BenchmarkParseSignedJobEvent(b *testing.B) {
 	detail := fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
 	b.SetBytes(int64(len(detail)))
 	for b.Loop() {
-		if _, err := release.ParseSignedEvent(fx.EventKey, topology.DetailJobCompleted, detail); err != nil {
+		if _, err := release.ParseSignedEvent(fx.EventKey, contract.DetailJobCompleted, detail); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,11 +58,11 @@ func BenchmarkReleaseOfTenLocales(b *testing.B) {
 			b.Fatal(err)
 		}
 		plan := releasetest.NewPlan(fmt.Sprintf("evt-%d", i), locales...)
-		if _, _, err := c.Ingest(ctx, topology.DetailPlanAccepted, fx.Detail(plan.PlanPayload())); err != nil {
+		if _, _, err := c.Ingest(ctx, contract.DetailPlanAccepted, fx.Detail(plan.PlanPayload())); err != nil {
 			b.Fatal(err)
 		}
 		for _, l := range locales {
-			if _, _, err := c.Ingest(ctx, topology.DetailJobCompleted, fx.Detail(plan.ResultPayload(l, releasetest.ResultOptions{}))); err != nil {
+			if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, fx.Detail(plan.ResultPayload(l, releasetest.ResultOptions{}))); err != nil {
 				b.Fatal(err)
 			}
 		}

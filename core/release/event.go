@@ -8,9 +8,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/signing"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // Codes of the signed-event parser. None of them is retryable: a forged or
@@ -157,7 +157,7 @@ func ParseSignedEvent(key []byte, detailType string, detail []byte) (SignedEvent
 // payload, refused outside check's age window), under any of check.Keys.
 // Nothing about the payload is trusted before the signature verifies.
 func ParseSignedEventWith(check signing.EventCheck, detailType string, detail []byte) (SignedEvent, error) {
-	if detailType != topology.DetailPlanAccepted && detailType != topology.DetailJobCompleted {
+	if detailType != contract.DetailPlanAccepted && detailType != contract.DetailJobCompleted {
 		return SignedEvent{}, core.Fail(CodeEventDetailType)
 	}
 	if len(detail) > 2*MaxPayloadBytes {
@@ -176,7 +176,7 @@ func ParseSignedEventWith(check signing.EventCheck, detailType string, detail []
 		return SignedEvent{}, core.Fail(CodeEventInvalid)
 	}
 	payloadHash := core.SHA256Hex([]byte(payload))
-	if detailType == topology.DetailPlanAccepted {
+	if detailType == contract.DetailPlanAccepted {
 		plan, err := parsePlan([]byte(payload))
 		if err != nil {
 			return SignedEvent{}, err

@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/signing"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // TestIngestV2Events: v2 signatures (event type and timestamp signed) are
@@ -27,30 +27,30 @@ func TestIngestV2Events(t *testing.T) {
 	}
 	t.Run("accepted now", func(t *testing.T) {
 		b := setup(t)
-		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, v2(b, topology.DetailPlanAccepted, plan.PlanPayload(), t0)); err != nil {
+		if _, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, v2(b, contract.DetailPlanAccepted, plan.PlanPayload(), t0)); err != nil {
 			t.Fatal(err)
 		}
 		job := plan.ResultPayload("de-DE", releasetest.ResultOptions{})
-		if _, _, err := b.c.Ingest(b.ctx, topology.DetailJobCompleted, v2(b, topology.DetailJobCompleted, job, t0.Add(-time.Hour))); err != nil {
+		if _, _, err := b.c.Ingest(b.ctx, contract.DetailJobCompleted, v2(b, contract.DetailJobCompleted, job, t0.Add(-time.Hour))); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("older than the window", func(t *testing.T) {
 		b := setup(t)
-		old := v2(b, topology.DetailPlanAccepted, plan.PlanPayload(), t0.Add(-signing.DefaultEventMaxAge-time.Minute))
-		_, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, old)
+		old := v2(b, contract.DetailPlanAccepted, plan.PlanPayload(), t0.Add(-signing.DefaultEventMaxAge-time.Minute))
+		_, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, old)
 		if !core.HasCode(err, release.CodeEventStale) || core.IsRetryable(err) {
 			t.Fatalf("stale event: %v", err)
 		}
 		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Events.MaxAge = 30 * 24 * time.Hour })
-		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, old); err != nil {
+		if _, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, old); err != nil {
 			t.Fatalf("within a longer configured window: %v", err)
 		}
 	})
 	t.Run("replayed under another detail-type", func(t *testing.T) {
 		b := setup(t)
-		d := v2(b, topology.DetailJobCompleted, plan.PlanPayload(), t0)
-		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, d); !core.HasCode(err, release.CodeEventSignatureInvalid) {
+		d := v2(b, contract.DetailJobCompleted, plan.PlanPayload(), t0)
+		if _, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, d); !core.HasCode(err, release.CodeEventSignatureInvalid) {
 			t.Fatalf("replayed detail-type: %v", err)
 		}
 	})
@@ -58,11 +58,11 @@ func TestIngestV2Events(t *testing.T) {
 		b := setup(t)
 		d := b.fx.Detail(plan.PlanPayload())
 		b.reconfigure(t, func(deps *release.Dependencies, _ *release.Config) { deps.Events.RefuseV1 = true })
-		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, d); !core.HasCode(err, release.CodeEventSignatureInvalid) {
+		if _, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, d); !core.HasCode(err, release.CodeEventSignatureInvalid) {
 			t.Fatalf("v1 after migration: %v", err)
 		}
 		b.reconfigure(t, func(deps *release.Dependencies, _ *release.Config) { deps.Events.RefuseV1 = false })
-		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, d); err != nil {
+		if _, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, d); err != nil {
 			t.Fatalf("v1 during migration: %v", err)
 		}
 	})
@@ -71,11 +71,11 @@ func TestIngestV2Events(t *testing.T) {
 		d := b.fx.Detail(plan.PlanPayload())
 		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Events.PreviousKeys = [][]byte{d.EventKey} })
 		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.EventKey = []byte("the-new-event-key-0123456789") })
-		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, d); err != nil {
+		if _, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, d); err != nil {
 			t.Fatalf("event signed with the previous key: %v", err)
 		}
 		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Events.PreviousKeys = nil })
-		if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, b.fx.Detail(releasetest.NewPlan("evt-v2b", "de-DE").PlanPayload())); !core.HasCode(err, release.CodeEventSignatureInvalid) {
+		if _, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, b.fx.Detail(releasetest.NewPlan("evt-v2b", "de-DE").PlanPayload())); !core.HasCode(err, release.CodeEventSignatureInvalid) {
 			t.Fatalf("old key accepted after the grace: %v", err)
 		}
 	})

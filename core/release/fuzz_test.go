@@ -3,10 +3,10 @@ package release_test
 import (
 	"testing"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // FuzzParseSignedEvent: the parser never panics, only answers with stable
@@ -19,9 +19,9 @@ func FuzzParseSignedEvent(f *testing.F) {
 	f.Add(false, fx.Detail(plan.FailedPayload("de-DE")))
 	f.Add(true, []byte(`{"payload":"{}","signature":"v1=00"}`))
 	f.Fuzz(func(t *testing.T, isPlan bool, detail []byte) {
-		dt := topology.DetailJobCompleted
+		dt := contract.DetailJobCompleted
 		if isPlan {
-			dt = topology.DetailPlanAccepted
+			dt = contract.DetailPlanAccepted
 		}
 		ev, err := release.ParseSignedEvent(fx.EventKey, dt, detail)
 		if err != nil {

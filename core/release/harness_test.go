@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
-	"github.com/localeflow/localeflow/topology"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -84,14 +84,14 @@ func (b *bundle) reconfigure(t *testing.T, change func(*release.Dependencies, *r
 
 func (b *bundle) ingestPlan(t *testing.T, p releasetest.PlanSpec) {
 	t.Helper()
-	if _, _, err := b.c.Ingest(b.ctx, topology.DetailPlanAccepted, b.fx.Detail(p.PlanPayload())); err != nil {
+	if _, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, b.fx.Detail(p.PlanPayload())); err != nil {
 		t.Fatalf("ingest plan: %v", err)
 	}
 }
 
 func (b *bundle) ingestResult(t *testing.T, p releasetest.PlanSpec, locale string, o releasetest.ResultOptions) {
 	t.Helper()
-	if _, _, err := b.c.Ingest(b.ctx, topology.DetailJobCompleted, b.fx.Detail(p.ResultPayload(locale, o))); err != nil {
+	if _, _, err := b.c.Ingest(b.ctx, contract.DetailJobCompleted, b.fx.Detail(p.ResultPayload(locale, o))); err != nil {
 		t.Fatalf("ingest result %s: %v", locale, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -203,15 +204,15 @@ func hasCode(err error, codes ...string) bool {
 }
 
 // Names of the variables through which the functions receive the resource
-// names (the CDK stack sets the same ones: infra/props.go).
+// names (contract names; the CDK stack sets the same ones).
 const (
-	EnvMonitorTable    = "LOCALEFLOW_MONITOR_TABLE"
-	EnvReleaseTable    = "LOCALEFLOW_RELEASE_TABLE"
-	EnvPollQueueURL    = "LOCALEFLOW_POLL_QUEUE_URL"
-	EnvReleaseQueueURL = "LOCALEFLOW_RELEASE_QUEUE_URL"
-	EnvEventBus        = "LOCALEFLOW_EVENT_BUS"
+	EnvMonitorTable    = contract.EnvMonitorTable
+	EnvReleaseTable    = contract.EnvReleaseTable
+	EnvPollQueueURL    = contract.EnvPollQueueURL
+	EnvReleaseQueueURL = contract.EnvReleaseQueueURL
+	EnvEventBus        = contract.EnvEventBus
 	// EnvQuarantineQueueURL is the queue of rejected messages.
-	EnvQuarantineQueueURL = "LOCALEFLOW_QUARANTINE_QUEUE_URL"
+	EnvQuarantineQueueURL = contract.EnvQuarantineQueueURL
 )
 
 // Env returns the resource variables a function needs to run against these

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/dev/bootstrap"
 	"github.com/localeflow/localeflow/dev/localtest"
 	"github.com/localeflow/localeflow/topology"
@@ -111,7 +112,7 @@ func TestApplyCreatesTheTopology(t *testing.T) {
 			if err := json.Unmarshal([]byte(aws.ToString(rule.EventPattern)), &pattern); err != nil {
 				t.Fatalf("rule %s pattern %q: %v", spec.Name, aws.ToString(rule.EventPattern), err)
 			}
-			if !reflect.DeepEqual(pattern["detail-type"], spec.DetailTypes) || !reflect.DeepEqual(pattern["source"], []string{topology.EventSource}) {
+			if !reflect.DeepEqual(pattern["detail-type"], spec.DetailTypes) || !reflect.DeepEqual(pattern["source"], []string{contract.EventSource}) {
 				t.Errorf("rule %s pattern %v", spec.Name, pattern)
 			}
 			targets, err := eb.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(spec.Name), EventBusName: aws.String(topo.BusName)})
@@ -417,10 +418,10 @@ func TestEventBridgeRuleDeliversToQueue(t *testing.T) {
 	eb, q := localtest.EventBridge(t), localtest.SQS(t)
 
 	entries := []ebtypes.PutEventsRequestEntry{
-		{EventBusName: aws.String(topo.BusName), Source: aws.String("someone-else"), DetailType: aws.String(topology.DetailChangeDispatched), Detail: aws.String(`{"n":0}`)},
-		{EventBusName: aws.String(topo.BusName), Source: aws.String(topology.EventSource), DetailType: aws.String(topology.DetailPlanAccepted), Detail: aws.String(`{"n":1}`)},
-		{EventBusName: aws.String(topo.BusName), Source: aws.String(topology.EventSource), DetailType: aws.String(topology.DetailChangeDispatched), Detail: aws.String(`{"n":2}`)},
-		{EventBusName: aws.String(topo.BusName), Source: aws.String(topology.EventSource), DetailType: aws.String(topology.DetailChangeHint), Detail: aws.String(`{"n":3}`)},
+		{EventBusName: aws.String(topo.BusName), Source: aws.String("someone-else"), DetailType: aws.String(contract.DetailChangeDispatched), Detail: aws.String(`{"n":0}`)},
+		{EventBusName: aws.String(topo.BusName), Source: aws.String(contract.EventSource), DetailType: aws.String(contract.DetailPlanAccepted), Detail: aws.String(`{"n":1}`)},
+		{EventBusName: aws.String(topo.BusName), Source: aws.String(contract.EventSource), DetailType: aws.String(contract.DetailChangeDispatched), Detail: aws.String(`{"n":2}`)},
+		{EventBusName: aws.String(topo.BusName), Source: aws.String(contract.EventSource), DetailType: aws.String(contract.DetailChangeHint), Detail: aws.String(`{"n":3}`)},
 	}
 	out, err := eb.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
 	if err != nil {
@@ -435,8 +436,8 @@ func TestEventBridgeRuleDeliversToQueue(t *testing.T) {
 		// want maps each detail-type expected on the queue to its detail.
 		want map[string]string
 	}{
-		{"poll", res.PollQueue.URL, map[string]string{topology.DetailChangeDispatched: `{"n":2}`, topology.DetailChangeHint: `{"n":3}`}},
-		{"release", res.ReleaseQueue.URL, map[string]string{topology.DetailPlanAccepted: `{"n":1}`}},
+		{"poll", res.PollQueue.URL, map[string]string{contract.DetailChangeDispatched: `{"n":2}`, contract.DetailChangeHint: `{"n":3}`}},
+		{"release", res.ReleaseQueue.URL, map[string]string{contract.DetailPlanAccepted: `{"n":1}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.queue, func(t *testing.T) {
@@ -460,7 +461,7 @@ func TestEventBridgeRuleDeliversToQueue(t *testing.T) {
 				if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &envelope); err != nil {
 					t.Fatalf("body %q is not an event envelope: %v", aws.ToString(m.Body), err)
 				}
-				if envelope.Source != topology.EventSource {
+				if envelope.Source != contract.EventSource {
 					t.Fatalf("delivered source %q", envelope.Source)
 				}
 				got[envelope.DetailType] = string(envelope.Detail)

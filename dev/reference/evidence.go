@@ -11,6 +11,7 @@ import (
 	"net/url"
 
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -47,9 +48,9 @@ type ReceiptIssuers struct {
 // Env returns the coordinator variables that trust this provider.
 func (r ReceiptIssuers) Env() []string {
 	return []string{
-		"LOCALEFLOW_RECEIPT_ISSUERS_QUALITY=" + r.Quality,
-		"LOCALEFLOW_RECEIPT_ISSUERS_HUMAN_REVIEW=" + r.HumanReview,
-		"LOCALEFLOW_RECEIPT_ISSUERS_INDEPENDENT_REVIEW=" + r.IndependentReview,
+		contract.EnvReceiptIssuersQuality + "=" + r.Quality,
+		contract.EnvReceiptIssuersHumanReview + "=" + r.HumanReview,
+		contract.EnvReceiptIssuersIndependentReview + "=" + r.IndependentReview,
 	}
 }
 

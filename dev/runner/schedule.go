@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/localeflow/localeflow/contract"
 )
 
 // Schedule is one EventBridge rate schedule targeting a function.
@@ -49,7 +51,7 @@ func ScheduledEvent(ruleARN, account, region string, at time.Time) ([]byte, erro
 		region = "us-east-1"
 	}
 	return json.Marshal(map[string]any{
-		"version": "0", "id": id, "detail-type": "Scheduled Event", "source": "aws.events",
+		"version": "0", "id": id, "detail-type": contract.ScheduledEventDetailType, "source": contract.ScheduledEventSource,
 		"account": account, "time": at.UTC().Format(time.RFC3339), "region": region,
 		"resources": []string{ruleARN}, "detail": map[string]any{},
 	})

@@ -12,48 +12,51 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/envvar"
 	"github.com/localeflow/localeflow/topology"
 )
 
-// Environment variables read at cold start. Every key comes either from a
-// Secrets Manager secret (…_SECRET_ARN, deployed) or from hex in the
-// environment (…_HEX, local use only); exactly one of the two.
+// Environment variables read at cold start (contract.CoordinatorEnv).
+// Every key comes either from a Secrets Manager secret (…_SECRET_ARN,
+// deployed) or from hex in the environment (…_HEX, local use only);
+// exactly one of the two.
 const (
-	envReleaseTable    = "LOCALEFLOW_RELEASE_TABLE"
-	envReleaseQueueURL = "LOCALEFLOW_RELEASE_QUEUE_URL"
-	envEventBus        = "LOCALEFLOW_EVENT_BUS"
-	envEvidenceBaseURL = "LOCALEFLOW_EVIDENCE_BASE_URL"
-	envCMSBaseURL      = "LOCALEFLOW_CMS_BASE_URL"
+	envReleaseTable    = contract.EnvReleaseTable
+	envReleaseQueueURL = contract.EnvReleaseQueueURL
+	envEventBus        = contract.EnvEventBus
+	envEvidenceBaseURL = contract.EnvEvidenceBaseURL
+	envCMSBaseURL      = contract.EnvCMSBaseURL
 	// envReceiptIssuersShared is the retired single issuer set for all
 	// receipt kinds; it is refused (see loadIssuers).
-	envReceiptIssuersShared = "LOCALEFLOW_RECEIPT_ISSUERS"
-	envIssuersQuality       = "LOCALEFLOW_RECEIPT_ISSUERS_QUALITY"
-	envIssuersHumanReview   = "LOCALEFLOW_RECEIPT_ISSUERS_HUMAN_REVIEW"
-	envIssuersIndependent   = "LOCALEFLOW_RECEIPT_ISSUERS_INDEPENDENT_REVIEW"
-	envRevision             = "LOCALEFLOW_EVIDENCE_REVISION"
-	envWorkerID             = "LOCALEFLOW_WORKER_ID"
-	envEvidenceLease        = "LOCALEFLOW_EVIDENCE_LEASE"
-	envEvidenceAttempts     = "LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS"
-	envEvidenceTimeout      = "LOCALEFLOW_EVIDENCE_TIMEOUT"
-	envCMSTimeout           = "LOCALEFLOW_CMS_TIMEOUT"
-	envApprovalTTL          = "LOCALEFLOW_APPROVAL_TTL"
-	envDeliveryAttempts     = "LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"
-	envMargin               = "LOCALEFLOW_DEADLINE_MARGIN"
-	envLogLevel             = "LOCALEFLOW_LOG_LEVEL"
-	envQuarantineURL        = "LOCALEFLOW_QUARANTINE_QUEUE_URL" // optional: rejected inputs
-	envTextRetention        = "LOCALEFLOW_TEXT_RETENTION"       // texts kept after delivered/blocked
-	envKeyTTL               = "LOCALEFLOW_KEY_TTL"              // key sets re-read after (default 5m)
-	envRecordRetention      = "LOCALEFLOW_MONITOR_RETENTION"    // content-free records kept after their last write (default 2160h)
+	envReceiptIssuersShared = contract.EnvReceiptIssuersRetired
+	envIssuersQuality       = contract.EnvReceiptIssuersQuality
+	envIssuersHumanReview   = contract.EnvReceiptIssuersHumanReview
+	envIssuersIndependent   = contract.EnvReceiptIssuersIndependentReview
+	envRevision             = contract.EnvEvidenceRevision
+	envWorkerID             = contract.EnvWorkerID
+	envEvidenceLease        = contract.EnvEvidenceLease
+	envEvidenceAttempts     = contract.EnvEvidenceMaxAttempts
+	envEvidenceTimeout      = contract.EnvEvidenceTimeout
+	envCMSTimeout           = contract.EnvCMSTimeout
+	envApprovalTTL          = contract.EnvApprovalTTL
+	envDeliveryAttempts     = contract.EnvDeliveryMaxAttempts
+	envMargin               = contract.EnvDeadlineMargin
+	envLogLevel             = contract.EnvLogLevel
+	envQuarantineURL        = contract.EnvQuarantineQueueURL // optional: rejected inputs
+	envTextRetention        = contract.EnvTextRetention      // texts kept after delivered/blocked
+	envKeyTTL               = contract.EnvKeyTTL             // key sets re-read after (default 5m)
+	envRecordRetention      = contract.EnvMonitorRetention   // content-free records kept after their last write (default 2160h)
 	// Signed input events: the oldest v2 event accepted, and "1" to refuse
 	// v1 signatures once every producer signs v2.
-	envEventMaxAge   = "LOCALEFLOW_EVENT_MAX_AGE"
-	envEventRefuseV1 = "LOCALEFLOW_EVENT_REFUSE_V1"
+	envEventMaxAge   = contract.EnvEventMaxAge
+	envEventRefuseV1 = contract.EnvEventRefuseV1
 )
 
-// Key names: LOCALEFLOW_<NAME>_KEY_SECRET_ARN / LOCALEFLOW_<NAME>_KEY_HEX.
+// Key names (their labels in errors and logs) and their variable stems
+// (contract.Key*): <stem>_SECRET_ARN / <stem>_HEX.
 const (
 	keyEvent       = "EVENT"
 	keyCMS         = "CMS"
@@ -63,6 +66,11 @@ const (
 )
 
 var keyNames = []string{keyEvent, keyCMS, keyEvidence, keyApproval, keyPublication}
+
+var keyStems = map[string]string{
+	keyEvent: contract.KeyEvent, keyCMS: contract.KeyCMS, keyEvidence: contract.KeyEvidence,
+	keyApproval: contract.KeyApproval, keyPublication: contract.KeyPublication,
+}
 
 // Function defaults. The evidence lease default is below the function's
 // 120 s timeout because the operation guard refuses evidence work when the
@@ -303,7 +311,7 @@ func validatePolicy(r release.Config) error {
 
 // keyStem is the variable stem of one key:
 // LOCALEFLOW_<NAME>_KEY_SECRET_ARN / LOCALEFLOW_<NAME>_KEY_HEX.
-func keyStem(name string) string { return "LOCALEFLOW_" + name + "_KEY" }
+func keyStem(name string) string { return keyStems[name] }
 
 // keyCheck is the key material rule of one key: Ed25519 keys are a 32-byte
 // seed or a 64-byte private key, HMAC keys need at least 16 bytes.

@@ -5,16 +5,17 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/internal/envvar"
 	"github.com/localeflow/localeflow/topology"
 )
 
-// Environment variables read at cold start.
+// Environment variables read at cold start (contract.HealthEnv).
 const (
-	envMonitorTable = "LOCALEFLOW_MONITOR_TABLE"
-	envReleaseTable = "LOCALEFLOW_RELEASE_TABLE"
-	envEventBus     = "LOCALEFLOW_EVENT_BUS"
-	envLogLevel     = "LOCALEFLOW_LOG_LEVEL"
+	envMonitorTable = contract.EnvMonitorTable
+	envReleaseTable = contract.EnvReleaseTable
+	envEventBus     = contract.EnvEventBus
+	envLogLevel     = contract.EnvLogLevel
 )
 
 // config is the health function's configuration.

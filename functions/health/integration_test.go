@@ -24,6 +24,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/health/healthtest"
@@ -50,7 +51,7 @@ func watchBlocked(t *testing.T, topo topology.Topology) (*sqs.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pattern := fmt.Sprintf(`{"source":[%q],"detail-type":[%q]}`, topology.EventSource, topology.DetailHealthBlocked)
+	pattern := fmt.Sprintf(`{"source":[%q],"detail-type":[%q]}`, contract.EventSource, contract.DetailHealthBlocked)
 	rule := topo.Prefix + "-health-watch"
 	if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(rule), EventBusName: aws.String(topo.BusName),
 		EventPattern: aws.String(pattern), State: ebtypes.RuleStateEnabled}); err != nil {
@@ -163,8 +164,8 @@ func TestHealthFunctionOnLocalStack(t *testing.T) {
 			Reasons []string `json:"reasons"`
 		} `json:"detail"`
 	}
-	if err := json.Unmarshal([]byte(bodies[0]), &event); err != nil || event.Source != topology.EventSource ||
-		event.DetailType != topology.DetailHealthBlocked || !slices.Equal(event.Detail.Reasons, []string{health.ReasonMonitorFailed}) ||
+	if err := json.Unmarshal([]byte(bodies[0]), &event); err != nil || event.Source != contract.EventSource ||
+		event.DetailType != contract.DetailHealthBlocked || !slices.Equal(event.Detail.Reasons, []string{health.ReasonMonitorFailed}) ||
 		strings.Contains(bodies[0], "evt-") {
 		t.Fatalf("event %s (%v)", bodies[0], err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
@@ -19,33 +20,33 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-// Environment variables read at cold start.
+// Environment variables read at cold start (contract.PollerEnv).
 const (
-	envMonitorTable = "LOCALEFLOW_MONITOR_TABLE"
-	envPollQueueURL = "LOCALEFLOW_POLL_QUEUE_URL"
-	envQuarantine   = "LOCALEFLOW_QUARANTINE_QUEUE_URL" // optional: rejected messages
-	envEventBus     = "LOCALEFLOW_EVENT_BUS"
-	envCMSBaseURL   = "LOCALEFLOW_CMS_BASE_URL"
-	envCMSKey       = "LOCALEFLOW_CMS_KEY" // _SECRET_ARN (deployed) or _HEX (local use)
-	envCMSKeyARN    = envCMSKey + "_SECRET_ARN"
-	envCMSKeyHex    = envCMSKey + "_HEX"
-	envEventKey     = "LOCALEFLOW_EVENT_KEY" // verifies the signed dispatch details
-	envEventKeyHex  = envEventKey + "_HEX"
-	envEventMaxAge  = "LOCALEFLOW_EVENT_MAX_AGE"
-	envKeyTTL       = "LOCALEFLOW_KEY_TTL" // key sets re-read after (default 5m)
-	envEventV1      = "LOCALEFLOW_EVENT_REFUSE_V1"
-	envCMSTimeout   = "LOCALEFLOW_CMS_TIMEOUT"
-	envLease        = "LOCALEFLOW_MONITOR_LEASE"
-	envPollInterval = "LOCALEFLOW_POLL_INTERVAL"
-	envBaseDelay    = "LOCALEFLOW_RETRY_BASE_DELAY"
-	envMaxDelay     = "LOCALEFLOW_RETRY_MAX_DELAY"
-	envMaxFailures  = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
-	envHintMinGap   = "LOCALEFLOW_HINT_MIN_GAP"
-	envConcurrency  = "LOCALEFLOW_POLL_CONCURRENCY"
-	envMargin       = "LOCALEFLOW_DEADLINE_MARGIN"
-	envWorkerID     = "LOCALEFLOW_WORKER_ID"
-	envLogLevel     = "LOCALEFLOW_LOG_LEVEL"
-	envRetention    = "LOCALEFLOW_MONITOR_RETENTION" // finished records expire after (default 2160h)
+	envMonitorTable = contract.EnvMonitorTable
+	envPollQueueURL = contract.EnvPollQueueURL
+	envQuarantine   = contract.EnvQuarantineQueueURL // optional: rejected messages
+	envEventBus     = contract.EnvEventBus
+	envCMSBaseURL   = contract.EnvCMSBaseURL
+	envCMSKey       = contract.KeyCMS // _SECRET_ARN (deployed) or _HEX (local use)
+	envCMSKeyARN    = envCMSKey + contract.SecretARNSuffix
+	envCMSKeyHex    = envCMSKey + contract.HexSuffix
+	envEventKey     = contract.KeyEvent // verifies the signed dispatch details
+	envEventKeyHex  = envEventKey + contract.HexSuffix
+	envEventMaxAge  = contract.EnvEventMaxAge
+	envKeyTTL       = contract.EnvKeyTTL // key sets re-read after (default 5m)
+	envEventV1      = contract.EnvEventRefuseV1
+	envCMSTimeout   = contract.EnvCMSTimeout
+	envLease        = contract.EnvMonitorLease
+	envPollInterval = contract.EnvPollInterval
+	envBaseDelay    = contract.EnvRetryBaseDelay
+	envMaxDelay     = contract.EnvRetryMaxDelay
+	envMaxFailures  = contract.EnvMaxConsecutiveFailures
+	envHintMinGap   = contract.EnvHintMinGap
+	envConcurrency  = contract.EnvPollConcurrency
+	envMargin       = contract.EnvDeadlineMargin
+	envWorkerID     = contract.EnvWorkerID
+	envLogLevel     = contract.EnvLogLevel
+	envRetention    = contract.EnvMonitorRetention // finished records expire after (default 2160h)
 )
 
 // Retention of finished monitor records that need no attention.

@@ -5,6 +5,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -87,7 +88,7 @@ func (b *builder) grant() {
 	for _, fn := range topo.Functions {
 		b.allowIf(fn.Dir, "PublishEvents", putEvents, map[string]any{
 			"StringEquals": map[string]any{
-				"events:source":      topology.EventSource,
+				"events:source":      contract.EventSource,
 				"events:detail-type": fn.Emits,
 			},
 		}, busArn...)

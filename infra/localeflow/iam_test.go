@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -315,7 +316,7 @@ func checkOnlyAttributes(t *testing.T, st map[string]any, actions, attrs []strin
 // detail-types it emits.
 func TestPutEventsOnlyForOwnDetailTypes(t *testing.T) {
 	s := defaultSynth(t)
-	inputs := []string{topology.DetailChangeDispatched, topology.DetailPlanAccepted, topology.DetailJobCompleted}
+	inputs := []string{contract.DetailChangeDispatched, contract.DetailPlanAccepted, contract.DetailJobCompleted}
 	for _, fn := range s.topo.Functions {
 		t.Run(fn.Dir, func(t *testing.T) {
 			roleID := s.logicalID(t, "AWS::IAM::Role", fn.Logical+"Role")
@@ -332,7 +333,7 @@ func TestPutEventsOnlyForOwnDetailTypes(t *testing.T) {
 					n++
 					cond, _ := st["Condition"].(map[string]any)
 					eq, _ := cond["StringEquals"].(map[string]any)
-					if eq["events:source"] != topology.EventSource {
+					if eq["events:source"] != contract.EventSource {
 						t.Errorf("%s: events:source %v", path, eq["events:source"])
 					}
 					got := sortedStrings(eq["events:detail-type"])

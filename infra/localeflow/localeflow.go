@@ -25,6 +25,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -617,7 +618,7 @@ func (b *builder) addDashboard() {
 	search := func(label, name, dimension string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s} MetricName="%s" %s="%s"', 'Sum', 60)`,
-				topology.MetricNamespace, DeploymentDimension, dimension, name, DeploymentDimension, topo.Prefix)),
+				contract.MetricNamespace, DeploymentDimension, dimension, name, DeploymentDimension, topo.Prefix)),
 			Label:        jsii.String(label),
 			UsingMetrics: &map[string]awscloudwatch.IMetric{},
 			Period:       awscdk.Duration_Minutes(jsii.Number(1)),
@@ -638,8 +639,8 @@ func (b *builder) addDashboard() {
 	}
 	rejected := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s,%s} MetricName="%s" %s="%s"', 'Sum', 60)`,
-			topology.MetricNamespace, DeploymentDimension, topology.MetricFunctionDimension, topology.MetricCodeDimension,
-			topology.MetricMessagesRejected, DeploymentDimension, topo.Prefix)),
+			contract.MetricNamespace, DeploymentDimension, contract.MetricFunctionDimension, contract.MetricCodeDimension,
+			contract.MetricMessagesRejected, DeploymentDimension, topo.Prefix)),
 		Label:        jsii.String("rejected by code"),
 		UsingMetrics: &map[string]awscloudwatch.IMetric{},
 		Period:       awscdk.Duration_Minutes(jsii.Number(1)),
@@ -648,27 +649,27 @@ func (b *builder) addDashboard() {
 		DashboardName: jsii.String(topo.Prefix + "-operations"),
 		Widgets: &[]*[]awscloudwatch.IWidget{
 			{
-				graph("Polls per minute (total, by outcome state)", perMinute(topology.MetricPolls),
-					search("polls by state", topology.MetricPolls, topology.MetricStateDimension)),
-				graph("Poll failures per minute by code", search("poll failures by code", topology.MetricPollFailures, topology.MetricCodeDimension)),
-				graph("Health status (1 = blocked)", gauges(topology.MetricHealthBlocked, topology.MetricHealthCheckFailed, topology.MetricInvalidRecords)...),
+				graph("Polls per minute (total, by outcome state)", perMinute(contract.MetricPolls),
+					search("polls by state", contract.MetricPolls, contract.MetricStateDimension)),
+				graph("Poll failures per minute by code", search("poll failures by code", contract.MetricPollFailures, contract.MetricCodeDimension)),
+				graph("Health status (1 = blocked)", gauges(contract.MetricHealthBlocked, contract.MetricHealthCheckFailed, contract.MetricInvalidRecords)...),
 			},
 			{
-				graph("Due backlog (records due now)", gauges(topology.MetricMonitorDue, topology.MetricEvidenceDue, topology.MetricDeliveryDue)...),
-				graph("Oldest due record age (s)", gauges(topology.MetricOldestDueSeconds)...),
-				graph("Monitor states", gauges(topology.MetricMonitorPending, topology.MetricMonitorWatching, topology.MetricMonitorRetryWait,
-					topology.MetricMonitorLeased, topology.MetricMonitorExpiredLeases, topology.MetricMonitorFailed, topology.MetricMonitorRemoteFailures)...),
+				graph("Due backlog (records due now)", gauges(contract.MetricMonitorDue, contract.MetricEvidenceDue, contract.MetricDeliveryDue)...),
+				graph("Oldest due record age (s)", gauges(contract.MetricOldestDueSeconds)...),
+				graph("Monitor states", gauges(contract.MetricMonitorPending, contract.MetricMonitorWatching, contract.MetricMonitorRetryWait,
+					contract.MetricMonitorLeased, contract.MetricMonitorExpiredLeases, contract.MetricMonitorFailed, contract.MetricMonitorRemoteFailures)...),
 			},
 			{
-				graph("Evidence steps per minute by outcome", search("evidence steps by outcome", topology.MetricEvidenceSteps, topology.MetricStateDimension)),
-				graph("Delivery steps per minute by outcome", search("delivery steps by outcome", topology.MetricDeliverySteps, topology.MetricStateDimension)),
+				graph("Evidence steps per minute by outcome", search("evidence steps by outcome", contract.MetricEvidenceSteps, contract.MetricStateDimension)),
+				graph("Delivery steps per minute by outcome", search("delivery steps by outcome", contract.MetricDeliverySteps, contract.MetricStateDimension)),
 				graph("Evidence and delivery failures per minute by code",
-					search("evidence failures by code", topology.MetricEvidenceFailures, topology.MetricCodeDimension),
-					search("delivery failures by code", topology.MetricDeliveryFailures, topology.MetricCodeDimension)),
+					search("evidence failures by code", contract.MetricEvidenceFailures, contract.MetricCodeDimension),
+					search("delivery failures by code", contract.MetricDeliveryFailures, contract.MetricCodeDimension)),
 			},
 			{
-				graph("Evidence and delivery records (open, failed)", gauges(topology.MetricEvidenceOpen, topology.MetricEvidenceFailed,
-					topology.MetricDeliveryOpen, topology.MetricDeliveryFailed)...),
+				graph("Evidence and delivery records (open, failed)", gauges(contract.MetricEvidenceOpen, contract.MetricEvidenceFailed,
+					contract.MetricDeliveryOpen, contract.MetricDeliveryFailed)...),
 				graph("DLQ depth", dlq...),
 				graph("Oldest message age (s)", oldest...),
 			},

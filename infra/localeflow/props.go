@@ -14,62 +14,64 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/topology"
 )
 
-// Environment variables the stack sets on the functions (docs/design.md
-// "Environment"). Secret variables carry Secrets Manager ARNs, never key
-// material: the functions read the values at cold start.
+// Environment variables the stack sets on the functions (contract's
+// names; the per-function lists are contract.FunctionEnv). Secret
+// variables carry Secrets Manager ARNs, never key material: the functions
+// read the values at cold start.
 const (
-	EnvMonitorTable       = "LOCALEFLOW_MONITOR_TABLE"
-	EnvReleaseTable       = "LOCALEFLOW_RELEASE_TABLE"
-	EnvPollQueueURL       = "LOCALEFLOW_POLL_QUEUE_URL"
-	EnvQuarantineQueueURL = "LOCALEFLOW_QUARANTINE_QUEUE_URL"
-	EnvMaxFailures        = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
-	EnvTextRetention      = "LOCALEFLOW_TEXT_RETENTION"
-	EnvRetryMaxDelay      = "LOCALEFLOW_RETRY_MAX_DELAY"
+	EnvMonitorTable       = contract.EnvMonitorTable
+	EnvReleaseTable       = contract.EnvReleaseTable
+	EnvPollQueueURL       = contract.EnvPollQueueURL
+	EnvQuarantineQueueURL = contract.EnvQuarantineQueueURL
+	EnvMaxFailures        = contract.EnvMaxConsecutiveFailures
+	EnvTextRetention      = contract.EnvTextRetention
+	EnvRetryMaxDelay      = contract.EnvRetryMaxDelay
 	// EnvDeployment is the prefix, the Deployment dimension of every
 	// custom metric the functions publish.
-	EnvDeployment = "LOCALEFLOW_DEPLOYMENT"
+	EnvDeployment = contract.EnvDeployment
 	// EnvMonitorRetention: finished monitor records that need no attention
 	// expire (DynamoDB TTL) this long after they finished; the
 	// coordinator's content-free release records this long after their
 	// last write once they need nothing more.
-	EnvMonitorRetention     = "LOCALEFLOW_MONITOR_RETENTION"
-	EnvReleaseQueueURL      = "LOCALEFLOW_RELEASE_QUEUE_URL"
-	EnvEventBus             = "LOCALEFLOW_EVENT_BUS"
-	EnvCMSBaseURL           = "LOCALEFLOW_CMS_BASE_URL"
-	EnvEvidenceBaseURL      = "LOCALEFLOW_EVIDENCE_BASE_URL"
-	EnvCMSKeySecret         = "LOCALEFLOW_CMS_KEY_SECRET_ARN"
-	EnvEventKeySecret       = "LOCALEFLOW_EVENT_KEY_SECRET_ARN"
-	EnvEvidenceKeySecret    = "LOCALEFLOW_EVIDENCE_KEY_SECRET_ARN"
-	EnvApprovalKeySecret    = "LOCALEFLOW_APPROVAL_KEY_SECRET_ARN"
-	EnvPublicationKeySecret = "LOCALEFLOW_PUBLICATION_KEY_SECRET_ARN"
+	EnvMonitorRetention     = contract.EnvMonitorRetention
+	EnvReleaseQueueURL      = contract.EnvReleaseQueueURL
+	EnvEventBus             = contract.EnvEventBus
+	EnvCMSBaseURL           = contract.EnvCMSBaseURL
+	EnvEvidenceBaseURL      = contract.EnvEvidenceBaseURL
+	EnvCMSKeySecret         = contract.KeyCMS + contract.SecretARNSuffix
+	EnvEventKeySecret       = contract.KeyEvent + contract.SecretARNSuffix
+	EnvEvidenceKeySecret    = contract.KeyEvidence + contract.SecretARNSuffix
+	EnvApprovalKeySecret    = contract.KeyApproval + contract.SecretARNSuffix
+	EnvPublicationKeySecret = contract.KeyPublication + contract.SecretARNSuffix
 	// The receipt issuers' Ed25519 public keys ("issuer=<64 hex>,..."),
 	// one variable per receipt kind: the coordinator trusts each issuer for
 	// its own kind only.
-	EnvReceiptIssuersQuality           = "LOCALEFLOW_RECEIPT_ISSUERS_QUALITY"
-	EnvReceiptIssuersHumanReview       = "LOCALEFLOW_RECEIPT_ISSUERS_HUMAN_REVIEW"
-	EnvReceiptIssuersIndependentReview = "LOCALEFLOW_RECEIPT_ISSUERS_INDEPENDENT_REVIEW"
+	EnvReceiptIssuersQuality           = contract.EnvReceiptIssuersQuality
+	EnvReceiptIssuersHumanReview       = contract.EnvReceiptIssuersHumanReview
+	EnvReceiptIssuersIndependentReview = contract.EnvReceiptIssuersIndependentReview
 )
 
 // The health function publishes its blocked flag as a CloudWatch Embedded
 // Metric Format metric with the dimension DeploymentDimension (the
 // prefix); the stack alarms on its own deployment's series.
 const (
-	// Every name comes from topology (metrics.go), the list the functions
+	// Every name comes from contract (metrics.go), the list the functions
 	// emit.
-	HealthMetricNamespace   = topology.MetricNamespace
-	HealthBlockedMetricName = topology.MetricHealthBlocked
+	HealthMetricNamespace   = contract.MetricNamespace
+	HealthBlockedMetricName = contract.MetricHealthBlocked
 	// The consumers' rejected-message metric (adapters/quarantine), by
 	// Function and by Function+Code.
-	QuarantineMetricNamespace  = topology.MetricNamespace
-	MessagesRejectedMetricName = topology.MetricMessagesRejected
+	QuarantineMetricNamespace  = contract.MetricNamespace
+	MessagesRejectedMetricName = contract.MetricMessagesRejected
 	// DeploymentDimension tells deployments in one account apart: every
 	// custom metric carries it with the prefix as its value.
-	DeploymentDimension = topology.MetricDeploymentDimension
+	DeploymentDimension = contract.MetricDeploymentDimension
 )
 
 // Lambda and SQS limits the props are checked against.

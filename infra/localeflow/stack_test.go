@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -422,7 +423,7 @@ func TestRulesRouteDetailTypesToQueues(t *testing.T) {
 			routed[dt]++
 		}
 	}
-	for _, dt := range []string{topology.DetailChangeDispatched, topology.DetailPlanAccepted, topology.DetailJobCompleted, topology.DetailChangeHint} {
+	for _, dt := range []string{contract.DetailChangeDispatched, contract.DetailPlanAccepted, contract.DetailJobCompleted, contract.DetailChangeHint} {
 		if routed[dt] != 1 {
 			t.Errorf("detail-type %s routed %d times", dt, routed[dt])
 		}
@@ -435,7 +436,7 @@ func TestChangeHintRuleTargetsPollQueue(t *testing.T) {
 	s := defaultSynth(t)
 	queueID := s.logicalID(t, "AWS::SQS::Queue", "PollQueue")
 	p := s.props(t, "AWS::Events::Rule", "ChangeHintRule")
-	want := map[string]any{"source": []any{topology.EventSource}, "detail-type": []any{topology.DetailChangeHint}}
+	want := map[string]any{"source": []any{contract.EventSource}, "detail-type": []any{contract.DetailChangeHint}}
 	if !jsonEqual(p["EventPattern"], want) {
 		t.Errorf("pattern = %v, want %v", p["EventPattern"], want)
 	}
@@ -686,8 +687,8 @@ func TestDashboard(t *testing.T) {
 		// Polls and outcomes, failures by code, oldest due age, evidence
 		// and delivery outcomes (emitted by the poller, coordinator and
 		// health function).
-		topology.MetricPolls, topology.MetricPollFailures, topology.MetricOldestDueSeconds,
-		topology.MetricEvidenceSteps, topology.MetricDeliverySteps, topology.MetricEvidenceFailures, topology.MetricDeliveryFailures} {
+		contract.MetricPolls, contract.MetricPollFailures, contract.MetricOldestDueSeconds,
+		contract.MetricEvidenceSteps, contract.MetricDeliverySteps, contract.MetricEvidenceFailures, contract.MetricDeliveryFailures} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("dashboard has no %s", want)
 		}
@@ -715,7 +716,7 @@ func joinedStrings(v any) string {
 }
 
 // TestDashboardAndAlarmsUseEmittedMetrics: every custom metric the
-// dashboard and the alarms select is one a function emits (topology.Metrics,
+// dashboard and the alarms select is one a function emits (contract.Metrics,
 // which the functions' own tests hold to what they write); a name nobody
 // emits would be an empty graph or an alarm on missing data.
 func TestDashboardAndAlarmsUseEmittedMetrics(t *testing.T) {
@@ -723,7 +724,7 @@ func TestDashboardAndAlarmsUseEmittedMetrics(t *testing.T) {
 	body := joinedStrings(s.props(t, "AWS::CloudWatch::Dashboard", "Dashboard")["DashboardBody"])
 	var referenced []string
 	for _, re := range []*regexp.Regexp{
-		regexp.MustCompile(`\["` + topology.MetricNamespace + `","([A-Za-z0-9]+)"`),
+		regexp.MustCompile(`\["` + contract.MetricNamespace + `","([A-Za-z0-9]+)"`),
 		regexp.MustCompile(`MetricName=\\"([A-Za-z0-9]+)\\"`),
 	} {
 		for _, m := range re.FindAllStringSubmatch(body, -1) {
@@ -735,16 +736,16 @@ func TestDashboardAndAlarmsUseEmittedMetrics(t *testing.T) {
 	}
 	for id, r := range s.resources("AWS::CloudWatch::Alarm") {
 		p, _ := r["Properties"].(map[string]any)
-		if p["Namespace"] == topology.MetricNamespace {
+		if p["Namespace"] == contract.MetricNamespace {
 			name, _ := p["MetricName"].(string)
 			referenced = append(referenced, name)
-			if _, ok := topology.Metrics[name]; !ok {
+			if _, ok := contract.Metrics[name]; !ok {
 				t.Errorf("alarm %s selects %q, which no function emits", id, name)
 			}
 		}
 	}
 	for _, name := range referenced {
-		if _, ok := topology.Metrics[name]; !ok {
+		if _, ok := contract.Metrics[name]; !ok {
 			t.Errorf("the dashboard shows %q, which no function emits", name)
 		}
 	}
@@ -922,7 +923,7 @@ func TestReceiptIssuersUnsetLeavesVariableOut(t *testing.T) {
 	props.ReceiptIssuers = ReceiptIssuers{}
 	s := synth(t, props)
 	env := s.props(t, "AWS::Lambda::Function", "CoordinatorFunction")["Environment"].(map[string]any)["Variables"].(map[string]any)
-	for _, name := range []string{EnvReceiptIssuersQuality, EnvReceiptIssuersHumanReview, EnvReceiptIssuersIndependentReview, "LOCALEFLOW_RECEIPT_ISSUERS"} {
+	for _, name := range []string{EnvReceiptIssuersQuality, EnvReceiptIssuersHumanReview, EnvReceiptIssuersIndependentReview, contract.EnvReceiptIssuersRetired} {
 		if v, ok := env[name]; ok {
 			t.Errorf("%s = %v without issuers", name, v)
 		}

@@ -1,8 +1,8 @@
 // Package emf writes CloudWatch Embedded Metric Format documents: one JSON
 // log line whose "_aws" member tells CloudWatch Logs which members are
 // metrics. No SDK call; Lambda's log stream carries them. Every metric is
-// in namespace topology.MetricNamespace and every dimension set starts
-// with topology.MetricDeploymentDimension (the resource prefix), so two
+// in namespace contract.MetricNamespace and every dimension set starts
+// with contract.MetricDeploymentDimension (the resource prefix), so two
 // deployments in one account never share a series.
 package emf
 
@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -61,15 +62,15 @@ func Line(deployment string, timestampMS int64, values map[string]string, groups
 	for k, v := range values {
 		doc[k] = v
 	}
-	doc[topology.MetricDeploymentDimension] = deployment
+	doc[contract.MetricDeploymentDimension] = deployment
 	m := meta{Timestamp: timestampMS}
 	for _, g := range groups {
-		d := directive{Namespace: topology.MetricNamespace}
+		d := directive{Namespace: contract.MetricNamespace}
 		if len(g.Dimensions) == 0 {
-			d.Dimensions = [][]string{{topology.MetricDeploymentDimension}}
+			d.Dimensions = [][]string{{contract.MetricDeploymentDimension}}
 		}
 		for _, set := range g.Dimensions {
-			d.Dimensions = append(d.Dimensions, append([]string{topology.MetricDeploymentDimension}, set...))
+			d.Dimensions = append(d.Dimensions, append([]string{contract.MetricDeploymentDimension}, set...))
 		}
 		for _, metric := range g.Metrics {
 			d.Metrics = append(d.Metrics, metricDef{Name: metric.Name, Unit: "Count"})
@@ -123,7 +124,7 @@ func Count(name, dimension string) Group {
 }
 
 // Names returns the metric names an EMF line declares, after checking that
-// every directive is in topology.MetricNamespace, every dimension set
+// every directive is in contract.MetricNamespace, every dimension set
 // starts with Deployment, and every dimension and metric has its member
 // (for tests of what a function emits).
 func Names(line []byte) ([]string, error) {
@@ -137,12 +138,12 @@ func Names(line []byte) ([]string, error) {
 	}
 	var names []string
 	for _, d := range m.CloudWatchMetrics {
-		if d.Namespace != topology.MetricNamespace {
+		if d.Namespace != contract.MetricNamespace {
 			return nil, fmt.Errorf("emf: namespace %q", d.Namespace)
 		}
 		for _, set := range d.Dimensions {
-			if len(set) == 0 || set[0] != topology.MetricDeploymentDimension {
-				return nil, fmt.Errorf("emf: dimension set %v does not start with %s", set, topology.MetricDeploymentDimension)
+			if len(set) == 0 || set[0] != contract.MetricDeploymentDimension {
+				return nil, fmt.Errorf("emf: dimension set %v does not start with %s", set, contract.MetricDeploymentDimension)
 			}
 			for _, dim := range set {
 				if _, ok := doc[dim]; !ok {

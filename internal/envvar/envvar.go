@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
@@ -78,7 +79,7 @@ func (r *Reader) Err() error {
 // and the evidence provider over plain http://. Only local runs set it to
 // "1" (the demo, the local runner and the tests, whose fake services listen
 // on 127.0.0.1); a deployed function requires https://.
-const AllowInsecureHTTP = "LOCALEFLOW_ALLOW_INSECURE_HTTP"
+const AllowInsecureHTTP = contract.EnvAllowInsecureHTTP
 
 // InsecureHTTPAllowed reports whether AllowInsecureHTTP is "1"; any other
 // non-empty value is an error.
@@ -111,7 +112,7 @@ func CheckServiceURL(name, value string, insecure bool) error {
 // Deployment names the variable that tells one deployment's metrics from
 // another's in the same account: the resource prefix, published as the
 // metric dimension "Deployment". The stack sets it on every function.
-const Deployment = "LOCALEFLOW_DEPLOYMENT"
+const Deployment = contract.EnvDeployment
 
 // deploymentPattern is the resource prefix's rule (topology.ValidatePrefix).
 var deploymentPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)

@@ -8,10 +8,13 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/localeflow/localeflow/core"
 )
 
 // New returns a JSON logger writing to w at level that adds the Lambda
-// request id ("request_id") of the invocation context to every record.
+// request id ("request_id") of the invocation context, and the EventBridge
+// event id ("bus_event_id") of a context from WithEventID, to every record.
 func New(w io.Writer, level slog.Leveler) *slog.Logger {
 	return slog.New(requestIDHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
 }
@@ -37,7 +40,29 @@ func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		r.AddAttrs(slog.String("request_id", lc.AwsRequestID))
 	}
+	if id := EventID(ctx); id != "" {
+		r.AddAttrs(slog.String("bus_event_id", id))
+	}
 	return h.Handler.Handle(ctx, r)
+}
+
+type eventIDKey struct{}
+
+// WithEventID returns ctx carrying the id of the EventBridge event being
+// handled (a scheduled event, or the event in an SQS message): the records
+// logged with it carry "bus_event_id". An id that is not a token (1..256
+// characters of [A-Za-z0-9_.:-]) is left out: it comes from the message.
+func WithEventID(ctx context.Context, id string) context.Context {
+	if !core.ValidToken(id) {
+		return ctx
+	}
+	return context.WithValue(ctx, eventIDKey{}, id)
+}
+
+// EventID is the EventBridge event id of ctx ("" without one).
+func EventID(ctx context.Context) string {
+	id, _ := ctx.Value(eventIDKey{}).(string)
+	return id
 }
 
 func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {

@@ -28,13 +28,14 @@ import (
 	"github.com/localeflow/localeflow/adapters/awsclient"
 	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/dev/reference"
 )
 
 func main() { reference.Main("localeflow-cms", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-	cmd := reference.NewCommand("localeflow-cms", "reference CMS", "127.0.0.1:8480", "LOCALEFLOW_CMS_KEY_HEX")
+	cmd := reference.NewCommand("localeflow-cms", "reference CMS", "127.0.0.1:8480", contract.Hex(contract.KeyCMS))
 	pubHex := cmd.Flags.String("publication-public-key", "", "localeflow's publication Ed25519 public key, hex")
 	apvHex := cmd.Flags.String("approval-public-key", "", "localeflow's approval Ed25519 public key, hex")
 	changes := cmd.Flags.String("changes", "", "JSON file with a list of changes to register")

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/evidence"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/reference"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // coordinatorIssuers reads the per-kind issuer variables the demo gives
@@ -89,15 +89,15 @@ func TestDemoLegalTextNeedsHumanReviewIssuer(t *testing.T) {
 		}
 		ctx := context.Background()
 		plan, _ := legal.planPayload()
-		pd, _ := signedDetail(k.Event, topology.DetailPlanAccepted, plan)
-		if _, _, err := c.Ingest(ctx, topology.DetailPlanAccepted, pd); err != nil {
+		pd, _ := signedDetail(k.Event, contract.DetailPlanAccepted, plan)
+		if _, _, err := c.Ingest(ctx, contract.DetailPlanAccepted, pd); err != nil {
 			t.Fatal(err)
 		}
 		errs := map[string]error{}
 		for _, j := range legal.Jobs {
 			p, _ := legal.jobPayload(j)
-			jd, _ := signedDetail(k.Event, topology.DetailJobCompleted, p)
-			if _, _, err := c.Ingest(ctx, topology.DetailJobCompleted, jd); err != nil {
+			jd, _ := signedDetail(k.Event, contract.DetailJobCompleted, p)
+			if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, jd); err != nil {
 				t.Fatal(err)
 			}
 			_, errs[j.Locale] = c.RunNextRelease(ctx, legal.EventID)

@@ -47,6 +47,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/dev/bootstrap"
@@ -210,7 +211,7 @@ func (d *demo) run(ctx context.Context) error {
 	say(out, "• reference CMS at %s (latency %s+%s), evidence provider at %s", d.srv.CMSURL, o.cms.Latency, o.cms.Jitter, d.srv.EvidenceURL)
 	if o.hints {
 		say(out, "• the CMS sends %s on every status change; the poller polls every %s (on AWS: %s)",
-			topology.DetailChangeHint, scaled(o.pollInterval, o.speedup), o.pollInterval)
+			contract.DetailChangeHint, scaled(o.pollInterval, o.speedup), o.pollInterval)
 	} else {
 		say(out, "• no hints: the poller polls every %s (on AWS: %s)", scaled(o.pollInterval, o.speedup), o.pollInterval)
 	}
@@ -404,7 +405,7 @@ func (d *demo) stores() (*monitor.Service, *releasedb.Store, error) {
 func (d *demo) publish(ctx context.Context, changes []change) error {
 	var entries []ebtypes.PutEventsRequestEntry
 	add := func(detailType string, detail []byte) {
-		entries = append(entries, ebtypes.PutEventsRequestEntry{Source: aws.String(topology.EventSource), DetailType: aws.String(detailType),
+		entries = append(entries, ebtypes.PutEventsRequestEntry{Source: aws.String(contract.EventSource), DetailType: aws.String(detailType),
 			Detail: aws.String(string(detail)), EventBusName: aws.String(d.res.BusName)})
 	}
 	for _, c := range changes {
@@ -412,11 +413,11 @@ func (d *demo) publish(ctx context.Context, changes []change) error {
 		if err != nil {
 			return err
 		}
-		detail, err := signedDetail(d.keys.Event, topology.DetailChangeDispatched, dispatch)
+		detail, err := signedDetail(d.keys.Event, contract.DetailChangeDispatched, dispatch)
 		if err != nil {
 			return err
 		}
-		add(topology.DetailChangeDispatched, detail)
+		add(contract.DetailChangeDispatched, detail)
 	}
 	if err := d.put(ctx, entries); err != nil {
 		return err
@@ -433,11 +434,11 @@ func (d *demo) publish(ctx context.Context, changes []change) error {
 		if err != nil {
 			return err
 		}
-		detail, err := signedDetail(d.keys.Event, topology.DetailPlanAccepted, payload)
+		detail, err := signedDetail(d.keys.Event, contract.DetailPlanAccepted, payload)
 		if err != nil {
 			return err
 		}
-		add(topology.DetailPlanAccepted, detail)
+		add(contract.DetailPlanAccepted, detail)
 	}
 	if err := d.put(ctx, entries); err != nil {
 		return err
@@ -452,11 +453,11 @@ func (d *demo) publish(ctx context.Context, changes []change) error {
 			if err != nil {
 				return err
 			}
-			detail, err := signedDetail(d.keys.Event, topology.DetailJobCompleted, payload)
+			detail, err := signedDetail(d.keys.Event, contract.DetailJobCompleted, payload)
 			if err != nil {
 				return err
 			}
-			add(topology.DetailJobCompleted, detail)
+			add(contract.DetailJobCompleted, detail)
 		}
 		if len(entries) == 0 {
 			return nil

@@ -11,13 +11,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/monitor/memstore"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/reference"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // The scenario's events must pass the real parsers: a demo that publishes
@@ -66,14 +66,14 @@ func TestScenarioEventsPassTheRealParsers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sd, err := signedDetail(key, topology.DetailPlanAccepted, plan)
+			sd, err := signedDetail(key, contract.DetailPlanAccepted, plan)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := release.ParseSignedEvent(key, topology.DetailPlanAccepted, sd); err != nil {
+			if _, err := release.ParseSignedEvent(key, contract.DetailPlanAccepted, sd); err != nil {
 				t.Fatalf("plan rejected: %v", err)
 			}
-			if _, err := release.ParseSignedEvent([]byte("another-key-0123456789abcdef"), topology.DetailPlanAccepted, sd); err == nil {
+			if _, err := release.ParseSignedEvent([]byte("another-key-0123456789abcdef"), contract.DetailPlanAccepted, sd); err == nil {
 				t.Fatal("plan verified with the wrong key")
 			}
 			for _, j := range c.Jobs {
@@ -81,11 +81,11 @@ func TestScenarioEventsPassTheRealParsers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sd, err := signedDetail(key, topology.DetailJobCompleted, p)
+				sd, err := signedDetail(key, contract.DetailJobCompleted, p)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := release.ParseSignedEvent(key, topology.DetailJobCompleted, sd); err != nil {
+				if _, err := release.ParseSignedEvent(key, contract.DetailJobCompleted, sd); err != nil {
 					t.Fatalf("job %s rejected: %v", j.Locale, err)
 				}
 			}
@@ -116,14 +116,14 @@ func TestScenarioReleasesThroughACoordinator(t *testing.T) {
 			continue
 		}
 		plan, _ := ch.planPayload()
-		pd, _ := signedDetail(fx.EventKey, topology.DetailPlanAccepted, plan)
-		if _, _, err := c.Ingest(ctx, topology.DetailPlanAccepted, pd); err != nil {
+		pd, _ := signedDetail(fx.EventKey, contract.DetailPlanAccepted, plan)
+		if _, _, err := c.Ingest(ctx, contract.DetailPlanAccepted, pd); err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range ch.Jobs {
 			p, _ := ch.jobPayload(j)
-			jd, _ := signedDetail(fx.EventKey, topology.DetailJobCompleted, p)
-			if _, _, err := c.Ingest(ctx, topology.DetailJobCompleted, jd); err != nil {
+			jd, _ := signedDetail(fx.EventKey, contract.DetailJobCompleted, p)
+			if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, jd); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := c.RunNextRelease(ctx, ch.EventID); err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/dev/reference"
@@ -113,29 +114,29 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 	hx := hex.EncodeToString
 	env := map[string][]string{
 		"poller": {
-			"LOCALEFLOW_MONITOR_TABLE=" + names.MonitorTable, "LOCALEFLOW_POLL_QUEUE_URL=" + names.PollQueueURL,
-			"LOCALEFLOW_QUARANTINE_QUEUE_URL=" + names.QuarantineQueueURL,
-			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL, "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS),
-			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event),
-			"LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_MONITOR_LEASE=30s",
+			contract.EnvMonitorTable + "=" + names.MonitorTable, contract.EnvPollQueueURL + "=" + names.PollQueueURL,
+			contract.EnvQuarantineQueueURL + "=" + names.QuarantineQueueURL,
+			contract.EnvEventBus + "=" + names.Bus, contract.EnvCMSBaseURL + "=" + s.CMSURL, contract.Hex(contract.KeyCMS) + "=" + hx(k.CMS),
+			contract.Hex(contract.KeyEvent) + "=" + hx(k.Event),
+			contract.EnvCMSTimeout + "=5s", contract.EnvMonitorLease + "=30s",
 			// The demo's fake CMS and evidence provider listen on plain http.
-			"LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
+			contract.EnvAllowInsecureHTTP + "=1",
 			// Accelerated for the demo (defaults: 5 s..300 s backoff); the
 			// poll interval and hint gap come from pollerTiming.
-			"LOCALEFLOW_RETRY_BASE_DELAY=1s", "LOCALEFLOW_RETRY_MAX_DELAY=4s",
+			contract.EnvRetryBaseDelay + "=1s", contract.EnvRetryMaxDelay + "=4s",
 		},
 		"coordinator": {
-			"LOCALEFLOW_RELEASE_TABLE=" + names.ReleaseTable, "LOCALEFLOW_RELEASE_QUEUE_URL=" + names.ReleaseQueueURL,
-			"LOCALEFLOW_QUARANTINE_QUEUE_URL=" + names.QuarantineQueueURL,
-			"LOCALEFLOW_EVENT_BUS=" + names.Bus, "LOCALEFLOW_EVIDENCE_BASE_URL=" + s.EvidenceURL, "LOCALEFLOW_CMS_BASE_URL=" + s.CMSURL,
-			"LOCALEFLOW_EVENT_KEY_HEX=" + hx(k.Event), "LOCALEFLOW_CMS_KEY_HEX=" + hx(k.CMS), "LOCALEFLOW_EVIDENCE_KEY_HEX=" + hx(k.Evidence),
-			"LOCALEFLOW_APPROVAL_KEY_HEX=" + hx(k.ApprovalSeed), "LOCALEFLOW_PUBLICATION_KEY_HEX=" + hx(k.PublicationSeed),
-			"LOCALEFLOW_EVIDENCE_TIMEOUT=5s", "LOCALEFLOW_CMS_TIMEOUT=5s", "LOCALEFLOW_EVIDENCE_LEASE=30s",
-			"LOCALEFLOW_ALLOW_INSECURE_HTTP=1",
+			contract.EnvReleaseTable + "=" + names.ReleaseTable, contract.EnvReleaseQueueURL + "=" + names.ReleaseQueueURL,
+			contract.EnvQuarantineQueueURL + "=" + names.QuarantineQueueURL,
+			contract.EnvEventBus + "=" + names.Bus, contract.EnvEvidenceBaseURL + "=" + s.EvidenceURL, contract.EnvCMSBaseURL + "=" + s.CMSURL,
+			contract.Hex(contract.KeyEvent) + "=" + hx(k.Event), contract.Hex(contract.KeyCMS) + "=" + hx(k.CMS), contract.Hex(contract.KeyEvidence) + "=" + hx(k.Evidence),
+			contract.Hex(contract.KeyApproval) + "=" + hx(k.ApprovalSeed), contract.Hex(contract.KeyPublication) + "=" + hx(k.PublicationSeed),
+			contract.EnvEvidenceTimeout + "=5s", contract.EnvCMSTimeout + "=5s", contract.EnvEvidenceLease + "=30s",
+			contract.EnvAllowInsecureHTTP + "=1",
 		},
 		"health": {
-			"LOCALEFLOW_MONITOR_TABLE=" + names.MonitorTable, "LOCALEFLOW_RELEASE_TABLE=" + names.ReleaseTable,
-			"LOCALEFLOW_EVENT_BUS=" + names.Bus,
+			contract.EnvMonitorTable + "=" + names.MonitorTable, contract.EnvReleaseTable + "=" + names.ReleaseTable,
+			contract.EnvEventBus + "=" + names.Bus,
 		},
 	}
 	// One trusted issuer set per receipt kind.
@@ -147,8 +148,8 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 // (interval as given, gap the default 5 s) divided by speedup.
 func pollerTiming(interval time.Duration, speedup float64) []string {
 	return []string{
-		"LOCALEFLOW_POLL_INTERVAL=" + scaled(interval, speedup).String(),
-		"LOCALEFLOW_HINT_MIN_GAP=" + scaled(monitor.DefaultHintMinGap, speedup).String(),
+		contract.EnvPollInterval + "=" + scaled(interval, speedup).String(),
+		contract.EnvHintMinGap + "=" + scaled(monitor.DefaultHintMinGap, speedup).String(),
 	}
 }
 

@@ -21,13 +21,14 @@ import (
 	"context"
 	"io"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/dev/reference"
 )
 
 func main() { reference.Main("localeflow-evidence", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-	cmd := reference.NewCommand("localeflow-evidence", "reference evidence provider", "127.0.0.1:8481", "LOCALEFLOW_EVIDENCE_KEY_HEX")
+	cmd := reference.NewCommand("localeflow-evidence", "reference evidence provider", "127.0.0.1:8481", contract.Hex(contract.KeyEvidence))
 	issuer := cmd.Flags.String("issuer", "evidence-local", "quality receipt issuer id")
 	seedHex := cmd.Flags.String("issuer-seed-hex", "", "quality issuer Ed25519 seed, 32 bytes hex (default $LOCALEFLOW_ISSUER_SEED_HEX)")
 	humanIssuer := cmd.Flags.String("human-issuer", "human-review-local", "human-review receipt issuer id")

@@ -15,6 +15,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
@@ -193,7 +194,7 @@ func (s *Stack) Dispatch(ctx context.Context, eventID string) error {
 	if err != nil {
 		return err
 	}
-	return eventbus.New(s.EB, s.Resources.BusName).Publish(ctx, topology.DetailChangeDispatched, json.RawMessage(signed))
+	return eventbus.New(s.EB, s.Resources.BusName).Publish(ctx, contract.DetailChangeDispatched, json.RawMessage(signed))
 }
 
 // Register registers a change directly with the service (no bus).

@@ -16,6 +16,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/evidence"
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
@@ -148,12 +149,12 @@ func (s *Stack) NewCoordinator(t testing.TB, srv *ReleaseServers, clock *Clock, 
 // queue).
 func (s *Stack) PublishRelease(ctx context.Context, fx releasetest.Fixture, plan releasetest.PlanSpec) error {
 	bus := eventbus.New(s.EB, s.Resources.BusName)
-	if err := bus.Publish(ctx, topology.DetailPlanAccepted, json.RawMessage(fx.Detail(plan.PlanPayload()))); err != nil {
+	if err := bus.Publish(ctx, contract.DetailPlanAccepted, json.RawMessage(fx.Detail(plan.PlanPayload()))); err != nil {
 		return err
 	}
 	for _, j := range plan.Jobs {
 		payload := plan.ResultPayload(j.TargetLocale, releasetest.ResultOptions{})
-		if err := bus.Publish(ctx, topology.DetailJobCompleted, json.RawMessage(fx.Detail(payload))); err != nil {
+		if err := bus.Publish(ctx, contract.DetailJobCompleted, json.RawMessage(fx.Detail(payload))); err != nil {
 			return err
 		}
 	}

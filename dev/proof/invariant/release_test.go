@@ -10,11 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/proof/harness"
 	"github.com/localeflow/localeflow/dev/proof/invariant"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // deliveredRelease runs one two-locale release to delivered with the real
@@ -27,11 +27,11 @@ func deliveredRelease(t *testing.T) (*harness.Stack, *harness.ReleaseServers, re
 	c := stack.NewCoordinator(t, srv, clock, "checker", nil).Coordinator
 	plan := releasetest.NewPlan("evt-checker-release", "de-DE", "fr-FR")
 	ctx := context.Background()
-	if _, _, err := c.Ingest(ctx, topology.DetailPlanAccepted, srv.Fixture.Detail(plan.PlanPayload())); err != nil {
+	if _, _, err := c.Ingest(ctx, contract.DetailPlanAccepted, srv.Fixture.Detail(plan.PlanPayload())); err != nil {
 		t.Fatal(err)
 	}
 	for _, j := range plan.Jobs {
-		if _, _, err := c.Ingest(ctx, topology.DetailJobCompleted, srv.Fixture.Detail(plan.ResultPayload(j.TargetLocale, releasetest.ResultOptions{}))); err != nil {
+		if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, srv.Fixture.Detail(plan.ResultPayload(j.TargetLocale, releasetest.ResultOptions{}))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -265,7 +266,7 @@ func (b *Bus) put(detailType string, detail json.RawMessage) {
 		return
 	}
 	env, _ := json.Marshal(map[string]any{
-		"version": "0", "id": id, "detail-type": detailType, "source": topology.EventSource,
+		"version": "0", "id": id, "detail-type": detailType, "source": contract.EventSource,
 		"account": "000000000000", "time": time.Now().UTC().Format(time.RFC3339), "region": "eu-central-1",
 		"resources": []string{}, "detail": detail,
 	})

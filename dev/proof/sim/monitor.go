@@ -17,6 +17,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -298,7 +299,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, reclaimed: map[string]bool{}}
 	m.queue = newQueue(w, top.PollQueue, "poller")
 	m.fn = &Function{w: w, name: "poller", timeout: time.Duration(topology.PollerTimeoutSeconds) * time.Second, queue: m.queue}
-	bus.rules[topology.DetailChangeDispatched] = m.queue
+	bus.rules[contract.DetailChangeDispatched] = m.queue
 	pageSize := 1 + w.rng.IntN(4)
 	for i := range 2 {
 		clock := w.newClock(fmt.Sprintf("poller-%d", i+1))
@@ -368,11 +369,11 @@ func (m *Monitor) script(n int, window time.Duration) {
 			f := &change{id: c.id + "-forged", forged: true, dispatch: c.dispatch, remote: "enqueued"}
 			m.changes = append(m.changes, f)
 			m.w.at(f.dispatch, "forged dispatch "+f.id, func() {
-				detail, err := signing.EventDetailV2([]byte("not-localeflow-event-key-0123456"), topology.DetailChangeDispatched, time.Now(), dispatchedDetail(f))
+				detail, err := signing.EventDetailV2([]byte("not-localeflow-event-key-0123456"), contract.DetailChangeDispatched, time.Now(), dispatchedDetail(f))
 				if err != nil {
 					panic(err)
 				}
-				m.bus.put(topology.DetailChangeDispatched, detail)
+				m.bus.put(contract.DetailChangeDispatched, detail)
 			})
 		}
 		copies := 1
@@ -381,7 +382,7 @@ func (m *Monitor) script(n int, window time.Duration) {
 		}
 		for range copies {
 			m.w.at(c.dispatch, "dispatch "+c.id, func() {
-				m.bus.put(topology.DetailChangeDispatched, signedDetail(topology.DetailChangeDispatched, dispatchedDetail(c)))
+				m.bus.put(contract.DetailChangeDispatched, signedDetail(contract.DetailChangeDispatched, dispatchedDetail(c)))
 			})
 		}
 		for range r.IntN(4) {
@@ -389,7 +390,7 @@ func (m *Monitor) script(n int, window time.Duration) {
 			// any state; they may only move a watching change's next poll.
 			at := c.dispatch.Add(time.Duration(r.Int64N(int64(10 * time.Minute))))
 			hint, _ := json.Marshal(map[string]string{"event_id": c.id, "site_id": "site-sim"})
-			m.w.at(at, "hint "+c.id, func() { m.bus.put(topology.DetailChangeHint, hint) })
+			m.w.at(at, "hint "+c.id, func() { m.bus.put(contract.DetailChangeHint, hint) })
 		}
 		if c.tamper != "" {
 			at := c.dispatch.Add(time.Duration(r.Int64N(int64(5 * time.Minute))))
@@ -438,7 +439,7 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 	nowMS := core.Millis(now)
 	terminal := map[string][]string{} // event id → states announced
 	for _, e := range m.bus.Events {
-		if e.DetailType != topology.DetailChangeTerminal {
+		if e.DetailType != contract.DetailChangeTerminal {
 			continue
 		}
 		var d struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/evidence"
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -214,8 +215,8 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 	r.store = &releaseStore{w: w, mem: r.mem}
 	r.queue = newQueue(w, top.RelQueue, "coordinator")
 	r.fn = &Function{w: w, name: "coordinator", timeout: time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second, queue: r.queue}
-	bus.rules[topology.DetailPlanAccepted] = r.queue
-	bus.rules[topology.DetailJobCompleted] = r.queue
+	bus.rules[contract.DetailPlanAccepted] = r.queue
+	bus.rules[contract.DetailJobCompleted] = r.queue
 	peers.Responder.FailFirst = w.rng.IntN(3)
 	if w.rng.IntN(10) == 0 {
 		// A misbehaving provider: its human-review receipts are signed by
@@ -274,7 +275,7 @@ func (r *Release) script(n int, window time.Duration) {
 		t0 := r.w.start.Add(time.Duration(rng.Int64N(int64(window))))
 		planPayload := spec.plan.PlanPayload()
 		r.w.at(t0, "plan "+spec.plan.EventID, func() {
-			r.bus.put(topology.DetailPlanAccepted, signedDetail(topology.DetailPlanAccepted, planPayload))
+			r.bus.put(contract.DetailPlanAccepted, signedDetail(contract.DetailPlanAccepted, planPayload))
 		})
 		for _, l := range locales {
 			job := &releaseJob{locale: l, text: map[string]string{}}
@@ -300,7 +301,7 @@ func (r *Release) script(n int, window time.Duration) {
 			}
 			for i, p := range job.payloads {
 				r.w.at(at, "job "+spec.plan.EventID+" "+l+job.labels[i], func() {
-					r.bus.put(topology.DetailJobCompleted, signedDetail(topology.DetailJobCompleted, p))
+					r.bus.put(contract.DetailJobCompleted, signedDetail(contract.DetailJobCompleted, p))
 				})
 			}
 			spec.jobs = append(spec.jobs, job)
@@ -320,9 +321,9 @@ func (r *Release) check(ctx context.Context) {
 		}
 		_ = json.Unmarshal(e.Detail, &d)
 		switch e.DetailType {
-		case topology.DetailReleaseApproved:
+		case contract.DetailReleaseApproved:
 			approved[d.ApprovalID] = true
-		case topology.DetailDeliveryDelivered:
+		case contract.DetailDeliveryDelivered:
 			delivered[d.DeliveryID] = true
 		}
 	}

@@ -14,16 +14,18 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/topology"
 )
 
 // Kinds of delayed envelopes on the release queue.
 const (
-	KindRun     = "release.run"
-	KindDeliver = "release.deliver"
+	KindRun     = contract.KindReleaseRun
+	KindDeliver = contract.KindReleaseDeliver
 )
 
 // Codes of the handler.
@@ -168,9 +170,8 @@ func (h *Handler) hasTime(ctx context.Context, need time.Duration) bool {
 // the release sweep schedule.
 func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	var probe struct {
-		Records    json.RawMessage `json:"Records"`
-		Source     string          `json:"source"`
-		DetailType string          `json:"detail-type"`
+		Records json.RawMessage `json:"Records"`
+		events.EventBridgeEvent
 	}
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		return nil, core.Wrap(CodeEventInvalid, false, errors.New("invocation is not a JSON object"))
@@ -182,8 +183,8 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (any, error) 
 			return nil, core.Wrap(CodeEventInvalid, false, fmt.Errorf("decode SQS batch: %w", err))
 		}
 		return h.HandleSQS(ctx, batch)
-	case probe.Source == "aws.events" && probe.DetailType == "Scheduled Event":
-		return h.Sweep(ctx)
+	case probe.Source == contract.ScheduledEventSource && probe.DetailType == contract.ScheduledEventDetailType:
+		return h.Sweep(lambdalog.WithEventID(ctx, probe.ID))
 	}
 	return nil, core.Wrap(CodeEventInvalid, false, errors.New("neither an SQS batch nor a scheduled event"))
 }
@@ -337,14 +338,11 @@ func receiveCount(m events.SQSMessage) int {
 // input stores a signed plan or job event and runs a step for its event.
 // redo marks a redelivered message (see step).
 func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
-	var env struct {
-		Source     string          `json:"source"`
-		DetailType string          `json:"detail-type"`
-		Detail     json.RawMessage `json:"detail"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource || len(env.Detail) == 0 {
+	var env events.EventBridgeEvent
+	if err := json.Unmarshal(body, &env); err != nil || env.Source != contract.EventSource || len(env.Detail) == 0 {
 		return reject(core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope")))
 	}
+	ctx = lambdalog.WithEventID(ctx, env.ID)
 	eventID, changed, err := h.c.Ingest(ctx, env.DetailType, env.Detail)
 	if err != nil {
 		return reject(err)
@@ -500,45 +498,25 @@ func (h *Handler) next(ctx context.Context, kind string, o release.Outcome) erro
 	return nil
 }
 
-// Output event details (content-free).
-type (
-	// ReleaseApproved is the detail of localeflow.release.approved.
-	ReleaseApproved struct {
-		EventID      string `json:"event_id"`
-		PlanID       string `json:"plan_id"`
-		JobID        string `json:"job_id"`
-		TargetLocale string `json:"target_locale"`
-		ApprovalID   string `json:"approval_id"`
-	}
-	// Delivery is the detail of localeflow.delivery.ready and
-	// localeflow.delivery.delivered.
-	Delivery struct {
-		EventID    string `json:"event_id"`
-		PlanID     string `json:"plan_id"`
-		DeliveryID string `json:"delivery_id"`
-		Status     string `json:"status"`
-	}
-)
-
 func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
 	if !o.Changed {
 		return nil
 	}
 	if o.ApprovalID != "" {
-		if err := h.publishApproved(ctx, ReleaseApproved{
+		if err := h.publishApproved(ctx, contract.ReleaseApproved{
 			EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
 		}, true); err != nil {
 			return err
 		}
 	}
-	return h.publishDelivery(ctx, Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status})
+	return h.publishDelivery(ctx, contract.Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status})
 }
 
 // publishApproved publishes localeflow.release.approved and then clears
 // the approval's owed-event marker. A failed clear only means the sweep
 // publishes the same event again (consumers dedupe on approval_id).
-func (h *Handler) publishApproved(ctx context.Context, d ReleaseApproved, owed bool) error {
-	if err := h.bus.Publish(ctx, topology.DetailReleaseApproved, d); err != nil {
+func (h *Handler) publishApproved(ctx context.Context, d contract.ReleaseApproved, owed bool) error {
+	if err := h.bus.Publish(ctx, contract.DetailReleaseApproved, d); err != nil {
 		return fmt.Errorf("publish approved %s: %w", d.EventID, err)
 	}
 	if !owed {
@@ -553,13 +531,13 @@ func (h *Handler) publishApproved(ctx context.Context, d ReleaseApproved, owed b
 
 // publishDelivery publishes delivery.ready or delivery.delivered by the
 // detail's status; other statuses publish nothing.
-func (h *Handler) publishDelivery(ctx context.Context, d Delivery) error {
+func (h *Handler) publishDelivery(ctx context.Context, d contract.Delivery) error {
 	detailType := ""
 	switch d.Status {
 	case release.OutcomeDeliveryReady:
-		detailType = topology.DetailDeliveryReady
+		detailType = contract.DetailDeliveryReady
 	case release.OutcomeDelivered:
-		detailType = topology.DetailDeliveryDelivered
+		detailType = contract.DetailDeliveryDelivered
 	default:
 		return nil
 	}
@@ -592,7 +570,7 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 		case d.Status == release.StateSucceeded:
 			status = release.OutcomeDelivered
 		}
-		if err := h.publishDelivery(ctx, Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}); err != nil {
+		if err := h.publishDelivery(ctx, contract.Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}); err != nil {
 			return err
 		}
 	}
@@ -628,7 +606,7 @@ func (h *Handler) republishApprovals(ctx context.Context, snap release.Snapshot,
 		if rec == nil || (onlyOwed && rec.OutboxMS == 0) || !h.approvalBinds(rec, plan, job) {
 			continue
 		}
-		if err := h.publishApproved(ctx, ReleaseApproved{
+		if err := h.publishApproved(ctx, contract.ReleaseApproved{
 			EventID: plan.Event.EventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
 		}, rec.OutboxMS > 0); err != nil {
 			return n, err

@@ -19,12 +19,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
-	"github.com/localeflow/localeflow/topology"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.json")
@@ -206,7 +206,7 @@ func readTestdata(t *testing.T, name string) []byte {
 // target receives.
 func envelopeMessage(id, detailType string, detail []byte) events.SQSMessage {
 	env, _ := json.Marshal(map[string]any{
-		"version": "0", "id": "eb-" + id, "detail-type": detailType, "source": topology.EventSource,
+		"version": "0", "id": "eb-" + id, "detail-type": detailType, "source": contract.EventSource,
 		"account": "000000000000", "time": "2026-11-29T12:00:00Z", "region": "us-east-1", "resources": []string{},
 		"detail": json.RawMessage(detail),
 	})
@@ -220,13 +220,13 @@ func TestTestdata(t *testing.T) {
 	fx := releasetest.NewFixture()
 	plan := releasetest.NewPlan("evt-h-1", "de-DE", "fr-FR")
 	files := map[string]events.SQSEvent{
-		"sqs_plan.json": {Records: []events.SQSMessage{envelopeMessage("m-plan", topology.DetailPlanAccepted, fx.Detail(plan.PlanPayload()))}},
+		"sqs_plan.json": {Records: []events.SQSMessage{envelopeMessage("m-plan", contract.DetailPlanAccepted, fx.Detail(plan.PlanPayload()))}},
 		"sqs_jobs.json": {Records: []events.SQSMessage{
-			envelopeMessage("m-job-fr", topology.DetailJobCompleted, fx.Detail(plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))),
-			envelopeMessage("m-job-de", topology.DetailJobCompleted, fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{}))),
+			envelopeMessage("m-job-fr", contract.DetailJobCompleted, fx.Detail(plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))),
+			envelopeMessage("m-job-de", contract.DetailJobCompleted, fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{}))),
 		}},
 		"sqs_invalid.json": {Records: []events.SQSMessage{
-			envelopeMessage("m-forged", topology.DetailPlanAccepted, []byte(`{"payload":`+string(mustJSON(string(plan.PlanPayload())))+`,"signature":"v1=`+strings.Repeat("0", 64)+`"}`)),
+			envelopeMessage("m-forged", contract.DetailPlanAccepted, []byte(`{"payload":`+string(mustJSON(string(plan.PlanPayload())))+`,"signature":"v1=`+strings.Repeat("0", 64)+`"}`)),
 			{MessageId: "m-garbage", Body: "not json"},
 			{MessageId: "m-kind", Body: `{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt-h-1","not_before_ms":0}`},
 			envelopeMessage("m-type", "localeflow.other", fx.Detail(plan.PlanPayload())),
@@ -267,7 +267,7 @@ func TestOutOfOrderJobsDeliverOnce(t *testing.T) {
 	if resp := b.invokeRaw(t, jobs); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("%+v", resp)
 	}
-	if b.bus.count(topology.DetailReleaseApproved) != 2 || b.bus.count(topology.DetailDeliveryReady) != 1 {
+	if b.bus.count(contract.DetailReleaseApproved) != 2 || b.bus.count(contract.DetailDeliveryReady) != 1 {
 		t.Fatalf("published %+v", b.bus.out)
 	}
 	// Drain the scheduled steps until nothing is left.
@@ -280,8 +280,8 @@ func TestOutOfOrderJobsDeliverOnce(t *testing.T) {
 			t.Fatalf("%+v", resp)
 		}
 	}
-	if b.bus.count(topology.DetailDeliveryDelivered) != 1 || b.cms.Sends != 1 {
-		t.Fatalf("delivered %d times, %d sends", b.bus.count(topology.DetailDeliveryDelivered), b.cms.Sends)
+	if b.bus.count(contract.DetailDeliveryDelivered) != 1 || b.cms.Sends != 1 {
+		t.Fatalf("delivered %d times, %d sends", b.bus.count(contract.DetailDeliveryDelivered), b.cms.Sends)
 	}
 	// Duplicates and reordered redeliveries of everything change nothing.
 	_, puts := b.store.Counts()
@@ -480,7 +480,7 @@ func TestSweepReschedulesDueWork(t *testing.T) {
 		}
 		b.invoke(t, batch)
 	}
-	if b.bus.count(topology.DetailDeliveryDelivered) != 1 {
+	if b.bus.count(contract.DetailDeliveryDelivered) != 1 {
 		t.Fatalf("sweep did not recover the release: %v", b.bus.out)
 	}
 	// Nothing is due any more.

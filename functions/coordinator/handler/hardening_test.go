@@ -15,9 +15,9 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // TestFarFutureEnvelopeIsRefusedNotChained: an envelope due a year ahead
@@ -180,8 +180,8 @@ func TestTextsExpireAfterDeliveryOrBlock(t *testing.T) {
 		}
 		b.invokeRaw(t, readTestdata(t, "sqs_jobs.json"))
 		drainQueue(t, b)
-		if b.bus.count(topology.DetailDeliveryDelivered) != 1 || len(texts.calls) != 1 {
-			t.Fatalf("delivered %d, expiries %v", b.bus.count(topology.DetailDeliveryDelivered), texts.calls)
+		if b.bus.count(contract.DetailDeliveryDelivered) != 1 || len(texts.calls) != 1 {
+			t.Fatalf("delivered %d, expiries %v", b.bus.count(contract.DetailDeliveryDelivered), texts.calls)
 		}
 		for _, at := range texts.calls {
 			if got := at.Sub(*b.now); got != handler.DefaultTextRetention {

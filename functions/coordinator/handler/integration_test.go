@@ -27,6 +27,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/localtest"
@@ -34,7 +35,6 @@ import (
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/signing"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // fastClock runs `speed` times faster than the wall clock, so backoffs of
@@ -258,12 +258,12 @@ func TestIntegrationThreeLocalesOutOfOrderDeliveredOnce(t *testing.T) {
 	s := newStack(t, &releasetest.Responder{})
 	plan := releasetest.NewPlan("evt-int-3", "fr-FR", "de-DE", "it-IT")
 	// A job before its plan, then the plan, then the rest out of order.
-	s.publish(t, topology.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
+	s.publish(t, contract.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
 	s.drain(t, 30*time.Second, func() bool { return true })
-	s.publish(t, topology.DetailPlanAccepted, plan.PlanPayload())
-	s.publish(t, topology.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{IndependentReviewRequired: true}))
-	s.publish(t, topology.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{HumanReviewRequired: true}))
-	s.drain(t, 90*time.Second, func() bool { return s.bus.count(topology.DetailDeliveryDelivered) == 1 })
+	s.publish(t, contract.DetailPlanAccepted, plan.PlanPayload())
+	s.publish(t, contract.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{IndependentReviewRequired: true}))
+	s.publish(t, contract.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{HumanReviewRequired: true}))
+	s.drain(t, 90*time.Second, func() bool { return s.bus.count(contract.DetailDeliveryDelivered) == 1 })
 
 	snap := s.snapshot(t, "evt-int-3")
 	if len(snap.Approvals) != 3 || snap.Delivery == nil || snap.Delivery.Status != release.StateSucceeded || snap.Delivery.Attempts != 1 {
@@ -278,7 +278,7 @@ func TestIntegrationThreeLocalesOutOfOrderDeliveredOnce(t *testing.T) {
 			t.Fatalf("bundle %+v", b)
 		}
 	}
-	if s.bus.count(topology.DetailReleaseApproved) != 3 || s.bus.count(topology.DetailDeliveryReady) != 1 {
+	if s.bus.count(contract.DetailReleaseApproved) != 3 || s.bus.count(contract.DetailDeliveryReady) != 1 {
 		t.Fatalf("events %v", s.bus.types)
 	}
 
@@ -297,10 +297,10 @@ func TestIntegrationThreeLocalesOutOfOrderDeliveredOnce(t *testing.T) {
 	}
 
 	// Duplicate and reordered deliveries of every input change nothing.
-	s.publish(t, topology.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{HumanReviewRequired: true}))
-	s.publish(t, topology.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
-	s.publish(t, topology.DetailPlanAccepted, plan.PlanPayload())
-	s.publish(t, topology.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{IndependentReviewRequired: true}))
+	s.publish(t, contract.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{HumanReviewRequired: true}))
+	s.publish(t, contract.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
+	s.publish(t, contract.DetailPlanAccepted, plan.PlanPayload())
+	s.publish(t, contract.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{IndependentReviewRequired: true}))
 	for _, kind := range []string{handler.KindDeliver, handler.KindRun, handler.KindDeliver} {
 		if err := delayqueue.New(s.sqs, s.queueURL).Send(context.Background(), kind, "evt-int-3", time.Now(), time.Now()); err != nil {
 			t.Fatal(err)
@@ -316,7 +316,7 @@ func TestIntegrationThreeLocalesOutOfOrderDeliveredOnce(t *testing.T) {
 			t.Errorf("%s changed:\n%s\n%s", k, v, after[k])
 		}
 	}
-	if calls2, _, _, _ := s.cms.Stats(); calls2 != 1 || s.bus.count(topology.DetailDeliveryDelivered) != 1 || len(s.bus.types) != 5 {
+	if calls2, _, _, _ := s.cms.Stats(); calls2 != 1 || s.bus.count(contract.DetailDeliveryDelivered) != 1 || len(s.bus.types) != 5 {
 		t.Fatalf("after duplicates: cms calls %d, events %v", calls2, s.bus.types)
 	}
 }
@@ -340,8 +340,8 @@ func TestIntegrationEvidenceFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStack(t, tt.responder)
 			plan := releasetest.NewPlan("evt-int-f", "de-DE")
-			s.publish(t, topology.DetailPlanAccepted, plan.PlanPayload())
-			s.publish(t, topology.DetailJobCompleted, plan.ResultPayload("de-DE", tt.opts))
+			s.publish(t, contract.DetailPlanAccepted, plan.PlanPayload())
+			s.publish(t, contract.DetailJobCompleted, plan.ResultPayload("de-DE", tt.opts))
 			var rec *release.EvidenceRecord
 			s.drain(t, 60*time.Second, func() bool {
 				for _, e := range s.snapshot(t, "evt-int-f").Evidence {
@@ -360,7 +360,7 @@ func TestIntegrationEvidenceFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.drain(t, 20*time.Second, func() bool { return strings.Contains(s.logs.String(), release.CodeAttemptsExhausted) })
-			if len(s.snapshot(t, "evt-int-f").Approvals) != 0 || s.bus.count(topology.DetailReleaseApproved) != 0 {
+			if len(s.snapshot(t, "evt-int-f").Approvals) != 0 || s.bus.count(contract.DetailReleaseApproved) != 0 {
 				t.Fatal("approved despite failed evidence")
 			}
 		})
@@ -422,15 +422,15 @@ func TestIntegrationEventKeyRotationWhileReleasesAreInFlight(t *testing.T) {
 		}
 	}
 	plan := releasetest.NewPlan("evt-rot-1", "fr-FR", "de-DE", "it-IT")
-	publishWith(oldKey, topology.DetailPlanAccepted, plan.PlanPayload())
-	publishWith(oldKey, topology.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))
+	publishWith(oldKey, contract.DetailPlanAccepted, plan.PlanPayload())
+	publishWith(oldKey, contract.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))
 	s.drain(t, 30*time.Second, func() bool { return true })
 
 	secret.put(newKey, oldKey) // step 2
 	waitTTL()
-	publishWith(newKey, topology.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
-	publishWith(oldKey, topology.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{})) // signed before the switch
-	s.drain(t, 90*time.Second, func() bool { return s.bus.count(topology.DetailDeliveryDelivered) == 1 })
+	publishWith(newKey, contract.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
+	publishWith(oldKey, contract.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{})) // signed before the switch
+	s.drain(t, 90*time.Second, func() bool { return s.bus.count(contract.DetailDeliveryDelivered) == 1 })
 	if strings.Contains(s.logs.String(), release.CodeEventSignatureInvalid) {
 		t.Fatalf("an event was refused during the rotation:\n%s", s.logs.String())
 	}
@@ -440,7 +440,7 @@ func TestIntegrationEventKeyRotationWhileReleasesAreInFlight(t *testing.T) {
 
 	secret.put(newKey) // step 4
 	waitTTL()
-	publishWith(oldKey, topology.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
+	publishWith(oldKey, contract.DetailJobCompleted, plan.ResultPayload("it-IT", releasetest.ResultOptions{}))
 	s.drain(t, 30*time.Second, func() bool { return true })
 	if !strings.Contains(s.logs.String(), release.CodeEventSignatureInvalid) {
 		t.Fatal("an event signed with the dropped key was accepted")

@@ -1,10 +1,10 @@
 package handler
 
 import (
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/emf"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // StateError is the State dimension of a release step that ended with an
@@ -16,25 +16,25 @@ const StateError = "error"
 // delivery_ready, delivered, or error) and, for an error, the failures
 // metric by code. Content-free: a state and a stable code.
 func (h *Handler) stepMetrics(kind string, o release.Outcome, err error) {
-	steps, failures := topology.MetricEvidenceSteps, topology.MetricEvidenceFailures
+	steps, failures := contract.MetricEvidenceSteps, contract.MetricEvidenceFailures
 	if kind == KindDeliver {
-		steps, failures = topology.MetricDeliverySteps, topology.MetricDeliveryFailures
+		steps, failures = contract.MetricDeliverySteps, contract.MetricDeliveryFailures
 	}
 	state := o.Status
 	values := map[string]string{}
-	groups := []emf.Group{emf.Count(steps, topology.MetricStateDimension)}
+	groups := []emf.Group{emf.Count(steps, contract.MetricStateDimension)}
 	if err != nil {
 		state = StateError
 		code := core.CodeOf(err)
 		if !core.ValidErrorCode(code) {
 			code = "unknown"
 		}
-		values[topology.MetricCodeDimension] = code
-		groups = append(groups, emf.Count(failures, topology.MetricCodeDimension))
+		values[contract.MetricCodeDimension] = code
+		groups = append(groups, emf.Count(failures, contract.MetricCodeDimension))
 	}
 	if state == "" {
 		state = release.OutcomeWaiting
 	}
-	values[topology.MetricStateDimension] = state
+	values[contract.MetricStateDimension] = state
 	h.metrics.Emit(values, groups...)
 }

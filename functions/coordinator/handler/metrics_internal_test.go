@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/emf"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // TestStepMetrics: the dashboard's evidence and delivery outcomes had no
@@ -30,10 +30,10 @@ func TestStepMetrics(t *testing.T) {
 		names []string
 		has   []string
 	}{
-		{[]string{topology.MetricEvidenceSteps}, []string{`"State":"approved"`}},
-		{[]string{topology.MetricEvidenceSteps, topology.MetricEvidenceFailures}, []string{`"State":"error"`, `"Code":"evidence.http_400"`}},
-		{[]string{topology.MetricDeliverySteps}, []string{`"State":"delivered"`}},
-		{[]string{topology.MetricDeliverySteps, topology.MetricDeliveryFailures}, []string{`"State":"error"`, `"Code":"unknown"`}},
+		{[]string{contract.MetricEvidenceSteps}, []string{`"State":"approved"`}},
+		{[]string{contract.MetricEvidenceSteps, contract.MetricEvidenceFailures}, []string{`"State":"error"`, `"Code":"evidence.http_400"`}},
+		{[]string{contract.MetricDeliverySteps}, []string{`"State":"delivered"`}},
+		{[]string{contract.MetricDeliverySteps, contract.MetricDeliveryFailures}, []string{`"State":"error"`, `"Code":"unknown"`}},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("lines %q", lines)
@@ -59,7 +59,7 @@ func TestStepMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	emitted = append(emitted, rejected...)
-	for name, fns := range topology.Metrics {
+	for name, fns := range contract.Metrics {
 		if slices.Contains(fns, "coordinator") != slices.Contains(emitted, name) {
 			t.Errorf("metric %s: topology says coordinator emits it: %v; emitted: %v", name, slices.Contains(fns, "coordinator"), slices.Contains(emitted, name))
 		}

@@ -8,10 +8,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // clockAdvancingProvider answers after the clock moved on by delay: the evidence
@@ -65,8 +65,8 @@ func TestApprovalStoredThenLeaseExpiredIsAnnounced(t *testing.T) {
 	})
 	plan := releasetest.NewPlan("evt-late", "de-DE", "fr-FR")
 	fx := releasetest.NewFixture()
-	b.invoke(t, batch(envelopeMessage("m-plan", topology.DetailPlanAccepted, fx.Detail(plan.PlanPayload()))))
-	resp := b.invoke(t, batch(envelopeMessage("m-de", topology.DetailJobCompleted, fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{})))))
+	b.invoke(t, batch(envelopeMessage("m-plan", contract.DetailPlanAccepted, fx.Detail(plan.PlanPayload()))))
+	resp := b.invoke(t, batch(envelopeMessage("m-de", contract.DetailJobCompleted, fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{})))))
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", failures(resp))
 	}
@@ -74,8 +74,8 @@ func TestApprovalStoredThenLeaseExpiredIsAnnounced(t *testing.T) {
 	if err != nil || s.Approvals["job-de-DE"] == nil {
 		t.Fatalf("approval not stored: %v", err)
 	}
-	var d handler.ReleaseApproved
-	if n := b.bus.details(t, topology.DetailReleaseApproved, &d); n != 1 || d.ApprovalID != s.Approvals["job-de-DE"].ApprovalID {
+	var d contract.ReleaseApproved
+	if n := b.bus.details(t, contract.DetailReleaseApproved, &d); n != 1 || d.ApprovalID != s.Approvals["job-de-DE"].ApprovalID {
 		t.Fatalf("%d release.approved events (%+v) for a stored approval, want 1", n, d)
 	}
 	if n := b.owed(t, "evt-late"); n != 0 {
@@ -94,12 +94,12 @@ func TestOwedApprovalEventIsRepublishedBySweep(t *testing.T) {
 	b := setup(t)
 	plan, job := oneLocale("evt-owed")
 	b.invoke(t, batch(plan))
-	b.bus.fail = map[string]int{topology.DetailReleaseApproved: 1}
+	b.bus.fail = map[string]int{contract.DetailReleaseApproved: 1}
 	resp := b.invoke(t, batch(job))
 	if len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("failures %v, want the job message", failures(resp))
 	}
-	if b.bus.count(topology.DetailReleaseApproved) != 0 || b.owed(t, "evt-owed") != 1 {
+	if b.bus.count(contract.DetailReleaseApproved) != 0 || b.owed(t, "evt-owed") != 1 {
 		t.Fatal("the failed publish is not owed")
 	}
 	// The message is never redelivered (it dead-letters); a sweep within
@@ -113,8 +113,8 @@ func TestOwedApprovalEventIsRepublishedBySweep(t *testing.T) {
 		t.Fatalf("sweep republished %d, want 1", res.Republished)
 	}
 	s, _ := b.store.Load(context.Background(), "evt-owed")
-	var d handler.ReleaseApproved
-	if n := b.bus.details(t, topology.DetailReleaseApproved, &d); n != 1 || d.ApprovalID != s.Approvals["job-de-DE"].ApprovalID || d.TargetLocale != "de-DE" {
+	var d contract.ReleaseApproved
+	if n := b.bus.details(t, contract.DetailReleaseApproved, &d); n != 1 || d.ApprovalID != s.Approvals["job-de-DE"].ApprovalID || d.TargetLocale != "de-DE" {
 		t.Fatalf("%d events, last %+v", n, d)
 	}
 	if b.owed(t, "evt-owed") != 0 {

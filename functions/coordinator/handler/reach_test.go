@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // drain runs queued steps until the queue is empty (at most rounds).
@@ -35,7 +35,7 @@ func TestSucceededJobWithLostStepIsSwept(t *testing.T) {
 	b.invoke(t, batch(plan))
 	fx := releasetest.NewFixture()
 	p := releasetest.NewPlan("evt-lost-step", "de-DE")
-	if _, _, err := b.c.Ingest(context.Background(), topology.DetailJobCompleted, fx.Detail(p.ResultPayload("de-DE", releasetest.ResultOptions{}))); err != nil {
+	if _, _, err := b.c.Ingest(context.Background(), contract.DetailJobCompleted, fx.Detail(p.ResultPayload("de-DE", releasetest.ResultOptions{}))); err != nil {
 		t.Fatal(err)
 	}
 	b.queue.take(t)
@@ -43,7 +43,7 @@ func TestSucceededJobWithLostStepIsSwept(t *testing.T) {
 		t.Fatalf("sweep scheduled %d steps for a succeeded, never claimed job; want 1", res.Scheduled)
 	}
 	b.drain(t, 10)
-	if b.bus.count(topology.DetailDeliveryDelivered) != 1 {
+	if b.bus.count(contract.DetailDeliveryDelivered) != 1 {
 		t.Fatalf("release not delivered after the sweep: %v", b.bus.out)
 	}
 	if res := b.sweep(t); res.Due != 0 {
@@ -76,7 +76,7 @@ func TestCompletedApprovalWithoutDeliveryIsSwept(t *testing.T) {
 		t.Fatalf("sweep scheduled %d steps for an approved plan without delivery; want 1", res.Scheduled)
 	}
 	b.drain(t, 10)
-	if b.bus.count(topology.DetailDeliveryDelivered) != 1 {
+	if b.bus.count(contract.DetailDeliveryDelivered) != 1 {
 		t.Fatalf("release not delivered after the sweep: %v", b.bus.out)
 	}
 	if res := b.sweep(t); res.Due != 0 {

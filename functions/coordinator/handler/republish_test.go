@@ -9,10 +9,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
-	"github.com/localeflow/localeflow/functions/coordinator/handler"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // oneLocale returns the plan message and the job message of a one-locale
@@ -21,8 +20,8 @@ import (
 func oneLocale(eventID string) (plan, job events.SQSMessage) {
 	fx := releasetest.NewFixture()
 	p := releasetest.NewPlan(eventID, "de-DE")
-	return envelopeMessage("m-plan", topology.DetailPlanAccepted, fx.Detail(p.PlanPayload())),
-		envelopeMessage("m-job", topology.DetailJobCompleted, fx.Detail(p.ResultPayload("de-DE", releasetest.ResultOptions{})))
+	return envelopeMessage("m-plan", contract.DetailPlanAccepted, fx.Detail(p.PlanPayload())),
+		envelopeMessage("m-job", contract.DetailJobCompleted, fx.Detail(p.ResultPayload("de-DE", releasetest.ResultOptions{})))
 }
 
 // received is m as SQS hands it over for the n-th time.
@@ -69,7 +68,7 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 
 	// First delivery: the approval and the delivery are stored, the
 	// publish fails, the message is reported for redelivery.
-	b.bus.fail = map[string]int{topology.DetailReleaseApproved: 1}
+	b.bus.fail = map[string]int{contract.DetailReleaseApproved: 1}
 	if got := failures(b.invoke(t, batch(received(job, 1)))); len(got) != 1 || got[0] != "m-job" {
 		t.Fatalf("failures %v, want [m-job]\n%s", got, b.logs.String())
 	}
@@ -93,19 +92,19 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 	if got := failures(b.invoke(t, batch(received(job, 2)))); len(got) != 0 {
 		t.Fatalf("redelivery failed %v\n%s", got, b.logs.String())
 	}
-	var ra handler.ReleaseApproved
-	if n := b.bus.details(t, topology.DetailReleaseApproved, &ra); n != 1 {
+	var ra contract.ReleaseApproved
+	if n := b.bus.details(t, contract.DetailReleaseApproved, &ra); n != 1 {
 		t.Fatalf("approved published %d times", n)
 	}
-	want := handler.ReleaseApproved{EventID: eventID, PlanID: "plan-" + eventID, JobID: approval.JobID, TargetLocale: "de-DE", ApprovalID: approval.ApprovalID}
+	want := contract.ReleaseApproved{EventID: eventID, PlanID: "plan-" + eventID, JobID: approval.JobID, TargetLocale: "de-DE", ApprovalID: approval.ApprovalID}
 	if ra != want {
 		t.Fatalf("approved detail %+v, want %+v", ra, want)
 	}
-	var ready handler.Delivery
-	if n := b.bus.details(t, topology.DetailDeliveryReady, &ready); n != 1 {
+	var ready contract.Delivery
+	if n := b.bus.details(t, contract.DetailDeliveryReady, &ready); n != 1 {
 		t.Fatalf("ready published %d times", n)
 	}
-	if want := (handler.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDeliveryReady}); ready != want {
+	if want := (contract.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDeliveryReady}); ready != want {
 		t.Fatalf("ready detail %+v, want %+v", ready, want)
 	}
 	deliver := b.queue.take(t)
@@ -115,27 +114,27 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 
 	// The delivery is sent, its publish fails; the redelivered step
 	// message publishes delivered without sending again.
-	b.bus.fail = map[string]int{topology.DetailDeliveryDelivered: 1}
+	b.bus.fail = map[string]int{contract.DetailDeliveryDelivered: 1}
 	if got := failures(b.invoke(t, deliver)); len(got) != 1 {
 		t.Fatalf("failures %v, want the delivery step", got)
 	}
-	if b.cms.Sends != 1 || b.bus.count(topology.DetailDeliveryDelivered) != 0 {
-		t.Fatalf("sends %d, delivered %d", b.cms.Sends, b.bus.count(topology.DetailDeliveryDelivered))
+	if b.cms.Sends != 1 || b.bus.count(contract.DetailDeliveryDelivered) != 0 {
+		t.Fatalf("sends %d, delivered %d", b.cms.Sends, b.bus.count(contract.DetailDeliveryDelivered))
 	}
 	if got := failures(b.invoke(t, batch(received(deliver.Records[0], 2)))); len(got) != 0 {
 		t.Fatalf("redelivery failed %v\n%s", got, b.logs.String())
 	}
-	var delivered handler.Delivery
-	if n := b.bus.details(t, topology.DetailDeliveryDelivered, &delivered); n != 1 || b.cms.Sends != 1 {
+	var delivered contract.Delivery
+	if n := b.bus.details(t, contract.DetailDeliveryDelivered, &delivered); n != 1 || b.cms.Sends != 1 {
 		t.Fatalf("delivered published %d times, %d sends", n, b.cms.Sends)
 	}
-	if want := (handler.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDelivered}); delivered != want {
+	if want := (contract.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDelivered}); delivered != want {
 		t.Fatalf("delivered detail %+v, want %+v", delivered, want)
 	}
 	// Once delivered, a redelivery re-publishes the current state only:
 	// no second ready.
-	if b.bus.count(topology.DetailDeliveryReady) != 1 {
-		t.Fatalf("ready published %d times", b.bus.count(topology.DetailDeliveryReady))
+	if b.bus.count(contract.DetailDeliveryReady) != 1 {
+		t.Fatalf("ready published %d times", b.bus.count(contract.DetailDeliveryReady))
 	}
 	for _, p := range b.bus.out {
 		if bytes.Contains(p.Detail, []byte("SECRET")) {
@@ -157,7 +156,7 @@ func TestPlainDuplicatePublishesNothing(t *testing.T) {
 			b := setup(t)
 			plan, job := oneLocale("evt-r-2")
 			b.invoke(t, batch(plan))
-			b.bus.fail = map[string]int{topology.DetailReleaseApproved: 1}
+			b.bus.fail = map[string]int{contract.DetailReleaseApproved: 1}
 			if got := failures(b.invoke(t, batch(received(job, 1)))); len(got) != 1 {
 				t.Fatalf("failures %v", got)
 			}
@@ -186,13 +185,13 @@ func TestRedeliveryWithoutPlanOrBus(t *testing.T) {
 		b := setup(t)
 		plan, job := oneLocale("evt-r-4")
 		b.invoke(t, batch(plan))
-		b.bus.fail = map[string]int{topology.DetailReleaseApproved: 2}
+		b.bus.fail = map[string]int{contract.DetailReleaseApproved: 2}
 		b.invoke(t, batch(received(job, 1)))
 		if got := failures(b.invoke(t, batch(received(job, 2)))); len(got) != 1 {
 			t.Fatalf("failed republish acknowledged: %v", got)
 		}
-		if got := failures(b.invoke(t, batch(received(job, 3)))); len(got) != 0 || b.bus.count(topology.DetailReleaseApproved) != 1 {
-			t.Fatalf("failures %v, approved %d", got, b.bus.count(topology.DetailReleaseApproved))
+		if got := failures(b.invoke(t, batch(received(job, 3)))); len(got) != 0 || b.bus.count(contract.DetailReleaseApproved) != 1 {
+			t.Fatalf("failures %v, approved %d", got, b.bus.count(contract.DetailReleaseApproved))
 		}
 	})
 }

@@ -1,13 +1,13 @@
 package handler
 
 import (
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/internal/emf"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // Namespace is the CloudWatch namespace of the health metrics.
-const Namespace = topology.MetricNamespace
+const Namespace = contract.MetricNamespace
 
 // DefaultDeployment is the Deployment dimension when none is configured
 // (the default resource prefix).
@@ -44,31 +44,31 @@ func reportMetrics(deployment string, r health.Report) []byte {
 	}
 	m, ev, dl := r.Monitor, r.Release.Evidence, r.Release.Delivery
 	return emfLine(deployment, r.CheckedAtMS, []emf.Metric{
-		{Name: topology.MetricHealthBlocked, Value: boolMetric(r.Status == health.StatusBlocked)},
-		{Name: topology.MetricHealthCheckFailed, Value: 0},
-		{Name: topology.MetricInvalidRecords, Value: invalid},
-		{Name: topology.MetricMonitorPending, Value: m.Counts["pending"]},
-		{Name: topology.MetricMonitorLeased, Value: m.Counts["leased"]},
-		{Name: topology.MetricMonitorWatching, Value: m.Counts["watching"]},
-		{Name: topology.MetricMonitorRetryWait, Value: m.Counts["retry_wait"]},
-		{Name: topology.MetricMonitorFailed, Value: m.Failed},
-		{Name: topology.MetricMonitorDue, Value: m.Due},
-		{Name: topology.MetricMonitorExpiredLeases, Value: m.ExpiredLeases},
-		{Name: topology.MetricMonitorRemoteFailures, Value: m.RemoteFailures},
-		{Name: topology.MetricOldestDueSeconds, Value: int(oldestDueMS / 1000)},
-		{Name: topology.MetricEvidenceOpen, Value: ev.Open},
-		{Name: topology.MetricEvidenceDue, Value: ev.Due},
-		{Name: topology.MetricEvidenceExpiredLeases, Value: ev.ExpiredLeases},
-		{Name: topology.MetricEvidenceFailed, Value: ev.Failed},
-		{Name: topology.MetricDeliveryOpen, Value: dl.Open},
-		{Name: topology.MetricDeliveryDue, Value: dl.Due},
-		{Name: topology.MetricDeliveryExpiredLeases, Value: dl.ExpiredLeases},
-		{Name: topology.MetricDeliveryFailed, Value: dl.Failed},
+		{Name: contract.MetricHealthBlocked, Value: boolMetric(r.Status == health.StatusBlocked)},
+		{Name: contract.MetricHealthCheckFailed, Value: 0},
+		{Name: contract.MetricInvalidRecords, Value: invalid},
+		{Name: contract.MetricMonitorPending, Value: m.Counts["pending"]},
+		{Name: contract.MetricMonitorLeased, Value: m.Counts["leased"]},
+		{Name: contract.MetricMonitorWatching, Value: m.Counts["watching"]},
+		{Name: contract.MetricMonitorRetryWait, Value: m.Counts["retry_wait"]},
+		{Name: contract.MetricMonitorFailed, Value: m.Failed},
+		{Name: contract.MetricMonitorDue, Value: m.Due},
+		{Name: contract.MetricMonitorExpiredLeases, Value: m.ExpiredLeases},
+		{Name: contract.MetricMonitorRemoteFailures, Value: m.RemoteFailures},
+		{Name: contract.MetricOldestDueSeconds, Value: int(oldestDueMS / 1000)},
+		{Name: contract.MetricEvidenceOpen, Value: ev.Open},
+		{Name: contract.MetricEvidenceDue, Value: ev.Due},
+		{Name: contract.MetricEvidenceExpiredLeases, Value: ev.ExpiredLeases},
+		{Name: contract.MetricEvidenceFailed, Value: ev.Failed},
+		{Name: contract.MetricDeliveryOpen, Value: dl.Open},
+		{Name: contract.MetricDeliveryDue, Value: dl.Due},
+		{Name: contract.MetricDeliveryExpiredLeases, Value: dl.ExpiredLeases},
+		{Name: contract.MetricDeliveryFailed, Value: dl.Failed},
 	})
 }
 
 // failedMetrics is the EMF line of a check that could not read the tables:
 // blocked, so the alarm fires.
 func failedMetrics(deployment string, nowMS int64) []byte {
-	return emfLine(deployment, nowMS, []emf.Metric{{Name: topology.MetricHealthBlocked, Value: 1}, {Name: topology.MetricHealthCheckFailed, Value: 1}})
+	return emfLine(deployment, nowMS, []emf.Metric{{Name: contract.MetricHealthBlocked, Value: 1}, {Name: contract.MetricHealthCheckFailed, Value: 1}})
 }

@@ -13,9 +13,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
-	"github.com/localeflow/localeflow/topology"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
 // CodeEventInvalid is returned for an invocation that is neither a Function
@@ -83,8 +84,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 				Method string `json:"method"`
 			} `json:"http"`
 		} `json:"requestContext"`
-		DetailType string `json:"detail-type"`
-		Source     string `json:"source"`
+		events.EventBridgeEvent
 	}
 	if err := json.Unmarshal(payload, &shape); err != nil {
 		h.log.ErrorContext(ctx, "health invocation invalid", "code", CodeEventInvalid)
@@ -98,8 +98,8 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 			return nil, core.Wrap(CodeEventInvalid, false, fmt.Errorf("function URL request: %w", err))
 		}
 		return h.ServeURL(ctx, req), nil
-	case shape.DetailType == "Scheduled Event" && shape.Source == "aws.events":
-		return h.Scheduled(ctx)
+	case shape.DetailType == contract.ScheduledEventDetailType && shape.Source == contract.ScheduledEventSource:
+		return h.Scheduled(lambdalog.WithEventID(ctx, shape.ID))
 	}
 	h.log.ErrorContext(ctx, "health invocation invalid", "code", CodeEventInvalid)
 	return nil, core.Fail(CodeEventInvalid)
@@ -184,13 +184,7 @@ func wantsHTML(headers map[string]string) bool {
 }
 
 // BlockedDetail is the content-free detail of localeflow.health.blocked.
-type BlockedDetail struct {
-	Schema      string                `json:"schema"`
-	CheckedAtMS int64                 `json:"checked_at_ms"`
-	Reasons     []string              `json:"reasons"`
-	Monitor     *health.MonitorHealth `json:"monitor,omitempty"`
-	Release     *health.ReleaseHealth `json:"release,omitempty"`
-}
+type BlockedDetail = contract.HealthBlocked[health.MonitorHealth, health.ReleaseHealth]
 
 // ScheduledResult is what a scheduled invocation returns.
 type ScheduledResult struct {
@@ -206,7 +200,7 @@ func (h *Handler) Scheduled(ctx context.Context) (ScheduledResult, error) {
 		h.log.ErrorContext(ctx, "health check failed", "code", core.CodeOf(err), "error", err.Error())
 		h.writeMetrics(ctx, failedMetrics(h.deployment, now))
 		detail := BlockedDetail{Schema: health.Schema, CheckedAtMS: now, Reasons: []string{health.CodeUnavailable}}
-		if perr := h.bus.Publish(ctx, topology.DetailHealthBlocked, detail); perr != nil {
+		if perr := h.bus.Publish(ctx, contract.DetailHealthBlocked, detail); perr != nil {
 			h.log.ErrorContext(ctx, "health blocked event not published", "code", core.CodeOf(perr))
 		}
 		return ScheduledResult{}, fmt.Errorf("scheduled health check: %w", err)
@@ -215,9 +209,9 @@ func (h *Handler) Scheduled(ctx context.Context) (ScheduledResult, error) {
 	if report.Status == health.StatusBlocked {
 		detail := BlockedDetail{Schema: health.Schema, CheckedAtMS: report.CheckedAtMS, Reasons: report.Reasons,
 			Monitor: &report.Monitor, Release: &report.Release}
-		if err := h.bus.Publish(ctx, topology.DetailHealthBlocked, detail); err != nil {
+		if err := h.bus.Publish(ctx, contract.DetailHealthBlocked, detail); err != nil {
 			h.log.ErrorContext(ctx, "health blocked event not published", "code", core.CodeOf(err))
-			return ScheduledResult{}, fmt.Errorf("publish %s: %w", topology.DetailHealthBlocked, err)
+			return ScheduledResult{}, fmt.Errorf("publish %s: %w", contract.DetailHealthBlocked, err)
 		}
 		h.log.WarnContext(ctx, "health blocked event published", "reasons", report.Reasons)
 	}

@@ -17,13 +17,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/health/healthtest"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/health/handler"
-	"github.com/localeflow/localeflow/topology"
 )
 
 const base = int64(1_764_460_800_000)
@@ -289,7 +289,7 @@ func TestScheduled(t *testing.T) {
 		if m["HealthBlocked"] != 1 || m["MonitorFailed"] != 2 || m["MonitorRemoteFailures"] != 1 || m["InvalidRecords"] != 1 || m["EvidenceFailed"] != 1 {
 			t.Fatalf("metrics %v", m)
 		}
-		if len(b.bus.events) != 1 || b.bus.events[0].detailType != topology.DetailHealthBlocked {
+		if len(b.bus.events) != 1 || b.bus.events[0].detailType != contract.DetailHealthBlocked {
 			t.Fatalf("events %v", b.bus.events)
 		}
 		var detail handler.BlockedDetail

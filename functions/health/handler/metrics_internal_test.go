@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/internal/emf"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // TestHealthMetricNames: the health function emits exactly the metrics
@@ -33,13 +33,13 @@ func TestHealthMetricNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	emitted := append(names, failed...)
-	for name, fns := range topology.Metrics {
+	for name, fns := range contract.Metrics {
 		if slices.Contains(fns, "health") != slices.Contains(emitted, name) {
 			t.Errorf("metric %s: topology says health emits it: %v; emitted: %v", name, slices.Contains(fns, "health"), slices.Contains(emitted, name))
 		}
 	}
 	for _, n := range emitted {
-		if _, ok := topology.Metrics[n]; !ok {
+		if _, ok := contract.Metrics[n]; !ok {
 			t.Errorf("health emits %s, which topology does not list", n)
 		}
 	}

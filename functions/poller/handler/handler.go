@@ -15,16 +15,17 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/signing"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // KindPoll is the delayed-message kind of the next poll (or retry) of one
 // change.
-const KindPoll = "poll"
+const KindPoll = contract.KindPoll
 
 // Codes logged or returned by the handler.
 const (
@@ -206,9 +207,8 @@ func New(cfg Config) (*Handler, error) {
 // array) or a scheduled event (detail-type "Scheduled Event").
 func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, error) {
 	var shape struct {
-		Records    json.RawMessage `json:"Records"`
-		DetailType string          `json:"detail-type"`
-		Source     string          `json:"source"`
+		Records json.RawMessage `json:"Records"`
+		events.EventBridgeEvent
 	}
 	if err := json.Unmarshal(payload, &shape); err != nil {
 		h.log.ErrorContext(ctx, "poller invocation invalid", "code", CodeEventInvalid)
@@ -222,8 +222,8 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 			return nil, core.Wrap(CodeEventInvalid, false, errors.New("SQS batch does not decode"))
 		}
 		return h.HandleSQS(ctx, batch), nil
-	case shape.DetailType == "Scheduled Event" && shape.Source == "aws.events":
-		return h.Sweep(ctx)
+	case shape.DetailType == contract.ScheduledEventDetailType && shape.Source == contract.ScheduledEventSource:
+		return h.Sweep(lambdalog.WithEventID(ctx, shape.ID))
 	}
 	h.log.ErrorContext(ctx, "poller invocation invalid", "code", CodeEventInvalid)
 	return nil, core.Fail(CodeEventInvalid)
@@ -298,12 +298,12 @@ func (a announcer) Announce(ctx context.Context, o monitor.Announcement) error {
 
 // publish puts localeflow.change.terminal for a on the bus.
 func (h *Handler) publish(ctx context.Context, a monitor.Announcement) error {
-	detail := eventbus.ChangeTerminal{
+	detail := contract.ChangeTerminal{
 		EventID: a.EventID, OutcomeID: a.OutcomeID, SiteID: optional(a.SiteID), PlanID: optional(a.PlanID),
 		State: string(a.State), RemoteStatus: optional(a.RemoteStatus), ErrorCode: optional(a.ErrorCode),
 		LifecycleSHA256: optional(a.LifecycleSHA256),
 	}
-	if err := h.bus.Publish(ctx, topology.DetailChangeTerminal, detail); err != nil {
+	if err := h.bus.Publish(ctx, contract.DetailChangeTerminal, detail); err != nil {
 		return fmt.Errorf("publish terminal %s: %w", a.EventID, err)
 	}
 	return nil

@@ -25,13 +25,13 @@ import (
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/monitor/memstore"
 	"github.com/localeflow/localeflow/dev/logcapture"
 	"github.com/localeflow/localeflow/functions/poller/handler"
-	"github.com/localeflow/localeflow/topology"
 )
 
 var testKey = []byte("localeflow-cms-test-key-00000001")
@@ -138,7 +138,7 @@ func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _
 		return nil, errors.New("eventbridge unavailable")
 	}
 	for _, e := range in.Entries {
-		if *e.DetailType != topology.DetailChangeTerminal || *e.Source != "localeflow" {
+		if *e.DetailType != contract.DetailChangeTerminal || *e.Source != "localeflow" {
 			return nil, errors.New("unexpected entry")
 		}
 		var d map[string]any

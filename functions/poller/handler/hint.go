@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/topology"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
 // hint handles a localeflow.change.hint envelope: when the hint moved the
@@ -21,15 +24,12 @@ import (
 // flight (leased) is tried again once that poll has finished, since the
 // poll may have read the status from before the change.
 func (h *Handler) hint(ctx context.Context, body []byte, redo bool) error {
-	var env struct {
-		Source     string          `json:"source"`
-		DetailType string          `json:"detail-type"`
-		Detail     json.RawMessage `json:"detail"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource ||
-		env.DetailType != topology.DetailChangeHint || len(env.Detail) == 0 || env.Detail[0] != '{' {
+	var env events.EventBridgeEvent
+	if err := json.Unmarshal(body, &env); err != nil || env.Source != contract.EventSource ||
+		env.DetailType != contract.DetailChangeHint || len(env.Detail) == 0 || env.Detail[0] != '{' {
 		return core.Wrap(CodeMessageInvalid, false, errors.New("not a localeflow.change.hint envelope"))
 	}
+	ctx = lambdalog.WithEventID(ctx, env.ID)
 	d, err := monitor.ParseHint(env.Detail)
 	if err != nil {
 		return err

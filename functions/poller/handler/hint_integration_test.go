@@ -14,8 +14,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/topology"
 )
 
 func (w *timeWarpSQS) peekDelay(body string) int32 {
@@ -107,8 +107,8 @@ func TestIntegrationHintEndsLongIntervalChangeWithinSeconds(t *testing.T) {
 	// The CMS status is now published; the CMS says so with a hint.
 	sent := time.Now()
 	out, err := e.eb.PutEvents(context.Background(), &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
-		EventBusName: aws.String(e.res.bus), Source: aws.String(topology.EventSource),
-		DetailType: aws.String(topology.DetailChangeHint), Detail: aws.String(`{"event_id":"evt-poller-0001","site_id":"site-berlin"}`),
+		EventBusName: aws.String(e.res.bus), Source: aws.String(contract.EventSource),
+		DetailType: aws.String(contract.DetailChangeHint), Detail: aws.String(`{"event_id":"evt-poller-0001","site_id":"site-berlin"}`),
 	}}})
 	if err != nil || out.FailedEntryCount != 0 {
 		t.Fatalf("put hint: %v %+v", err, out)
@@ -117,7 +117,7 @@ func TestIntegrationHintEndsLongIntervalChangeWithinSeconds(t *testing.T) {
 		var env struct {
 			DetailType string `json:"detail-type"`
 		}
-		return json.Unmarshal([]byte(body), &env) == nil && env.DetailType == topology.DetailChangeHint
+		return json.Unmarshal([]byte(body), &env) == nil && env.DetailType == contract.DetailChangeHint
 	}
 	skipped += e.handleOnly(isHint, e.final, 20*time.Second)
 	latency := time.Since(sent)

@@ -25,11 +25,11 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/dev/localtest"
 	"github.com/localeflow/localeflow/functions/poller/handler"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // terminalClock forwards to the real bus and notes when each change's
@@ -49,7 +49,7 @@ func (b *terminalClock) PutEvents(ctx context.Context, in *eventbridge.PutEvents
 			var d struct {
 				EventID string `json:"event_id"`
 			}
-			if aws.ToString(e.DetailType) == topology.DetailChangeTerminal && json.Unmarshal([]byte(aws.ToString(e.Detail)), &d) == nil {
+			if aws.ToString(e.DetailType) == contract.DetailChangeTerminal && json.Unmarshal([]byte(aws.ToString(e.Detail)), &d) == nil {
 				if _, seen := b.at[d.EventID]; !seen {
 					b.at[d.EventID] = now
 				}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/topology"
 )
 
 const hintEvent = "evt-poller-0001"
@@ -19,7 +19,7 @@ const hintEvent = "evt-poller-0001"
 // rule delivers it to the poll queue.
 func hintBody(eventID, siteID string) string {
 	return fmt.Sprintf(`{"version":"0","id":"h-1","detail-type":%q,"source":%q,"account":"000000000000","time":"2026-11-30T00:00:00Z","region":"eu-central-1","resources":[],"detail":{"event_id":%q,"site_id":%q}}`,
-		topology.DetailChangeHint, topology.EventSource, eventID, siteID)
+		contract.DetailChangeHint, contract.EventSource, eventID, siteID)
 }
 
 // watchingLong registers the testdata change with a 10-minute poll

@@ -26,6 +26,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -194,8 +195,8 @@ func (e *stackEnv) dispatch() {
 	}
 	mustUnmarshal(e.t, []byte(batch.Records[0].Body), &envelope)
 	out, err := e.eb.PutEvents(context.Background(), &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
-		EventBusName: aws.String(e.res.bus), Source: aws.String(topology.EventSource),
-		DetailType: aws.String(topology.DetailChangeDispatched), Detail: aws.String(string(envelope.Detail)),
+		EventBusName: aws.String(e.res.bus), Source: aws.String(contract.EventSource),
+		DetailType: aws.String(contract.DetailChangeDispatched), Detail: aws.String(string(envelope.Detail)),
 	}}})
 	if err != nil || out.FailedEntryCount != 0 {
 		e.t.Fatalf("put dispatched event: %v %+v", err, out)

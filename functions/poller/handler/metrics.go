@@ -1,9 +1,9 @@
 package handler
 
 import (
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/emf"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // pollMetrics writes one EMF line per finished poll (every path — SQS
@@ -14,11 +14,11 @@ func (h *Handler) pollMetrics(out monitor.Outcome) {
 	if !out.Polled {
 		return
 	}
-	values := map[string]string{topology.MetricStateDimension: string(out.State)}
-	groups := []emf.Group{emf.Count(topology.MetricPolls, topology.MetricStateDimension)}
+	values := map[string]string{contract.MetricStateDimension: string(out.State)}
+	groups := []emf.Group{emf.Count(contract.MetricPolls, contract.MetricStateDimension)}
 	if out.ErrorCode != "" {
-		values[topology.MetricCodeDimension] = out.ErrorCode
-		groups = append(groups, emf.Count(topology.MetricPollFailures, topology.MetricCodeDimension))
+		values[contract.MetricCodeDimension] = out.ErrorCode
+		groups = append(groups, emf.Count(contract.MetricPollFailures, contract.MetricCodeDimension))
 	}
 	h.metrics.Emit(values, groups...)
 }

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/emf"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // TestPollMetrics: the dashboard's polls, outcomes and failures by code had
@@ -37,7 +37,7 @@ func TestPollMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{topology.MetricPolls, topology.MetricPollFailures}; !reflect.DeepEqual(names, want) {
+	if want := []string{contract.MetricPolls, contract.MetricPollFailures}; !reflect.DeepEqual(names, want) {
 		t.Fatalf("names %v, want %v", names, want)
 	}
 	for _, s := range []string{`"State":"failed"`, `"Code":"cms.http_503"`, `"Deployment":"dep-a"`} {
@@ -50,7 +50,7 @@ func TestPollMetrics(t *testing.T) {
 	}
 	// Every metric the topology assigns to the poller is emitted by it.
 	emitted := append(names, mustNames(t, quarantine.MetricLine("dep-a", "poller", "x.y", time.Now()))...)
-	for name, fns := range topology.Metrics {
+	for name, fns := range contract.Metrics {
 		if slices.Contains(fns, "poller") != slices.Contains(emitted, name) {
 			t.Errorf("metric %s: topology says poller emits it: %v; emitted: %v", name, slices.Contains(fns, "poller"), slices.Contains(emitted, name))
 		}

@@ -10,10 +10,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/signing"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // HandleSQS processes a batch concurrently (bounded) and reports the
@@ -88,7 +89,7 @@ func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 		return h.delayed(ctx, m, body)
 	}
 	if dt, ok := probe["detail-type"]; ok {
-		if string(dt) == `"`+topology.DetailChangeHint+`"` {
+		if string(dt) == `"`+contract.DetailChangeHint+`"` {
 			return h.hint(ctx, body, receiveCount(m) > 1)
 		}
 		return h.intake(ctx, body, receiveCount(m) > 1)
@@ -98,15 +99,12 @@ func (h *Handler) message(ctx context.Context, m events.SQSMessage) error {
 
 // intake registers a dispatched change from its EventBridge envelope.
 func (h *Handler) intake(ctx context.Context, body []byte, redo bool) error {
-	var env struct {
-		Source     string          `json:"source"`
-		DetailType string          `json:"detail-type"`
-		Detail     json.RawMessage `json:"detail"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil || env.Source != topology.EventSource ||
-		env.DetailType != topology.DetailChangeDispatched || len(env.Detail) == 0 || env.Detail[0] != '{' {
+	var env events.EventBridgeEvent
+	if err := json.Unmarshal(body, &env); err != nil || env.Source != contract.EventSource ||
+		env.DetailType != contract.DetailChangeDispatched || len(env.Detail) == 0 || env.Detail[0] != '{' {
 		return core.Wrap(CodeMessageInvalid, false, errors.New("not a localeflow.change.dispatched envelope"))
 	}
+	ctx = lambdalog.WithEventID(ctx, env.ID)
 	payload, err := h.openDispatch(ctx, env.Detail)
 	if err != nil {
 		return err
@@ -148,7 +146,7 @@ func (h *Handler) openDispatch(ctx context.Context, detail []byte) (string, erro
 		}
 		check.Keys = keys
 	}
-	payload, _, err := signing.OpenEvent(check, topology.DetailChangeDispatched, detail)
+	payload, _, err := signing.OpenEvent(check, contract.DetailChangeDispatched, detail)
 	switch {
 	case errors.Is(err, signing.ErrEventSignature):
 		return "", core.Fail(CodeDispatchSignature)

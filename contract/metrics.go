@@ -1,4 +1,4 @@
-package topology
+package contract
 
 // The functions' custom metrics (CloudWatch Embedded Metric Format log
 // lines): the one list of names the functions emit and the stack's
@@ -62,18 +62,18 @@ const (
 	MetricDeliveryFailures = "DeliveryFailures"
 )
 
-// Metrics maps each custom metric to the function (topology.Function.Dir)
-// that emits it.
+// Metrics maps each custom metric to the functions (Function constants,
+// topology's Function.Dir) that emit it.
 var Metrics = map[string][]string{
-	MetricHealthBlocked: {"health"}, MetricHealthCheckFailed: {"health"}, MetricInvalidRecords: {"health"},
-	MetricMonitorPending: {"health"}, MetricMonitorLeased: {"health"}, MetricMonitorWatching: {"health"},
-	MetricMonitorRetryWait: {"health"}, MetricMonitorFailed: {"health"}, MetricMonitorDue: {"health"},
-	MetricMonitorExpiredLeases: {"health"}, MetricMonitorRemoteFailures: {"health"}, MetricOldestDueSeconds: {"health"},
-	MetricEvidenceOpen: {"health"}, MetricEvidenceDue: {"health"}, MetricEvidenceExpiredLeases: {"health"},
-	MetricEvidenceFailed: {"health"}, MetricDeliveryOpen: {"health"}, MetricDeliveryDue: {"health"},
-	MetricDeliveryExpiredLeases: {"health"}, MetricDeliveryFailed: {"health"},
-	MetricMessagesRejected: {"poller", "coordinator"},
-	MetricPolls:            {"poller"}, MetricPollFailures: {"poller"},
-	MetricEvidenceSteps: {"coordinator"}, MetricDeliverySteps: {"coordinator"},
-	MetricEvidenceFailures: {"coordinator"}, MetricDeliveryFailures: {"coordinator"},
+	MetricHealthBlocked: {FunctionHealth}, MetricHealthCheckFailed: {FunctionHealth}, MetricInvalidRecords: {FunctionHealth},
+	MetricMonitorPending: {FunctionHealth}, MetricMonitorLeased: {FunctionHealth}, MetricMonitorWatching: {FunctionHealth},
+	MetricMonitorRetryWait: {FunctionHealth}, MetricMonitorFailed: {FunctionHealth}, MetricMonitorDue: {FunctionHealth},
+	MetricMonitorExpiredLeases: {FunctionHealth}, MetricMonitorRemoteFailures: {FunctionHealth}, MetricOldestDueSeconds: {FunctionHealth},
+	MetricEvidenceOpen: {FunctionHealth}, MetricEvidenceDue: {FunctionHealth}, MetricEvidenceExpiredLeases: {FunctionHealth},
+	MetricEvidenceFailed: {FunctionHealth}, MetricDeliveryOpen: {FunctionHealth}, MetricDeliveryDue: {FunctionHealth},
+	MetricDeliveryExpiredLeases: {FunctionHealth}, MetricDeliveryFailed: {FunctionHealth},
+	MetricMessagesRejected: {FunctionPoller, FunctionCoordinator},
+	MetricPolls:            {FunctionPoller}, MetricPollFailures: {FunctionPoller},
+	MetricEvidenceSteps: {FunctionCoordinator}, MetricDeliverySteps: {FunctionCoordinator},
+	MetricEvidenceFailures: {FunctionCoordinator}, MetricDeliveryFailures: {FunctionCoordinator},
 }

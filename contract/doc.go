@@ -1,0 +1,17 @@
+// Package contract is localeflow's wire contract in one place: what other
+// systems and the deployment see of the functions.
+//
+//   - the EventBridge source and every detail-type, input and output, and
+//     the detail structs of the events the functions publish (events.go);
+//   - the delayed-message body the functions put on their own queues
+//     (delayed.go);
+//   - the environment variable names, with one declared list per function
+//     of the variables it reads (env.go): the functions' config loaders
+//     read through these names, the CDK stack and the local tools set them,
+//     and tests check that both sides agree;
+//   - the custom metric namespace, dimensions and names (metrics.go).
+//
+// It is pure data and imports only the standard library, so every layer
+// (core, adapters, functions, infra, the local tools) may import it.
+// Resource topology (tables, queues, rules, schedules) stays in topology/.
+package contract
