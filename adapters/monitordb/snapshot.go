@@ -50,6 +50,10 @@ var snapshotWriters = sync.Pool{New: func() any {
 	return w
 }}
 
+var snapshotReaders = sync.Pool{New: func() any {
+	return flate.NewReaderDict(bytes.NewReader(nil), []byte(snapshotDictionary))
+}}
+
 // encodeSnapshot is the stored (compact) form of a canonical snapshot: the
 // value of a B attribute.
 func encodeSnapshot(canonical []byte) ([]byte, error) {
@@ -83,8 +87,11 @@ func decodeSnapshot(av types.AttributeValue) ([]byte, error) {
 		if len(v.Value) < 2 || v.Value[0] != snapshotFormatDeflate {
 			return nil, errSnapshot
 		}
-		r := flate.NewReaderDict(bytes.NewReader(v.Value[1:]), []byte(snapshotDictionary))
-		defer r.Close()
+		r := snapshotReaders.Get().(io.ReadCloser)
+		defer snapshotReaders.Put(r)
+		if err := r.(flate.Resetter).Reset(bytes.NewReader(v.Value[1:]), []byte(snapshotDictionary)); err != nil {
+			return nil, errSnapshot
+		}
 		out, err := io.ReadAll(io.LimitReader(r, lifecycle.MaxSnapshotBytes+1))
 		if err != nil || len(out) == 0 || len(out) > lifecycle.MaxSnapshotBytes {
 			return nil, errSnapshot
