@@ -24,7 +24,9 @@
 //
 // Numbers go through attributevalue and expression as integers (ms). The
 // store keeps no text: ids, counts, codes, hashes and the canonical
-// lifecycle snapshot. SDK errors never leave the package: conditional
+// lifecycle snapshot, stored compressed (snapshot.go: a binary attribute;
+// the canonical JSON as a string in items written before) so that the
+// item of a watched change stays under 1 KB, one write unit per write. SDK errors never leave the package: conditional
 // failures become monitor codes, everything else
 // lifecycle_monitor.store_unavailable (retryable) wrapping the cause.
 package monitordb

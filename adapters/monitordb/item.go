@@ -93,7 +93,8 @@ func decodeTimeline(s string) ([]monitor.TimelineEntry, bool) {
 // that needed attention (when, in epoch ms).
 const AttrAcknowledgedMS = "acknowledged_ms"
 
-// item is the stored form. Optional attributes are omitted when empty.
+// item is the stored form. Optional attributes are omitted when empty. The
+// lifecycle snapshot is not here: encode and decode handle it (snapshot.go).
 type item struct {
 	EventID                string `dynamodbav:"event_id"`
 	SchemaVersion          int    `dynamodbav:"schema_version"`
@@ -115,7 +116,6 @@ type item struct {
 	LastErrorCode          string `dynamodbav:"last_error_code,omitempty"`
 	RemoteStatus           string `dynamodbav:"remote_status,omitempty"`
 	LifecycleSHA256        string `dynamodbav:"lifecycle_sha256,omitempty"`
-	Lifecycle              string `dynamodbav:"lifecycle,omitempty"`
 	CreatedMS              int64  `dynamodbav:"created_ms"`
 	UpdatedMS              int64  `dynamodbav:"updated_ms"`
 	HintMS                 int64  `dynamodbav:"hint_ms,omitempty"`
@@ -154,8 +154,8 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		MaxConsecutiveFailures: rec.MaxConsecutiveFailures, NextPollMS: rec.NextPollMS,
 		LeaseOwner: rec.LeaseOwner, LeaseToken: rec.LeaseToken, LeaseExpiresMS: rec.LeaseExpiresMS,
 		LastErrorCode: rec.LastErrorCode, RemoteStatus: rec.RemoteStatus,
-		LifecycleSHA256: rec.LifecycleSHA256, Lifecycle: string(rec.Lifecycle),
-		CreatedMS: rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS, HintMS: rec.HintMS,
+		LifecycleSHA256: rec.LifecycleSHA256,
+		CreatedMS:       rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS, HintMS: rec.HintMS,
 		AcknowledgedMS: rec.AcknowledgedMS, ExpiresAt: rec.ExpiresAt, Timeline: EncodeTimeline(rec.Timeline),
 	}
 	if rec.OutboxMS != 0 {
@@ -171,7 +171,16 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		at := rec.UpdatedMS
 		it.AttentionShard, it.AttentionMS = &shard, &at
 	}
-	return attributevalue.MarshalMap(it)
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil || len(rec.Lifecycle) == 0 {
+		return av, err
+	}
+	snap, err := encodeSnapshot(rec.Lifecycle)
+	if err != nil {
+		return nil, err
+	}
+	av[attrLifecycle] = &types.AttributeValueMemberB{Value: snap}
+	return av, nil
 }
 
 // decode reads a stored item. It never fails: an item that does not decode,
@@ -215,8 +224,12 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 		}
 		rec.Timeline = t
 	}
-	if it.Lifecycle != "" {
-		rec.Lifecycle = []byte(it.Lifecycle)
+	if v, ok := av[attrLifecycle]; ok {
+		snap, err := decodeSnapshot(v)
+		if err != nil {
+			rec.Corrupt = true
+		}
+		rec.Lifecycle = snap
 	}
 	if it.SchemaVersion != 0 && it.SchemaVersion != monitor.SchemaVersion {
 		// Another layout: its attributes and index keys are not ours to

@@ -275,8 +275,16 @@ func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Updat
 	}
 	if u.SetSnapshot {
 		update = update.Set(expression.Name(attrRemoteStatus), expression.Value(u.RemoteStatus)).
-			Set(expression.Name(attrLifecycleSHA256), expression.Value(u.LifecycleSHA256)).
-			Set(expression.Name(attrLifecycle), expression.Value(string(u.Lifecycle)))
+			Set(expression.Name(attrLifecycleSHA256), expression.Value(u.LifecycleSHA256))
+		if len(u.Lifecycle) > 0 {
+			snap, err := encodeSnapshot(u.Lifecycle)
+			if err != nil {
+				return monitor.Record{}, err
+			}
+			update = update.Set(expression.Name(attrLifecycle), expression.Value(snap))
+		} else {
+			update = update.Remove(expression.Name(attrLifecycle))
+		}
 	}
 	shard := expression.Value(Shard(f.EventID))
 	if u.State.CanWake() {

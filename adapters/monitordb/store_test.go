@@ -2,7 +2,8 @@ package monitordb
 
 import (
 	"context"
-	"strings"
+	"encoding/base64"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -170,7 +171,12 @@ func TestOversizeItemIsRejectedNotRetried(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("claim = %v, %v", ok, err)
 	}
-	big := []byte(`{"x":"` + strings.Repeat("x", 450_000) + `"}`)
+	// Random base64 (6 bits a character): above 400 KB even compressed.
+	noise := make([]byte, 450_000)
+	for i := range noise {
+		noise[i] = byte(rand.IntN(256))
+	}
+	big := []byte(`{"x":"` + base64.StdEncoding.EncodeToString(noise) + `"}`)
 	u := monitor.Update{State: monitor.StateWatching, NextPollMS: monitortest.T0 + 30_000, SetSnapshot: true,
 		RemoteStatus: "processing", LifecycleSHA256: core.SHA256Hex(big), Lifecycle: big, UpdatedMS: monitortest.T0 + 2}
 	_, err = s.Transition(ctx, monitor.FenceOf(held, monitortest.T0+2), u)
@@ -180,5 +186,47 @@ func TestOversizeItemIsRejectedNotRetried(t *testing.T) {
 	read, err := s.Get(ctx, "evt-big")
 	if err != nil || read.State != monitor.StateLeased || read.Lifecycle != nil {
 		t.Fatalf("record after the refused write = %+v, %v", read, err)
+	}
+}
+
+// An item written before the compact snapshot holds the canonical JSON as
+// a string: it reads and validates as it is, a claim keeps it, and the
+// next finishing write with an answer stores the compact form.
+func TestStringSnapshotItemIsPolledAndRewrittenCompact(t *testing.T) {
+	ctx := context.Background()
+	s, db, table := newStore(t)
+	rec := watchedRecord("evt-old-snapshot", "processing")
+	av, err := encode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	av[attrLifecycle] = &types.AttributeValueMemberS{Value: string(rec.Lifecycle)}
+	putRaw(t, db, table, av)
+	got, err := s.Get(ctx, rec.EventID)
+	if err != nil || got.Corrupt || string(got.Lifecycle) != string(rec.Lifecycle) {
+		t.Fatalf("Get = corrupt %v lifecycle %q, %v", got.Corrupt, got.Lifecycle, err)
+	}
+	if _, err := monitor.Validate(got); err != nil {
+		t.Fatal(err)
+	}
+	now := rec.NextPollMS
+	held, ok, err := s.Claim(ctx, rec.EventID, monitor.Lease{Owner: "w", Token: "tok-old", NowMS: now, ExpiresMS: now + 60_000})
+	if err != nil || !ok || string(held.Lifecycle) != string(rec.Lifecycle) {
+		t.Fatalf("claim = %v, %v (lifecycle %q)", ok, err, held.Lifecycle)
+	}
+	if _, isString := getRaw(t, db, table, rec.EventID)[attrLifecycle].(*types.AttributeValueMemberS); !isString {
+		t.Fatal("the claim rewrote the snapshot")
+	}
+	snap := monitortest.Snapshot(rec, "publishing")
+	done, err := s.Transition(ctx, monitor.FenceOf(held, now+1), monitor.Update{State: monitor.StateWatching, NextPollMS: now + 30_000,
+		SetSnapshot: true, RemoteStatus: snap.Status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: now + 1})
+	if err != nil || string(done.Lifecycle) != string(snap.Canonical) {
+		t.Fatalf("transition = %v (lifecycle %q)", err, done.Lifecycle)
+	}
+	if _, compact := getRaw(t, db, table, rec.EventID)[attrLifecycle].(*types.AttributeValueMemberB); !compact {
+		t.Fatal("the finishing write did not store the compact snapshot")
+	}
+	if _, err := monitor.Validate(done); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -182,4 +182,9 @@ func checkMonitorItem(c *collector, table, id string, it map[string]types.Attrib
 		c.add(table, id, RuleAttempts, "pending with %d poll attempts", attempts)
 	}
 	contentFree(c, table, id, it, o.Texts)
+	// The lifecycle attribute is stored compressed: look into the snapshot
+	// the store decoded from it as well.
+	if t, ok := findText(&types.AttributeValueMemberS{Value: string(rec.Lifecycle)}, o.Texts); ok {
+		c.add(table, id, RuleContentFree, "lifecycle snapshot holds a text the test used (%d bytes, sha256 %s)", len(t), core.SHA256Hex([]byte(t))[:12])
+	}
 }
