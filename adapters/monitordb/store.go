@@ -234,83 +234,11 @@ func (s *Store) conditionalUpdate(ctx context.Context, op, eventID string, cond 
 // Transition implements monitor.Store: one UpdateItem fenced on the whole
 // claim.
 func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (monitor.Record, error) {
-	now := expression.Value(f.NowMS)
-	expiry := expression.Name(attrLeaseExpiresMS).GreaterThan(now)
-	if f.Expired {
-		expiry = expression.Name(attrLeaseExpiresMS).LessThanEqual(now)
+	update, err := s.transitionUpdate(f.EventID, u)
+	if err != nil {
+		return monitor.Record{}, err
 	}
-	eq := func(name string, v any) expression.ConditionBuilder {
-		return expression.Name(name).Equal(expression.Value(v))
-	}
-	// The whole claim (monitor.Fence): a write never applies a failure
-	// count or limit the stored record does not have.
-	cond := expression.And(
-		eq(attrState, string(monitor.StateLeased)),
-		eq(attrLeaseToken, f.Token),
-		eq(attrLeaseOwner, f.Owner),
-		expiry,
-		expression.Name(attrUpdatedMS).LessThanEqual(now),
-		eq(attrLeaseExpiresMS, f.LeaseExpiresMS),
-		eq(attrPollAttempts, f.Attempt),
-		eq(attrFailures, f.ConsecutiveFailures),
-		eq(attrMaxFailures, f.MaxConsecutiveFailures),
-		eq(attrSiteID, f.SiteID),
-		eq(attrPlanID, f.PlanID),
-		eq(attrWebsiteVersion, f.WebsiteVersion),
-		eq(attrSourceSequence, f.SourceSequence),
-		eq(attrJobCount, f.JobCount),
-		eq(attrChangeSHA256, f.ChangeSHA256),
-	)
-	update := expression.Set(expression.Name(attrState), expression.Value(string(u.State))).
-		Set(expression.Name(attrFailures), expression.Value(u.ConsecutiveFailures)).
-		Set(expression.Name(attrNextPollMS), expression.Value(u.NextPollMS)).
-		Set(expression.Name(attrUpdatedMS), expression.Value(u.UpdatedMS)).
-		Remove(expression.Name(attrLeaseOwner)).
-		Remove(expression.Name(attrLeaseToken)).
-		Remove(expression.Name(attrLeaseExpiresMS))
-	if u.LastErrorCode != "" {
-		update = update.Set(expression.Name(attrLastErrorCode), expression.Value(u.LastErrorCode))
-	} else {
-		update = update.Remove(expression.Name(attrLastErrorCode))
-	}
-	if u.SetSnapshot {
-		update = update.Set(expression.Name(attrRemoteStatus), expression.Value(u.RemoteStatus)).
-			Set(expression.Name(attrLifecycleSHA256), expression.Value(u.LifecycleSHA256))
-		if len(u.Lifecycle) > 0 {
-			snap, err := encodeSnapshot(u.Lifecycle)
-			if err != nil {
-				return monitor.Record{}, err
-			}
-			update = update.Set(expression.Name(attrLifecycle), expression.Value(snap))
-		} else {
-			update = update.Remove(expression.Name(attrLifecycle))
-		}
-	}
-	shard := expression.Value(Shard(f.EventID))
-	if u.State.CanWake() {
-		update = update.Set(expression.Name(attrWakeShard), shard).Set(expression.Name(attrWakeMS), expression.Value(u.NextPollMS))
-	} else {
-		update = update.Remove(expression.Name(attrWakeShard)).Remove(expression.Name(attrWakeMS))
-	}
-	if u.Attention("") {
-		update = update.Set(expression.Name(attrAttentionShard), shard).Set(expression.Name(attrAttentionMS), expression.Value(u.UpdatedMS))
-	} else {
-		update = update.Remove(expression.Name(attrAttentionShard)).Remove(expression.Name(attrAttentionMS))
-	}
-	if u.Timeline != nil {
-		update = update.Set(expression.Name(AttrTimeline), expression.Value(EncodeTimeline(u.Timeline)))
-	}
-	if u.State.Final() && !u.Attention("") && s.retention > 0 {
-		// A finished change nobody has to look at expires; one that needs
-		// attention never does (an acknowledgement does not change that).
-		update = update.Set(expression.Name(AttrExpiresAt), expression.Value(ExpiresAt(u.UpdatedMS, s.retention)))
-	}
-	if u.Owes() {
-		update = update.Set(expression.Name(attrOutboxShard), shard).Set(expression.Name(attrOutboxMS), expression.Value(u.UpdatedMS))
-	} else {
-		update = update.Remove(expression.Name(attrOutboxShard)).Remove(expression.Name(attrOutboxMS))
-	}
-	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
+	expr, err := build(expression.NewBuilder().WithCondition(fenceCondition(f)).WithUpdate(update))
 	if err != nil {
 		return monitor.Record{}, err
 	}
@@ -340,6 +268,90 @@ func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Updat
 	}
 	s.capacity.add(out.ConsumedCapacity, true)
 	return decode(out.Attributes), nil
+}
+
+// fenceCondition is the whole claim (monitor.Fence) as a write condition:
+// a write never applies a failure count or limit the stored record does
+// not have.
+func fenceCondition(f monitor.Fence) expression.ConditionBuilder {
+	now := expression.Value(f.NowMS)
+	expiry := expression.Name(attrLeaseExpiresMS).GreaterThan(now)
+	if f.Expired {
+		expiry = expression.Name(attrLeaseExpiresMS).LessThanEqual(now)
+	}
+	eq := func(name string, v any) expression.ConditionBuilder {
+		return expression.Name(name).Equal(expression.Value(v))
+	}
+	return expression.And(
+		eq(attrState, string(monitor.StateLeased)),
+		eq(attrLeaseToken, f.Token),
+		eq(attrLeaseOwner, f.Owner),
+		expiry,
+		expression.Name(attrUpdatedMS).LessThanEqual(now),
+		eq(attrLeaseExpiresMS, f.LeaseExpiresMS),
+		eq(attrPollAttempts, f.Attempt),
+		eq(attrFailures, f.ConsecutiveFailures),
+		eq(attrMaxFailures, f.MaxConsecutiveFailures),
+		eq(attrSiteID, f.SiteID),
+		eq(attrPlanID, f.PlanID),
+		eq(attrWebsiteVersion, f.WebsiteVersion),
+		eq(attrSourceSequence, f.SourceSequence),
+		eq(attrJobCount, f.JobCount),
+		eq(attrChangeSHA256, f.ChangeSHA256),
+	)
+}
+
+// transitionUpdate is the write of u: the new state, the lease released,
+// the snapshot when it is set, and every sparse index key derived from the
+// new state (set when the record belongs in the index, removed otherwise).
+func (s *Store) transitionUpdate(eventID string, u monitor.Update) (expression.UpdateBuilder, error) {
+	update := expression.Set(expression.Name(attrState), expression.Value(string(u.State))).
+		Set(expression.Name(attrFailures), expression.Value(u.ConsecutiveFailures)).
+		Set(expression.Name(attrNextPollMS), expression.Value(u.NextPollMS)).
+		Set(expression.Name(attrUpdatedMS), expression.Value(u.UpdatedMS)).
+		Remove(expression.Name(attrLeaseOwner)).
+		Remove(expression.Name(attrLeaseToken)).
+		Remove(expression.Name(attrLeaseExpiresMS))
+	if u.LastErrorCode != "" {
+		update = update.Set(expression.Name(attrLastErrorCode), expression.Value(u.LastErrorCode))
+	} else {
+		update = update.Remove(expression.Name(attrLastErrorCode))
+	}
+	if u.SetSnapshot {
+		update = update.Set(expression.Name(attrRemoteStatus), expression.Value(u.RemoteStatus)).
+			Set(expression.Name(attrLifecycleSHA256), expression.Value(u.LifecycleSHA256))
+		if len(u.Lifecycle) > 0 {
+			snap, err := encodeSnapshot(u.Lifecycle)
+			if err != nil {
+				return update, err
+			}
+			update = update.Set(expression.Name(attrLifecycle), expression.Value(snap))
+		} else {
+			update = update.Remove(expression.Name(attrLifecycle))
+		}
+	}
+	if u.Timeline != nil {
+		update = update.Set(expression.Name(AttrTimeline), expression.Value(EncodeTimeline(u.Timeline)))
+	}
+	if u.State.Final() && !u.Attention("") && s.retention > 0 {
+		// A finished change nobody has to look at expires; one that needs
+		// attention never does (an acknowledgement does not change that).
+		update = update.Set(expression.Name(AttrExpiresAt), expression.Value(ExpiresAt(u.UpdatedMS, s.retention)))
+	}
+	shard := expression.Value(Shard(eventID))
+	update = sparseKey(update, u.State.CanWake(), attrWakeShard, shard, attrWakeMS, u.NextPollMS)
+	update = sparseKey(update, u.Attention(""), attrAttentionShard, shard, attrAttentionMS, u.UpdatedMS)
+	update = sparseKey(update, u.Owes(), attrOutboxShard, shard, attrOutboxMS, u.UpdatedMS)
+	return update, nil
+}
+
+// sparseKey sets a sparse index's two key attributes when the record
+// belongs in that index and removes them when it does not.
+func sparseKey(update expression.UpdateBuilder, in bool, shardName string, shard expression.OperandBuilder, msName string, ms int64) expression.UpdateBuilder {
+	if !in {
+		return update.Remove(expression.Name(shardName)).Remove(expression.Name(msName))
+	}
+	return update.Set(expression.Name(shardName), shard).Set(expression.Name(msName), expression.Value(ms))
 }
 
 // MarkInvalid implements monitor.Store.
