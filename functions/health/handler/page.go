@@ -120,7 +120,17 @@ func (w *pageWriter) states(rows []countRow) {
 	}
 }
 
+// page writes the whole document: the header with the verdict, the count
+// cards, the records needing attention, the open items and the note.
 func (w *pageWriter) page(d pageData) {
+	w.header(d)
+	w.cards(d)
+	w.attention(d)
+	w.open(d)
+	w.footer(d)
+}
+
+func (w *pageWriter) header(d pageData) {
 	w.raw("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>localeflow health: ")
 	w.text(d.Report.Status)
 	w.raw("</title><style>" + pageCSS + "</style></head>\n<body>\n<header class=\"")
@@ -143,7 +153,11 @@ func (w *pageWriter) page(d pageData) {
 		}
 		w.raw("</p>")
 	}
-	w.raw("\n</header>\n<main>\n<section class=\"cards\">\n<div class=\"card\"><h3>Lifecycle monitor</h3><table>\n<tr><th>State</th><th>Records</th></tr>\n")
+	w.raw("\n</header>\n")
+}
+
+func (w *pageWriter) cards(d pageData) {
+	w.raw("<main>\n<section class=\"cards\">\n<div class=\"card\"><h3>Lifecycle monitor</h3><table>\n<tr><th>State</th><th>Records</th></tr>\n")
 	w.states(d.MonitorStates)
 	m := d.Report.Monitor
 	w.row("Due now", m.Due, false)
@@ -162,7 +176,11 @@ func (w *pageWriter) page(d pageData) {
 		w.row("Failed", c.Part.Failed, true)
 		w.raw("</table></div>\n")
 	}
-	w.raw("</section>\n\n<h2>Needing attention (")
+	w.raw("</section>\n")
+}
+
+func (w *pageWriter) attention(d pageData) {
+	w.raw("\n<h2>Needing attention (")
 	w.num(len(d.Attention))
 	w.raw(")</h2>\n")
 	if len(d.Attention) > 0 {
@@ -191,6 +209,9 @@ func (w *pageWriter) page(d pageData) {
 	} else {
 		w.raw("<p>Nothing needs attention.</p>")
 	}
+}
+
+func (w *pageWriter) open(d pageData) {
 	w.raw("\n\n<h2>Open items (")
 	w.num(d.OpenCount)
 	w.raw(")</h2>\n")
@@ -219,6 +240,9 @@ func (w *pageWriter) page(d pageData) {
 	} else {
 		w.raw("<p>No open items.</p>")
 	}
+}
+
+func (w *pageWriter) footer(d pageData) {
 	w.raw(`
 <p class="note">Counts come from the sparse wake and attention indexes; every record counted was read and integrity-checked.
 The terminal count is approximate (table item count, refreshed by DynamoDB about every six hours); succeeded evidence and deliveries are finished and not counted.
