@@ -242,10 +242,14 @@ func (h *Handler) budget(ctx context.Context) bool {
 	return time.Until(deadline) > h.reader.Timeout()+h.margin
 }
 
-// afterPoll schedules what follows a poll outcome. redo is set on a
-// redelivered message: then a change that was not polled here still gets
-// its follow-up (next message, or the outcome if it is still owed), in case
-// the earlier attempt failed after its transition.
+// afterPoll schedules what follows a poll outcome. Whoever writes a
+// record's next_poll_ms sends the message for it: a poll, and a claim that
+// reclaimed an expired lease instead. A visit that changed nothing (a live
+// lease, not due yet, final) sends nothing: the writer of the record's
+// current state owns its next message, so duplicate chains collapse. redo
+// is set on a redelivered message: then a change that was not polled here
+// still gets its follow-up (next message, or the outcome if it is still
+// owed), in case the earlier attempt failed after its transition.
 func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool) error {
 	h.pollMetrics(out)
 	switch {
@@ -255,12 +259,36 @@ func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool)
 		return h.announce(ctx, *out.Owed)
 	case out.State.Final() && redo:
 		return h.announceID(ctx, out.EventID)
-	case !out.Polled && !redo:
+	case !out.Polled && !out.Reclaimed && !redo:
 		return nil
 	case out.State.Claimable():
 		if err := h.scheduleAt(ctx, KindPoll, out.EventID, out.NextPoll); err != nil {
 			return fmt.Errorf("schedule %s: %w", out.EventID, err)
 		}
+	}
+	return nil
+}
+
+// leaseLost reports a poll whose finishing write the fence refused: the
+// lease ran out (or was taken over) before the write, so nothing was
+// written (docs/design.md "A poll that outlived its lease").
+func leaseLost(err error) bool {
+	switch core.CodeOf(err) {
+	case monitor.CodeLeaseExpired, monitor.CodeClaimLost, monitor.CodeCompletionLost,
+		monitor.CodeFailureLost, monitor.CodeClockRegressed:
+		return true
+	}
+	return false
+}
+
+// afterLostLease schedules a poll of eventID now, after its finishing write
+// was refused: the record may still hold this poll's expired lease, which
+// nothing else would wake. The next visit reclaims it (and schedules the
+// retry), or finds that another worker moved it and leaves it to that one.
+func (h *Handler) afterLostLease(ctx context.Context, eventID string, err error) error {
+	h.log.WarnContext(ctx, "poller lease lost", "event_id", eventID, "code", core.CodeOf(err))
+	if serr := h.scheduleAt(ctx, KindPoll, eventID, h.clock.Now()); serr != nil {
+		return fmt.Errorf("schedule %s after lost lease: %w", eventID, serr)
 	}
 	return nil
 }
