@@ -64,14 +64,15 @@ const costVisibility = 30
 // table and signed CMS client. Every AWS request is counted by
 // dev/proof/meter; the ESM player's receive/delete calls are the ones Lambda's
 // event source mapping makes (billed as SQS requests). The scheduled sweep
-// runs as deployed (harness.SweepPeriod: every two poll intervals) on a
-// poller instance of its own whose requests are counted apart: the
-// per-poll figures are the queue path's, over the polls it made.
+// runs as deployed (harness.SweepPeriod: once a minute of the benchmark's
+// clock) on a poller instance of its own whose requests are counted apart:
+// the per-poll figures are the queue path's, over the polls it made.
 func BenchmarkMonitorCost(b *testing.B) {
 	changes, polls := envInt("LOCALEFLOW_COST_CHANGES", 100), envInt("LOCALEFLOW_COST_POLLS", 10)
 	stack := harness.NewStack(b, 1)
 	life := harness.NewLifecycle(b)
-	clock := harness.NewClock(1)
+	const speed = 1
+	clock := harness.NewClock(speed)
 	pollers := make([]*harness.Poller, 4)
 	for i := range pollers {
 		pollers[i] = stack.NewPoller(b, life, clock, harness.FastMonitor(fmt.Sprintf("cost-%d", i), time.Second, 5), nil)
@@ -86,7 +87,7 @@ func BenchmarkMonitorCost(b *testing.B) {
 	ctx := context.Background()
 	var all []string
 	stack.Meter.Reset()
-	stopSweeps := sweeper.Start(ctx, harness.SweepPeriod(time.Second))
+	stopSweeps := sweeper.Start(ctx, harness.SweepPeriod(speed))
 	b.ResetTimer()
 	for iter := 0; iter < b.N; iter++ {
 		var ids []string
@@ -154,7 +155,7 @@ func BenchmarkMonitorCost(b *testing.B) {
 	b.ReportMetric(float64(sweeps.Polled), "sweep-polls")
 	b.ReportMetric(float64(sweepSnap.Service("DynamoDB"))/float64(max(1, sweeps.Sweeps)), "sweep-ddb-req/sweep")
 	b.Logf("sweeps %d (every %s, %d errors): listed %d polled %d skipped %d; requests %v (WCU %.1f +%d failed conditions, RCU %.1f)",
-		sweeps.Sweeps, harness.SweepPeriod(time.Second), sweeps.Errors, sweeps.Listed, sweeps.Polled, sweeps.Skipped,
+		sweeps.Sweeps, harness.SweepPeriod(speed), sweeps.Errors, sweeps.Listed, sweeps.Polled, sweeps.Skipped,
 		sweepSnap.Requests, sweepSnap.WriteUnits, sweepSnap.ConditionFailures, sweepSnap.ReadUnits)
 	b.Logf("changes %.0f polls %.0f; requests %v (empty receives %d); WCU %.1f (+%d failed conditions; %.1f units on indexes) RCU %.1f events %d; invocations %d; redelivered before their delete (stale receipt handles) %d",
 		n, totalPolls, snap.Requests, empty, snap.WriteUnits, snap.ConditionFailures, snap.IndexUnits, snap.ReadUnits, snap.Events, invocations, stale)

@@ -14,17 +14,18 @@ import (
 )
 
 // SweepPeriod is the poller's scheduled sweep period in a harness whose
-// monitor polls every pollInterval: the deployed schedule's rate (1 min)
-// scaled as the poll interval is (the deployed default is 30 s), so a
-// sweep runs every two poll intervals, as deployed.
-func SweepPeriod(pollInterval time.Duration) time.Duration {
+// clock runs speed times faster than the wall clock (NewClock): the
+// deployed schedule's rate (1 min) of that clock. The schedule is fixed in
+// time, whatever the poll interval: a harness that polls every second
+// still sweeps once a minute, as a deployment configured so would.
+func SweepPeriod(speed int) time.Duration {
 	rate := time.Minute
 	for _, s := range topology.New("harness").Schedules {
 		if s.Function == "poller" {
 			rate = time.Duration(s.RateMinutes) * time.Minute
 		}
 	}
-	return time.Duration(float64(rate) * float64(pollInterval) / float64(monitor.DefaultPollInterval))
+	return rate / time.Duration(max(1, speed))
 }
 
 // Sweeper is the poller's scheduled sweep, run as deployment runs it (one
