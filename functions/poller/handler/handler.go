@@ -281,13 +281,34 @@ func leaseLost(err error) bool {
 	return false
 }
 
-// afterLostLease schedules a poll of eventID now, after its finishing write
-// was refused: the record may still hold this poll's expired lease, which
-// nothing else would wake. The next visit reclaims it (and schedules the
-// retry), or finds that another worker moved it and leaves it to that one.
+// afterLostLease follows up a poll of eventID whose finishing write was
+// refused: nothing else may wake the record (it may still hold this poll's
+// expired lease, or the write may have been applied with its answer lost),
+// so the poller reads it (one GetItem) and sends a poll for when it can
+// next be claimed: at the lease's end when leased (at once when that is
+// past: the poll reclaims it), at next_poll_ms when claimable; a final
+// record's owed outcome is announced. A message too many is a duplicate
+// chain, which collapses at its claim.
 func (h *Handler) afterLostLease(ctx context.Context, eventID string, err error) error {
 	h.log.WarnContext(ctx, "poller lease lost", "event_id", eventID, "code", core.CodeOf(err))
-	if serr := h.scheduleAt(ctx, KindPoll, eventID, h.clock.Now()); serr != nil {
+	st, serr := h.mon.Status(ctx, eventID)
+	if serr != nil {
+		return fmt.Errorf("status %s after lost lease: %w", eventID, serr)
+	}
+	at := st.NextPoll
+	switch {
+	case st.State.Final():
+		if a, ok := st.Announcement(); ok {
+			return h.announce(ctx, a)
+		}
+		return nil
+	case st.State == monitor.StateLeased:
+		at = st.LeaseExpires
+	}
+	if now := h.clock.Now(); at.Before(now) {
+		at = now
+	}
+	if serr := h.scheduleAt(ctx, KindPoll, eventID, at); serr != nil {
 		return fmt.Errorf("schedule %s after lost lease: %w", eventID, serr)
 	}
 	return nil

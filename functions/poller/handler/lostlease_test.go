@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
+
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
@@ -69,7 +72,7 @@ func TestPollThatOutlivesItsLeaseIsNotStranded(t *testing.T) {
 		t.Fatalf("change stranded after a poll outlived its lease: state %s (lease expires %v, now %v), %d messages sent",
 			st.State, st.LeaseExpires, e.clock.Now(), len(e.sqs.Sent()))
 	}
-	if stalls.Load() >= 0 {
+	if stalls.Load() > 0 {
 		t.Fatal("the stall never happened")
 	}
 	// The stalled poll's answer (processing) was not stored; the retry
@@ -132,5 +135,51 @@ func TestFirstDeliveryThatReclaimsAnExpiredLeaseSchedulesTheRetry(t *testing.T) 
 	e.deliverAll()
 	if st := e.status(id); st.State != monitor.StateTerminal || st.RemoteStatus != "published" {
 		t.Fatalf("after the retry: %+v", st)
+	}
+}
+
+// lostAnswerStore applies the first lose finishing writes and then answers
+// as if the fence had refused them (claim_lost): the write's answer was
+// lost and its retry found the record already moved, as DynamoDB can.
+type lostAnswerStore struct {
+	monitor.Store
+	lose *atomic.Int32
+}
+
+func (s lostAnswerStore) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (monitor.Record, error) {
+	rec, err := s.Store.Transition(ctx, f, u)
+	if err == nil && s.lose.Add(-1) >= 0 {
+		return monitor.Record{}, core.Fail(monitor.CodeClaimLost)
+	}
+	return rec, err
+}
+
+// A finishing write that was applied although it was reported refused
+// leaves the record watching with its next poll ahead and nobody owing the
+// message for it. The poller reads the record after a refused write and
+// sends the poll for its next due time, so the change still ends without
+// a sweep.
+func TestRefusedWriteThatWasAppliedStillSchedulesTheNextPoll(t *testing.T) {
+	e := setup(t)
+	lose := &atomic.Int32{}
+	lose.Store(1)
+	svc, err := monitor.NewService(lostAnswerStore{Store: e.store, lose: lose}, e.clock, nil, monitor.Config{WorkerID: "poller-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Monitor = svc
+	if e.h, err = handler.New(e.cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.lambda = lambda.NewHandler(e.h.Handle)
+	const id = "evt-poller-0001"
+	e.cms.Script(id, cmstest.StatusStep("processing"), cmstest.StatusStep("published"))
+	e.intake()
+	e.deliverAll()
+	if lose.Load() > 0 {
+		t.Fatal("no write answer was lost")
+	}
+	if st := e.status(id); st.State != monitor.StateTerminal || st.RemoteStatus != "published" || st.PollAttempts != 2 {
+		t.Fatalf("change stranded after a refused write that was applied: %+v", st)
 	}
 }
