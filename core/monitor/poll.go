@@ -64,12 +64,14 @@ func (s *Service) PollOnceAnnouncing(ctx context.Context, eventID string, reader
 	if err := s.checkReader(reader); err != nil {
 		return Outcome{}, err
 	}
-	c, st, ok, err := s.claim(ctx, eventID)
+	c, st, ok, reclaimed, err := s.claim(ctx, eventID)
 	if err != nil {
 		return Outcome{}, err
 	}
 	if !ok {
-		return outcomeOf(st, false), nil
+		out := outcomeOf(st, false)
+		out.Reclaimed = reclaimed
+		return out, nil
 	}
 	return s.poll(ctx, c, reader, pub)
 }
@@ -91,7 +93,7 @@ func (s *Service) RunOnce(ctx context.Context, reader LifecycleReader) (Outcome,
 		}
 		cursor = next
 		for _, id := range ids {
-			c, _, ok, err := s.claim(ctx, id)
+			c, _, ok, _, err := s.claim(ctx, id)
 			if err != nil {
 				if core.HasCode(err, CodeStoreUnavailable) {
 					return Outcome{}, false, err

@@ -299,6 +299,10 @@ type Outcome struct {
 	ErrorCode           string
 	// Polled is true when this call held a lease and finished a poll.
 	Polled bool
+	// Reclaimed is true when this call, instead of a poll, reclaimed an
+	// expired lease (Polled false): it wrote the new state and next_poll_ms,
+	// so, like a poll, it owes the message for the next poll.
+	Reclaimed bool
 	// LeaseExpires is set when State is leased (held by someone else).
 	LeaseExpires time.Time
 	// Owed is the outcome still owed for a final change (nil when none is):

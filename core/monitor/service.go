@@ -202,7 +202,7 @@ func (s *Service) DuePage(ctx context.Context, limit int, cursor DueCursor) ([]s
 // was not claimable (not due, held by a live lease, terminal, failed); an
 // expired lease found on the way is reclaimed as a failure first.
 func (s *Service) Claim(ctx context.Context, eventID string) (Claim, bool, error) {
-	c, _, ok, err := s.claim(ctx, eventID)
+	c, _, ok, _, err := s.claim(ctx, eventID)
 	return c, ok, err
 }
 
@@ -217,7 +217,7 @@ func (s *Service) ClaimDue(ctx context.Context, limit int) ([]Claim, error) {
 	}
 	var claims []Claim
 	for _, id := range ids {
-		c, _, ok, err := s.claim(ctx, id)
+		c, _, ok, _, err := s.claim(ctx, id)
 		switch {
 		case err != nil && core.HasCode(err, CodeStoreUnavailable):
 			return claims, err
@@ -230,52 +230,54 @@ func (s *Service) ClaimDue(ctx context.Context, limit int) ([]Claim, error) {
 	return claims, nil
 }
 
-// claim returns the claim when ok, else the current status.
-func (s *Service) claim(ctx context.Context, eventID string) (Claim, Status, bool, error) {
+// claim returns the claim when ok, else the current status; reclaimed
+// reports that this call reclaimed an expired lease (it wrote the new
+// next_poll_ms, so its caller schedules the poll at it).
+func (s *Service) claim(ctx context.Context, eventID string) (c Claim, st Status, ok, reclaimed bool, err error) {
 	if !core.ValidToken(eventID) {
-		return Claim{}, Status{}, false, core.Fail(CodeEventInvalid)
+		return Claim{}, Status{}, false, false, core.Fail(CodeEventInvalid)
 	}
 	now, err := s.now()
 	if err != nil {
-		return Claim{}, Status{}, false, err
+		return Claim{}, Status{}, false, false, err
 	}
 	token, err := newLeaseToken()
 	if err != nil {
-		return Claim{}, Status{}, false, err
+		return Claim{}, Status{}, false, false, err
 	}
 	lease := Lease{Owner: s.cfg.WorkerID, Token: token, NowMS: now, ExpiresMS: now + s.cfg.Lease.Milliseconds()}
 	rec, ok, err := s.store.Claim(ctx, eventID, lease)
 	if err != nil {
-		return Claim{}, Status{}, false, fmt.Errorf("claim %s: %w", eventID, err)
+		return Claim{}, Status{}, false, false, fmt.Errorf("claim %s: %w", eventID, err)
 	}
 	snap, err := s.validated(ctx, rec, now)
 	if err != nil {
-		return Claim{}, Status{}, false, err
+		return Claim{}, Status{}, false, false, err
 	}
 	if ok {
 		if rec.State != StateLeased || rec.LeaseToken != token || rec.LeaseOwner != lease.Owner {
-			return Claim{}, Status{}, false, core.Fail(CodeClaimLost)
+			return Claim{}, Status{}, false, false, core.Fail(CodeClaimLost)
 		}
 		s.log.InfoContext(ctx, "monitor claimed", "event_id", eventID, "attempt", rec.PollAttempts, "worker", lease.Owner)
-		return claimOf(rec), Status{}, true, nil
+		return claimOf(rec), Status{}, true, false, nil
 	}
 	// updated_ms > now refuses the claim (the condition), but it is not
 	// reported as clock_regressed here: with concurrent workers it mostly
 	// means another worker, whose clock read came a moment later, moved the
 	// record first. A clock that really went back finds nothing due.
 	if rec.State == StateLeased && rec.LeaseExpiresMS <= now && rec.UpdatedMS <= now {
-		st, err := s.reclaim(ctx, rec, now)
-		return Claim{}, st, false, err
+		st, reclaimed, err := s.reclaim(ctx, rec, now)
+		return Claim{}, st, false, reclaimed, err
 	}
-	return Claim{}, statusOf(rec, snap, now), false, nil
+	return Claim{}, statusOf(rec, snap, now), false, false, nil
 }
 
 // reclaim counts an expired lease as a failure (docs/design.md "Monitor
 // states and transitions"): its holder never finished the poll, and
 // counting it means a change whose polls keep dying with their workers
 // still reaches the failure limit; retry_wait with backoff, or failed at
-// the limit, code "lease_expired".
-func (s *Service) reclaim(ctx context.Context, rec Record, now int64) (Status, error) {
+// the limit, code "lease_expired". ok reports that this write did it.
+func (s *Service) reclaim(ctx context.Context, rec Record, now int64) (st Status, ok bool, err error) {
 	failures := rec.ConsecutiveFailures + 1
 	u := Update{State: StateRetryWait, ConsecutiveFailures: failures, LastErrorCode: ReclaimErrorCode, UpdatedMS: now,
 		NextPollMS: now + s.cfg.RetryDelay(failures).Milliseconds()}
@@ -288,13 +290,15 @@ func (s *Service) reclaim(ctx context.Context, rec Record, now int64) (Status, e
 	next, err := s.store.Transition(ctx, f, u)
 	if err != nil {
 		if core.HasCode(err, CodeStoreUnavailable) {
-			return Status{}, fmt.Errorf("reclaim %s: %w", rec.EventID, err)
+			return Status{}, false, fmt.Errorf("reclaim %s: %w", rec.EventID, err)
 		}
 		// Someone else reclaimed or finished it first: report what is there.
-		return s.Status(ctx, rec.EventID)
+		st, err := s.Status(ctx, rec.EventID)
+		return st, false, err
 	}
 	s.log.WarnContext(ctx, "monitor lease reclaimed", "event_id", rec.EventID, "state", string(next.State), "failures", failures)
-	return s.status(ctx, next, now)
+	st, err = s.status(ctx, next, now)
+	return st, err == nil, err
 }
 
 // newLeaseToken is 256 random bits, URL-safe base64 (a valid token).

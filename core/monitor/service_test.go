@@ -242,8 +242,13 @@ func TestExpiredLeaseIsReclaimed(t *testing.T) {
 		_, err = b.svc.Retry(ctx, c, "cms.timeout")
 		wantCode(t, err, monitor.CodeLeaseExpired)
 		out, err := b.svc.PollOnce(ctx, "evt-1", reader())
-		if err != nil || out.Polled || out.ErrorCode != monitor.ReclaimErrorCode || out.ConsecutiveFailures != i {
+		if err != nil || out.Polled || !out.Reclaimed || out.ErrorCode != monitor.ReclaimErrorCode || out.ConsecutiveFailures != i {
 			t.Fatalf("reclaim %d = %+v, %v", i, out, err)
+		}
+		// A second visit changes nothing and reports no reclaim: only the
+		// reclaimer owes the next poll's message.
+		if again, err := b.svc.PollOnce(ctx, "evt-1", reader()); err != nil || again.Polled || again.Reclaimed || again.State != out.State {
+			t.Fatalf("visit after reclaim %d = %+v, %v", i, again, err)
 		}
 		if i < 5 {
 			if out.State != monitor.StateRetryWait || !out.NextPoll.Equal(b.clock.Now().Add(core.Backoff(i, 5*time.Second, 300*time.Second))) {

@@ -113,7 +113,12 @@ func (m timedMonitor) PollOnceAnnouncing(ctx context.Context, eventID string, r 
 // signed CMS client, delay queue, bus) and its event source mapping.
 func (s *Stack) NewPoller(t testing.TB, life *Lifecycle, clock core.Clock, cfg monitor.Config, log io.Writer) *Poller {
 	t.Helper()
-	store, err := monitordb.New(s.DB, s.Resources.MonitorTable)
+	return s.newPoller(t, Clients{DB: s.DB, SQS: s.SQS, EB: s.EB}, life, clock, cfg, log)
+}
+
+func (s *Stack) newPoller(t testing.TB, c Clients, life *Lifecycle, clock core.Clock, cfg monitor.Config, log io.Writer) *Poller {
+	t.Helper()
+	store, err := monitordb.New(c.DB, s.Resources.MonitorTable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,15 +137,15 @@ func (s *Stack) NewPoller(t testing.TB, life *Lifecycle, clock core.Clock, cfg m
 	latency := &Latency{}
 	h, err := handler.New(handler.Config{
 		Monitor: timedMonitor{svc, latency}, Reader: reader, Clock: clock, Log: logger,
-		Queue:     delayqueue.New(s.SQS, s.Resources.PollQueue.URL),
-		Bus:       eventbus.New(s.EB, s.Resources.BusName),
+		Queue:     delayqueue.New(c.SQS, s.Resources.PollQueue.URL),
+		Bus:       eventbus.New(c.EB, s.Resources.BusName),
 		EventKeys: [][]byte{EventKey},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &Poller{Service: svc, Store: store, Reader: reader, Handler: h, Latency: latency}
-	p.ESM = &ESM{SQS: s.SQS, QueueURL: s.Resources.PollQueue.URL, Handle: h.Handle,
+	p.ESM = &ESM{SQS: c.SQS, QueueURL: s.Resources.PollQueue.URL, Handle: h.Handle,
 		Timeout: topology.PollerTimeoutSeconds * time.Second,
 		Sweep: func(ctx context.Context) error {
 			_, err := h.Sweep(ctx)

@@ -34,6 +34,8 @@ type Stack struct {
 	Audit *dynamodb.Client
 	SQS   *sqs.Client
 	EB    *eventbridge.Client
+
+	cfg aws.Config
 }
 
 // NewStack creates every resource under a unique prefix (deleted when t
@@ -45,7 +47,7 @@ func NewStack(t testing.TB, seed uint64) *Stack {
 	topo, res := localtest.Stack(t)
 	cfg := localtest.Config(t)
 	s := &Stack{
-		Topology: topo, Resources: res, Meter: meter.New(),
+		Topology: topo, Resources: res, Meter: meter.New(), cfg: cfg,
 		Faults: faultinject.New(seed, faultinject.ProvisionedThroughputExceeded, faultinject.Throttling,
 			faultinject.InternalServerError, faultinject.ServiceUnavailable),
 	}
@@ -57,6 +59,23 @@ func NewStack(t testing.TB, seed uint64) *Stack {
 	s.SQS = awsclient.SQS(cfg, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, s.Meter.Install) })
 	s.EB = awsclient.EventBridge(cfg, func(o *eventbridge.Options) { o.APIOptions = append(o.APIOptions, s.Meter.Install) })
 	return s
+}
+
+// Clients are the AWS clients of one function, counted by one meter.
+type Clients struct {
+	DB  *dynamodb.Client
+	SQS *sqs.Client
+	EB  *eventbridge.Client
+}
+
+// MeteredClients returns clients on the stack counted by m instead of the
+// stack's Meter (without fault injection): what they do is counted apart.
+func (s *Stack) MeteredClients(m *meter.Meter) Clients {
+	return Clients{
+		DB:  awsclient.DynamoDB(s.cfg, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, m.Install) }),
+		SQS: awsclient.SQS(s.cfg, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, m.Install) }),
+		EB:  awsclient.EventBridge(s.cfg, func(o *eventbridge.Options) { o.APIOptions = append(o.APIOptions, m.Install) }),
+	}
 }
 
 // Check runs the invariant checker on both tables with the clean client.

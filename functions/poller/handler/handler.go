@@ -242,10 +242,14 @@ func (h *Handler) budget(ctx context.Context) bool {
 	return time.Until(deadline) > h.reader.Timeout()+h.margin
 }
 
-// afterPoll schedules what follows a poll outcome. redo is set on a
-// redelivered message: then a change that was not polled here still gets
-// its follow-up (next message, or the outcome if it is still owed), in case
-// the earlier attempt failed after its transition.
+// afterPoll schedules what follows a poll outcome. Whoever writes a
+// record's next_poll_ms sends the message for it: a poll, and a claim that
+// reclaimed an expired lease instead. A visit that changed nothing (a live
+// lease, not due yet, final) sends nothing: the writer of the record's
+// current state owns its next message, so duplicate chains collapse. redo
+// is set on a redelivered message: then a change that was not polled here
+// still gets its follow-up (next message, or the outcome if it is still
+// owed), in case the earlier attempt failed after its transition.
 func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool) error {
 	h.pollMetrics(out)
 	switch {
@@ -255,12 +259,57 @@ func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool)
 		return h.announce(ctx, *out.Owed)
 	case out.State.Final() && redo:
 		return h.announceID(ctx, out.EventID)
-	case !out.Polled && !redo:
+	case !out.Polled && !out.Reclaimed && !redo:
 		return nil
 	case out.State.Claimable():
 		if err := h.scheduleAt(ctx, KindPoll, out.EventID, out.NextPoll); err != nil {
 			return fmt.Errorf("schedule %s: %w", out.EventID, err)
 		}
+	}
+	return nil
+}
+
+// leaseLost reports a poll whose finishing write the fence refused: the
+// lease ran out (or was taken over) before the write, so nothing was
+// written (docs/design.md "A poll that outlived its lease").
+func leaseLost(err error) bool {
+	switch core.CodeOf(err) {
+	case monitor.CodeLeaseExpired, monitor.CodeClaimLost, monitor.CodeCompletionLost,
+		monitor.CodeFailureLost, monitor.CodeClockRegressed:
+		return true
+	}
+	return false
+}
+
+// afterLostLease follows up a poll of eventID whose finishing write was
+// refused: nothing else may wake the record (it may still hold this poll's
+// expired lease, or the write may have been applied with its answer lost),
+// so the poller reads it (one GetItem) and sends a poll for when it can
+// next be claimed: at the lease's end when leased (at once when that is
+// past: the poll reclaims it), at next_poll_ms when claimable; a final
+// record's owed outcome is announced. A message too many is a duplicate
+// chain, which collapses at its claim.
+func (h *Handler) afterLostLease(ctx context.Context, eventID string, err error) error {
+	h.log.WarnContext(ctx, "poller lease lost", "event_id", eventID, "code", core.CodeOf(err))
+	st, serr := h.mon.Status(ctx, eventID)
+	if serr != nil {
+		return fmt.Errorf("status %s after lost lease: %w", eventID, serr)
+	}
+	at := st.NextPoll
+	switch {
+	case st.State.Final():
+		if a, ok := st.Announcement(); ok {
+			return h.announce(ctx, a)
+		}
+		return nil
+	case st.State == monitor.StateLeased:
+		at = st.LeaseExpires
+	}
+	if now := h.clock.Now(); at.Before(now) {
+		at = now
+	}
+	if serr := h.scheduleAt(ctx, KindPoll, eventID, at); serr != nil {
+		return fmt.Errorf("schedule %s after lost lease: %w", eventID, serr)
 	}
 	return nil
 }

@@ -182,6 +182,11 @@ func (h *Handler) delayed(ctx context.Context, m events.SQSMessage, body []byte)
 	}
 	out, err := h.poll(ctx, env.EventID)
 	if err != nil {
+		if leaseLost(err) {
+			// Not an input error: acknowledged (never quarantined) once
+			// the next poll is scheduled.
+			return h.afterLostLease(ctx, env.EventID, err)
+		}
 		if core.HasCode(err, monitor.CodeStateInvalid) {
 			// The record was marked failed: announce that outcome (a
 			// failure redelivers the message; the sweep also retries).

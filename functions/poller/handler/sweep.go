@@ -208,6 +208,12 @@ func (h *Handler) sweepOne(ctx context.Context, id string) oneResult {
 		return oneResult{skipped: true}
 	}
 	out, err := h.poll(ctx, id)
+	if err != nil && leaseLost(err) {
+		if serr := h.afterLostLease(ctx, id, err); serr != nil {
+			h.log.WarnContext(ctx, "poller sweep follow-up failed", "event_id", id, "code", codeOr(serr, CodeUnexpected))
+		}
+		return oneResult{errored: true}
+	}
 	if err != nil {
 		h.log.WarnContext(ctx, "poller sweep poll failed", "event_id", id, "code", codeOr(err, CodeUnexpected))
 		if core.HasCode(err, monitor.CodeStateInvalid) {
