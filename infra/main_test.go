@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/localeflow/localeflow/infra/localeflow"
-	"github.com/localeflow/localeflow/topology"
+	"github.com/localeflow/localeflow/infra/localeflow/localeflowtest"
 )
 
 // assetDir holds a dummy <fn>/bootstrap for every function, created once in
@@ -28,31 +27,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := runTests(m)
-	// Without Close every test binary leaks the jsii runtime's temp dir.
-	jsii.Close()
-	os.Exit(code)
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "localeflow-infra-app-assets-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	for _, fn := range topology.New(topology.DefaultPrefix).Functions {
-		if err := os.MkdirAll(filepath.Join(dir, fn.Dir), 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if err := os.WriteFile(filepath.Join(dir, fn.Dir, "bootstrap"), []byte("#!/bin/sh\n# "+fn.Dir+"\n"), 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	assetDir = dir
-	return m.Run()
+	localeflowtest.Main(m, "localeflow-infra-app-assets-", &assetDir)
 }
 
 // TestAppSynthesizesFromContext runs the app's entry point with context

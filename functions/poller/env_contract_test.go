@@ -1,10 +1,10 @@
 package main
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/contract/contracttest"
 )
 
 // TestLoadConfigReadsExactlyContractEnv: the loader reads exactly the
@@ -12,21 +12,8 @@ import (
 // the stack's environment against, whatever the environment holds
 // (empty, or complete and valid).
 func TestLoadConfigReadsExactlyContractEnv(t *testing.T) {
-	want := contract.Names(contract.PollerEnv)
-	slices.Sort(want)
-	for name, env := range map[string]map[string]string{"empty": {}, "complete": baseEnv()} {
-		read := map[string]bool{}
-		_, _ = loadConfig(func(k string) string {
-			read[k] = true
-			return env[k]
-		})
-		var got []string
-		for k := range read {
-			got = append(got, k)
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			t.Errorf("%s environment: the loader reads\n%v\ncontract.PollerEnv lists\n%v", name, got, want)
-		}
-	}
+	envs := map[string]map[string]string{"empty": {}, "complete": baseEnv()}
+	contracttest.RequireReadsExactly(t, "contract.PollerEnv", contract.PollerEnv, envs, func(getenv func(string) string) {
+		_, _ = loadConfig(getenv)
+	})
 }

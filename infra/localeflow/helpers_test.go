@@ -3,8 +3,6 @@ package localeflow
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/localeflow/localeflow/infra/localeflow/localeflowtest"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -23,31 +22,7 @@ import (
 var assetDir string
 
 func TestMain(m *testing.M) {
-	code := runTests(m)
-	// Without Close every test binary leaks the jsii runtime's temp dir.
-	jsii.Close()
-	os.Exit(code)
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "localeflow-infra-assets-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	for _, fn := range topology.New(topology.DefaultPrefix).Functions {
-		if err := os.MkdirAll(filepath.Join(dir, fn.Dir), 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if err := os.WriteFile(filepath.Join(dir, fn.Dir, "bootstrap"), []byte("#!/bin/sh\n# "+fn.Dir+"\n"), 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	assetDir = dir
-	return m.Run()
+	localeflowtest.Main(m, "localeflow-infra-assets-", &assetDir)
 }
 
 // issuerKey is an Ed25519 public key in hex (any 32 bytes pass the format
