@@ -70,14 +70,6 @@ const (
 	// change.
 	CodeStoreRejected = "lifecycle_monitor.store_rejected"
 
-	// CodeLeaseShort (log only): a terminal outcome was not published
-	// before its finishing write because less than PublishMargin of the
-	// lease was left; it takes the outbox path.
-	CodeLeaseShort = "lifecycle_monitor.publish_deferred"
-	// CodePublishFailed (log only): publishing a terminal outcome before its
-	// finishing write failed; it takes the outbox path.
-	CodePublishFailed = "lifecycle_monitor.publish_failed"
-
 	// ReclaimErrorCode is last_error_code of a lease that expired before
 	// its holder finished, stored without the lifecycle_monitor. prefix
 	// (docs/design.md "Monitor states and transitions").
