@@ -46,6 +46,11 @@ const (
 	CodeHintAlreadyDue   = "lifecycle_monitor.hint_already_due"
 	CodeHintTooSoon      = "lifecycle_monitor.hint_too_soon"
 	CodeHintGapInvalid   = "lifecycle_monitor.hint_gap_invalid"
+	// CodeHintRaced: the record was written after the hint read its clock
+	// (updated_ms > the hint's now), almost always by a poller whose clock
+	// read came a moment later. Not clock_regressed: the outcome is right
+	// and nothing points at a clock fault.
+	CodeHintRaced = "lifecycle_monitor.hint_raced"
 
 	// Stored data.
 	CodeStateInvalid = "lifecycle_monitor.state_invalid"

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
 	"github.com/localeflow/localeflow/adapters/delayqueue"
