@@ -370,6 +370,16 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 	if err != nil {
 		return Status{}, err
 	}
+	if regular, ok := hintedEarly(c, now, s.cfg.PollInterval); ok && retryable {
+		// A hinted poll that failed before the change's regular poll time
+		// does not count (docs/design.md "Hints"): the change stays
+		// watching, due at its regular time (or the server's Retry-After,
+		// if later), with its failure budget untouched.
+		s.log.WarnContext(ctx, "monitor hinted poll failed early", "event_id", c.EventID, "code", code)
+		u := Update{State: StateWatching, ConsecutiveFailures: c.ConsecutiveFailures, UpdatedMS: now,
+			NextPollMS: max(regular, now+atLeast.Milliseconds()), HintFailure: code}
+		return s.finish(ctx, c, u, CodeFailureLost)
+	}
 	failures := c.ConsecutiveFailures + 1
 	u := Update{State: StateRetryWait, ConsecutiveFailures: failures, LastErrorCode: code, UpdatedMS: now,
 		NextPollMS: now + max(s.cfg.RetryDelay(failures), atLeast).Milliseconds()}
@@ -379,8 +389,32 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 	return s.finish(ctx, c, u, CodeFailureLost)
 }
 
+// hintedEarly reports whether the claim c is a poll a hint brought forward
+// and now is still before the change's regular poll time, and returns that
+// time. The regular time is that of the last completion (the last timeline
+// entry watching without a code) plus the poll interval; only entries of
+// hinted polls that failed early (watching, with a code) may follow it,
+// and a hint must have moved the poll since.
+func hintedEarly(c Claim, now int64, interval time.Duration) (int64, bool) {
+	for i := len(c.Timeline) - 1; i >= 0; i-- {
+		e := c.Timeline[i]
+		if e.State != StateWatching {
+			return 0, false
+		}
+		if e.Code != "" {
+			continue
+		}
+		regular := e.AtMS + interval.Milliseconds()
+		return regular, c.HintMS >= e.AtMS && c.HintMS > 0 && now < regular
+	}
+	return 0, false
+}
+
 func (s *Service) finish(ctx context.Context, c Claim, u Update, lostCode string) (Status, error) {
 	entry := TimelineEntry{AtMS: u.UpdatedMS, State: u.State, Code: u.LastErrorCode}
+	if u.HintFailure != "" {
+		entry.Code = u.HintFailure
+	}
 	if u.SetSnapshot {
 		entry.RemoteStatus = u.RemoteStatus
 	}

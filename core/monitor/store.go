@@ -207,6 +207,11 @@ type Update struct {
 	// Timeline, when not nil, replaces the record's timeline (the claim's
 	// timeline with this write appended).
 	Timeline []TimelineEntry
+	// HintFailure, set on a write back to watching after a hinted poll
+	// failed before the regular poll time, is the failure's code: it goes
+	// into the timeline entry only (the failure is not counted, and a
+	// watching record has no last_error_code).
+	HintFailure string
 }
 
 // Attention reports whether the updated record needs attention, given the

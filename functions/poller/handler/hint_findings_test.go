@@ -136,3 +136,37 @@ func TestHintRacingAnotherPollersWriteHasItsOwnCode(t *testing.T) {
 		t.Fatal("the refused hint polled")
 	}
 }
+
+// A hinted poll that fails during a CMS outage before the change's regular
+// poll time does not count toward the failure limit (issue 24: it used to
+// record the failure earlier than the regular poll would, so hints changed
+// state indirectly). The change stays watching, due at its regular time;
+// the regular poll's failure counts as always.
+func TestHintedPollFailureBeforeTheRegularPollDoesNotCount(t *testing.T) {
+	e := watchingLong(t, cmstest.Repeat(cmstest.HTTPStep(503), 3)...)
+	regular := e.status(hintEvent).NextPoll
+	e.clock.Advance(time.Minute)
+	e.hint(hintBody(hintEvent, "site-berlin"))
+	st := e.status(hintEvent)
+	if n := len(e.cms.RequestsFor(hintEvent)); n != 2 {
+		t.Fatalf("the hint made %d CMS requests in all, want 2 (it polled once)", n)
+	}
+	if st.State != monitor.StateWatching || st.ConsecutiveFailures != 0 || st.LastErrorCode != "" || !st.NextPoll.Equal(regular) {
+		t.Fatalf("after a hinted poll failed early: %s, %d failures, code %q, next poll %v (regular %v)",
+			st.State, st.ConsecutiveFailures, st.LastErrorCode, st.NextPoll, regular)
+	}
+	// A second hint after the gap, still before the regular time: the same.
+	e.clock.Advance(time.Minute)
+	e.hint(hintBody(hintEvent, "site-berlin"))
+	if st := e.status(hintEvent); st.State != monitor.StateWatching || st.ConsecutiveFailures != 0 || !st.NextPoll.Equal(regular) {
+		t.Fatalf("after a second early hinted failure: %+v", st)
+	}
+	// The regular poll fails and counts.
+	e.clock.Advance(regular.Sub(e.clock.Now()))
+	if out, err := e.svc.PollOnce(context.Background(), hintEvent, e.cfg.Reader); err != nil || !out.Polled {
+		t.Fatalf("regular poll: %+v, %v", out, err)
+	}
+	if st := e.status(hintEvent); st.State != monitor.StateRetryWait || st.ConsecutiveFailures != 1 || st.LastErrorCode != "cms.http_503" {
+		t.Fatalf("after the regular poll failed: %s, %d failures, %q", st.State, st.ConsecutiveFailures, st.LastErrorCode)
+	}
+}
