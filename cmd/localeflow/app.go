@@ -59,6 +59,8 @@ commands:
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
   quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
+  dlq list QUEUE                      dead-letter queue messages (QUEUE: poll, release, event): ids, rule, error code, body hash
+  dlq redrive QUEUE                   send them back to their queue (event: to the target EventBridge could not reach)
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -170,6 +172,7 @@ var commandFlags = map[string][]string{
 	"list":       {"state", "kind", "attention"},
 	"audit":      {"segments"},
 	"quarantine": {"all"},
+	"dlq":        {},
 }
 
 var globalFlags = []string{"json", "prefix", "monitor-table", "release-table"}
@@ -224,6 +227,20 @@ acknowledge.
 Full integrity check of both tables (parallel Scan; it reads every item, run
 on demand only). Exit 1 when any record is invalid.
   --segments N   parallel Scan segments per table, 1..64 (default 4)
+` + globalHelp,
+	"dlq": `usage: localeflow [global flags] dlq list QUEUE
+       localeflow [global flags] dlq redrive QUEUE
+
+QUEUE: poll or release (the work queues' DLQs: messages their consumer
+failed 5 times), or event (the event DLQ: events EventBridge could not
+deliver to a rule's target).
+list: ids, send time, receive count, detail-type, event id, rule, target,
+EventBridge error code, body hash (never the body).
+redrive: send each message back (poll/release: to its queue; event: to the
+queue it was meant for, unchanged) and delete it after the send; a schedule
+tick (target: a function) is deleted without a send (the next tick redoes
+it); a message whose target is unknown is kept (cli.dlq.target_unknown).
+docs/runbook.md has the procedure.
 ` + globalHelp,
 	"quarantine": `usage: localeflow [global flags] quarantine list
        localeflow [global flags] quarantine replay ID...|--all
@@ -317,6 +334,9 @@ func (c *cli) dispatch(ctx context.Context) error {
 	}
 	if cmd == "quarantine" {
 		return c.quarantine(ctx, rest)
+	}
+	if cmd == "dlq" {
+		return c.dlqCommand(ctx, rest)
 	}
 	var err error
 	switch cmd {
