@@ -445,6 +445,10 @@ func (b *builder) addFunction(fc functionConfig) {
 		// JSON lines: one format for Logs Insights.
 		LoggingFormat: awslambda.LoggingFormat_JSON,
 		Environment:   &map[string]*string{},
+		// Active X-Ray tracing: the runtime hands each invocation its trace
+		// header, which the functions log (xray_trace_id) and propagate on
+		// the CMS and evidence requests (docs/design.md "Tracing").
+		Tracing: awslambda.Tracing_ACTIVE,
 	}
 	for k, v := range b.env(fc.Dir) {
 		(*props.Environment)[k] = v

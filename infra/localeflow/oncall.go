@@ -13,6 +13,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/core/monitor"
 )
 
 // RunbookPath is the runbook every alarm description names a section of
@@ -85,13 +86,15 @@ func (b *builder) inputTargetRetry() (awscdk.Duration, *float64) {
 }
 
 // oldestDueThreshold is the OldestDueSeconds alarm's threshold: one poll
-// interval plus the CMS outage tolerance. A due record is claimed by the
-// next sweep (every minute) or its delayed message; one that has waited
-// longer than a whole poll interval and the longest outage the retry
-// schedule is sized for is no longer explained by the CMS or by the
-// schedule: the poller (or the coordinator) is not draining its work.
+// interval plus the CMS outage tolerance (its upper end, the unjittered
+// sum of the backoffs: 75 s with the defaults, so 105 s). A due record is
+// claimed by the next sweep (every minute) or its delayed message; one
+// that has waited longer than a whole poll interval and the longest
+// outage the retry schedule can span is no longer explained by the CMS or
+// by the schedule: the poller (or the coordinator) is not draining its
+// work.
 func (c stackConfig) oldestDueThreshold() time.Duration {
-	return c.monitor.PollInterval + c.OutageTolerance()
+	return c.monitor.PollInterval + monitor.UnjitteredOutageTolerance(c.monitor)
 }
 
 // Heartbeat alarm shape: the health check runs every 5 minutes and
@@ -136,7 +139,7 @@ func (b *builder) addOncallAlarms() {
 	threshold := b.cfg.oldestDueThreshold()
 	b.alarm("OldestDueAlarm", topo.Prefix+"-oldest-due",
 		fmt.Sprintf("a record has been due for more than %d s (poll interval %s + CMS outage tolerance %s): the work is not drained.",
-			int64(threshold/time.Second), b.cfg.monitor.PollInterval, b.cfg.OutageTolerance()),
+			int64(threshold/time.Second), b.cfg.monitor.PollInterval, monitor.UnjitteredOutageTolerance(b.cfg.monitor)),
 		b.customMetric(contract.MetricOldestDueSeconds, nil, "Maximum", alarmPeriodMinutes),
 		float64(threshold/time.Second), gt, quiet)
 	heartbeat := awscloudwatch.NewAlarm(b.scope, jsii.String("HealthHeartbeatAlarm"), &awscloudwatch.AlarmProps{

@@ -143,14 +143,15 @@ func TestBusArchive(t *testing.T) {
 }
 
 // TestOldestDueAlarm: OldestDueSeconds had no alarm. Its threshold is the
-// poll interval plus the CMS outage tolerance of the synthesized settings.
+// poll interval plus the CMS outage tolerance of the synthesized settings
+// (the unjittered sum of the backoffs: the longest the schedule can span).
 func TestOldestDueAlarm(t *testing.T) {
 	for _, tc := range []struct {
 		failures int
 		want     time.Duration
 	}{
-		{0, monitor.DefaultPollInterval + monitor.OutageTolerance(monitor.DefaultConfig())},
-		{8, monitor.DefaultPollInterval + monitor.OutageTolerance(monitor.Config{MaxConsecutiveFailures: 8}.WithDefaults())},
+		{0, 105 * time.Second}, // 30 s + 5+10+20+40 s
+		{8, monitor.DefaultPollInterval + monitor.UnjitteredOutageTolerance(monitor.Config{MaxConsecutiveFailures: 8}.WithDefaults())},
 	} {
 		props := testProps()
 		props.MaxConsecutiveFailures = tc.failures
@@ -289,6 +290,17 @@ func TestEveryAlarmHasARunbookSection(t *testing.T) {
 	for _, rs := range runbookSections {
 		if !used[rs.anchor] {
 			t.Errorf("runbook section #%s is mapped but no alarm uses it", rs.anchor)
+		}
+	}
+}
+
+// TestFunctionsTraceActively: no function had a TracingConfig, so no trace
+// existed to correlate with the CMS's. Every function now traces actively.
+func TestFunctionsTraceActively(t *testing.T) {
+	s := defaultSynth(t)
+	for _, fn := range s.topo.Functions {
+		if p := s.props(t, "AWS::Lambda::Function", fn.Logical); !jsonEqual(p["TracingConfig"], map[string]any{"Mode": "Active"}) {
+			t.Errorf("%s tracing %v", fn.Logical, p["TracingConfig"])
 		}
 	}
 }
