@@ -403,6 +403,10 @@ func (b *builder) env(dir string) map[string]*string {
 			}
 		}
 	}
+	// The operator's settings, checked by the function's config loader.
+	for name, value := range b.cfg.settings[dir] {
+		env[name] = jsii.String(value)
+	}
 	return env
 }
 

@@ -96,6 +96,10 @@ type FunctionOptions struct {
 	TimeoutSeconds      int `json:"timeoutSeconds"`
 	ReservedConcurrency int `json:"reservedConcurrency"`
 	MaxConcurrency      int `json:"maxConcurrency"`
+	// Settings are this function's own settings left to the operator,
+	// keyed by variable name (e.g. {"LOCALEFLOW_CMS_TIMEOUT": "5s"}); they
+	// override Props.Settings and Props.SettingsEnv for this function.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // DefaultMaxConcurrency is the event source mappings' default maximum
@@ -165,6 +169,18 @@ type Props struct {
 	// their last write once they need nothing more; 0 means
 	// DefaultMonitorRetention.
 	MonitorRetention time.Duration
+	// Settings are the functions' settings left to the operator (poll
+	// interval, leases, timeouts, attempt bounds, approval TTL, log
+	// level, ...), set on every function that reads them; zero fields keep
+	// the functions' defaults. Each value is checked at synth by the
+	// functions' own config loaders.
+	Settings Settings
+	// SettingsEnv are the same settings as raw values keyed by variable
+	// name (SettingVariables), as the app's context passes them: the
+	// loaders parse them, so a bad value fails synth with the cold
+	// start's message. A variable may not be given here and in Settings
+	// with different values.
+	SettingsEnv map[string]string
 }
 
 // ReceiptIssuers lists, per receipt kind, the trusted issuers as
@@ -212,6 +228,9 @@ type stackConfig struct {
 	// visibility per queue Logical: the topology value, raised to
 	// visibilityFactor × the consumer's timeout when that is larger.
 	visibility map[string]int
+	// settings per function dir: the operator settings the stack sets
+	// (validated by the function's config loader).
+	settings map[string]map[string]string
 }
 
 func resolve(props *Props) (stackConfig, error) {
@@ -269,6 +288,9 @@ func resolve(props *Props) (stackConfig, error) {
 		return stackConfig{}, fmt.Errorf("infra: MonitorRetention %s must be at least 1h", cfg.monitorRetention)
 	}
 	if err := resolveFunctions(&cfg, props.Functions); err != nil {
+		return stackConfig{}, err
+	}
+	if err := resolveSettings(&cfg, props.Settings, props.SettingsEnv, props.Functions); err != nil {
 		return stackConfig{}, err
 	}
 	if cfg.assetDir, err = checkAssets(props.AssetDir, cfg.topo.Functions); err != nil {
