@@ -20,6 +20,8 @@
 #   ALARM_EMAIL            e-mail address subscribed to the created alarm topic (optional)
 #   MAX_CONSECUTIVE_FAILURES  poller failure budget, 1..20 (default 5)
 #   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
+#   SETTINGS               function settings left to the operator, VAR=value separated by spaces
+#                          (e.g. "LOCALEFLOW_POLL_INTERVAL=60s LOCALEFLOW_LOG_LEVEL=WARN"); README.md, "Configuration"
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
 #   ASSET_DIR              directory with <fn>/bootstrap (default build/, from make build)
 
@@ -45,6 +47,7 @@ ALARM_TOPIC_ARN ?=
 ALARM_EMAIL ?=
 MAX_CONSECUTIVE_FAILURES ?=
 RETRY_MAX_DELAY ?=
+SETTINGS ?=
 CDK_FLAGS ?=
 ASSET_DIR ?= $(CURDIR)/build
 
@@ -59,7 +62,8 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) \
 	$(if $(MAX_CONSECUTIVE_FAILURES),-c maxConsecutiveFailures=$(MAX_CONSECUTIVE_FAILURES)) \
 	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY)) \
-	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY))
+	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY)) \
+	$(foreach s,$(SETTINGS),-c $(s))
 
 .PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings
 
