@@ -29,6 +29,7 @@ const (
 	MetricMonitorRemoteFailures = "MonitorRemoteFailures"
 	// MetricOldestDueSeconds is the age of the oldest due record (monitor,
 	// evidence, delivery or release entry): how far the work is behind.
+	// Its unit is Seconds (MetricUnits); every other metric is a Count.
 	MetricOldestDueSeconds      = "OldestDueSeconds"
 	MetricEvidenceOpen          = "EvidenceOpen"
 	MetricEvidenceDue           = "EvidenceDue"
@@ -76,4 +77,18 @@ var Metrics = map[string][]string{
 	MetricPolls:            {FunctionPoller}, MetricPollFailures: {FunctionPoller},
 	MetricEvidenceSteps: {FunctionCoordinator}, MetricDeliverySteps: {FunctionCoordinator},
 	MetricEvidenceFailures: {FunctionCoordinator}, MetricDeliveryFailures: {FunctionCoordinator},
+}
+
+// MetricUnits are the CloudWatch units of the metrics that are not a Count.
+var MetricUnits = map[string]string{
+	MetricOldestDueSeconds: "Seconds",
+}
+
+// MetricUnit is the CloudWatch unit of metric name: MetricUnits, else
+// Count.
+func MetricUnit(name string) string {
+	if u, ok := MetricUnits[name]; ok {
+		return u
+	}
+	return "Count"
 }
