@@ -61,6 +61,8 @@ commands:
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
   dlq list QUEUE                      dead-letter queue messages (QUEUE: poll, release, event): ids, rule, error code, body hash
   dlq redrive QUEUE                   send them back to their queue (event: to the target EventBridge could not reach)
+  keys                                what to hand to the CMS, the event producer and the evidence provider
+                                      (HMAC keys by secret reference, Ed25519 public keys in hex)
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -99,6 +101,9 @@ type cli struct {
 	identity func(ctx context.Context) (string, error)
 
 	db *dynamodb.Client
+	// sm reads the key secrets (`keys`); nil means Secrets Manager from
+	// the default configuration.
+	sm SecretsManagerAPI
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) int {
@@ -173,6 +178,7 @@ var commandFlags = map[string][]string{
 	"audit":      {"segments"},
 	"quarantine": {"all"},
 	"dlq":        {},
+	"keys":       {},
 }
 
 var globalFlags = []string{"json", "prefix", "monitor-table", "release-table"}
@@ -249,6 +255,19 @@ list: rejected messages (ids, code, source queue, body hash; never the body).
 replay: send them back to their source queue and delete them from quarantine.
   --all   replay every quarantined message
 ` + globalHelp,
+}
+
+func init() {
+	commandHelp["keys"] = `usage: localeflow [global flags] keys
+
+What to hand to the parties of deployment --prefix (default localeflow), read
+from its deployed secrets (<prefix>/cms-hmac-key, ...): for the CMS the HMAC key
+by reference (secret name and ARN) and the approval and publication public keys
+(Ed25519, hex); for the event producer and the evidence provider their HMAC key
+by reference. Key material is never printed. Needs secretsmanager:DescribeSecret
+on the five secrets and GetSecretValue on the two Ed25519 ones (and kms:Decrypt
+with the customer-managed key).
+` + globalHelp
 }
 
 const globalHelp = `
@@ -337,6 +356,12 @@ func (c *cli) dispatch(ctx context.Context) error {
 	}
 	if cmd == "dlq" {
 		return c.dlqCommand(ctx, rest)
+	}
+	if cmd == "keys" {
+		if len(rest) != 0 {
+			return usagef("keys: takes no arguments")
+		}
+		return c.keys(ctx)
 	}
 	var err error
 	switch cmd {

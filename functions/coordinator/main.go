@@ -109,7 +109,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	// start; the Ed25519 seeds are read once.
 	keys, sets := map[string][]byte{}, map[string]*secretkey.Cache{}
 	for _, name := range keyNames {
-		cache, err := cfg.keyCache(ctx, sm, name)
+		cache, err := cfg.KeyCache(ctx, sm, name)
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +144,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		// Each receipt kind trusts only its own issuers.
 		Verifiers: cfg.Issuers.Verifiers(),
 		Approval:  approval, Publication: publication,
-		Events: cfg.eventSettings(sets[keyEvent]),
+		Events: cfg.EventSettings(sets[keyEvent]),
 	}, clock, log, cfg.Release)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)

@@ -1,7 +1,7 @@
 // Command poller is the lifecycle monitor's Lambda function: it registers
 // dispatched changes, polls the CMS lifecycle API under leases, schedules
 // the next poll as delayed SQS messages and sweeps for anything due on a
-// schedule. See package handler for the behaviour and config.go for the
+// schedule. See package handler for the behaviour and package config for the
 // environment it reads.
 package main
 
@@ -97,11 +97,11 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 	sm := secretsmanager.NewFromConfig(awsCfg)
 	// Key sets "current,previous,…", re-read every LOCALEFLOW_KEY_TTL so a
 	// rotated secret needs no cold start.
-	cmsKeys, err := cfg.keyCache(ctx, cfg.CMSKey, sm, "CMS")
+	cmsKeys, err := cfg.KeyCache(ctx, cfg.CMSKey, sm, "CMS")
 	if err != nil {
 		return nil, wired{}, err
 	}
-	eventKeys, err := cfg.keyCache(ctx, cfg.EventKey, sm, "event")
+	eventKeys, err := cfg.KeyCache(ctx, cfg.EventKey, sm, "event")
 	if err != nil {
 		return nil, wired{}, err
 	}
