@@ -61,6 +61,8 @@ commands:
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
   dlq list QUEUE                      dead-letter queue messages (QUEUE: poll, release, event): ids, rule, error code, body hash
   dlq redrive QUEUE                   send them back to their queue (event: to the target EventBridge could not reach)
+  replay --from T --to T [--detail-type D]
+                                      replay the bus archive's input events of a window (RFC 3339) to their rules
   keys                                what to hand to the CMS, the event producer and the evidence provider
                                       (HMAC keys by secret reference, Ed25519 public keys in hex)
 
@@ -96,6 +98,8 @@ type cli struct {
 	ackRelease   bool
 	ackKey       string
 	attention    bool
+	// replay's window and detail-type.
+	replayFrom, replayTo, replayDetailType string
 	// identity returns the caller's AWS identity (an ARN); nil means STS
 	// GetCallerIdentity.
 	identity func(ctx context.Context) (string, error)
@@ -178,6 +182,7 @@ var commandFlags = map[string][]string{
 	"audit":      {"segments"},
 	"quarantine": {"all"},
 	"dlq":        {},
+	"replay":     {"from", "to", "detail-type"},
 	"keys":       {},
 }
 
@@ -233,6 +238,16 @@ acknowledge.
 Full integrity check of both tables (parallel Scan; it reads every item, run
 on demand only). Exit 1 when any record is invalid.
   --segments N   parallel Scan segments per table, 1..64 (default 4)
+` + globalHelp,
+	"replay": `usage: localeflow [global flags] replay --from T --to T [--detail-type D]
+
+Starts an EventBridge replay of the archive <prefix>-archive (input events,
+kept 7 days) for the window [--from, --to) (RFC 3339) to the bus, limited
+to the rules that route D (every input rule without it). Prints the
+replay's name; aws events describe-replay follows it. Consumers are
+idempotent, so replaying processed events is a no-op.
+Exit 1: the window is empty, in the future or older than the archive
+(cli.replay.window_invalid).
 ` + globalHelp,
 	"dlq": `usage: localeflow [global flags] dlq list QUEUE
        localeflow [global flags] dlq redrive QUEUE
@@ -295,6 +310,9 @@ func (c *cli) parse(args []string) error {
 	fs.BoolVar(&c.ackRelease, "release", false, "")
 	fs.StringVar(&c.ackKey, "key", "", "")
 	fs.BoolVar(&c.attention, "attention", false, "")
+	fs.StringVar(&c.replayFrom, "from", "", "")
+	fs.StringVar(&c.replayTo, "to", "", "")
+	fs.StringVar(&c.replayDetailType, "detail-type", "", "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
@@ -356,6 +374,12 @@ func (c *cli) dispatch(ctx context.Context) error {
 	}
 	if cmd == "dlq" {
 		return c.dlqCommand(ctx, rest)
+	}
+	if cmd == "replay" {
+		if len(rest) != 0 || c.replayFrom == "" || c.replayTo == "" {
+			return usagef("replay: --from T --to T [--detail-type D], no arguments")
+		}
+		return c.replay(ctx, time.Now())
 	}
 	if cmd == "keys" {
 		if len(rest) != 0 {
