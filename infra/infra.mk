@@ -65,7 +65,7 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY)) \
 	$(foreach s,$(SETTINGS),-c $(s))
 
-.PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings
+.PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings deploy-next-steps
 
 $(INFRA_CLI_STAMP): $(INFRA_CLI_DIR)/package.json $(INFRA_CLI_DIR)/package-lock.json
 	cd $(INFRA_CLI_DIR) && npm ci --no-audit --no-fund --loglevel=error
@@ -90,6 +90,21 @@ infra-deploy-settings:
 
 deploy: infra-deploy-settings build $(INFRA_CLI_STAMP) ## Deploy to AWS with cdk deploy (needs AWS credentials, CMS_BASE_URL, EVIDENCE_BASE_URL, RECEIPT_ISSUERS_{QUALITY,HUMAN_REVIEW,INDEPENDENT_REVIEW})
 	cd infra && $(INFRA_CDK) deploy $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
+	@$(MAKE) --no-print-directory deploy-next-steps
+
+# deploy-next-steps is what `make deploy` prints at its end (infra/README.md,
+# "First change published: checklist").
+DEPLOY_PREFIX = $(or $(LOCALEFLOW_PREFIX),localeflow)
+deploy-next-steps:
+	@echo ""
+	@echo "Deployed $(STACK_NAME) (prefix $(DEPLOY_PREFIX)). Next steps (infra/README.md, \"First change published: checklist\"):"
+	@echo "  1. make build-local && build/local/localeflow keys --prefix $(DEPLOY_PREFIX)"
+	@echo "     hand the CMS its HMAC key (by secret reference) and the approval and publication public keys,"
+	@echo "     the event producer and the evidence provider their HMAC keys; every change fails until the CMS has its key"
+	@echo "  2. grant the producer PutEvents of the input detail-types only (localeflow.GrantPublishInputs; infra/README.md, IAM)"
+	@echo "  3. subscribe on-call to the alarm topic ($(if $(ALARM_TOPIC_ARN),$(ALARM_TOPIC_ARN),$(DEPLOY_PREFIX)-alarms)) and check health:"
+	@echo "     build/local/localeflow health --prefix $(DEPLOY_PREFIX)"
+	@echo "  4. publish one change.dispatched and follow it: build/local/localeflow status EVENT_ID --prefix $(DEPLOY_PREFIX)"
 
 deploy-local: build $(INFRA_CLI_STAMP) ## Deploy to a running LocalStack with cdklocal (bootstrap + deploy, deletion protection off)
 	cd infra && AWS_ENVAR_ALLOWLIST=AWS_REGION,AWS_DEFAULT_REGION AWS_REGION=$${AWS_REGION:-us-east-1} \

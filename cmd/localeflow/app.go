@@ -59,6 +59,8 @@ commands:
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
   quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
+  keys                                what to hand to the CMS, the event producer and the evidence provider
+                                      (HMAC keys by secret reference, Ed25519 public keys in hex)
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -97,6 +99,9 @@ type cli struct {
 	identity func(ctx context.Context) (string, error)
 
 	db *dynamodb.Client
+	// sm reads the key secrets (`keys`); nil means Secrets Manager from
+	// the default configuration.
+	sm SecretsManagerAPI
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) int {
@@ -170,6 +175,7 @@ var commandFlags = map[string][]string{
 	"list":       {"state", "kind", "attention"},
 	"audit":      {"segments"},
 	"quarantine": {"all"},
+	"keys":       {},
 }
 
 var globalFlags = []string{"json", "prefix", "monitor-table", "release-table"}
@@ -232,6 +238,19 @@ list: rejected messages (ids, code, source queue, body hash; never the body).
 replay: send them back to their source queue and delete them from quarantine.
   --all   replay every quarantined message
 ` + globalHelp,
+}
+
+func init() {
+	commandHelp["keys"] = `usage: localeflow [global flags] keys
+
+What to hand to the parties of deployment --prefix (default localeflow), read
+from its deployed secrets (<prefix>/cms-hmac-key, ...): for the CMS the HMAC key
+by reference (secret name and ARN) and the approval and publication public keys
+(Ed25519, hex); for the event producer and the evidence provider their HMAC key
+by reference. Key material is never printed. Needs secretsmanager:DescribeSecret
+on the five secrets and GetSecretValue on the two Ed25519 ones (and kms:Decrypt
+with the customer-managed key).
+` + globalHelp
 }
 
 const globalHelp = `
@@ -317,6 +336,12 @@ func (c *cli) dispatch(ctx context.Context) error {
 	}
 	if cmd == "quarantine" {
 		return c.quarantine(ctx, rest)
+	}
+	if cmd == "keys" {
+		if len(rest) != 0 {
+			return usagef("keys: takes no arguments")
+		}
+		return c.keys(ctx)
 	}
 	var err error
 	switch cmd {

@@ -48,7 +48,7 @@ type Localeflow struct {
 
 	// EventBus carries the input events (routed by rules to the queues)
 	// and the events the functions emit.
-	EventBus awsevents.EventBus
+	EventBus awsevents.IEventBus
 
 	// Poller, Coordinator and Health are the three functions.
 	Poller      awslambda.Function
@@ -78,6 +78,9 @@ type Localeflow struct {
 	Dashboard awscloudwatch.Dashboard
 
 	cfg stackConfig
+	// The L2 views made on first use (Secrets, DataKeyL2).
+	secretsL2 map[string]awssecretsmanager.ISecret
+	dataKeyL2 awskms.IKey
 }
 
 // construct is the builder's result.

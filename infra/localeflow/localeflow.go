@@ -100,7 +100,7 @@ type builder struct {
 	dlqs    map[string]awssqs.Queue
 	// quarantine keeps the messages the consumers reject for good.
 	quarantine awssqs.Queue
-	bus        awsevents.EventBus
+	bus        awsevents.IEventBus
 	secrets    map[string]awssecretsmanager.CfnSecret
 	// key is the customer-managed data key (nil with CustomerManagedKey
 	// false).
@@ -139,6 +139,9 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) (*Locale
 	if err != nil {
 		return nil, err
 	}
+	// The app's stack is the deployment: its outputs are what `make
+	// deploy` prints and `localeflow keys` reads.
+	cfg.outputs = true
 	sp := props.StackProps
 	name := id
 	if sp.StackName != nil {
@@ -164,8 +167,9 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) (*Locale
 // indexes, the poll and release queues with DLQs, the quarantine queue,
 // the event bus with its routing rules, the schedules, the three Lambda
 // functions with their event source mappings, the health Function URL, the
-// key secrets, the customer-managed key, the alarms, the dashboard, the
-// stack outputs and least-privilege roles. Resource names come from
+// key secrets, the customer-managed key, the alarms, the dashboard and
+// least-privilege roles (stack outputs only with props.Outputs); a host's
+// alarm topic, event bus and VPC through props.HostProps. Resource names come from
 // props.Prefix, so two deployments in one account need two prefixes.
 func New(scope constructs.Construct, id string, props *Props) (*Localeflow, error) {
 	if scope == nil {
@@ -220,9 +224,13 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 	b.encryptQueue(b.queues[cfg.topo.RelQueue.Logical])
 	b.encryptQueue(b.dlqs[cfg.topo.RelQueue.Logical])
 	b.encryptQueue(b.quarantine)
-	b.bus = awsevents.NewEventBus(b.scope, jsii.String("EventBus"), &awsevents.EventBusProps{
-		EventBusName: jsii.String(cfg.topo.BusName),
-	})
+	if cfg.host.EventBus != nil {
+		b.bus = cfg.host.EventBus
+	} else {
+		b.bus = awsevents.NewEventBus(b.scope, jsii.String("EventBus"), &awsevents.EventBusProps{
+			EventBusName: jsii.String(cfg.topo.BusName),
+		})
+	}
 	for _, s := range secretSpecs {
 		b.addSecret(s)
 	}
@@ -241,7 +249,9 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 	}
 	b.addAlarms()
 	b.addDashboard()
-	b.addOutputs()
+	if cfg.outputs {
+		b.addOutputs()
+	}
 	tag(b.scope, cfg)
 	b.suppressFindings()
 	return b.construct()
@@ -449,6 +459,14 @@ func (b *builder) addFunction(fc functionConfig) {
 	if fc.ReservedConcurrency > 0 {
 		props.ReservedConcurrentExecutions = jsii.Number(fc.ReservedConcurrency)
 	}
+	if h := b.cfg.host; h.Vpc != nil {
+		props.Vpc = h.Vpc
+		props.VpcSubnets = h.VpcSubnets
+		if len(h.SecurityGroups) > 0 {
+			props.SecurityGroups = &h.SecurityGroups
+		}
+		allowVpcNetworkInterfaces(role)
+	}
 	fn := awslambda.NewFunction(b.scope, jsii.String(fc.Logical), props)
 	// Scheduled invocations are sweeps: a failed one is simply redone by the
 	// next tick, so asynchronous retries would only duplicate work.
@@ -565,7 +583,9 @@ func (b *builder) addAlarms() {
 			f.MetricThrottles(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
 	}
 	var topic awssns.ITopic
-	if b.cfg.alarmTopicArn != "" {
+	if b.cfg.host.AlarmTopic != nil {
+		topic = b.cfg.host.AlarmTopic
+	} else if b.cfg.alarmTopicArn != "" {
 		topic = awssns.Topic_FromTopicArn(b.scope, jsii.String("AlarmTopic"), jsii.String(b.cfg.alarmTopicArn))
 	} else {
 		t := awssns.NewTopic(b.scope, jsii.String("AlarmTopic"), &awssns.TopicProps{

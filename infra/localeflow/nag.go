@@ -1,6 +1,7 @@
 package localeflow
 
 import (
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
@@ -39,6 +40,36 @@ const (
 // states only, no content.
 const reasonAlarmTopicSSE = "alarm notifications (alarm names and states, no content) cannot be published by CloudWatch to a topic " +
 	"encrypted with the AWS-managed key, and the stack's customer-managed key is reserved for content; TLS is enforced on the topic"
+
+// vpcNetworkInterfaceActions are what Lambda does with the execution role
+// to attach a function to a VPC (the actions of the AWS managed policy
+// AWSLambdaVPCAccessExecutionRole, which this stack does not attach: no
+// managed policies).
+var vpcNetworkInterfaceActions = []string{
+	"ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DeleteNetworkInterface",
+	"ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+}
+
+// AwsSolutions-IAM5 flags the Resource "*" of the VPC statement: the
+// Describe actions support no resource-level permission and the network
+// interfaces Lambda creates have no ARN before they exist (AWS's own
+// AWSLambdaVPCAccessExecutionRole grants the same on "*").
+const reasonVpcNetworkInterfaces = "Lambda creates and deletes the function's network interfaces with the execution role; " +
+	"the ec2 Describe actions support no resource-level permissions and the interfaces have no ARN before they exist " +
+	"(the same as AWS's AWSLambdaVPCAccessExecutionRole, which this stack does not attach)"
+
+// allowVpcNetworkInterfaces lets Lambda attach the function of role to
+// the host's VPC (HostProps.Vpc).
+func allowVpcNetworkInterfaces(role awsiam.Role) {
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("VpcNetworkInterfaces"),
+		Actions:   jsii.Strings(vpcNetworkInterfaceActions...),
+		Resources: jsii.Strings("*"),
+	}))
+	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{
+		{Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String(reasonVpcNetworkInterfaces), AppliesTo: &[]any{"Resource::*"}},
+	}, jsii.Bool(true))
+}
 
 // suppressFindings records the accepted findings on the constructs they
 // concern, so they travel with the stack (synth and tests alike).

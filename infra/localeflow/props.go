@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
 
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
@@ -181,6 +182,9 @@ type Props struct {
 	// start's message. A variable may not be given here and in Settings
 	// with different values.
 	SettingsEnv map[string]string
+	// HostProps are the host stack's own constructs (alarm topic, event
+	// bus, VPC) and whether to add stack outputs.
+	HostProps
 }
 
 // ReceiptIssuers lists, per receipt kind, the trusted issuers as
@@ -231,6 +235,10 @@ type stackConfig struct {
 	// settings per function dir: the operator settings the stack sets
 	// (validated by the function's config loader).
 	settings map[string]map[string]string
+	// host are the host's constructs (HostProps); outputs adds the stack
+	// outputs.
+	host    HostProps
+	outputs bool
 }
 
 func resolve(props *Props) (stackConfig, error) {
@@ -263,7 +271,17 @@ func resolve(props *Props) (stackConfig, error) {
 	if cfg.receiptIssuers, err = receiptIssuers(props.ReceiptIssuers); err != nil {
 		return stackConfig{}, err
 	}
-	if cfg.alarmTopicArn != "" && !validSNSArn(cfg.alarmTopicArn) {
+	cfg.host = props.HostProps
+	cfg.outputs = props.Outputs
+	if props.AlarmTopic != nil && (cfg.alarmTopicArn != "" || cfg.alarmEmail != "") {
+		return stackConfig{}, errors.New("infra: AlarmTopic is given: leave AlarmTopicArn and AlarmEmail empty (subscribe to that topic instead)")
+	}
+	if props.VpcSubnets != nil && props.Vpc == nil || len(props.SecurityGroups) > 0 && props.Vpc == nil {
+		return stackConfig{}, errors.New("infra: VpcSubnets and SecurityGroups need Vpc")
+	}
+	// A token (an ARN from another construct of the app) is checked by
+	// CloudFormation at deploy.
+	if cfg.alarmTopicArn != "" && !*awscdk.Token_IsUnresolved(jsii.String(cfg.alarmTopicArn)) && !validSNSArn(cfg.alarmTopicArn) {
 		return stackConfig{}, fmt.Errorf("infra: AlarmTopicArn %q is not an SNS topic ARN", cfg.alarmTopicArn)
 	}
 	if cfg.alarmEmail != "" && (cfg.alarmTopicArn != "" || !validEmail(cfg.alarmEmail)) {
@@ -447,6 +465,8 @@ func (c stackConfig) EncryptionLine() string {
 // AlarmsLine is what `make synth` prints about where the alarms go.
 func (c stackConfig) AlarmsLine() string {
 	switch {
+	case c.host.AlarmTopic != nil:
+		return "alarms notify the SNS topic given as AlarmTopic"
 	case c.alarmTopicArn != "":
 		return "alarms notify the existing SNS topic " + c.alarmTopicArn
 	case c.alarmEmail != "":

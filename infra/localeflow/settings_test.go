@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
 	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/topology"
 )
 
 // validSettings sets every field of Settings to a non-default value the
@@ -169,5 +170,19 @@ func TestSettingsRefuseUnknownAndConflicting(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.message)
 			}
 		})
+	}
+}
+
+// TestSecretsAreTheTopologys: the secrets the construct creates are the
+// ones `localeflow keys` reads (topology.Secrets): same names, same keys.
+func TestSecretsAreTheTopologys(t *testing.T) {
+	if len(secretSpecs) != len(topology.Secrets) {
+		t.Fatalf("%d secrets, topology lists %d", len(secretSpecs), len(topology.Secrets))
+	}
+	for i, s := range secretSpecs {
+		want := topology.Secrets[i]
+		if s.Logical != want.Logical || s.Stem != want.Stem || s.Env != contract.SecretARN(want.Key) {
+			t.Errorf("secret %+v, topology %+v", s, want)
+		}
 	}
 }
