@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,22 @@ func TestHealthServeOnLoopback(t *testing.T) {
 	r := runCLI(map[string]string{}, "health", "--serve", "--listen", "0.0.0.0:8765", "--url", "https://x.lambda-url.us-east-1.on.aws/")
 	if r.code != exitUsage || !strings.Contains(r.err, "loopback") {
 		t.Errorf("non-loopback listen: %+v", r)
+	}
+}
+
+// TestVersionFromBuildInfo: --version printed "(devel)" for every build
+// from a checkout; it now prints the Makefile's git describe (or the
+// module version) with the VCS revision.
+func TestVersionFromBuildInfo(t *testing.T) {
+	info := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	if got := versionOf(info, "v0.3.0-4-gabc"); got != "v0.3.0-4-gabc 0123456789ab+dirty" {
+		t.Errorf("checkout build: %q", got)
+	}
+	info.Main.Version = "v1.2.0"
+	info.Settings = nil
+	if got := versionOf(info, ""); got != "v1.2.0" {
+		t.Errorf("module build: %q", got)
 	}
 }

@@ -161,20 +161,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 // errHelp: --help or -h was given (exit 0 after the help).
 var errHelp = errors.New("help requested")
 
-// version is the module version the binary was built from ("(devel)" for a
-// build from a checkout), with the VCS revision when the build recorded it.
+// buildVersion is set by the Makefile (-ldflags -X main.buildVersion=…,
+// `git describe --tags --always --dirty`) when the build info carries no
+// module version (a build from a checkout).
+var buildVersion string
+
+// version is the module version the binary was built from (a tagged
+// release, the Makefile's git describe, or "(devel)"), with the VCS
+// revision and "+dirty" for uncommitted changes when the build recorded
+// them.
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "unknown"
+		return firstNonEmpty(buildVersion, "unknown")
 	}
+	return versionOf(info, buildVersion)
+}
+
+// versionOf renders a build info (split out for tests).
+func versionOf(info *debug.BuildInfo, fallback string) string {
 	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
+	if v == "" || v == "(devel)" {
+		v = firstNonEmpty(fallback, "(devel)")
 	}
+	var revision string
+	dirty := false
 	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if len(revision) >= 12 && !strings.Contains(v, revision[:12]) {
+		v += " " + revision[:12]
+		if dirty {
+			v += "+dirty"
 		}
 	}
 	return v

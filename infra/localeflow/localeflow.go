@@ -561,7 +561,9 @@ func (b *builder) addAlarms() {
 	// The health check reports every run; no data means it stopped running
 	// (or cannot write metrics), which is as bad as blocked.
 	b.alarm("HealthBlockedAlarm", topo.Prefix+"-health-blocked",
-		"localeflow health reports blocked, or has not reported for a period: open the health Function URL",
+		"localeflow health reports blocked, or has not reported for a period: open the page with "+
+			"`localeflow health --serve --url <HealthUrl output>` (signs with your AWS credentials; "+
+			"or `localeflow health --prefix "+topo.Prefix+"`)",
 		b.customMetric(HealthBlockedMetricName, nil, "Maximum", alarmPeriodMinutes),
 		1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD, awscloudwatch.TreatMissingData_BREACHING)
 	// Every rejected message (quarantined with its code) raises the
