@@ -138,8 +138,9 @@ func TestOutageToleranceFromContext(t *testing.T) {
 		failures, maxWait string
 		want              string
 	}{
-		{"defaults", map[string]any{}, "5", "5m0s", "CMS outage tolerance: 1m15s "},
-		{"extended", map[string]any{"maxConsecutiveFailures": "10", "retryMaxDelay": "10m"}, "10", "10m0s", "CMS outage tolerance: 30m35s "},
+		// Guaranteed: the sum of the least jittered backoffs (half of each).
+		{"defaults", map[string]any{}, "5", "5m0s", "CMS outage tolerance: 37.5s guaranteed (up to 1m15s) "},
+		{"extended", map[string]any{"maxConsecutiveFailures": "10", "retryMaxDelay": "10m"}, "10", "10m0s", "CMS outage tolerance: 15m17.5s guaranteed (up to 30m35s) "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := t.TempDir()

@@ -68,6 +68,8 @@ commands:
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
   keys                                what to hand to the CMS, the event producer and the evidence provider
                                       (HMAC keys by secret reference, Ed25519 public keys in hex)
+  dlq list QUEUE                      dead-letter queue messages (QUEUE: poll, release, event): ids, rule, error code, body hash
+  dlq redrive QUEUE                   send them back to their queue (event: to the target EventBridge could not reach)
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -219,6 +221,7 @@ var commandFlags = map[string][]string{
 	"audit":      {"segments"},
 	"quarantine": {"all"},
 	"keys":       {},
+	"dlq":        {},
 }
 
 var globalFlags = []string{"json", "prefix", "monitor-table", "release-table", "region", "profile"}
@@ -283,6 +286,20 @@ acknowledge.
 Full integrity check of both tables (parallel Scan; it reads every item, run
 on demand only). Exit 1 when any record is invalid.
   --segments N   parallel Scan segments per table, 1..64 (default 4)
+` + globalHelp,
+	"dlq": `usage: localeflow [global flags] dlq list QUEUE
+       localeflow [global flags] dlq redrive QUEUE
+
+QUEUE: poll or release (the work queues' DLQs: messages their consumer
+failed 5 times), or event (the event DLQ: events EventBridge could not
+deliver to a rule's target).
+list: ids, send time, receive count, detail-type, event id, rule, target,
+EventBridge error code, body hash (never the body).
+redrive: send each message back (poll/release: to its queue; event: to the
+queue it was meant for, unchanged) and delete it after the send; a schedule
+tick (target: a function) is deleted without a send (the next tick redoes
+it); a message whose target is unknown is kept (cli.dlq.target_unknown).
+docs/runbook.md has the procedure.
 ` + globalHelp,
 	"quarantine": `usage: localeflow [global flags] quarantine list
        localeflow [global flags] quarantine replay ID...|--all
@@ -406,6 +423,9 @@ func (c *cli) dispatch(ctx context.Context) error {
 			return usagef("keys: set the deployment with --prefix (localeflow for the default stack)")
 		}
 		return c.keys(ctx)
+	}
+	if cmd == "dlq" {
+		return c.dlqCommand(ctx, rest)
 	}
 	var err error
 	switch cmd {

@@ -114,7 +114,7 @@ func TestTeamStackImportsTheConstruct(t *testing.T) {
 	}
 	for typ, want := range map[string]int{
 		"AWS::DynamoDB::Table":        2,
-		"AWS::SQS::Queue":             6, // five of localeflow's, one of the team's
+		"AWS::SQS::Queue":             7, // six of localeflow's (the event DLQ among them), one of the team's
 		"AWS::Lambda::Function":       3,
 		"AWS::Lambda::Url":            1,
 		"AWS::Events::EventBus":       1,

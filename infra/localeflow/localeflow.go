@@ -101,7 +101,11 @@ type builder struct {
 	// quarantine keeps the messages the consumers reject for good.
 	quarantine awssqs.Queue
 	bus        awsevents.IEventBus
-	secrets    map[string]awssecretsmanager.CfnSecret
+	// eventDLQ is the dead-letter queue of every rule target; archive
+	// keeps the bus's input events.
+	eventDLQ awssqs.Queue
+	archive  awsevents.Archive
+	secrets  map[string]awssecretsmanager.CfnSecret
 	// key is the customer-managed data key (nil with CustomerManagedKey
 	// false).
 	key       awskms.CfnKey
@@ -231,6 +235,8 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 			EventBusName: jsii.String(cfg.topo.BusName),
 		})
 	}
+	b.addEventDLQ()
+	b.addArchive()
 	for _, s := range secretSpecs {
 		b.addSecret(s)
 	}
@@ -248,6 +254,7 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 		b.addSchedule(s)
 	}
 	b.addAlarms()
+	b.addQueryDefinitions()
 	b.addDashboard()
 	if cfg.outputs {
 		b.addOutputs()
@@ -452,6 +459,10 @@ func (b *builder) addFunction(fc functionConfig) {
 		// JSON lines: one format for Logs Insights.
 		LoggingFormat: awslambda.LoggingFormat_JSON,
 		Environment:   &map[string]*string{},
+		// Active X-Ray tracing: the runtime hands each invocation its trace
+		// header, which the functions log (xray_trace_id) and propagate on
+		// the CMS and evidence requests (docs/design.md "Tracing").
+		Tracing: awslambda.Tracing_ACTIVE,
 	}
 	for k, v := range b.env(fc.Dir) {
 		(*props.Environment)[k] = v
@@ -489,6 +500,7 @@ func (b *builder) addFunction(fc functionConfig) {
 func (b *builder) addRule(r topology.Rule) {
 	pattern := r.EventPattern()
 	queue := b.queues[r.TargetQueue]
+	maxAge, attempts := b.inputTargetRetry()
 	awsevents.NewRule(b.scope, jsii.String(r.Logical), &awsevents.RuleProps{
 		RuleName:    jsii.String(r.Name),
 		Description: jsii.String("route input events to the " + r.TargetQueue),
@@ -497,7 +509,9 @@ func (b *builder) addRule(r topology.Rule) {
 			Source:     jsii.Strings(pattern["source"].([]string)...),
 			DetailType: jsii.Strings(pattern["detail-type"].([]string)...),
 		},
-		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewSqsQueue(queue, nil)},
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewSqsQueue(queue, &awseventstargets.SqsQueueProps{
+			DeadLetterQueue: b.eventDLQ, MaxEventAge: maxAge, RetryAttempts: attempts,
+		})},
 	})
 }
 
@@ -508,8 +522,9 @@ func (b *builder) addSchedule(s topology.Schedule) {
 		Description: jsii.String(fmt.Sprintf("run the %s every %d min", s.Function, s.RateMinutes)),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(s.RateMinutes))),
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
-			MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(s.RateMinutes)),
-			RetryAttempts: jsii.Number(2),
+			MaxEventAge:     awscdk.Duration_Minutes(jsii.Number(s.RateMinutes)),
+			RetryAttempts:   jsii.Number(2),
+			DeadLetterQueue: b.eventDLQ,
 		})},
 	})
 }
@@ -551,21 +566,22 @@ func (b *builder) addAlarms() {
 	for _, q := range topo.Queues() {
 		dlq := b.dlqs[q.Logical]
 		b.alarm(q.Logical+"DLQDepthAlarm", q.DLQName+"-depth",
-			"messages in "+q.DLQName+": inspect and redrive",
+			"messages in "+q.DLQName+": its consumer failed them "+fmt.Sprint(q.MaxReceiveCount)+" times.",
 			dlq.MetricApproximateNumberOfMessagesVisible(metricOptions("Maximum", 1)), 0, gt, quiet)
 		b.alarm(q.Logical+"OldestMessageAlarm", q.Name+"-oldest-message",
-			fmt.Sprintf("the oldest message in %s is older than %d s: its consumer is not keeping up (throttled or failing)", q.Name, oldestMessageAlarmSeconds),
+			fmt.Sprintf("the oldest message in %s is older than %d s: its consumer is not keeping up (throttled or failing).", q.Name, oldestMessageAlarmSeconds),
 			b.queues[q.Logical].MetricApproximateAgeOfOldestMessage(metricOptions("Maximum", alarmPeriodMinutes)),
 			oldestMessageAlarmSeconds, gt, quiet)
 	}
-	// The health check reports every run; no data means it stopped running
-	// (or cannot write metrics), which is as bad as blocked.
+	// The health check reports every run. A blocked verdict pages at once;
+	// missing reports are the heartbeat alarm's (addOncallAlarms), which
+	// does not page on a single late check.
 	b.alarm("HealthBlockedAlarm", topo.Prefix+"-health-blocked",
-		"localeflow health reports blocked, or has not reported for a period: open the page with "+
+		"localeflow health reports blocked: open the page with "+
 			"`localeflow health --serve --url <HealthUrl output>` (signs with your AWS credentials; "+
-			"or `localeflow health --prefix "+topo.Prefix+"`)",
+			"or `localeflow health --prefix "+topo.Prefix+"`).",
 		b.customMetric(HealthBlockedMetricName, nil, "Maximum", alarmPeriodMinutes),
-		1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD, awscloudwatch.TreatMissingData_BREACHING)
+		1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD, quiet)
 	// Every rejected message (quarantined with its code) raises the
 	// consumer's alarm: nothing is dropped silently.
 	for _, fn := range topo.Functions {
@@ -573,17 +589,18 @@ func (b *builder) addAlarms() {
 			continue
 		}
 		b.alarm(fn.Logical+"RejectedAlarm", fn.Name+"-messages-rejected",
-			fn.Name+" rejected messages for good: list them with `localeflow quarantine list`",
+			fn.Name+" rejected messages for good (quarantined with their code).",
 			b.customMetric(MessagesRejectedMetricName, map[string]string{"Function": fn.Dir}, "Sum", alarmPeriodMinutes), 0, gt, quiet)
 	}
 	for _, fn := range topo.Functions {
 		f := b.functions[fn.Dir]
 		b.alarm(fn.Logical+"ErrorsAlarm", fn.Name+"-errors",
-			fn.Name+" returned errors", f.MetricErrors(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
+			fn.Name+" returned errors.", f.MetricErrors(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
 		b.alarm(fn.Logical+"ThrottlesAlarm", fn.Name+"-throttles",
-			fn.Name+" was throttled: raise its reserved concurrency or the account limit",
+			fn.Name+" was throttled.",
 			f.MetricThrottles(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
 	}
+	b.addOncallAlarms()
 	var topic awssns.ITopic
 	if b.cfg.host.AlarmTopic != nil {
 		topic = b.cfg.host.AlarmTopic
@@ -612,7 +629,7 @@ func (b *builder) alarm(logical, name, description string, metric awscloudwatch.
 	op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
 	b.alarms = append(b.alarms, awscloudwatch.NewAlarm(b.scope, jsii.String(logical), &awscloudwatch.AlarmProps{
 		AlarmName:          jsii.String(name),
-		AlarmDescription:   jsii.String(description),
+		AlarmDescription:   jsii.String(description + runbookRef(logical)),
 		Metric:             metric,
 		Threshold:          jsii.Number(threshold),
 		ComparisonOperator: op,

@@ -22,6 +22,15 @@ const (
 	// it is itself the end of the line for rejected messages.
 	reasonQuarantineNoDLQ = "the quarantine queue has no consumer (only an operator lists and replays it), so no receive " +
 		"could ever move a message to a DLQ; it is itself the dead end for rejected messages, kept 14 days"
+	// The event DLQ is the dead-letter queue of the rule targets: it has no
+	// consumer either (an operator lists and redrives it).
+	reasonEventDLQNoDLQ = "the event DLQ is itself the dead-letter queue of every EventBridge rule target; it has no consumer " +
+		"(only an operator lists and redrives it with localeflow dlq), kept 14 days"
+	// AwsSolutions-IAM5: active tracing adds xray:PutTraceSegments and
+	// xray:PutTelemetryRecords on "*"; X-Ray supports no resource-level
+	// permission for them.
+	reasonXRayResource = "active X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level " +
+		"permissions, so they can only be granted on *; no other action of these roles has a wildcard resource"
 	// AwsSolutions-SMG4 wants a rotation Lambda. These secrets are not
 	// database passwords: the HMAC keys are shared with the CMS and the event
 	// producer, and the Ed25519 keys' public halves are pinned by the CMS
@@ -85,6 +94,15 @@ func (b *builder) suppressFindings() {
 		{Id: jsii.String("AwsSolutions-SQS4"), Reason: jsii.String(reasonSQSTLS)},
 		{Id: jsii.String("AwsSolutions-SQS3"), Reason: jsii.String(reasonQuarantineNoDLQ)},
 	}, jsii.Bool(true))
+	cdknag.NagSuppressions_AddResourceSuppressions(b.eventDLQ, &[]*cdknag.NagPackSuppression{
+		{Id: jsii.String("AwsSolutions-SQS4"), Reason: jsii.String(reasonSQSTLS)},
+		{Id: jsii.String("AwsSolutions-SQS3"), Reason: jsii.String(reasonEventDLQNoDLQ)},
+	}, jsii.Bool(true))
+	for _, role := range b.roles {
+		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{
+			{Id: jsii.String("AwsSolutions-IAM5"), Reason: jsii.String(reasonXRayResource), AppliesTo: &[]any{jsii.String("Resource::*")}},
+		}, jsii.Bool(true))
+	}
 	if b.alarmTopic != nil {
 		cdknag.NagSuppressions_AddResourceSuppressions(b.alarmTopic, &[]*cdknag.NagPackSuppression{
 			{Id: jsii.String("AwsSolutions-SNS2"), Reason: jsii.String(reasonAlarmTopicSSE)},

@@ -92,10 +92,10 @@ func crashesBetweenPublishAndWrite(r Result) bool {
 }
 
 var regressions = []regression{
-	{"terminal_published_before_its_write_then_lease_reclaimed", 1000050, func(r Result) bool {
+	{"terminal_published_before_its_write_then_lease_reclaimed", 1000013, func(r Result) bool {
 		return crashesBetweenPublishAndWrite(r) && stepMatches(r, `^monitor\.Transition .* \| \S+ lease_expired`)
 	}},
-	{"outcome_after_lease_expiry_reclaim", 1000208, func(r Result) bool {
+	{"outcome_after_lease_expiry_reclaim", 1000053, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
 	{"outcome_after_integrity_failure", 1000001, func(r Result) bool {
