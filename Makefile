@@ -161,6 +161,7 @@ build-local: ## Build every function for this machine (build/local/<fn>/bootstra
 	done
 	go build -o $(BUILD)/local/localeflow-bootstrap ./dev/cmd/localeflow-bootstrap
 	go build -o $(BUILD)/local/localeflow-runner ./dev/cmd/localeflow-runner
+	go build -o $(BUILD)/local/localeflow-forward ./dev/cmd/localeflow-forward
 	go build -buildvcs=auto -ldflags "-X main.buildVersion=$(LOCALEFLOW_VERSION)" -o $(BUILD)/local/localeflow ./cmd/localeflow
 
 .PHONY: demo
