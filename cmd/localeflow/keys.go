@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
-	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
@@ -59,9 +58,9 @@ var holderText = []struct{ holder, title string }{
 // CMS, the event producer and the evidence provider.
 func (c *cli) keys(ctx context.Context) error {
 	if c.sm == nil {
-		cfg, err := awsconfig.Load(ctx)
+		cfg, err := c.loadAWS(ctx)
 		if err != nil {
-			return core.Wrap(codeRuntime, true, fmt.Errorf("aws config: %w", err))
+			return err
 		}
 		c.sm = secretsmanager.NewFromConfig(cfg)
 	}

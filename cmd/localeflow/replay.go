@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
-	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -28,9 +27,9 @@ var _ EventBridgeAPI = (*eventbridge.Client)(nil)
 // newEventBridgeAPI returns the EventBridge client of `replay` (tests
 // replace it).
 var newEventBridgeAPI = func(ctx context.Context) (EventBridgeAPI, error) {
-	cfg, err := awsconfig.Load(ctx)
+	cfg, err := loadAWSFromContext(ctx)
 	if err != nil {
-		return nil, core.Wrap(codeRuntime, true, fmt.Errorf("aws config: %w", err))
+		return nil, err
 	}
 	return awsclient.EventBridge(cfg), nil
 }

@@ -119,8 +119,8 @@ var operatorTableActions = []string{
 	"dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:ConditionCheckItem",
 }
 
-// operatorQueueActions: `localeflow quarantine list/replay` and the DLQ
-// inspection receive, hide and delete messages.
+// operatorQueueActions: `localeflow quarantine list/replay` and `localeflow
+// dlq list/redrive` receive, hide and delete messages.
 var operatorQueueActions = []string{
 	"sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage",
 }
@@ -150,7 +150,7 @@ func (l *Localeflow) GrantOperator(grantee awsiam.IGrantable) []awsiam.Grant {
 		}),
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 			Grantee: grantee, Actions: jsii.Strings(operatorQueueActions...),
-			ResourceArns: &[]*string{l.QuarantineQueue.QueueArn(), l.PollDLQ.QueueArn(), l.ReleaseDLQ.QueueArn()},
+			ResourceArns: &[]*string{l.QuarantineQueue.QueueArn(), l.PollDLQ.QueueArn(), l.ReleaseDLQ.QueueArn(), l.EventDLQ.QueueArn()},
 		}),
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 			Grantee: grantee, Actions: jsii.Strings(append([]string{"sqs:GetQueueUrl"}, sendAction...)...),

@@ -577,7 +577,9 @@ func (b *builder) addAlarms() {
 	// missing reports are the heartbeat alarm's (addOncallAlarms), which
 	// does not page on a single late check.
 	b.alarm("HealthBlockedAlarm", topo.Prefix+"-health-blocked",
-		"localeflow health reports blocked.",
+		"localeflow health reports blocked: open the page with "+
+			"`localeflow health --serve --url <HealthUrl output>` (signs with your AWS credentials; "+
+			"or `localeflow health --prefix "+topo.Prefix+"`).",
 		b.customMetric(HealthBlockedMetricName, nil, "Maximum", alarmPeriodMinutes),
 		1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD, quiet)
 	// Every rejected message (quarantined with its code) raises the
