@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/internal/remotecall"
 	"github.com/localeflow/localeflow/internal/xray"
 	"github.com/localeflow/localeflow/signing"
 )
@@ -149,6 +150,9 @@ type Request struct {
 	// (at most MaxBody+1 bytes); nil or false drains and drops it.
 	Read    func(status int) bool
 	MaxBody int64
+	// Kind names the call for the invocation's latency metrics
+	// (remotecall.Kind*); "" is not measured.
+	Kind string
 }
 
 // Response is an answer. Body holds what was read (more than MaxBody bytes
@@ -206,6 +210,8 @@ func (e *Endpoint) Do(ctx context.Context, r Request) (*Response, error) {
 	if h := xray.HeaderOf(ctx); h != "" {
 		req.Header.Set(xray.Header, h)
 	}
+	start := time.Now()
+	defer func() { remotecall.Observe(ctx, r.Kind, requestID, time.Since(start)) }()
 	resp, err := e.http.Do(req)
 	if err != nil {
 		return nil, e.transportError(ctx, err)

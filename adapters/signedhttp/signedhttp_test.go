@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/signedhttp"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/internal/remotecall"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -199,5 +201,28 @@ func TestDoPropagatesTheTraceContext(t *testing.T) {
 	}
 	if len(got) != 3 || got[0] != header || got[1] != "" || got[2] != "" {
 		t.Fatalf("trace headers sent %q", got)
+	}
+}
+
+// TestDoMeasuresItsKind: every attempt of a request with a Kind is
+// recorded with its signed request id for the invocation's latency
+// document; a failed attempt too.
+func TestDoMeasuresItsKind(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	e := endpoint(t, srv.URL+"/base/", 0)
+	ctx, rec := remotecall.With(context.Background())
+	if _, err := e.Do(ctx, signedhttp.Request{Method: http.MethodGet, Path: "/v1/x", Kind: remotecall.KindCMSLifecycle}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	if _, err := e.Do(ctx, signedhttp.Request{Method: http.MethodGet, Path: "/v1/x", Kind: remotecall.KindCMSLifecycle}); err == nil {
+		t.Fatal("closed server answered")
+	}
+	if _, err := e.Do(ctx, signedhttp.Request{Method: http.MethodGet, Path: "/v1/x"}); err == nil {
+		t.Fatal("closed server answered")
+	}
+	lines := rec.Lines(ctx, "dep-a", 1)
+	if len(lines) != 1 || !strings.Contains(string(lines[0]), `"remote_calls":2`) || !strings.Contains(string(lines[0]), `"slowest_request_id":"req-`) {
+		t.Fatalf("recorded %s", lines)
 	}
 }

@@ -66,10 +66,12 @@ commands:
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
   quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
-  keys                                what to hand to the CMS, the event producer and the evidence provider
-                                      (HMAC keys by secret reference, Ed25519 public keys in hex)
   dlq list QUEUE                      dead-letter queue messages (QUEUE: poll, release, event): ids, rule, error code, body hash
   dlq redrive QUEUE                   send them back to their queue (event: to the target EventBridge could not reach)
+  replay --from T --to T [--detail-type D]
+                                      replay the bus archive's input events of a window (RFC 3339) to their rules
+  keys                                what to hand to the CMS, the event producer and the evidence provider
+                                      (HMAC keys by secret reference, Ed25519 public keys in hex)
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -103,6 +105,8 @@ type cli struct {
 	ackRelease   bool
 	ackKey       string
 	attention    bool
+	// replay's window and detail-type.
+	replayFrom, replayTo, replayDetailType string
 	// identity returns the caller's AWS identity (an ARN); nil means STS
 	// GetCallerIdentity.
 	identity func(ctx context.Context) (string, error)
@@ -220,8 +224,9 @@ var commandFlags = map[string][]string{
 	"list":       {"state", "kind", "attention"},
 	"audit":      {"segments"},
 	"quarantine": {"all"},
-	"keys":       {},
 	"dlq":        {},
+	"replay":     {"from", "to", "detail-type"},
+	"keys":       {},
 }
 
 var globalFlags = []string{"json", "prefix", "monitor-table", "release-table", "region", "profile"}
@@ -286,6 +291,16 @@ acknowledge.
 Full integrity check of both tables (parallel Scan; it reads every item, run
 on demand only). Exit 1 when any record is invalid.
   --segments N   parallel Scan segments per table, 1..64 (default 4)
+` + globalHelp,
+	"replay": `usage: localeflow [global flags] replay --from T --to T [--detail-type D]
+
+Starts an EventBridge replay of the archive <prefix>-archive (input events,
+kept 7 days) for the window [--from, --to) (RFC 3339) to the bus, limited
+to the rules that route D (every input rule without it). Prints the
+replay's name; aws events describe-replay follows it. Consumers are
+idempotent, so replaying processed events is a no-op.
+Exit 1: the window is empty, in the future or older than the archive
+(cli.replay.window_invalid).
 ` + globalHelp,
 	"dlq": `usage: localeflow [global flags] dlq list QUEUE
        localeflow [global flags] dlq redrive QUEUE
@@ -356,6 +371,9 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.htmlFile, "html", "", "")
 	fs.StringVar(&c.healthURL, "url", "", "")
 	fs.StringVar(&c.listen, "listen", "", "")
+	fs.StringVar(&c.replayFrom, "from", "", "")
+	fs.StringVar(&c.replayTo, "to", "", "")
+	fs.StringVar(&c.replayDetailType, "detail-type", "", "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
@@ -426,6 +444,18 @@ func (c *cli) dispatch(ctx context.Context) error {
 	}
 	if cmd == "dlq" {
 		return c.dlqCommand(ctx, rest)
+	}
+	if cmd == "replay" {
+		if len(rest) != 0 || c.replayFrom == "" || c.replayTo == "" {
+			return usagef("replay: --from T --to T [--detail-type D], no arguments")
+		}
+		return c.replay(ctx, time.Now())
+	}
+	if cmd == "keys" {
+		if len(rest) != 0 {
+			return usagef("keys: takes no arguments")
+		}
+		return c.keys(ctx)
 	}
 	var err error
 	switch cmd {

@@ -65,11 +65,13 @@ import (
 	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/internal/remotecall"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -80,7 +82,9 @@ func main() {
 		log.Error("coordinator cold start failed", "code", "coordinator.config_invalid", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	// One document per invocation with its remote calls' latencies
+	// (internal/remotecall).
+	lambda.Start(remotecall.Wrap(h.Handle, os.Stdout, os.Getenv(contract.EnvDeployment)))
 }
 
 // build reads the configuration and wires the handler once per cold start.

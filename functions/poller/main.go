@@ -21,11 +21,13 @@ import (
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/adapters/signedhttp"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/internal/remotecall"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -40,7 +42,9 @@ func main() {
 		log.Error("poller cold start failed", "code", code, "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	// One document per invocation with its remote calls' latencies
+	// (internal/remotecall).
+	lambda.Start(remotecall.Wrap(h.Handle, os.Stdout, os.Getenv(contract.EnvDeployment)))
 }
 
 // coldStart wires the handler and then checks, once, that the monitor

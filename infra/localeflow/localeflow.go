@@ -671,6 +671,11 @@ func (b *builder) addDashboard() {
 		return b.customMetric(name, nil, "Sum", 1)
 	}
 	var invocations, errs, dlq, oldest []awscloudwatch.IMetric
+	// Each remote call kind's latency (one value per call, internal/remotecall).
+	var latency []awscloudwatch.IMetric
+	for _, name := range []string{contract.MetricCMSLifecycleLatency, contract.MetricCMSDeliveryLatency, contract.MetricEvidenceLatency} {
+		latency = append(latency, b.customMetric(name, nil, "p50", 1), b.customMetric(name, nil, "p99", 1))
+	}
 	for _, fn := range topo.Functions {
 		f := b.functions[fn.Dir]
 		invocations = append(invocations, f.MetricInvocations(metricOptions("Sum", 1)))
@@ -715,6 +720,9 @@ func (b *builder) addDashboard() {
 					contract.MetricDeliveryOpen, contract.MetricDeliveryFailed)...),
 				graph("DLQ depth", dlq...),
 				graph("Oldest message age (s)", oldest...),
+			},
+			{
+				graph("Remote call latency p50 / p99 (ms)", latency...),
 			},
 			{
 				graph("Invocations per minute (polls, release steps, health)", invocations...),

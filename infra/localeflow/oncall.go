@@ -126,7 +126,7 @@ func (b *builder) addOncallAlarms() {
 		b.alarm(r.Logical+"FailedInvocationsAlarm", r.Name+"-failed-invocations",
 			fmt.Sprintf("EventBridge could not deliver events of rule %s to the %s (retried for %d s): they are in %s.",
 				r.Name, r.TargetQueue, topo.EventDLQ.MaxEventAgeSeconds, topo.EventDLQ.Name),
-			failed(r.Name, map[string]*string{"EventBusName": jsii.String(b.busName())}), 0, gt, quiet)
+			failed(r.Name, map[string]*string{"EventBusName": b.bus.EventBusName()}), 0, gt, quiet)
 	}
 	for _, s := range topo.Schedules {
 		b.alarm(s.Logical+"FailedInvocationsAlarm", s.Name+"-failed-invocations",
@@ -171,7 +171,7 @@ var queryDefinitions = []queryDefinition{
 	{
 		Logical: "ChangeHistoryQuery", Stem: "change-history", Functions: []string{"poller", "coordinator"},
 		Query: strings.Join([]string{
-			"fields @timestamp, @log, level, msg, event_id, state, status, kind, code, request_id, xray_trace_id",
+			"fields @timestamp, @log, level, msg, event_id, state, remote_status, status, kind, code, attempt, request_id, xray_trace_id",
 			`| filter event_id = "REPLACE_WITH_EVENT_ID"`,
 			"| sort @timestamp asc",
 			"| limit 1000",
@@ -188,10 +188,13 @@ var queryDefinitions = []queryDefinition{
 	},
 	{
 		Logical: "SlowestCMSCallsQuery", Stem: "slowest-cms-calls", Functions: []string{"poller", "coordinator"},
+		// One document per invocation (internal/remotecall) names its
+		// slowest call: kind, milliseconds and the signed request id the
+		// CMS logs too.
 		Query: strings.Join([]string{
-			"fields @timestamp, @log, remote, remote_ms, code, event_id, request_id, xray_trace_id",
-			`| filter msg = "remote call" and remote like /^cms/`,
-			"| sort remote_ms desc",
+			"fields @timestamp, @log, slowest_remote, slowest_remote_ms, slowest_request_id, remote_calls, request_id, xray_trace_id",
+			`| filter msg = "remote calls" and slowest_remote like /^cms_/`,
+			"| sort slowest_remote_ms desc",
 			"| limit 50",
 		}, "\n"),
 	},

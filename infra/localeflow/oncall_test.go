@@ -11,6 +11,7 @@ import (
 
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/internal/remotecall"
 )
 
 // TestRuleTargetsHaveDLQAndRetryPolicy: the rule targets had no dead-letter
@@ -106,7 +107,7 @@ func TestUndeliveredEventAlarms(t *testing.T) {
 		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
 			"AlarmName": r.Name + "-failed-invocations", "Namespace": "AWS/Events", "MetricName": "FailedInvocations",
 			"Dimensions": []any{
-				map[string]any{"Name": "EventBusName", "Value": s.topo.BusName},
+				map[string]any{"Name": "EventBusName", "Value": ref(s.logicalID(t, "AWS::Events::EventBus", "EventBus"))},
 				map[string]any{"Name": "RuleName", "Value": r.Name},
 			},
 			"Statistic": "Sum", "ComparisonOperator": "GreaterThanThreshold", "Threshold": 0, "TreatMissingData": "notBreaching",
@@ -206,7 +207,7 @@ func TestQueryDefinitions(t *testing.T) {
 	}{
 		{"ChangeHistoryQuery", "localeflow/change-history", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator"}, []string{"event_id = ", "sort @timestamp asc"}},
 		{"FailuresByCodeQuery", "localeflow/failures-by-code", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator", "/aws/lambda/localeflow-health"}, []string{"stats count(*)", "by code"}},
-		{"SlowestCMSCallsQuery", "localeflow/slowest-cms-calls", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator"}, []string{"sort ", " desc"}},
+		{"SlowestCMSCallsQuery", "localeflow/slowest-cms-calls", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator"}, []string{`msg = "` + remotecall.Message + `"`, "sort slowest_remote_ms desc", "slowest_request_id"}},
 	} {
 		p := s.props(t, "AWS::Logs::QueryDefinition", q.logical)
 		if p["Name"] != q.name || !jsonEqual(p["LogGroupNames"], q.groups) {
@@ -301,6 +302,20 @@ func TestFunctionsTraceActively(t *testing.T) {
 	for _, fn := range s.topo.Functions {
 		if p := s.props(t, "AWS::Lambda::Function", fn.Logical); !jsonEqual(p["TracingConfig"], map[string]any{"Mode": "Active"}) {
 			t.Errorf("%s tracing %v", fn.Logical, p["TracingConfig"])
+		}
+	}
+}
+
+// TestLatencyOnDashboard: no latency metric existed for the CMS and
+// evidence calls. The dashboard shows each kind's p50 and p99.
+func TestLatencyOnDashboard(t *testing.T) {
+	s := defaultSynth(t)
+	body := joinedStrings(s.props(t, "AWS::CloudWatch::Dashboard", "Dashboard")["DashboardBody"])
+	for _, name := range []string{contract.MetricCMSLifecycleLatency, contract.MetricCMSDeliveryLatency, contract.MetricEvidenceLatency} {
+		for _, stat := range []string{"p50", "p99"} {
+			if !regexp.MustCompile(`\["Localeflow","` + name + `","Deployment","localeflow",\{[^}]*"stat":"` + stat + `"`).MatchString(body) {
+				t.Errorf("no %s of %s on the dashboard", stat, name)
+			}
 		}
 	}
 }

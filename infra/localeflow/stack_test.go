@@ -610,9 +610,14 @@ func TestAlarmsSelectTheirDeployment(t *testing.T) {
 			continue
 		}
 		if p["Namespace"] == "AWS/Events" {
-			// AWS/Events: the rule's name (and its bus's), both prefixed.
+			// AWS/Events: the rule's name (prefixed) and, for a bus rule,
+			// this stack's bus (a reference).
 			for _, d := range dims {
-				if v, _ := d.(map[string]any)["Value"].(string); !strings.HasPrefix(v, "acme-dev-") {
+				v := d.(map[string]any)["Value"]
+				if name, ok := v.(string); ok && !strings.HasPrefix(name, "acme-dev-") {
+					t.Errorf("%s dimensions %v", id, dims)
+				}
+				if _, ok := v.(map[string]any); ok && d.(map[string]any)["Name"] != "EventBusName" {
 					t.Errorf("%s dimensions %v", id, dims)
 				}
 			}
