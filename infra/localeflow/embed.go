@@ -128,8 +128,8 @@ var operatorQueueActions = []string{
 // GrantOperator grants what the `localeflow` CLI needs (README.md,
 // "Operating"): read and acknowledge records in both tables and their
 // indexes, list and replay the quarantine queue and the DLQs (send to the
-// work queues), open the health page, and use the data key for those
-// services. It returns one Grant per statement.
+// work queues), replay the bus archive, open the health page, and use the
+// data key for those services. It returns one Grant per statement.
 func (l *Localeflow) GrantOperator(grantee awsiam.IGrantable) []awsiam.Grant {
 	var tableArns []*string
 	for _, t := range []awsdynamodb.Table{l.MonitorTable, l.ReleaseTable} {
@@ -155,6 +155,10 @@ func (l *Localeflow) GrantOperator(grantee awsiam.IGrantable) []awsiam.Grant {
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 			Grantee: grantee, Actions: jsii.Strings(append([]string{"sqs:GetQueueUrl"}, sendAction...)...),
 			ResourceArns: &[]*string{l.PollQueue.QueueArn(), l.ReleaseQueue.QueueArn()},
+		}),
+		// `localeflow replay`: StartReplay of the bus archive's input events.
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: grantee, Actions: jsii.Strings("events:StartReplay"), ResourceArns: &[]*string{l.EventArchive.ArchiveArn()},
 		}),
 		l.GrantHealthRead(grantee),
 	}
