@@ -72,8 +72,6 @@ commands:
   dlq redrive QUEUE                   send them back to their queue (event: to the target EventBridge could not reach)
   replay --from T --to T [--detail-type D]
                                       replay the bus archive's input events of a window (RFC 3339) to their rules
-  keys                                what to hand to the CMS, the event producer and the evidence provider
-                                      (HMAC keys by secret reference, Ed25519 public keys in hex)
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
