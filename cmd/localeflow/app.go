@@ -66,12 +66,12 @@ commands:
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
   quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
+  keys                                what to hand to the CMS, the event producer and the evidence provider
+                                      (HMAC keys by secret reference, Ed25519 public keys in hex)
   dlq list QUEUE                      dead-letter queue messages (QUEUE: poll, release, event): ids, rule, error code, body hash
   dlq redrive QUEUE                   send them back to their queue (event: to the target EventBridge could not reach)
   replay --from T --to T [--detail-type D]
                                       replay the bus archive's input events of a window (RFC 3339) to their rules
-  keys                                what to hand to the CMS, the event producer and the evidence provider
-                                      (HMAC keys by secret reference, Ed25519 public keys in hex)
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -224,6 +224,7 @@ var commandFlags = map[string][]string{
 	"list":       {"state", "kind", "attention"},
 	"audit":      {"segments"},
 	"quarantine": {"all"},
+	"keys":       {},
 	"dlq":        {},
 	"replay":     {"from", "to", "detail-type"},
 }
@@ -364,15 +365,15 @@ func (c *cli) parse(args []string) error {
 	fs.BoolVar(&c.ackRelease, "release", false, "")
 	fs.StringVar(&c.ackKey, "key", "", "")
 	fs.BoolVar(&c.attention, "attention", false, "")
+	fs.StringVar(&c.replayFrom, "from", "", "")
+	fs.StringVar(&c.replayTo, "to", "", "")
+	fs.StringVar(&c.replayDetailType, "detail-type", "", "")
 	fs.StringVar(&c.region, "region", "", "")
 	fs.StringVar(&c.profile, "profile", "", "")
 	fs.BoolVar(&c.serve, "serve", false, "")
 	fs.StringVar(&c.htmlFile, "html", "", "")
 	fs.StringVar(&c.healthURL, "url", "", "")
 	fs.StringVar(&c.listen, "listen", "", "")
-	fs.StringVar(&c.replayFrom, "from", "", "")
-	fs.StringVar(&c.replayTo, "to", "", "")
-	fs.StringVar(&c.replayDetailType, "detail-type", "", "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {

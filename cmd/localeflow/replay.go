@@ -27,7 +27,7 @@ var _ EventBridgeAPI = (*eventbridge.Client)(nil)
 // newEventBridgeAPI returns the EventBridge client of `replay` (tests
 // replace it).
 var newEventBridgeAPI = func(ctx context.Context) (EventBridgeAPI, error) {
-	cfg, err := loadAWSFromContext(ctx) // --region, --profile, credentials check
+	cfg, err := loadAWSFromContext(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func (b *builder) addOncallAlarms() {
 		b.alarm(r.Logical+"FailedInvocationsAlarm", r.Name+"-failed-invocations",
 			fmt.Sprintf("EventBridge could not deliver events of rule %s to the %s (retried for %d s): they are in %s.",
 				r.Name, r.TargetQueue, topo.EventDLQ.MaxEventAgeSeconds, topo.EventDLQ.Name),
-			failed(r.Name, map[string]*string{"EventBusName": b.bus.EventBusName()}), 0, gt, quiet)
+			failed(r.Name, map[string]*string{"EventBusName": jsii.String(b.busName())}), 0, gt, quiet)
 	}
 	for _, s := range topo.Schedules {
 		b.alarm(s.Logical+"FailedInvocationsAlarm", s.Name+"-failed-invocations",

@@ -107,7 +107,7 @@ func TestUndeliveredEventAlarms(t *testing.T) {
 		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
 			"AlarmName": r.Name + "-failed-invocations", "Namespace": "AWS/Events", "MetricName": "FailedInvocations",
 			"Dimensions": []any{
-				map[string]any{"Name": "EventBusName", "Value": ref(s.logicalID(t, "AWS::Events::EventBus", "EventBus"))},
+				map[string]any{"Name": "EventBusName", "Value": s.topo.BusName},
 				map[string]any{"Name": "RuleName", "Value": r.Name},
 			},
 			"Statistic": "Sum", "ComparisonOperator": "GreaterThanThreshold", "Threshold": 0, "TreatMissingData": "notBreaching",
