@@ -148,6 +148,10 @@ up: install ## Start a long-lived local stack in network namespace "localeflow" 
 down: ## Stop the stack started by make up
 	dev/emulators/down.sh
 
+# LOCALEFLOW_VERSION is what `localeflow --version` prints for a build from
+# a checkout (a tagged module build prints its module version).
+LOCALEFLOW_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
 .PHONY: build-local
 build-local: ## Build every function for this machine (build/local/<fn>/bootstrap, linux/host arch) and the local tools
 	@echo "== building the functions for this machine ($(BUILD)/local/<fn>/bootstrap, linux/$$(go env GOHOSTARCH))"
@@ -157,7 +161,8 @@ build-local: ## Build every function for this machine (build/local/<fn>/bootstra
 	done
 	go build -o $(BUILD)/local/localeflow-bootstrap ./dev/cmd/localeflow-bootstrap
 	go build -o $(BUILD)/local/localeflow-runner ./dev/cmd/localeflow-runner
-	go build -o $(BUILD)/local/localeflow ./cmd/localeflow
+	go build -o $(BUILD)/local/localeflow-forward ./dev/cmd/localeflow-forward
+	go build -buildvcs=auto -ldflags "-X main.buildVersion=$(LOCALEFLOW_VERSION)" -o $(BUILD)/local/localeflow ./cmd/localeflow
 
 .PHONY: demo
 demo: install build-local ## The pipeline demo: five changes through poller, coordinator, health on the local stack

@@ -28,8 +28,12 @@ const (
 	EnvAllowInsecureHTTP = "LOCALEFLOW_ALLOW_INSECURE_HTTP"
 
 	// Common settings.
-	EnvLogLevel       = "LOCALEFLOW_LOG_LEVEL" // DEBUG, INFO (default), WARN, ERROR
-	EnvWorkerID       = "LOCALEFLOW_WORKER_ID" // lease owner (default <function>-<random>)
+	EnvLogLevel = "LOCALEFLOW_LOG_LEVEL" // DEBUG, INFO (default), WARN, ERROR
+	// EnvWorkerID is the lease owner id (default <function>-<random>):
+	// local runs only. Every instance of a deployed function must own its
+	// leases under its own id; one id given to all instances would let two
+	// of them hold one lease, so a deployment never sets it.
+	EnvWorkerID       = "LOCALEFLOW_WORKER_ID"
 	EnvDeadlineMargin = "LOCALEFLOW_DEADLINE_MARGIN"
 	EnvCMSTimeout     = "LOCALEFLOW_CMS_TIMEOUT"
 	EnvKeyTTL         = "LOCALEFLOW_KEY_TTL" // key sets re-read after (default 5m)
@@ -103,8 +107,8 @@ const (
 	// Operator: the function has a default and the stack leaves it unset;
 	// an operator may set it.
 	Operator
-	// Local: only local runs set it (key material in hex, plain http); a
-	// deployed function never has it.
+	// Local: only local runs set it (key material in hex, plain http, a
+	// fixed worker id); a deployed function never has it.
 	Local
 	// Retired: the function refuses to start while it is set.
 	Retired
@@ -143,7 +147,8 @@ var PollerEnv = concat([]EnvVar{
 	{EnvDeployment, Stack}, {EnvCMSBaseURL, Stack},
 	{EnvMaxConsecutiveFailures, Stack}, {EnvRetryMaxDelay, Stack}, {EnvMonitorRetention, Stack},
 	{EnvAllowInsecureHTTP, Local},
-	{EnvLogLevel, Operator}, {EnvWorkerID, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
+	{EnvWorkerID, Local},
+	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
 	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventRefuseV1, Operator},
 	{EnvMonitorLease, Operator}, {EnvPollInterval, Operator}, {EnvRetryBaseDelay, Operator},
 	{EnvHintMinGap, Operator}, {EnvPollConcurrency, Operator},
@@ -157,7 +162,8 @@ var CoordinatorEnv = concat([]EnvVar{
 	{EnvReceiptIssuersQuality, Stack}, {EnvReceiptIssuersHumanReview, Stack}, {EnvReceiptIssuersIndependentReview, Stack},
 	{EnvReceiptIssuersRetired, Retired},
 	{EnvAllowInsecureHTTP, Local},
-	{EnvLogLevel, Operator}, {EnvWorkerID, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
+	{EnvWorkerID, Local},
+	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
 	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventRefuseV1, Operator},
 	{EnvEvidenceRevision, Operator}, {EnvEvidenceLease, Operator}, {EnvEvidenceMaxAttempts, Operator},
 	{EnvEvidenceTimeout, Operator}, {EnvApprovalTTL, Operator}, {EnvDeliveryMaxAttempts, Operator},

@@ -29,6 +29,7 @@ const (
 	MetricMonitorRemoteFailures = "MonitorRemoteFailures"
 	// MetricOldestDueSeconds is the age of the oldest due record (monitor,
 	// evidence, delivery or release entry): how far the work is behind.
+	// Its unit is Seconds (MetricUnits); every other metric is a Count.
 	MetricOldestDueSeconds      = "OldestDueSeconds"
 	MetricEvidenceOpen          = "EvidenceOpen"
 	MetricEvidenceDue           = "EvidenceDue"
@@ -62,6 +63,14 @@ const (
 	MetricDeliveryFailures = "DeliveryFailures"
 )
 
+// Remote call latency (one document per invocation, internal/remotecall;
+// [Deployment]; unit Milliseconds, one value per call).
+const (
+	MetricCMSLifecycleLatency = "CMSLifecycleLatency"
+	MetricCMSDeliveryLatency  = "CMSDeliveryLatency"
+	MetricEvidenceLatency     = "EvidenceLatency"
+)
+
 // Metrics maps each custom metric to the functions (Function constants,
 // topology's Function.Dir) that emit it.
 var Metrics = map[string][]string{
@@ -76,4 +85,22 @@ var Metrics = map[string][]string{
 	MetricPolls:            {FunctionPoller}, MetricPollFailures: {FunctionPoller},
 	MetricEvidenceSteps: {FunctionCoordinator}, MetricDeliverySteps: {FunctionCoordinator},
 	MetricEvidenceFailures: {FunctionCoordinator}, MetricDeliveryFailures: {FunctionCoordinator},
+	MetricCMSLifecycleLatency: {FunctionPoller}, MetricCMSDeliveryLatency: {FunctionCoordinator}, MetricEvidenceLatency: {FunctionCoordinator},
+}
+
+// MetricUnits are the CloudWatch units of the metrics that are not a Count.
+var MetricUnits = map[string]string{
+	MetricOldestDueSeconds:    "Seconds",
+	MetricCMSLifecycleLatency: "Milliseconds",
+	MetricCMSDeliveryLatency:  "Milliseconds",
+	MetricEvidenceLatency:     "Milliseconds",
+}
+
+// MetricUnit is the CloudWatch unit of metric name: MetricUnits, else
+// Count.
+func MetricUnit(name string) string {
+	if u, ok := MetricUnits[name]; ok {
+		return u
+	}
+	return "Count"
 }

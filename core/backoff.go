@@ -1,6 +1,11 @@
 package core
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"time"
+)
 
 // maxBackoffShifts bounds the doubling: past it every delay is the cap.
 const maxBackoffShifts = 40
@@ -9,13 +14,12 @@ const maxBackoffShifts = 40
 // min(maximum, base·2^(attempt−1)); an attempt below 1 counts as 1, and a
 // product that would overflow is maximum.
 //
-// It is pure (a function of its arguments only) and has no jitter: every
-// caller's schedule is deterministic. The monitor's retry schedule and the
-// evidence and delivery schedule are documented contracts (docs/design.md
-// "Monitor states and transitions", "Evidence and delivery leases") that
-// the outage tolerance and the tests compute exactly, and the one
-// in-process retry (health's BatchGetItem of unprocessed keys) never had
-// jitter either.
+// It is pure (a function of its arguments only) and has no jitter itself:
+// the monitor's retry schedule spreads it with Jitter (deterministic per
+// change, docs/design.md "Monitor states and transitions"); the evidence
+// and delivery schedule ("Evidence and delivery leases") and the one
+// in-process retry (health's BatchGetItem of unprocessed keys) use it as
+// is.
 func Backoff(attempt int, base, maximum time.Duration) time.Duration {
 	shift := max(0, attempt-1)
 	if shift > maxBackoffShifts {
@@ -26,4 +30,33 @@ func Backoff(attempt int, base, maximum time.Duration) time.Duration {
 		return maximum
 	}
 	return d
+}
+
+// Jitter spreads a backoff delay d over [d/2, d], deterministically: the
+// point in that range is a function of key (a change's event id) and
+// attempt only, so a run (and a simulation seed) replays exactly while
+// changes that failed at the same instant retry at different ones.
+//
+// It works in whole milliseconds (storage is integer ms): the result lies
+// in [⌈d_ms/2⌉, d_ms] ms, JitterFloor(d) is its least value. A delay
+// below 2 ms is returned unchanged.
+func Jitter(d time.Duration, key string, attempt int) time.Duration {
+	ms := d.Milliseconds()
+	if ms < 2 {
+		return d
+	}
+	lo := JitterFloor(d).Milliseconds()
+	sum := sha256.Sum256([]byte(fmt.Sprintf("localeflow.backoff.v1\n%s\n%d", key, attempt)))
+	span := uint64(ms - lo + 1)
+	return time.Duration(lo+int64(binary.BigEndian.Uint64(sum[:8])%span)) * time.Millisecond
+}
+
+// JitterFloor is the least delay Jitter(d, …) returns: ⌈d_ms/2⌉ ms (d
+// itself below 2 ms).
+func JitterFloor(d time.Duration) time.Duration {
+	ms := d.Milliseconds()
+	if ms < 2 {
+		return d
+	}
+	return time.Duration((ms+1)/2) * time.Millisecond
 }

@@ -20,6 +20,8 @@
 #   ALARM_EMAIL            e-mail address subscribed to the created alarm topic (optional)
 #   MAX_CONSECUTIVE_FAILURES  poller failure budget, 1..20 (default 5)
 #   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
+#   SETTINGS               function settings left to the operator, VAR=value separated by spaces
+#                          (e.g. "LOCALEFLOW_POLL_INTERVAL=60s LOCALEFLOW_LOG_LEVEL=WARN"); README.md, "Configuration"
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
 #   ASSET_DIR              directory with <fn>/bootstrap (default build/, from make build)
 
@@ -45,6 +47,7 @@ ALARM_TOPIC_ARN ?=
 ALARM_EMAIL ?=
 MAX_CONSECUTIVE_FAILURES ?=
 RETRY_MAX_DELAY ?=
+SETTINGS ?=
 CDK_FLAGS ?=
 ASSET_DIR ?= $(CURDIR)/build
 
@@ -59,9 +62,10 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) \
 	$(if $(MAX_CONSECUTIVE_FAILURES),-c maxConsecutiveFailures=$(MAX_CONSECUTIVE_FAILURES)) \
 	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY)) \
-	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY))
+	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY)) \
+	$(foreach s,$(SETTINGS),-c $(s))
 
-.PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings
+.PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings deploy-next-steps
 
 $(INFRA_CLI_STAMP): $(INFRA_CLI_DIR)/package.json $(INFRA_CLI_DIR)/package-lock.json
 	cd $(INFRA_CLI_DIR) && npm ci --no-audit --no-fund --loglevel=error
@@ -86,6 +90,21 @@ infra-deploy-settings:
 
 deploy: infra-deploy-settings build $(INFRA_CLI_STAMP) ## Deploy to AWS with cdk deploy (needs AWS credentials, CMS_BASE_URL, EVIDENCE_BASE_URL, RECEIPT_ISSUERS_{QUALITY,HUMAN_REVIEW,INDEPENDENT_REVIEW})
 	cd infra && $(INFRA_CDK) deploy $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
+	@$(MAKE) --no-print-directory deploy-next-steps
+
+# deploy-next-steps is what `make deploy` prints at its end (infra/README.md,
+# "First change published: checklist").
+DEPLOY_PREFIX = $(or $(LOCALEFLOW_PREFIX),localeflow)
+deploy-next-steps:
+	@echo ""
+	@echo "Deployed $(STACK_NAME) (prefix $(DEPLOY_PREFIX)). Next steps (infra/README.md, \"First change published: checklist\"):"
+	@echo "  1. make build-local && build/local/localeflow keys --prefix $(DEPLOY_PREFIX)"
+	@echo "     hand the CMS its HMAC key (by secret reference) and the approval and publication public keys,"
+	@echo "     the event producer and the evidence provider their HMAC keys; every change fails until the CMS has its key"
+	@echo "  2. grant the producer PutEvents of the input detail-types only (localeflow.GrantPublishInputs; infra/README.md, IAM)"
+	@echo "  3. subscribe on-call to the alarm topic ($(if $(ALARM_TOPIC_ARN),$(ALARM_TOPIC_ARN),$(DEPLOY_PREFIX)-alarms)) and check health:"
+	@echo "     build/local/localeflow health --prefix $(DEPLOY_PREFIX)"
+	@echo "  4. publish one change.dispatched and follow it: build/local/localeflow status EVENT_ID --prefix $(DEPLOY_PREFIX)"
 
 deploy-local: build $(INFRA_CLI_STAMP) ## Deploy to a running LocalStack with cdklocal (bootstrap + deploy, deletion protection off)
 	cd infra && AWS_ENVAR_ALLOWLIST=AWS_REGION,AWS_DEFAULT_REGION AWS_REGION=$${AWS_REGION:-us-east-1} \

@@ -125,6 +125,15 @@ func run(appProps *awscdk.AppProps) error {
 	if err != nil {
 		return fmt.Errorf("infra: context %s: %w", ctxMonitorRetention, err)
 	}
+	// The functions' settings left to the operator: one context key per
+	// variable, named as the variable (-c LOCALEFLOW_POLL_INTERVAL=60s);
+	// the functions' config loaders check them at synth.
+	settings := map[string]string{}
+	for _, name := range localeflow.SettingVariables() {
+		if v := ctx(name, ""); v != "" {
+			settings[name] = v
+		}
+	}
 	prefix := ctx(ctxPrefix, "")
 	stackName := ctx(ctxStackName, "Localeflow")
 	// Env is left unset on purpose: an environment-agnostic stack
@@ -148,6 +157,7 @@ func run(appProps *awscdk.AppProps) error {
 		RetryMaxDelay:          retryMaxDelay,
 		TextRetention:          textRetention,
 		MonitorRetention:       monitorRetention,
+		SettingsEnv:            settings,
 	}
 	lf, err := localeflow.NewStack(app, stackName, &localeflow.StackProps{Props: props})
 	if err != nil {

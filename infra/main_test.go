@@ -45,7 +45,12 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 		"receiptIssuersQuality":           "qa=" + issuerKey,
 		"receiptIssuersHumanReview":       "desk=" + humanKey,
 		"receiptIssuersIndependentReview": "rv=" + reviewKey,
+		// A function setting: a context key named as the variable, and
+		// one function's own setting in functions.
+		"LOCALEFLOW_POLL_INTERVAL": "60s",
+		"LOCALEFLOW_LOG_LEVEL":     "WARN",
 	}
+	ctx["functions"] = `{"coordinator":{"memoryMB":1024},"health":{"settings":{"LOCALEFLOW_LOG_LEVEL":"ERROR"}}}`
 	if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(out)}); err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -72,6 +77,17 @@ func TestAppSynthesizesFromContext(t *testing.T) {
 		case "AWS::Lambda::Function":
 			functions++
 			env := r.Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+			wantLevel := "WARN"
+			if r.Properties["FunctionName"] == "ctx-test-health" {
+				wantLevel = "ERROR"
+			}
+			if env["LOCALEFLOW_LOG_LEVEL"] != wantLevel {
+				t.Errorf("%v: log level %v, want %s", r.Properties["FunctionName"], env["LOCALEFLOW_LOG_LEVEL"], wantLevel)
+			}
+			if _, set := env["LOCALEFLOW_POLL_INTERVAL"]; set != (r.Properties["FunctionName"] == "ctx-test-poller") ||
+				(set && env["LOCALEFLOW_POLL_INTERVAL"] != "60s") {
+				t.Errorf("%v: poll interval %v", r.Properties["FunctionName"], env["LOCALEFLOW_POLL_INTERVAL"])
+			}
 			if r.Properties["FunctionName"] == "ctx-test-coordinator" {
 				if r.Properties["MemorySize"] != 1024.0 {
 					t.Errorf("coordinator memory %v", r.Properties["MemorySize"])
@@ -102,6 +118,7 @@ func TestAppRejectsBadContext(t *testing.T) {
 		"functions not json":           {"assetDir": assetDir, "functions": "{"},
 		"missing bootstrap":            {"assetDir": t.TempDir()},
 		"retired shared issuers":       {"assetDir": assetDir, "receiptIssuers": "qa=" + issuerKey},
+		"bad function setting":         {"assetDir": assetDir, "LOCALEFLOW_POLL_CONCURRENCY": "999"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())}); err == nil {
@@ -121,8 +138,9 @@ func TestOutageToleranceFromContext(t *testing.T) {
 		failures, maxWait string
 		want              string
 	}{
-		{"defaults", map[string]any{}, "5", "5m0s", "CMS outage tolerance: 1m15s "},
-		{"extended", map[string]any{"maxConsecutiveFailures": "10", "retryMaxDelay": "10m"}, "10", "10m0s", "CMS outage tolerance: 30m35s "},
+		// Guaranteed: the sum of the least jittered backoffs (half of each).
+		{"defaults", map[string]any{}, "5", "5m0s", "CMS outage tolerance: 37.5s guaranteed (up to 1m15s) "},
+		{"extended", map[string]any{"maxConsecutiveFailures": "10", "retryMaxDelay": "10m"}, "10", "10m0s", "CMS outage tolerance: 15m17.5s guaranteed (up to 30m35s) "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := t.TempDir()

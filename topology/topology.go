@@ -124,6 +124,29 @@ type QuarantineQueue struct {
 	RetentionSeconds int
 }
 
+// EventDLQ keeps the events EventBridge could not deliver to a rule's
+// target (an input rule's queue, or a schedule's function) after the
+// target's retry policy: the dead-letter queue of every rule target. It
+// has no consumer; an operator lists and redrives it (localeflow dlq).
+type EventDLQ struct {
+	Logical          string
+	Name             string
+	RetentionSeconds int
+	// MaxEventAgeSeconds and RetryAttempts are the retry policy of every
+	// input rule's target: EventBridge retries a failed delivery for at
+	// most this long (or this many times), then sends the event here.
+	MaxEventAgeSeconds int
+	RetryAttempts      int
+}
+
+// Archive keeps every input event put on the bus for RetentionDays, for
+// an operator to replay a time window (localeflow replay).
+type Archive struct {
+	Logical       string
+	Name          string
+	RetentionDays int
+}
+
 // Rule routes input detail-types from the bus to a queue.
 type Rule struct {
 	Logical     string
@@ -168,9 +191,13 @@ type Topology struct {
 	// Quarantine receives the rejected messages of both queues.
 	Quarantine QuarantineQueue
 	BusName    string
-	Rules      []Rule
-	Schedules  []Schedule
-	Functions  []Function
+	// EventDLQ is the dead-letter queue of every rule target; Archive
+	// keeps the bus's input events.
+	EventDLQ  EventDLQ
+	Archive   Archive
+	Rules     []Rule
+	Schedules []Schedule
+	Functions []Function
 }
 
 var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
@@ -253,6 +280,11 @@ func New(prefix string) Topology {
 			Logical: "QuarantineQueue", Name: prefix + "-quarantine", RetentionSeconds: 14 * 24 * 3600,
 		},
 		BusName: prefix + "-bus",
+		EventDLQ: EventDLQ{
+			Logical: "EventTargetDLQ", Name: prefix + "-event-dlq", RetentionSeconds: 14 * 24 * 3600,
+			MaxEventAgeSeconds: 3600, RetryAttempts: 185,
+		},
+		Archive: Archive{Logical: "EventArchive", Name: prefix + "-archive", RetentionDays: 7},
 		Rules: []Rule{
 			{
 				Logical:     "ChangeDispatchedRule",
@@ -359,3 +391,28 @@ var MonitorIndexQueryAttributes = []string{AttrEventID, AttrWakeShard, AttrWakeM
 // ReleaseIndexQueryAttributes are the same for the release table's wake
 // and attention indexes.
 var ReleaseIndexQueryAttributes = []string{AttrPK, AttrSK, AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS}
+
+// RulesFor lists the input rules that route detailType (none for a
+// detail-type the deployment does not consume).
+func (t Topology) RulesFor(detailType string) []Rule {
+	var out []Rule
+	for _, r := range t.Rules {
+		for _, dt := range r.DetailTypes {
+			if dt == detailType {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// InputDetailTypes are the detail-types the rules route, each once, in
+// rule order.
+func (t Topology) InputDetailTypes() []string {
+	var out []string
+	for _, r := range t.Rules {
+		out = append(out, r.DetailTypes...)
+	}
+	return out
+}

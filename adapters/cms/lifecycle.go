@@ -12,6 +12,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/internal/remotecall"
 )
 
 // Defaults and limits of the client.
@@ -130,6 +131,7 @@ func (c *Client) ReadLifecycle(ctx context.Context, target lifecycle.Target) (li
 	}
 	// The body of an error answer is never read into errors or logs.
 	resp, err := c.endpoint.Do(ctx, signedhttp.Request{
+		Kind:   remotecall.KindCMSLifecycle,
 		Method: http.MethodGet, Path: LifecyclePath(target.SiteID, target.EventID), Accept: "application/json",
 		Read: func(status int) bool { return status == http.StatusOK }, MaxBody: c.maxBody,
 	})

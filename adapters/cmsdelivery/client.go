@@ -9,6 +9,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/signedhttp"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/internal/remotecall"
 )
 
 // Defaults and limits.
@@ -80,6 +81,7 @@ func (c *Client) Deliver(ctx context.Context, siteID, eventID string, body []byt
 		return core.Fail(CodeTargetInvalid)
 	}
 	resp, err := c.endpoint.Do(ctx, signedhttp.Request{
+		Kind:   remotecall.KindCMSDelivery,
 		Method: http.MethodPost, Path: DeliveriesPath(siteID, eventID), Body: body, ContentType: "application/json",
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/signedhttp"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/internal/remotecall"
 )
 
 // Path of the evidence endpoint, relative to the base URL.
@@ -94,6 +95,7 @@ func (c *Client) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]by
 		return nil, err
 	}
 	resp, err := c.endpoint.Do(ctx, signedhttp.Request{
+		Kind:   remotecall.KindEvidence,
 		Method: http.MethodPost, Path: Path, Body: body,
 		ContentType: "application/json", Accept: "application/json",
 		Read: func(int) bool { return true }, MaxBody: c.maxBody,

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/internal/remotecall"
+	"github.com/localeflow/localeflow/internal/xray"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -148,6 +150,9 @@ type Request struct {
 	// (at most MaxBody+1 bytes); nil or false drains and drops it.
 	Read    func(status int) bool
 	MaxBody int64
+	// Kind names the call for the invocation's latency metrics
+	// (remotecall.Kind*); "" is not measured.
+	Kind string
 }
 
 // Response is an answer. Body holds what was read (more than MaxBody bytes
@@ -197,6 +202,16 @@ func (e *Endpoint) Do(ctx context.Context, r Request) (*Response, error) {
 	req.Header.Set(signing.HeaderRequestID, requestID)
 	req.Header.Set(signing.HeaderTimestamp, timestamp)
 	req.Header.Set(signing.HeaderSignature, signing.SignRequest(key, r.Method, path, requestID, timestamp, r.Body))
+	// The invocation's X-Ray trace context, so the CMS and the evidence
+	// provider can correlate our calls with their traces. It is outside
+	// the signed canonical string on purpose (docs/design.md "Signed HTTP
+	// requests"): it is correlation metadata, not an instruction, and
+	// signing it would change the signing contract both sides verify.
+	if h := xray.HeaderOf(ctx); h != "" {
+		req.Header.Set(xray.Header, h)
+	}
+	start := time.Now()
+	defer func() { remotecall.Observe(ctx, r.Kind, requestID, time.Since(start)) }()
 	resp, err := e.http.Do(req)
 	if err != nil {
 		return nil, e.transportError(ctx, err)

@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/signedhttp"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/internal/remotecall"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -168,5 +170,59 @@ func TestStatusCode(t *testing.T) {
 	// A code that would not be a valid error code is replaced.
 	if got := signedhttp.StatusCode("Cms", 503); got != "Cms.http_invalid" {
 		t.Fatalf("StatusCode with an invalid prefix = %q", got)
+	}
+}
+
+// TestDoPropagatesTheTraceContext: the signed CMS and evidence requests
+// carried no trace header, so the other side could not correlate our calls
+// with theirs. The invocation's X-Amzn-Trace-Id now goes out unchanged,
+// outside the signature (the same request signs the same with or without
+// it); a malformed one is not sent.
+func TestDoPropagatesTheTraceContext(t *testing.T) {
+	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("X-Amzn-Trace-Id"))
+		id := r.Header.Get(signing.HeaderRequestID)
+		if r.Header.Get(signing.HeaderSignature) != signing.SignRequest(key, http.MethodGet, "/base/v1/x", id, r.Header.Get(signing.HeaderTimestamp), nil) {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	e := endpoint(t, srv.URL+"/base/", 0)
+	for _, h := range []string{header, "", "Root=bogus"} {
+		ctx := context.WithValue(context.Background(), "x-amzn-trace-id", h) //nolint:staticcheck // the runtime's own key
+		resp, err := e.Do(ctx, signedhttp.Request{Method: http.MethodGet, Path: "/v1/x"})
+		if err != nil || resp.Status != http.StatusOK {
+			t.Fatalf("%q: %v %+v", h, err, resp)
+		}
+	}
+	if len(got) != 3 || got[0] != header || got[1] != "" || got[2] != "" {
+		t.Fatalf("trace headers sent %q", got)
+	}
+}
+
+// TestDoMeasuresItsKind: every attempt of a request with a Kind is
+// recorded with its signed request id for the invocation's latency
+// document; a failed attempt too.
+func TestDoMeasuresItsKind(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	e := endpoint(t, srv.URL+"/base/", 0)
+	ctx, rec := remotecall.With(context.Background())
+	if _, err := e.Do(ctx, signedhttp.Request{Method: http.MethodGet, Path: "/v1/x", Kind: remotecall.KindCMSLifecycle}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	if _, err := e.Do(ctx, signedhttp.Request{Method: http.MethodGet, Path: "/v1/x", Kind: remotecall.KindCMSLifecycle}); err == nil {
+		t.Fatal("closed server answered")
+	}
+	if _, err := e.Do(ctx, signedhttp.Request{Method: http.MethodGet, Path: "/v1/x"}); err == nil {
+		t.Fatal("closed server answered")
+	}
+	lines := rec.Lines(ctx, "dep-a", 1)
+	if len(lines) != 1 || !strings.Contains(string(lines[0]), `"remote_calls":2`) || !strings.Contains(string(lines[0]), `"slowest_request_id":"req-`) {
+		t.Fatalf("recorded %s", lines)
 	}
 }

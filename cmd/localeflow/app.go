@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -42,13 +43,19 @@ const (
 	codeRuntime = "cli.runtime"
 	// codeIdentity: the caller's AWS identity could not be read.
 	codeIdentity = "cli.identity_unavailable"
+	// codeCredentials: no AWS credentials were found (no profile, no
+	// keys, no SSO session): nothing was called.
+	codeCredentials = "cli.credentials_missing"
 )
 
-const usageText = `usage: localeflow [--monitor-table NAME] [--release-table NAME] [--prefix P] [--json] COMMAND [ARGS]
+const usageText = `usage: localeflow [--prefix P] [--monitor-table NAME] [--release-table NAME] [--region R] [--profile NAME] [--json] COMMAND [ARGS]
 
 commands:
   status EVENT_ID                     one change: monitor record, evidence, delivery, requeues
   health                              the health document (exit 1 when blocked)
+  health --serve [--listen ADDR] [--url URL] | --html FILE [--url URL]
+                                      the health page for a browser, fetched from the Function URL signed with
+                                      your AWS credentials: served on 127.0.0.1, or written to FILE
   list [--state S] [--kind K] [--attention]
                                       open records and records needing attention (K: monitor, evidence, delivery;
                                       --attention: only unacknowledged records that block health)
@@ -59,6 +66,12 @@ commands:
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
   quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
+  keys                                what to hand to the CMS, the event producer and the evidence provider
+                                      (HMAC keys by secret reference, Ed25519 public keys in hex)
+  dlq list QUEUE                      dead-letter queue messages (QUEUE: poll, release, event): ids, rule, error code, body hash
+  dlq redrive QUEUE                   send them back to their queue (event: to the target EventBridge could not reach)
+  replay --from T --to T [--detail-type D]
+                                      replay the bus archive's input events of a window (RFC 3339) to their rules
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -92,11 +105,25 @@ type cli struct {
 	ackRelease   bool
 	ackKey       string
 	attention    bool
+	// replay's window and detail-type.
+	replayFrom, replayTo, replayDetailType string
 	// identity returns the caller's AWS identity (an ARN); nil means STS
 	// GetCallerIdentity.
 	identity func(ctx context.Context) (string, error)
 
+	region    string
+	profile   string
+	serve     bool
+	htmlFile  string
+	healthURL string
+	listen    string
+	// awsCfg, when set, replaces the default AWS configuration (tests).
+	awsCfg *aws.Config
+
 	db *dynamodb.Client
+	// sm reads the key secrets (`keys`); nil means Secrets Manager from
+	// the default configuration.
+	sm SecretsManagerAPI
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) int {
@@ -120,15 +147,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 	}
 	err := c.parse(args)
 	if errors.Is(err, errHelp) {
-		h, ok := commandHelp[firstNonEmpty(c.command(), "-")]
+		if c.command() == "" {
+			fmt.Fprint(out, usageText)
+			return exitOK
+		}
+		h, ok := commandHelp[c.command()]
 		if !ok {
-			h = usageText
+			return c.report(usagef("unknown command %q", c.command()))
 		}
 		fmt.Fprint(out, h)
 		return exitOK
 	}
 	if err == nil {
-		err = c.dispatch(ctx)
+		err = c.dispatch(context.WithValue(ctx, cliKey{}, c))
 	}
 	return c.report(err)
 }
@@ -136,20 +167,43 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 // errHelp: --help or -h was given (exit 0 after the help).
 var errHelp = errors.New("help requested")
 
-// version is the module version the binary was built from ("(devel)" for a
-// build from a checkout), with the VCS revision when the build recorded it.
+// buildVersion is set by the Makefile (-ldflags -X main.buildVersion=…,
+// `git describe --tags --always --dirty`) when the build info carries no
+// module version (a build from a checkout).
+var buildVersion string
+
+// version is the module version the binary was built from (a tagged
+// release, the Makefile's git describe, or "(devel)"), with the VCS
+// revision and "+dirty" for uncommitted changes when the build recorded
+// them.
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "unknown"
+		return firstNonEmpty(buildVersion, "unknown")
 	}
+	return versionOf(info, buildVersion)
+}
+
+// versionOf renders a build info (split out for tests).
+func versionOf(info *debug.BuildInfo, fallback string) string {
 	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
+	if v == "" || v == "(devel)" {
+		v = firstNonEmpty(fallback, "(devel)")
 	}
+	var revision string
+	dirty := false
 	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if len(revision) >= 12 && !strings.Contains(v, revision[:12]) {
+		v += " " + revision[:12]
+		if dirty {
+			v += "+dirty"
 		}
 	}
 	return v
@@ -165,14 +219,17 @@ func (c *cli) command() string {
 // commandFlags are the flags each command accepts besides the global ones
 // (--json, --prefix, --monitor-table, --release-table).
 var commandFlags = map[string][]string{
-	"status": {}, "health": {}, "requeue": {},
+	"status": {}, "health": {"serve", "html", "url", "listen"}, "requeue": {},
 	"ack":        {"reason", "release", "key"},
 	"list":       {"state", "kind", "attention"},
 	"audit":      {"segments"},
 	"quarantine": {"all"},
+	"keys":       {},
+	"dlq":        {},
+	"replay":     {"from", "to", "detail-type"},
 }
 
-var globalFlags = []string{"json", "prefix", "monitor-table", "release-table"}
+var globalFlags = []string{"json", "prefix", "monitor-table", "release-table", "region", "profile"}
 
 // commandHelp is each command's help (`localeflow COMMAND --help`).
 var commandHelp = map[string]string{
@@ -183,10 +240,20 @@ status), its requeues and acknowledgement, its evidence and delivery records.
 Exit 1 when the record is missing or invalid.
 ` + globalHelp,
 	"health": `usage: localeflow [global flags] health
+       localeflow [global flags] health --serve [--listen ADDR] [--url URL]
+       localeflow [global flags] health --html FILE [--url URL]
 
 The health document (same rules as the health function); with --json the
 document plus "reasons" (why it is blocked) and "attention" (the records that
 block it). Exit 1 when blocked.
+--serve and --html show the page for people from the health Function URL
+(AWS_IAM auth, which a browser cannot sign): each request is signed with your
+AWS credentials (lambda:InvokeFunctionUrl, GrantHealthRead).
+  --serve        serve the page on --listen (default 127.0.0.1:8765, loopback
+                 only) until Ctrl-C; /?format=json is the JSON document
+  --html FILE    write the page to FILE once (exit 1 when blocked)
+  --url URL      the Function URL (stack output HealthUrl); default
+                 $LOCALEFLOW_HEALTH_URL
 ` + globalHelp,
 	"list": `usage: localeflow [global flags] list [--state S] [--kind K] [--attention]
 
@@ -225,6 +292,30 @@ Full integrity check of both tables (parallel Scan; it reads every item, run
 on demand only). Exit 1 when any record is invalid.
   --segments N   parallel Scan segments per table, 1..64 (default 4)
 ` + globalHelp,
+	"replay": `usage: localeflow [global flags] replay --from T --to T [--detail-type D]
+
+Starts an EventBridge replay of the archive <prefix>-archive (input events,
+kept 7 days) for the window [--from, --to) (RFC 3339) to the bus, limited
+to the rules that route D (every input rule without it). Prints the
+replay's name; aws events describe-replay follows it. Consumers are
+idempotent, so replaying processed events is a no-op.
+Exit 1: the window is empty, in the future or older than the archive
+(cli.replay.window_invalid).
+` + globalHelp,
+	"dlq": `usage: localeflow [global flags] dlq list QUEUE
+       localeflow [global flags] dlq redrive QUEUE
+
+QUEUE: poll or release (the work queues' DLQs: messages their consumer
+failed 5 times), or event (the event DLQ: events EventBridge could not
+deliver to a rule's target).
+list: ids, send time, receive count, detail-type, event id, rule, target,
+EventBridge error code, body hash (never the body).
+redrive: send each message back (poll/release: to its queue; event: to the
+queue it was meant for, unchanged) and delete it after the send; a schedule
+tick (target: a function) is deleted without a send (the next tick redoes
+it); a message whose target is unknown is kept (cli.dlq.target_unknown).
+docs/runbook.md has the procedure.
+` + globalHelp,
 	"quarantine": `usage: localeflow [global flags] quarantine list
        localeflow [global flags] quarantine replay ID...|--all
 
@@ -234,11 +325,26 @@ replay: send them back to their source queue and delete them from quarantine.
 ` + globalHelp,
 }
 
+func init() {
+	commandHelp["keys"] = `usage: localeflow [global flags] keys
+
+What to hand to the parties of deployment --prefix (default localeflow), read
+from its deployed secrets (<prefix>/cms-hmac-key, ...): for the CMS the HMAC key
+by reference (secret name and ARN) and the approval and publication public keys
+(Ed25519, hex); for the event producer and the evidence provider their HMAC key
+by reference. Key material is never printed. Needs secretsmanager:DescribeSecret
+on the five secrets and GetSecretValue on the two Ed25519 ones (and kms:Decrypt
+with the customer-managed key).
+` + globalHelp
+}
+
 const globalHelp = `
 global flags (before or after the command):
   --prefix P             the tables (and queues) of deployment prefix P
   --monitor-table NAME   default $LOCALEFLOW_MONITOR_TABLE
   --release-table NAME   default $LOCALEFLOW_RELEASE_TABLE
+  --region R             AWS region (default: the SDK's, e.g. $AWS_REGION)
+  --profile NAME         shared config profile (default: the SDK's, e.g. $AWS_PROFILE)
   --json                 JSON for scripts
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -259,6 +365,15 @@ func (c *cli) parse(args []string) error {
 	fs.BoolVar(&c.ackRelease, "release", false, "")
 	fs.StringVar(&c.ackKey, "key", "", "")
 	fs.BoolVar(&c.attention, "attention", false, "")
+	fs.StringVar(&c.replayFrom, "from", "", "")
+	fs.StringVar(&c.replayTo, "to", "", "")
+	fs.StringVar(&c.replayDetailType, "detail-type", "", "")
+	fs.StringVar(&c.region, "region", "", "")
+	fs.StringVar(&c.profile, "profile", "", "")
+	fs.BoolVar(&c.serve, "serve", false, "")
+	fs.StringVar(&c.htmlFile, "html", "", "")
+	fs.StringVar(&c.healthURL, "url", "", "")
+	fs.StringVar(&c.listen, "listen", "", "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
@@ -318,6 +433,30 @@ func (c *cli) dispatch(ctx context.Context) error {
 	if cmd == "quarantine" {
 		return c.quarantine(ctx, rest)
 	}
+	if cmd == "keys" {
+		if len(rest) != 0 {
+			return usagef("keys: takes no arguments")
+		}
+		if c.prefix == "" {
+			return usagef("keys: set the deployment with --prefix (localeflow for the default stack)")
+		}
+		return c.keys(ctx)
+	}
+	if cmd == "dlq" {
+		return c.dlqCommand(ctx, rest)
+	}
+	if cmd == "replay" {
+		if len(rest) != 0 || c.replayFrom == "" || c.replayTo == "" {
+			return usagef("replay: --from T --to T [--detail-type D], no arguments")
+		}
+		return c.replay(ctx, time.Now())
+	}
+	if cmd == "keys" {
+		if len(rest) != 0 {
+			return usagef("keys: takes no arguments")
+		}
+		return c.keys(ctx)
+	}
 	var err error
 	switch cmd {
 	case "status", "requeue", "ack":
@@ -327,6 +466,12 @@ func (c *cli) dispatch(ctx context.Context) error {
 		}
 	case "health", "audit":
 		err = need(0, "takes no arguments")
+		if err == nil && cmd == "health" && (c.serve || c.htmlFile != "") {
+			return c.healthPage(ctx)
+		}
+		if err == nil && cmd == "health" && (c.listen != "" || c.healthURL != "") {
+			err = usagef("health: --listen and --url go with --serve or --html")
+		}
 	case "list":
 		err = need(0, "takes no arguments (use --state and --kind)")
 		if err == nil {
@@ -378,6 +523,10 @@ func (c *cli) quarantine(ctx context.Context, rest []string) error {
 	if len(rest) == 0 {
 		return usagef("quarantine: list or replay")
 	}
+	// Like the table commands: no silent default deployment.
+	if c.prefix == "" && strings.TrimSpace(c.getenv(contract.EnvQuarantineQueueURL)) == "" {
+		return usagef("set the queues: --prefix, or %s (with %s and %s)", contract.EnvQuarantineQueueURL, contract.EnvPollQueueURL, contract.EnvReleaseQueueURL)
+	}
 	switch sub, ids := rest[0], rest[1:]; {
 	case sub == "list" && len(ids) == 0:
 		return c.quarantineList(ctx)
@@ -394,10 +543,54 @@ func (c *cli) quarantine(ctx context.Context, rest []string) error {
 	return usagef("quarantine: list takes no arguments; replay takes ids or --all")
 }
 
-func (c *cli) connect(ctx context.Context) error {
-	cfg, err := awsconfig.Load(ctx)
+// configOptions are --region and --profile for the SDK's configuration.
+func (c *cli) configOptions() []func(*config.LoadOptions) error {
+	var opts []func(*config.LoadOptions) error
+	if c.region != "" {
+		opts = append(opts, config.WithRegion(c.region))
+	}
+	if c.profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(c.profile))
+	}
+	return opts
+}
+
+// loadAWS is the caller's AWS configuration, with credentials checked
+// first so a missing login is reported as such (cli.credentials_missing)
+// rather than as a failure of the first call.
+func (c *cli) loadAWS(ctx context.Context) (aws.Config, error) {
+	if c.awsCfg != nil {
+		return *c.awsCfg, nil
+	}
+	cfg, err := awsconfig.Load(ctx, c.configOptions()...)
 	if err != nil {
-		return core.Wrap(codeRuntime, true, fmt.Errorf("aws config: %w", err))
+		return aws.Config{}, core.Wrap(codeRuntime, true, fmt.Errorf("aws config: %s", firstLineOf(err)))
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return aws.Config{}, core.Wrap(codeCredentials, true, fmt.Errorf("no AWS credentials found: log in (aws sso login), set AWS_PROFILE or --profile, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (%s)", firstLineOf(err)))
+	}
+	return cfg, nil
+}
+
+// cliKey carries the invocation in the context, for the client
+// constructors tests replace (newSQSAPI): they load the same configuration
+// (--region, --profile, the credentials check) as connect.
+type cliKey struct{}
+
+// loadAWSFromContext is loadAWS of the invocation in ctx (the default
+// configuration when there is none).
+func loadAWSFromContext(ctx context.Context) (aws.Config, error) {
+	c, ok := ctx.Value(cliKey{}).(*cli)
+	if !ok {
+		c = &cli{}
+	}
+	return c.loadAWS(ctx)
+}
+
+func (c *cli) connect(ctx context.Context) error {
+	cfg, err := c.loadAWS(ctx)
+	if err != nil {
+		return err
 	}
 	c.db = awsclient.DynamoDB(cfg)
 	if c.identity == nil {
@@ -471,7 +664,11 @@ func (c *cli) report(err error) int {
 		fmt.Fprintf(c.errOut, "localeflow: %s: %s\n", code, msg)
 	}
 	if exit == exitUsage {
-		fmt.Fprint(c.errOut, usageText)
+		hint := "localeflow --help"
+		if _, ok := commandHelp[c.command()]; ok {
+			hint = "localeflow " + c.command() + " --help"
+		}
+		fmt.Fprintf(c.errOut, "see %s\n", hint)
 	}
 	return exit
 }

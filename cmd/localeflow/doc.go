@@ -17,6 +17,12 @@
 //	localeflow [flags] audit [--segments N]
 //	                                      full integrity check of both tables (parallel Scan;
 //	                                      on demand only: it reads every item)
+//	localeflow [flags] health --serve [--listen ADDR] [--url URL] | --html FILE [--url URL]
+//	                                      the health page for a browser: fetched from the Function URL
+//	                                      signed (SigV4) with the caller's credentials, served on
+//	                                      127.0.0.1:8765 or written to FILE
+//	localeflow --prefix P keys            what to hand to the CMS, the producer and the evidence
+//	                                      provider (HMAC keys by secret reference, Ed25519 public keys)
 //
 // Flags (before or after the command):
 //
@@ -24,6 +30,7 @@
 //	--release-table NAME   default $LOCALEFLOW_RELEASE_TABLE
 //	--prefix P             both tables of the deployment prefix P (topology.New)
 //	--json                 JSON for scripts instead of tables for people
+//	--region R, --profile NAME   the AWS configuration (default: the SDK's)
 //
 // Exit codes:
 //
@@ -34,6 +41,7 @@
 //	2  usage: unknown command or flag, missing argument or table, an event
 //	   id that is not a token
 //	3  runtime error: AWS unreachable, throttled, access denied
+//	   (cli.credentials_missing: no AWS credentials at all, nothing called)
 //
 // Errors go to stderr as "localeflow: <detail>" naming the code once (a
 // stable localeflow error code); with --json, {"code":..., "error":...}.

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
-	"github.com/localeflow/localeflow/adapters/awsconfig"
 	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
@@ -156,9 +155,9 @@ func unhide(ctx context.Context, q SQSAPI, url string, msgs []quarantined) error
 // newSQSAPI returns the SQS client of the quarantine commands (tests
 // replace it).
 var newSQSAPI = func(ctx context.Context) (SQSAPI, error) {
-	cfg, err := awsconfig.Load(ctx)
+	cfg, err := loadAWSFromContext(ctx)
 	if err != nil {
-		return nil, core.Wrap(codeRuntime, true, fmt.Errorf("aws config: %w", err))
+		return nil, err
 	}
 	return awsclient.SQS(cfg), nil
 }

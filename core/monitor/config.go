@@ -113,10 +113,18 @@ func validDuration(d, maximum time.Duration) bool {
 	return d >= minDuration && d <= maximum && d%time.Millisecond == 0
 }
 
-// RetryDelay is the delay after failures consecutive failed polls:
+// RetryDelay is the backoff after failures consecutive failed polls, d =
 // min(MaxDelay, BaseDelay·2^(failures-1)), failures below 1 counting as 1
-// (core.Backoff). It is deterministic, without jitter: the schedule is a
-// documented contract and OutageTolerance sums it exactly.
+// (core.Backoff): the upper bound of the jittered delay.
 func (c Config) RetryDelay(failures int) time.Duration {
 	return core.Backoff(failures, c.BaseDelay, c.MaxDelay)
+}
+
+// RetryDelayFor is the delay the change eventID waits after failures
+// consecutive failed polls: RetryDelay spread over [d/2, d] by
+// core.Jitter, deterministic per change and failure count (a run replays
+// exactly; changes that failed together retry apart). A server's
+// Retry-After stays a floor on it (Service.failure).
+func (c Config) RetryDelayFor(eventID string, failures int) time.Duration {
+	return core.Jitter(c.RetryDelay(failures), eventID, max(1, failures))
 }

@@ -118,12 +118,12 @@ func TestLeaseStateMachine(t *testing.T) {
 			"retry": func(rt *rapid.T) {
 				w, c := pickHeld(rt)
 				_, err := m.workers[w].Retry(ctx, c, "cms.http_503")
-				m.finish(rt, w, c, err, func(it *modelItem, now int64) { m.failure(it, now, true) })
+				m.finish(rt, w, c, err, func(it *modelItem, now int64) { m.failure(c.EventID, it, now, true) })
 			},
 			"fail": func(rt *rapid.T) {
 				w, c := pickHeld(rt)
 				_, err := m.workers[w].Fail(ctx, c, "cms.http_404")
-				m.finish(rt, w, c, err, func(it *modelItem, now int64) { m.failure(it, now, false) })
+				m.finish(rt, w, c, err, func(it *modelItem, now int64) { m.failure(c.EventID, it, now, false) })
 			},
 			"crash": func(rt *rapid.T) {
 				w := rapid.IntRange(0, len(m.workers)-1).Draw(rt, "worker")
@@ -140,9 +140,9 @@ func TestLeaseStateMachine(t *testing.T) {
 	})
 }
 
-func (m *leaseModel) failure(it *modelItem, now int64, retryable bool) {
+func (m *leaseModel) failure(id string, it *modelItem, now int64, retryable bool) {
 	it.failures++
-	it.state, it.nextPoll = monitor.StateRetryWait, now+m.cfg.RetryDelay(it.failures).Milliseconds()
+	it.state, it.nextPoll = monitor.StateRetryWait, now+m.cfg.RetryDelayFor(id, it.failures).Milliseconds()
 	if !retryable || it.failures >= m.cfg.MaxConsecutiveFailures {
 		it.state, it.nextPoll = monitor.StateFailed, now
 	}
@@ -172,7 +172,7 @@ func (m *leaseModel) claim(rt *rapid.T, w int, id string) {
 		}
 		// Reclaimed as a failure.
 		it.token, it.leaseExp, it.updated = "", 0, now
-		m.failure(it, now, true)
+		m.failure(id, it, now, true)
 	default:
 		if err != nil || ok {
 			rt.Fatalf("claim of a record not claimable = %v, %v (model %+v)", ok, err, *it)

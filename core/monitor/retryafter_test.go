@@ -19,8 +19,9 @@ func TestRetryAfterIsAFloorOnTheBackoff(t *testing.T) {
 		want  time.Duration
 	}{
 		{"longer than the backoff", 120 * time.Second, 120 * time.Second},
-		{"shorter than the backoff", time.Second, 5 * time.Second},
-		{"none", 0, 5 * time.Second},
+		// The backoff of evt-ra's first failure: 5 s jittered (in [2.5 s, 5 s]).
+		{"shorter than the backoff", time.Second, monitor.DefaultConfig().RetryDelayFor("evt-ra", 1)},
+		{"none", 0, monitor.DefaultConfig().RetryDelayFor("evt-ra", 1)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := setup(t, monitor.Config{WorkerID: "w-1"})
@@ -49,8 +50,13 @@ func TestOutageTolerance(t *testing.T) {
 		{monitor.Config{MaxConsecutiveFailures: 20, MaxDelay: time.Hour}, (5+10+20+40+80+160+320+640+1280+2560)*time.Second + 9*time.Hour},
 		{monitor.Config{MaxConsecutiveFailures: 1}, 0},
 	} {
-		if got := monitor.OutageTolerance(tt.cfg.WithDefaults()); got != tt.want {
-			t.Errorf("%+v: %s, want %s", tt.cfg, got, tt.want)
+		// Every backoff is jittered over [d/2, d]: the guarantee is the
+		// sum of the halves; the sum of the upper bounds is the most.
+		if got := monitor.OutageTolerance(tt.cfg.WithDefaults()); got != tt.want/2 {
+			t.Errorf("%+v: %s, want %s", tt.cfg, got, tt.want/2)
+		}
+		if got := monitor.UnjitteredOutageTolerance(tt.cfg.WithDefaults()); got != tt.want {
+			t.Errorf("%+v: unjittered %s, want %s", tt.cfg, got, tt.want)
 		}
 	}
 }

@@ -280,7 +280,7 @@ func (s *Service) claim(ctx context.Context, eventID string) (c Claim, st Status
 func (s *Service) reclaim(ctx context.Context, rec Record, now int64) (st Status, ok bool, err error) {
 	failures := rec.ConsecutiveFailures + 1
 	u := Update{State: StateRetryWait, ConsecutiveFailures: failures, LastErrorCode: ReclaimErrorCode, UpdatedMS: now,
-		NextPollMS: now + s.cfg.RetryDelay(failures).Milliseconds()}
+		NextPollMS: now + s.cfg.RetryDelayFor(rec.EventID, failures).Milliseconds()}
 	if failures >= rec.MaxConsecutiveFailures {
 		u.State, u.NextPollMS = StateFailed, now
 	}
@@ -382,7 +382,7 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 	}
 	failures := c.ConsecutiveFailures + 1
 	u := Update{State: StateRetryWait, ConsecutiveFailures: failures, LastErrorCode: code, UpdatedMS: now,
-		NextPollMS: now + max(s.cfg.RetryDelay(failures), atLeast).Milliseconds()}
+		NextPollMS: now + max(s.cfg.RetryDelayFor(c.EventID, failures), atLeast).Milliseconds()}
 	if !retryable || failures >= c.MaxConsecutiveFailures {
 		u.State, u.NextPollMS = StateFailed, now
 	}

@@ -164,8 +164,12 @@ func TestTransitions(t *testing.T) {
 	t.Run("retry backs off then fails at the limit", func(t *testing.T) {
 		b := setup(t, monitor.Config{})
 		register(t, b, "evt-1")
-		wantDelays := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second}
-		for i, d := range wantDelays {
+		// The backoff 5/10/20/40 s, each spread over [d/2, d] per change.
+		for i, upper := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second} {
+			d := b.svc.Config().RetryDelayFor("evt-1", i+1)
+			if d < upper/2 || d > upper {
+				t.Fatalf("retry %d waits %s, outside [%s, %s]", i+1, d, upper/2, upper)
+			}
 			c := claimOne(t, b, "evt-1")
 			st, err := b.svc.Retry(ctx, c, "cms.http_503")
 			if err != nil || st.State != monitor.StateRetryWait || st.ConsecutiveFailures != i+1 ||
@@ -190,7 +194,7 @@ func TestTransitions(t *testing.T) {
 		if _, err := b.svc.Retry(ctx, c, "cms.timeout"); err != nil {
 			t.Fatal(err)
 		}
-		b.clock.Advance(5 * time.Second)
+		b.clock.Advance(b.svc.Config().RetryDelayFor("evt-1", 1))
 		c = claimOne(t, b, "evt-1")
 		if c.ConsecutiveFailures != 1 || c.Attempt != 2 {
 			t.Fatalf("claim = %+v", c)
@@ -251,7 +255,7 @@ func TestExpiredLeaseIsReclaimed(t *testing.T) {
 			t.Fatalf("visit after reclaim %d = %+v, %v", i, again, err)
 		}
 		if i < 5 {
-			if out.State != monitor.StateRetryWait || !out.NextPoll.Equal(b.clock.Now().Add(core.Backoff(i, 5*time.Second, 300*time.Second))) {
+			if out.State != monitor.StateRetryWait || !out.NextPoll.Equal(b.clock.Now().Add(b.svc.Config().RetryDelayFor("evt-1", i))) {
 				t.Fatalf("reclaim %d = %+v", i, out)
 			}
 			lastNext = out.NextPoll
@@ -446,7 +450,7 @@ func TestPollOnceErrorMapping(t *testing.T) {
 				t.Fatalf("PollOnce: %v", err)
 			}
 			if !out.Polled || out.State != tt.state || out.ErrorCode != tt.code || out.RemoteStatus != tt.remote ||
-				!out.NextPoll.Equal(t0.Add(tt.nextAfter)) || out.Attempt != 1 {
+				!out.NextPoll.Equal(t0.Add(nextAfter(b, tt.state, tt.nextAfter))) || out.Attempt != 1 {
 				t.Fatalf("outcome = %+v", out)
 			}
 		})
@@ -575,4 +579,13 @@ func TestTimeInvalid(t *testing.T) {
 	wantCode(t, err, monitor.CodeTimeInvalid)
 	_, err = b.svc.Health(ctx)
 	wantCode(t, err, monitor.CodeTimeInvalid)
+}
+
+// nextAfter is a table's expected wait: a retry_wait row gives the
+// unjittered backoff, which the change "evt-1" waits jittered.
+func nextAfter(_ bundle, state monitor.State, d time.Duration) time.Duration {
+	if state == monitor.StateRetryWait {
+		return core.Jitter(d, "evt-1", 1)
+	}
+	return d
 }

@@ -65,7 +65,7 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 	}
 	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
-		c.log().Warn("release not blocked: read failed", "event_id", eventID, "code", code)
+		c.log().WarnContext(ctx, "release not blocked: read failed", "event_id", eventID, "code", code)
 		return stepErr
 	}
 	now := c.now()
@@ -73,7 +73,7 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 		return stepErr
 	}
 	if err := c.block(ctx, eventID, &snap, code, now); err != nil {
-		c.log().Warn("release not blocked", "event_id", eventID, "code", code, "block_code", core.CodeOf(err))
+		c.log().WarnContext(ctx, "release not blocked", "event_id", eventID, "code", code, "block_code", core.CodeOf(err))
 		return stepErr
 	}
 	return stepErr
@@ -122,7 +122,7 @@ func (c *Coordinator) block(ctx context.Context, eventID string, snap *Snapshot,
 		}
 	}
 	if len(writes) > 0 {
-		c.log().Warn("release blocked", "event_id", eventID, "code", code, "parked", len(writes))
+		c.log().WarnContext(ctx, "release blocked", "event_id", eventID, "code", code, "parked", len(writes))
 	}
 	return nil
 }

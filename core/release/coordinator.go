@@ -432,7 +432,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		}
 		return o, nil
 	}
-	log := c.log().With("event_id", plan.Event.EventID, "job_id", job.JobID, "request_id", req.RequestID, "attempt", claim.Attempt)
+	log := c.log().With("event_id", plan.Event.EventID, "job_id", job.JobID, "evidence_request_id", req.RequestID, "attempt", claim.Attempt)
 	if c.guard != nil {
 		if gerr := c.guard(ctx, c.cfg.EvidenceLease); gerr != nil {
 			// The claim is not released: it is left to expire, so the
@@ -443,7 +443,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	}
 	evidence, err := ObtainEvidence(ctx, c.evidence, req)
 	if err != nil {
-		log.Warn("evidence failed", "code", core.CodeOf(err), "retryable", core.IsRetryable(err))
+		log.WarnContext(ctx, "evidence failed", "code", core.CodeOf(err), "retryable", core.IsRetryable(err))
 		if ferr := state.Fail(ctx, snap, claim, err, c.now()); ferr != nil {
 			return Outcome{}, errors.Join(err, ferr)
 		}
@@ -458,19 +458,19 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	if err != nil {
 		code := core.CodeOf(err)
 		blocked := core.Wrap(code, code == CodeApprovalSigningFailed || core.IsRetryable(err), err)
-		log.Warn("approval failed", "code", code, "retryable", blocked.Retryable)
+		log.WarnContext(ctx, "approval failed", "code", code, "retryable", blocked.Retryable)
 		if ferr := state.Fail(ctx, snap, claim, blocked, c.now()); ferr != nil {
 			return Outcome{}, errors.Join(blocked, ferr)
 		}
 		return Outcome{}, finalIfFailed(snap, req.RequestID, blocked)
 	}
-	log.Info("locale approved", "approval_id", approved.ApprovalID, "target_locale", job.TargetLocale)
+	log.InfoContext(ctx, "locale approved", "approval_id", approved.ApprovalID, "target_locale", job.TargetLocale)
 	o := outcome(OutcomeApproved, plan)
 	o.JobID, o.TargetLocale, o.ApprovalID, o.Changed = job.JobID, job.TargetLocale, approved.ApprovalID, true
 	// From here on the approval is stored: whatever fails next, the step
 	// reports it (with the error) so that its event is published.
 	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {
-		log.Warn("approval stored, evidence lease not finished", "code", core.CodeOf(err))
+		log.WarnContext(ctx, "approval stored, evidence lease not finished", "code", core.CodeOf(err))
 		return o, err
 	}
 	next, err := c.prepareIfReady(ctx, snap, plan, approvalNow, o)
@@ -492,7 +492,7 @@ func (c *Coordinator) deferAwaitingClaims(ctx context.Context, snap *Snapshot, w
 		next := *j
 		next.NotBeforeMS, next.Version = wakeMS, j.Version+1
 		if err := c.store.Put(ctx, &next, j.Version); err != nil {
-			c.log().Debug("never-claimed job wake not deferred", "event_id", j.EventID, "job_id", jobID, "code", core.CodeOf(err))
+			c.log().DebugContext(ctx, "never-claimed job wake not deferred", "event_id", j.EventID, "job_id", jobID, "code", core.CodeOf(err))
 			continue
 		}
 		snap.Jobs[jobID] = &next
@@ -583,10 +583,10 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 		return Outcome{}, err
 	}
 	if sendErr != nil {
-		log.Warn("delivery failed", "code", core.CodeOf(sendErr), "status", d.Status)
+		log.WarnContext(ctx, "delivery failed", "code", core.CodeOf(sendErr), "status", d.Status)
 		return Outcome{}, sendErr
 	}
-	log.Info("delivered")
+	log.InfoContext(ctx, "delivered")
 	o.Status, o.Changed = OutcomeDelivered, true
 	return o, nil
 }

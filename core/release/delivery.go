@@ -185,7 +185,7 @@ func (c *Coordinator) settleAwaitingDelivery(ctx context.Context, snap *Snapshot
 		next := *a
 		next.AwaitingDelivery, next.Version = false, a.Version+1
 		if err := c.store.Put(ctx, &next, a.Version); err != nil {
-			c.log().Warn("approval still marked awaiting delivery", "event_id", a.EventID, "job_id", jobID, "code", core.CodeOf(err))
+			c.log().WarnContext(ctx, "approval still marked awaiting delivery", "event_id", a.EventID, "job_id", jobID, "code", core.CodeOf(err))
 			continue
 		}
 		snap.Approvals[jobID] = &next

@@ -80,7 +80,7 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 		}
 		return false, storeWrite(err)
 	}
-	c.log().Info("plan stored", "event_id", p.Event.EventID, "plan_id", p.PlanID, "jobs", len(p.Jobs))
+	c.log().InfoContext(ctx, "plan stored", "event_id", p.Event.EventID, "plan_id", p.PlanID, "jobs", len(p.Jobs))
 	return true, nil
 }
 
@@ -129,6 +129,6 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 	if err := c.store.PutAll(ctx, writes...); err != nil {
 		return false, storeWrite(err)
 	}
-	c.log().Info("job stored", "event_id", j.EventID, "job_id", j.JobID, "status", j.Status)
+	c.log().InfoContext(ctx, "job stored", "event_id", j.EventID, "job_id", j.JobID, "status", j.Status)
 	return true, nil
 }

@@ -75,10 +75,14 @@ type Resources struct {
 	PollQueue    QueueResource `json:"poll_queue"`
 	ReleaseQueue QueueResource `json:"release_queue"`
 	// QuarantineQueue has no DLQ (its DLQ fields are empty).
-	QuarantineQueue QueueResource  `json:"quarantine_queue"`
-	BusName         string         `json:"bus_name"`
-	BusARN          string         `json:"bus_arn"`
-	Rules           []RuleResource `json:"rules"`
+	QuarantineQueue QueueResource `json:"quarantine_queue"`
+	// EventDLQ is the dead-letter queue of the rule targets (no DLQ of its
+	// own). The local stack's EventBridge (kumo) does not deliver to target
+	// DLQs: the queue exists for the operator commands (localeflow dlq).
+	EventDLQ QueueResource  `json:"event_dlq"`
+	BusName  string         `json:"bus_name"`
+	BusARN   string         `json:"bus_arn"`
+	Rules    []RuleResource `json:"rules"`
 }
 
 // QueueResource is one queue and its dead-letter queue.
@@ -139,6 +143,12 @@ func Apply(ctx context.Context, c Clients, topo topology.Topology) (Resources, e
 	}); err != nil {
 		return Resources{}, err
 	}
+	res.EventDLQ = QueueResource{Logical: topo.EventDLQ.Logical, Name: topo.EventDLQ.Name}
+	if res.EventDLQ.URL, res.EventDLQ.ARN, err = ensureQueue(ctx, c.SQS, topo.EventDLQ.Name, map[string]string{
+		string(sqstypes.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(topo.EventDLQ.RetentionSeconds),
+	}); err != nil {
+		return Resources{}, err
+	}
 	if res.BusARN, err = applyBus(ctx, c.EventBridge, topo.BusName); err != nil {
 		return Resources{}, err
 	}
@@ -168,7 +178,7 @@ func Destroy(ctx context.Context, c Clients, topo topology.Topology) error {
 		errs = append(errs, destroyRule(ctx, c.EventBridge, topo.BusName, r.Name))
 	}
 	errs = append(errs, destroyBus(ctx, c.EventBridge, topo.BusName))
-	errs = append(errs, destroyQueue(ctx, c.SQS, topo.Quarantine.Name))
+	errs = append(errs, destroyQueue(ctx, c.SQS, topo.Quarantine.Name), destroyQueue(ctx, c.SQS, topo.EventDLQ.Name))
 	for _, q := range topo.Queues() {
 		errs = append(errs, destroyQueue(ctx, c.SQS, q.Name), destroyQueue(ctx, c.SQS, q.DLQName))
 	}

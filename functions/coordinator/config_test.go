@@ -111,15 +111,15 @@ func (f fakeSecrets) GetSecretValue(context.Context, *secretsmanager.GetSecretVa
 func TestKeyFromSecret(t *testing.T) {
 	c := config{Keys: map[string]secretkey.Source{keyApproval: {SecretARN: "arn:x"}, keyEvent: {SecretARN: "arn:y"}}}
 	seed := strings.Repeat("ab", 32)
-	key, err := c.key(context.Background(), fakeSecrets{&secretsmanager.GetSecretValueOutput{SecretString: &seed}}, keyApproval)
+	key, err := c.Key(context.Background(), fakeSecrets{&secretsmanager.GetSecretValueOutput{SecretString: &seed}}, keyApproval)
 	if err != nil || len(key) != 32 {
 		t.Fatalf("%v %d", err, len(key))
 	}
-	key, err = c.key(context.Background(), fakeSecrets{&secretsmanager.GetSecretValueOutput{SecretBinary: []byte("0123456789abcdef")}}, keyEvent)
+	key, err = c.Key(context.Background(), fakeSecrets{&secretsmanager.GetSecretValueOutput{SecretBinary: []byte("0123456789abcdef")}}, keyEvent)
 	if err != nil || string(key) != "0123456789abcdef" {
 		t.Fatalf("%v %q", err, key)
 	}
-	if _, err := c.key(context.Background(), fakeSecrets{&secretsmanager.GetSecretValueOutput{}}, keyEvent); err == nil {
+	if _, err := c.Key(context.Background(), fakeSecrets{&secretsmanager.GetSecretValueOutput{}}, keyEvent); err == nil {
 		t.Fatal("empty secret accepted")
 	}
 }

@@ -65,11 +65,13 @@ import (
 	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/internal/remotecall"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -80,7 +82,9 @@ func main() {
 		log.Error("coordinator cold start failed", "code", "coordinator.config_invalid", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	// One document per invocation with its remote calls' latencies
+	// (internal/remotecall).
+	lambda.Start(remotecall.Wrap(h.Handle, os.Stdout, os.Getenv(contract.EnvDeployment)))
 }
 
 // build reads the configuration and wires the handler once per cold start.
@@ -109,7 +113,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	// start; the Ed25519 seeds are read once.
 	keys, sets := map[string][]byte{}, map[string]*secretkey.Cache{}
 	for _, name := range keyNames {
-		cache, err := cfg.keyCache(ctx, sm, name)
+		cache, err := cfg.KeyCache(ctx, sm, name)
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +148,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 		// Each receipt kind trusts only its own issuers.
 		Verifiers: cfg.Issuers.Verifiers(),
 		Approval:  approval, Publication: publication,
-		Events: cfg.eventSettings(sets[keyEvent]),
+		Events: cfg.EventSettings(sets[keyEvent]),
 	}, clock, log, cfg.Release)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)

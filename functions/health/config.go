@@ -1,14 +1,16 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"log/slog"
-
 	"github.com/localeflow/localeflow/contract"
-	"github.com/localeflow/localeflow/internal/envvar"
-	"github.com/localeflow/localeflow/topology"
+	fnconfig "github.com/localeflow/localeflow/functions/health/config"
 )
+
+// config is the health function's configuration; package config loads
+// and checks it (shared with infra/'s synth check).
+type config = fnconfig.Config
+
+// loadConfig reads the environment through getenv (os.Getenv in main).
+func loadConfig(getenv func(string) string) (config, error) { return fnconfig.Load(getenv) }
 
 // Environment variables read at cold start (contract.HealthEnv).
 const (
@@ -17,47 +19,3 @@ const (
 	envEventBus     = contract.EnvEventBus
 	envLogLevel     = contract.EnvLogLevel
 )
-
-// config is the health function's configuration.
-type config struct {
-	// Deployment is the metrics' Deployment dimension (LOCALEFLOW_DEPLOYMENT,
-	// the resource prefix; default localeflow).
-	Deployment   string
-	MonitorTable string
-	ReleaseTable string
-	EventBus     string
-	// LogLevel is nil for the default (INFO).
-	LogLevel *slog.Level
-}
-
-// loadConfig reads the environment through getenv (os.Getenv in main).
-func loadConfig(getenv func(string) string) (config, error) {
-	env := envvar.NewReader(getenv)
-	c := config{
-		MonitorTable: env.String(envMonitorTable),
-		ReleaseTable: env.String(envReleaseTable),
-		EventBus:     env.String(envEventBus),
-		Deployment:   env.Deployment(topology.DefaultPrefix),
-		LogLevel:     env.Level(envLogLevel),
-	}
-	if err := errors.Join(env.Err(), c.validate()); err != nil {
-		return config{}, err
-	}
-	return c, nil
-}
-
-// validate checks everything that can be checked without AWS.
-func (c config) validate() error {
-	var errs []error
-	for _, req := range []struct{ name, value string }{
-		{envMonitorTable, c.MonitorTable}, {envReleaseTable, c.ReleaseTable}, {envEventBus, c.EventBus},
-	} {
-		if req.value == "" {
-			errs = append(errs, fmt.Errorf("%s is required", req.name))
-		}
-	}
-	if c.MonitorTable != "" && c.MonitorTable == c.ReleaseTable {
-		errs = append(errs, fmt.Errorf("%s and %s must name different tables", envMonitorTable, envReleaseTable))
-	}
-	return errors.Join(errs...)
-}

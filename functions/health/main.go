@@ -2,7 +2,7 @@
 // the health document (JSON, 200/503) or a page for people, and the
 // EventBridge schedule publishes CloudWatch EMF metrics and a
 // localeflow.health.blocked event when blocked. See package handler for the
-// behaviour, core/health for the rules and their cost, and config.go for
+// behaviour, core/health for the rules and their cost, and package config for
 // the environment it reads.
 package main
 

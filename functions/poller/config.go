@@ -1,24 +1,20 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"log/slog"
-	"strings"
-	"time"
-
-	"github.com/localeflow/localeflow/adapters/cms"
-	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/contract"
-	"github.com/localeflow/localeflow/core"
-	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/functions/poller/handler"
-	"github.com/localeflow/localeflow/internal/envvar"
-	"github.com/localeflow/localeflow/topology"
+	fnconfig "github.com/localeflow/localeflow/functions/poller/config"
 )
+
+// config is the poller's configuration; package config loads and checks
+// it (shared with infra/, which checks a deployment's settings at synth).
+type config = fnconfig.Config
+
+// loadConfig reads the environment through getenv (os.Getenv in main).
+func loadConfig(getenv func(string) string) (config, error) { return fnconfig.Load(getenv) }
+
+// DefaultMonitorRetention is how long finished monitor records that need
+// no attention stay by default.
+const DefaultMonitorRetention = fnconfig.DefaultMonitorRetention
 
 // Environment variables read at cold start (contract.PollerEnv).
 const (
@@ -48,204 +44,3 @@ const (
 	envLogLevel     = contract.EnvLogLevel
 	envRetention    = contract.EnvMonitorRetention // finished records expire after (default 2160h)
 )
-
-// Retention of finished monitor records that need no attention.
-const (
-	DefaultMonitorRetention = 90 * 24 * time.Hour
-	minMonitorRetention     = time.Hour
-)
-
-// config is the poller's configuration. Durations are Go duration strings
-// ("30s", "10m"); zero values take the defaults of the packages they feed.
-type config struct {
-	// Deployment is the metrics' Deployment dimension (LOCALEFLOW_DEPLOYMENT,
-	// the resource prefix; default localeflow).
-	Deployment string
-	// Retention is how long finished records that need no attention stay
-	// before DynamoDB TTL deletes them.
-	Retention    time.Duration
-	MonitorTable string
-	PollQueueURL string
-	// QuarantineURL is the quarantine queue; empty only logs and counts
-	// rejected messages (local runs without it).
-	QuarantineURL string
-	EventBus      string
-	CMSBaseURL    string
-	CMSKey        secretkey.Source
-	EventKey      secretkey.Source
-	EventMaxAge   time.Duration
-	RefuseV1      bool
-	KeyTTL        time.Duration
-	CMSTimeout    time.Duration
-	Monitor       monitor.Config
-	Concurrency   int
-	Margin        time.Duration
-	// InsecureHTTP allows an http:// CMS URL (LOCALEFLOW_ALLOW_INSECURE_HTTP=1,
-	// local runs only).
-	InsecureHTTP bool
-	// LogLevel is nil for the default (INFO).
-	LogLevel *slog.Level
-}
-
-// loadConfig reads the environment through getenv (os.Getenv in main).
-func loadConfig(getenv func(string) string) (config, error) {
-	env := envvar.NewReader(getenv)
-	c := config{
-		MonitorTable:  env.String(envMonitorTable),
-		PollQueueURL:  env.String(envPollQueueURL),
-		QuarantineURL: env.String(envQuarantine),
-		EventBus:      env.String(envEventBus),
-		CMSBaseURL:    env.String(envCMSBaseURL),
-		CMSKey:        secretkey.FromEnv(getenv, envCMSKey),
-		EventKey:      secretkey.FromEnv(getenv, envEventKey),
-		Monitor:       monitor.Config{WorkerID: env.String(envWorkerID)},
-		Deployment:    env.Deployment(topology.DefaultPrefix),
-		LogLevel:      env.Level(envLogLevel),
-		InsecureHTTP:  env.InsecureHTTPAllowed(),
-	}
-	env.Duration(envCMSTimeout, &c.CMSTimeout)
-	env.Duration(envLease, &c.Monitor.Lease)
-	env.Duration(envPollInterval, &c.Monitor.PollInterval)
-	env.Duration(envBaseDelay, &c.Monitor.BaseDelay)
-	env.Duration(envMaxDelay, &c.Monitor.MaxDelay)
-	env.Duration(envMargin, &c.Margin)
-	env.Duration(envHintMinGap, &c.Monitor.HintMinGap)
-	env.Int(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
-	env.Int(envConcurrency, &c.Concurrency)
-	env.Duration(envEventMaxAge, &c.EventMaxAge)
-	env.Duration(envKeyTTL, &c.KeyTTL)
-	c.Retention = DefaultMonitorRetention
-	env.Duration(envRetention, &c.Retention)
-	errs := []error{env.Err()}
-	switch env.String(envEventV1) {
-	case "", "0":
-	case "1":
-		c.RefuseV1 = true
-	default:
-		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventV1))
-	}
-	if c.CMSTimeout == 0 {
-		c.CMSTimeout = cms.DefaultTimeout
-	}
-	if c.Monitor.WorkerID == "" {
-		id, err := randomWorkerID()
-		if err != nil {
-			errs = append(errs, err)
-		}
-		c.Monitor.WorkerID = id
-	}
-	c.Monitor = c.Monitor.WithDefaults()
-	if err := errors.Join(errs...); err != nil {
-		return config{}, err
-	}
-	return c, c.validate()
-}
-
-// validate checks everything that can be checked without AWS.
-func (c config) validate() error {
-	var errs []error
-	for _, req := range []struct{ name, value string }{
-		{envMonitorTable, c.MonitorTable}, {envPollQueueURL, c.PollQueueURL},
-		{envEventBus, c.EventBus}, {envCMSBaseURL, c.CMSBaseURL},
-	} {
-		if req.value == "" {
-			errs = append(errs, fmt.Errorf("%s is required", req.name))
-		}
-	}
-	if c.Retention < minMonitorRetention {
-		errs = append(errs, fmt.Errorf("%s (%s) must be at least %s (a Go duration such as 2160h)", envRetention, c.Retention, minMonitorRetention))
-	}
-	if !strings.HasPrefix(c.PollQueueURL, "https://") && !strings.HasPrefix(c.PollQueueURL, "http://") {
-		errs = append(errs, fmt.Errorf("%s must be a queue URL", envPollQueueURL))
-	}
-	if c.QuarantineURL != "" && !strings.HasPrefix(c.QuarantineURL, "https://") && !strings.HasPrefix(c.QuarantineURL, "http://") {
-		errs = append(errs, fmt.Errorf("%s must be a queue URL", envQuarantine))
-	}
-	if err := envvar.CheckServiceURL(envCMSBaseURL, c.CMSBaseURL, c.InsecureHTTP); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.CMSKey.Validate(secretkey.MinBytes(cms.MinKeyBytes)); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.EventKey.Validate(secretkey.MinBytes(cms.MinKeyBytes)); err != nil {
-		errs = append(errs, err)
-	}
-	if c.KeyTTL < 0 {
-		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envKeyTTL, c.KeyTTL))
-	}
-	if c.EventMaxAge < 0 {
-		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envEventMaxAge, c.EventMaxAge))
-	}
-	if c.CMSTimeout <= 0 || c.CMSTimeout > cms.MaxTimeout {
-		errs = append(errs, fmt.Errorf("%s (%s) must be more than 0 and at most %s", envCMSTimeout, c.CMSTimeout, cms.MaxTimeout))
-	}
-	if err := (monitor.Config{HintMinGap: c.Monitor.HintMinGap}).WithDefaults().Validate(); core.HasCode(err, monitor.CodeHintGapInvalid) {
-		errs = append(errs, fmt.Errorf("%s (%s) must be a whole number of milliseconds in (0, %s]: %w",
-			envHintMinGap, c.Monitor.HintMinGap, monitor.MaxDelay, err))
-	} else if err := c.Monitor.Validate(); err != nil {
-		errs = append(errs, monitorSettingError(c.Monitor, err))
-	} else if c.Monitor.Lease <= c.CMSTimeout {
-		errs = append(errs, fmt.Errorf("%s (%s) must outlast %s (%s): %w", envLease, c.Monitor.Lease, envCMSTimeout, c.CMSTimeout,
-			core.Fail(monitor.CodeLeaseTooShort)))
-	}
-	if c.Concurrency < 0 || c.Concurrency > handler.MaxConcurrency {
-		errs = append(errs, fmt.Errorf("%s (%d) must be 1..%d", envConcurrency, c.Concurrency, handler.MaxConcurrency))
-	}
-	if c.Margin < 0 {
-		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envMargin, c.Margin))
-	}
-	return errors.Join(errs...)
-}
-
-// monitorSettingError says which variable breaks which rule of
-// monitor.Config.Validate (err), with the value given; the monitor's code
-// stays the cause.
-func monitorSettingError(m monitor.Config, err error) error {
-	bounded := func(name string, d, maximum time.Duration) error {
-		if d < time.Millisecond || d > maximum || d%time.Millisecond != 0 {
-			return fmt.Errorf("%s (%s) must be a Go duration of whole milliseconds from 1ms to %s: %w", name, d, maximum, err)
-		}
-		return nil
-	}
-	for _, check := range []error{
-		bounded(envPollInterval, m.PollInterval, monitor.MaxDelay),
-		bounded(envBaseDelay, m.BaseDelay, monitor.MaxDelay),
-		bounded(envMaxDelay, m.MaxDelay, monitor.MaxDelay),
-	} {
-		if check != nil {
-			return check
-		}
-	}
-	if m.BaseDelay > m.MaxDelay {
-		return fmt.Errorf("%s (%s) must not exceed %s (%s): %w", envBaseDelay, m.BaseDelay, envMaxDelay, m.MaxDelay, err)
-	}
-	if e := bounded(envLease, m.Lease, monitor.MaxLease); e != nil {
-		return e
-	}
-	if m.MaxConsecutiveFailures < 1 || m.MaxConsecutiveFailures > monitor.MaxFailures {
-		return fmt.Errorf("%s (%d) must be 1..%d: %w", envMaxFailures, m.MaxConsecutiveFailures, monitor.MaxFailures, err)
-	}
-	if !core.ValidTokenN(m.WorkerID, core.MaxWorkerIDLength) {
-		return fmt.Errorf("%s (%q) must be 1..%d characters of [A-Za-z0-9_.:-]: %w", envWorkerID, m.WorkerID, core.MaxWorkerIDLength, err)
-	}
-	return fmt.Errorf("monitor settings: %w", err)
-}
-
-func randomWorkerID() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("worker id: %w", err)
-	}
-	return "poller-" + hex.EncodeToString(b[:]), nil
-}
-
-// cmsKey returns the CMS HMAC key: from LOCALEFLOW_CMS_KEY_HEX, or from the
-// secret (SecretString = the key in hex, or SecretBinary = the raw key).
-func (c config) cmsKey(ctx context.Context, sm secretkey.SecretsManagerAPI) ([]byte, error) {
-	return c.CMSKey.Load(ctx, sm, "CMS", secretkey.MinBytes(cms.MinKeyBytes))
-}
-
-// keyCache loads a key set and re-reads it every KeyTTL.
-func (c config) keyCache(ctx context.Context, src secretkey.Source, sm secretkey.SecretsManagerAPI, label string) (*secretkey.Cache, error) {
-	return secretkey.NewCache(ctx, src, sm, label, secretkey.MinBytes(cms.MinKeyBytes), c.KeyTTL, nil)
-}

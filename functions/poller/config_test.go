@@ -137,7 +137,7 @@ func TestCMSKeyFromSecret(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			key, err := c.cmsKey(context.Background(), tt.sm)
+			key, err := c.LoadCMSKey(context.Background(), tt.sm)
 			if (err == nil) != tt.ok {
 				t.Fatalf("err %v", err)
 			}

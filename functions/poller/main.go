@@ -1,7 +1,7 @@
 // Command poller is the lifecycle monitor's Lambda function: it registers
 // dispatched changes, polls the CMS lifecycle API under leases, schedules
 // the next poll as delayed SQS messages and sweeps for anything due on a
-// schedule. See package handler for the behaviour and config.go for the
+// schedule. See package handler for the behaviour and package config for the
 // environment it reads.
 package main
 
@@ -21,11 +21,13 @@ import (
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/adapters/signedhttp"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/internal/lambdalog"
+	"github.com/localeflow/localeflow/internal/remotecall"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -40,7 +42,9 @@ func main() {
 		log.Error("poller cold start failed", "code", code, "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	// One document per invocation with its remote calls' latencies
+	// (internal/remotecall).
+	lambda.Start(remotecall.Wrap(h.Handle, os.Stdout, os.Getenv(contract.EnvDeployment)))
 }
 
 // coldStart wires the handler and then checks, once, that the monitor
@@ -97,11 +101,11 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 	sm := secretsmanager.NewFromConfig(awsCfg)
 	// Key sets "current,previous,…", re-read every LOCALEFLOW_KEY_TTL so a
 	// rotated secret needs no cold start.
-	cmsKeys, err := cfg.keyCache(ctx, cfg.CMSKey, sm, "CMS")
+	cmsKeys, err := cfg.KeyCache(ctx, cfg.CMSKey, sm, "CMS")
 	if err != nil {
 		return nil, wired{}, err
 	}
-	eventKeys, err := cfg.keyCache(ctx, cfg.EventKey, sm, "event")
+	eventKeys, err := cfg.KeyCache(ctx, cfg.EventKey, sm, "event")
 	if err != nil {
 		return nil, wired{}, err
 	}

@@ -48,7 +48,11 @@ type Localeflow struct {
 
 	// EventBus carries the input events (routed by rules to the queues)
 	// and the events the functions emit.
-	EventBus awsevents.EventBus
+	EventBus awsevents.IEventBus
+	// EventDLQ keeps the events EventBridge could not deliver to a rule's
+	// target; EventArchive keeps the input events for replay.
+	EventDLQ     awssqs.Queue
+	EventArchive awsevents.Archive
 
 	// Poller, Coordinator and Health are the three functions.
 	Poller      awslambda.Function
@@ -78,6 +82,9 @@ type Localeflow struct {
 	Dashboard awscloudwatch.Dashboard
 
 	cfg stackConfig
+	// The L2 views made on first use (Secrets, DataKeyL2).
+	secretsL2 map[string]awssecretsmanager.ISecret
+	dataKeyL2 awskms.IKey
 }
 
 // construct is the builder's result.
@@ -94,6 +101,8 @@ func (b *builder) construct() *Localeflow {
 		ReleaseDLQ:           b.dlqs[topo.RelQueue.Logical],
 		QuarantineQueue:      b.quarantine,
 		EventBus:             b.bus,
+		EventDLQ:             b.eventDLQ,
+		EventArchive:         b.archive,
 		Poller:               b.functions["poller"],
 		Coordinator:          b.functions["coordinator"],
 		Health:               b.functions["health"],

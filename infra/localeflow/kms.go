@@ -53,7 +53,7 @@ func (b *builder) addKey() {
 	for _, r := range topo.Rules {
 		if r.TargetQueue == topo.RelQueue.Logical {
 			ruleArns = append(ruleArns, jsii.String("arn:"+*awscdk.Aws_PARTITION()+":events:"+*awscdk.Aws_REGION()+":"+
-				*awscdk.Aws_ACCOUNT_ID()+":rule/"+topo.BusName+"/"+r.Name))
+				*awscdk.Aws_ACCOUNT_ID()+":rule/"+b.busName()+"/"+r.Name))
 		}
 	}
 	statements := []awsiam.PolicyStatement{
@@ -125,4 +125,13 @@ func kmsVia(services ...string) map[string]any {
 		via = append(via, jsii.String(s+"."+*awscdk.Aws_REGION()+".amazonaws.com"))
 	}
 	return map[string]any{"StringEquals": map[string]any{"kms:ViaService": via}}
+}
+
+// busName is the bus's name: the topology's, or the host's bus (a token
+// when created in the same app).
+func (b *builder) busName() string {
+	if b.cfg.host.EventBus != nil {
+		return *b.cfg.host.EventBus.EventBusName()
+	}
+	return b.cfg.topo.BusName
 }

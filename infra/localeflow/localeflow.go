@@ -100,8 +100,12 @@ type builder struct {
 	dlqs    map[string]awssqs.Queue
 	// quarantine keeps the messages the consumers reject for good.
 	quarantine awssqs.Queue
-	bus        awsevents.EventBus
-	secrets    map[string]awssecretsmanager.CfnSecret
+	bus        awsevents.IEventBus
+	// eventDLQ is the dead-letter queue of every rule target; archive
+	// keeps the bus's input events.
+	eventDLQ awssqs.Queue
+	archive  awsevents.Archive
+	secrets  map[string]awssecretsmanager.CfnSecret
 	// key is the customer-managed data key (nil with CustomerManagedKey
 	// false).
 	key       awskms.CfnKey
@@ -139,6 +143,9 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) (*Locale
 	if err != nil {
 		return nil, err
 	}
+	// The app's stack is the deployment: its outputs are what `make
+	// deploy` prints and `localeflow keys` reads.
+	cfg.outputs = true
 	sp := props.StackProps
 	name := id
 	if sp.StackName != nil {
@@ -164,8 +171,9 @@ func NewStack(scope constructs.Construct, id string, props *StackProps) (*Locale
 // indexes, the poll and release queues with DLQs, the quarantine queue,
 // the event bus with its routing rules, the schedules, the three Lambda
 // functions with their event source mappings, the health Function URL, the
-// key secrets, the customer-managed key, the alarms, the dashboard, the
-// stack outputs and least-privilege roles. Resource names come from
+// key secrets, the customer-managed key, the alarms, the dashboard and
+// least-privilege roles (stack outputs only with props.Outputs); a host's
+// alarm topic, event bus and VPC through props.HostProps. Resource names come from
 // props.Prefix, so two deployments in one account need two prefixes.
 func New(scope constructs.Construct, id string, props *Props) (*Localeflow, error) {
 	if scope == nil {
@@ -220,9 +228,15 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 	b.encryptQueue(b.queues[cfg.topo.RelQueue.Logical])
 	b.encryptQueue(b.dlqs[cfg.topo.RelQueue.Logical])
 	b.encryptQueue(b.quarantine)
-	b.bus = awsevents.NewEventBus(b.scope, jsii.String("EventBus"), &awsevents.EventBusProps{
-		EventBusName: jsii.String(cfg.topo.BusName),
-	})
+	if cfg.host.EventBus != nil {
+		b.bus = cfg.host.EventBus
+	} else {
+		b.bus = awsevents.NewEventBus(b.scope, jsii.String("EventBus"), &awsevents.EventBusProps{
+			EventBusName: jsii.String(cfg.topo.BusName),
+		})
+	}
+	b.addEventDLQ()
+	b.addArchive()
 	for _, s := range secretSpecs {
 		b.addSecret(s)
 	}
@@ -240,8 +254,11 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 		b.addSchedule(s)
 	}
 	b.addAlarms()
+	b.addQueryDefinitions()
 	b.addDashboard()
-	b.addOutputs()
+	if cfg.outputs {
+		b.addOutputs()
+	}
 	tag(b.scope, cfg)
 	b.suppressFindings()
 	return b.construct()
@@ -403,6 +420,10 @@ func (b *builder) env(dir string) map[string]*string {
 			}
 		}
 	}
+	// The operator's settings, checked by the function's config loader.
+	for name, value := range b.cfg.settings[dir] {
+		env[name] = jsii.String(value)
+	}
 	return env
 }
 
@@ -438,12 +459,24 @@ func (b *builder) addFunction(fc functionConfig) {
 		// JSON lines: one format for Logs Insights.
 		LoggingFormat: awslambda.LoggingFormat_JSON,
 		Environment:   &map[string]*string{},
+		// Active X-Ray tracing: the runtime hands each invocation its trace
+		// header, which the functions log (xray_trace_id) and propagate on
+		// the CMS and evidence requests (docs/design.md "Tracing").
+		Tracing: awslambda.Tracing_ACTIVE,
 	}
 	for k, v := range b.env(fc.Dir) {
 		(*props.Environment)[k] = v
 	}
 	if fc.ReservedConcurrency > 0 {
 		props.ReservedConcurrentExecutions = jsii.Number(fc.ReservedConcurrency)
+	}
+	if h := b.cfg.host; h.Vpc != nil {
+		props.Vpc = h.Vpc
+		props.VpcSubnets = h.VpcSubnets
+		if len(h.SecurityGroups) > 0 {
+			props.SecurityGroups = &h.SecurityGroups
+		}
+		allowVpcNetworkInterfaces(role)
 	}
 	fn := awslambda.NewFunction(b.scope, jsii.String(fc.Logical), props)
 	// Scheduled invocations are sweeps: a failed one is simply redone by the
@@ -467,6 +500,7 @@ func (b *builder) addFunction(fc functionConfig) {
 func (b *builder) addRule(r topology.Rule) {
 	pattern := r.EventPattern()
 	queue := b.queues[r.TargetQueue]
+	maxAge, attempts := b.inputTargetRetry()
 	awsevents.NewRule(b.scope, jsii.String(r.Logical), &awsevents.RuleProps{
 		RuleName:    jsii.String(r.Name),
 		Description: jsii.String("route input events to the " + r.TargetQueue),
@@ -475,7 +509,9 @@ func (b *builder) addRule(r topology.Rule) {
 			Source:     jsii.Strings(pattern["source"].([]string)...),
 			DetailType: jsii.Strings(pattern["detail-type"].([]string)...),
 		},
-		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewSqsQueue(queue, nil)},
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewSqsQueue(queue, &awseventstargets.SqsQueueProps{
+			DeadLetterQueue: b.eventDLQ, MaxEventAge: maxAge, RetryAttempts: attempts,
+		})},
 	})
 }
 
@@ -486,8 +522,9 @@ func (b *builder) addSchedule(s topology.Schedule) {
 		Description: jsii.String(fmt.Sprintf("run the %s every %d min", s.Function, s.RateMinutes)),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(s.RateMinutes))),
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
-			MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(s.RateMinutes)),
-			RetryAttempts: jsii.Number(2),
+			MaxEventAge:     awscdk.Duration_Minutes(jsii.Number(s.RateMinutes)),
+			RetryAttempts:   jsii.Number(2),
+			DeadLetterQueue: b.eventDLQ,
 		})},
 	})
 }
@@ -529,19 +566,22 @@ func (b *builder) addAlarms() {
 	for _, q := range topo.Queues() {
 		dlq := b.dlqs[q.Logical]
 		b.alarm(q.Logical+"DLQDepthAlarm", q.DLQName+"-depth",
-			"messages in "+q.DLQName+": inspect and redrive",
+			"messages in "+q.DLQName+": its consumer failed them "+fmt.Sprint(q.MaxReceiveCount)+" times.",
 			dlq.MetricApproximateNumberOfMessagesVisible(metricOptions("Maximum", 1)), 0, gt, quiet)
 		b.alarm(q.Logical+"OldestMessageAlarm", q.Name+"-oldest-message",
-			fmt.Sprintf("the oldest message in %s is older than %d s: its consumer is not keeping up (throttled or failing)", q.Name, oldestMessageAlarmSeconds),
+			fmt.Sprintf("the oldest message in %s is older than %d s: its consumer is not keeping up (throttled or failing).", q.Name, oldestMessageAlarmSeconds),
 			b.queues[q.Logical].MetricApproximateAgeOfOldestMessage(metricOptions("Maximum", alarmPeriodMinutes)),
 			oldestMessageAlarmSeconds, gt, quiet)
 	}
-	// The health check reports every run; no data means it stopped running
-	// (or cannot write metrics), which is as bad as blocked.
+	// The health check reports every run. A blocked verdict pages at once;
+	// missing reports are the heartbeat alarm's (addOncallAlarms), which
+	// does not page on a single late check.
 	b.alarm("HealthBlockedAlarm", topo.Prefix+"-health-blocked",
-		"localeflow health reports blocked, or has not reported for a period: open the health Function URL",
+		"localeflow health reports blocked: open the page with "+
+			"`localeflow health --serve --url <HealthUrl output>` (signs with your AWS credentials; "+
+			"or `localeflow health --prefix "+topo.Prefix+"`).",
 		b.customMetric(HealthBlockedMetricName, nil, "Maximum", alarmPeriodMinutes),
-		1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD, awscloudwatch.TreatMissingData_BREACHING)
+		1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD, quiet)
 	// Every rejected message (quarantined with its code) raises the
 	// consumer's alarm: nothing is dropped silently.
 	for _, fn := range topo.Functions {
@@ -549,19 +589,22 @@ func (b *builder) addAlarms() {
 			continue
 		}
 		b.alarm(fn.Logical+"RejectedAlarm", fn.Name+"-messages-rejected",
-			fn.Name+" rejected messages for good: list them with `localeflow quarantine list`",
+			fn.Name+" rejected messages for good (quarantined with their code).",
 			b.customMetric(MessagesRejectedMetricName, map[string]string{"Function": fn.Dir}, "Sum", alarmPeriodMinutes), 0, gt, quiet)
 	}
 	for _, fn := range topo.Functions {
 		f := b.functions[fn.Dir]
 		b.alarm(fn.Logical+"ErrorsAlarm", fn.Name+"-errors",
-			fn.Name+" returned errors", f.MetricErrors(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
+			fn.Name+" returned errors.", f.MetricErrors(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
 		b.alarm(fn.Logical+"ThrottlesAlarm", fn.Name+"-throttles",
-			fn.Name+" was throttled: raise its reserved concurrency or the account limit",
+			fn.Name+" was throttled.",
 			f.MetricThrottles(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
 	}
+	b.addOncallAlarms()
 	var topic awssns.ITopic
-	if b.cfg.alarmTopicArn != "" {
+	if b.cfg.host.AlarmTopic != nil {
+		topic = b.cfg.host.AlarmTopic
+	} else if b.cfg.alarmTopicArn != "" {
 		topic = awssns.Topic_FromTopicArn(b.scope, jsii.String("AlarmTopic"), jsii.String(b.cfg.alarmTopicArn))
 	} else {
 		t := awssns.NewTopic(b.scope, jsii.String("AlarmTopic"), &awssns.TopicProps{
@@ -586,7 +629,7 @@ func (b *builder) alarm(logical, name, description string, metric awscloudwatch.
 	op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
 	b.alarms = append(b.alarms, awscloudwatch.NewAlarm(b.scope, jsii.String(logical), &awscloudwatch.AlarmProps{
 		AlarmName:          jsii.String(name),
-		AlarmDescription:   jsii.String(description),
+		AlarmDescription:   jsii.String(description + runbookRef(logical)),
 		Metric:             metric,
 		Threshold:          jsii.Number(threshold),
 		ComparisonOperator: op,
@@ -628,6 +671,11 @@ func (b *builder) addDashboard() {
 		return b.customMetric(name, nil, "Sum", 1)
 	}
 	var invocations, errs, dlq, oldest []awscloudwatch.IMetric
+	// Each remote call kind's latency (one value per call, internal/remotecall).
+	var latency []awscloudwatch.IMetric
+	for _, name := range []string{contract.MetricCMSLifecycleLatency, contract.MetricCMSDeliveryLatency, contract.MetricEvidenceLatency} {
+		latency = append(latency, b.customMetric(name, nil, "p50", 1), b.customMetric(name, nil, "p99", 1))
+	}
 	for _, fn := range topo.Functions {
 		f := b.functions[fn.Dir]
 		invocations = append(invocations, f.MetricInvocations(metricOptions("Sum", 1)))
@@ -672,6 +720,9 @@ func (b *builder) addDashboard() {
 					contract.MetricDeliveryOpen, contract.MetricDeliveryFailed)...),
 				graph("DLQ depth", dlq...),
 				graph("Oldest message age (s)", oldest...),
+			},
+			{
+				graph("Remote call latency p50 / p99 (ms)", latency...),
 			},
 			{
 				graph("Invocations per minute (polls, release steps, health)", invocations...),

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
 
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
@@ -96,6 +97,10 @@ type FunctionOptions struct {
 	TimeoutSeconds      int `json:"timeoutSeconds"`
 	ReservedConcurrency int `json:"reservedConcurrency"`
 	MaxConcurrency      int `json:"maxConcurrency"`
+	// Settings are this function's own settings left to the operator,
+	// keyed by variable name (e.g. {"LOCALEFLOW_CMS_TIMEOUT": "5s"}); they
+	// override Props.Settings and Props.SettingsEnv for this function.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // DefaultMaxConcurrency is the event source mappings' default maximum
@@ -165,6 +170,21 @@ type Props struct {
 	// their last write once they need nothing more; 0 means
 	// DefaultMonitorRetention.
 	MonitorRetention time.Duration
+	// Settings are the functions' settings left to the operator (poll
+	// interval, leases, timeouts, attempt bounds, approval TTL, log
+	// level, ...), set on every function that reads them; zero fields keep
+	// the functions' defaults. Each value is checked at synth by the
+	// functions' own config loaders.
+	Settings Settings
+	// SettingsEnv are the same settings as raw values keyed by variable
+	// name (SettingVariables), as the app's context passes them: the
+	// loaders parse them, so a bad value fails synth with the cold
+	// start's message. A variable may not be given here and in Settings
+	// with different values.
+	SettingsEnv map[string]string
+	// HostProps are the host stack's own constructs (alarm topic, event
+	// bus, VPC) and whether to add stack outputs.
+	HostProps
 }
 
 // ReceiptIssuers lists, per receipt kind, the trusted issuers as
@@ -212,6 +232,13 @@ type stackConfig struct {
 	// visibility per queue Logical: the topology value, raised to
 	// visibilityFactor × the consumer's timeout when that is larger.
 	visibility map[string]int
+	// settings per function dir: the operator settings the stack sets
+	// (validated by the function's config loader).
+	settings map[string]map[string]string
+	// host are the host's constructs (HostProps); outputs adds the stack
+	// outputs.
+	host    HostProps
+	outputs bool
 }
 
 func resolve(props *Props) (stackConfig, error) {
@@ -244,7 +271,17 @@ func resolve(props *Props) (stackConfig, error) {
 	if cfg.receiptIssuers, err = receiptIssuers(props.ReceiptIssuers); err != nil {
 		return stackConfig{}, err
 	}
-	if cfg.alarmTopicArn != "" && !validSNSArn(cfg.alarmTopicArn) {
+	cfg.host = props.HostProps
+	cfg.outputs = props.Outputs
+	if props.AlarmTopic != nil && (cfg.alarmTopicArn != "" || cfg.alarmEmail != "") {
+		return stackConfig{}, errors.New("infra: AlarmTopic is given: leave AlarmTopicArn and AlarmEmail empty (subscribe to that topic instead)")
+	}
+	if props.VpcSubnets != nil && props.Vpc == nil || len(props.SecurityGroups) > 0 && props.Vpc == nil {
+		return stackConfig{}, errors.New("infra: VpcSubnets and SecurityGroups need Vpc")
+	}
+	// A token (an ARN from another construct of the app) is checked by
+	// CloudFormation at deploy.
+	if cfg.alarmTopicArn != "" && !*awscdk.Token_IsUnresolved(jsii.String(cfg.alarmTopicArn)) && !validSNSArn(cfg.alarmTopicArn) {
 		return stackConfig{}, fmt.Errorf("infra: AlarmTopicArn %q is not an SNS topic ARN", cfg.alarmTopicArn)
 	}
 	if cfg.alarmEmail != "" && (cfg.alarmTopicArn != "" || !validEmail(cfg.alarmEmail)) {
@@ -269,6 +306,9 @@ func resolve(props *Props) (stackConfig, error) {
 		return stackConfig{}, fmt.Errorf("infra: MonitorRetention %s must be at least 1h", cfg.monitorRetention)
 	}
 	if err := resolveFunctions(&cfg, props.Functions); err != nil {
+		return stackConfig{}, err
+	}
+	if err := resolveSettings(&cfg, props.Settings, props.SettingsEnv, props.Functions); err != nil {
 		return stackConfig{}, err
 	}
 	if cfg.assetDir, err = checkAssets(props.AssetDir, cfg.topo.Functions); err != nil {
@@ -425,6 +465,8 @@ func (c stackConfig) EncryptionLine() string {
 // AlarmsLine is what `make synth` prints about where the alarms go.
 func (c stackConfig) AlarmsLine() string {
 	switch {
+	case c.host.AlarmTopic != nil:
+		return "alarms notify the SNS topic given as AlarmTopic"
 	case c.alarmTopicArn != "":
 		return "alarms notify the existing SNS topic " + c.alarmTopicArn
 	case c.alarmEmail != "":
@@ -467,7 +509,7 @@ func (c stackConfig) OutageTolerance() time.Duration { return monitor.OutageTole
 
 // OutageToleranceLine is what `make synth` prints.
 func (c stackConfig) OutageToleranceLine() string {
-	return fmt.Sprintf("CMS outage tolerance: %s (a change fails after %d consecutive failed polls, backoff %s doubling up to %s; "+
-		"a longer Retry-After from the CMS extends it)", c.OutageTolerance(), c.monitor.MaxConsecutiveFailures,
-		c.monitor.BaseDelay, c.monitor.MaxDelay)
+	return fmt.Sprintf("CMS outage tolerance: %s guaranteed (up to %s) (a change fails after %d consecutive failed polls, backoff %s doubling up to %s, "+
+		"each jittered over [d/2, d]; a longer Retry-After from the CMS extends it)", c.OutageTolerance(), monitor.UnjitteredOutageTolerance(c.monitor),
+		c.monitor.MaxConsecutiveFailures, c.monitor.BaseDelay, c.monitor.MaxDelay)
 }

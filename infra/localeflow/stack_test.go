@@ -301,7 +301,7 @@ func TestReleaseTableTTL(t *testing.T) {
 
 func TestQueuesDLQRedriveVisibility(t *testing.T) {
 	s := defaultSynth(t)
-	s.count(t, "AWS::SQS::Queue", 5) // 2 queues, their DLQs, the quarantine queue
+	s.count(t, "AWS::SQS::Queue", 6) // 2 queues, their DLQs, the quarantine queue, the event DLQ
 	for _, q := range s.topo.Queues() {
 		t.Run(q.Logical, func(t *testing.T) {
 			dlqID := s.logicalID(t, "AWS::SQS::Queue", q.Logical+"DLQ")
@@ -534,8 +534,11 @@ var deploymentDim = map[string]any{"Name": DeploymentDimension, "Value": topolog
 func TestAlarms(t *testing.T) {
 	s := defaultSynth(t)
 	// DLQ depth and oldest message per queue, health blocked, rejected
-	// messages per consumer, errors and throttles per function.
-	s.count(t, "AWS::CloudWatch::Alarm", 2*len(s.topo.Queues())+1+len(s.topo.Queues())+2*len(s.topo.Functions))
+	// messages per consumer, errors and throttles per function; failed
+	// invocations per rule and schedule, the event DLQ's depth, the oldest
+	// due record and the health heartbeat (oncall_test.go).
+	s.count(t, "AWS::CloudWatch::Alarm", 2*len(s.topo.Queues())+1+len(s.topo.Queues())+2*len(s.topo.Functions)+
+		len(s.topo.Rules)+len(s.topo.Schedules)+3)
 	for _, q := range s.topo.Queues() {
 		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
 			"AlarmName":          q.DLQName + "-depth",
@@ -570,7 +573,9 @@ func TestAlarms(t *testing.T) {
 
 // TestHealthAlarmBreachesOnMissingData: the health alarm treated missing
 // data as not breaching, so a health function that stopped running (or
-// could not write its metric) left the alarm OK forever.
+// could not write its metric) left the alarm OK forever. Missing reports
+// are now the heartbeat alarm's, which breaches on them (its shape:
+// TestHealthHeartbeatAlarmShape); a blocked report still pages.
 func TestHealthAlarmBreachesOnMissingData(t *testing.T) {
 	s := defaultSynth(t)
 	s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
@@ -580,7 +585,12 @@ func TestHealthAlarmBreachesOnMissingData(t *testing.T) {
 		"Dimensions":         []any{deploymentDim},
 		"ComparisonOperator": "GreaterThanOrEqualToThreshold",
 		"Threshold":          1,
-		"TreatMissingData":   "breaching",
+	})
+	s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+		"AlarmName":        "localeflow-health-heartbeat",
+		"MetricName":       HealthBlockedMetricName,
+		"Dimensions":       []any{deploymentDim},
+		"TreatMissingData": "breaching",
 	})
 }
 
@@ -597,6 +607,20 @@ func TestAlarmsSelectTheirDeployment(t *testing.T) {
 		dims := asList(p["Dimensions"])
 		if len(dims) == 0 {
 			t.Errorf("%s has no dimensions", id)
+			continue
+		}
+		if p["Namespace"] == "AWS/Events" {
+			// AWS/Events: the rule's name (prefixed) and, for a bus rule,
+			// this stack's bus (a reference).
+			for _, d := range dims {
+				v := d.(map[string]any)["Value"]
+				if name, ok := v.(string); ok && !strings.HasPrefix(name, "acme-dev-") {
+					t.Errorf("%s dimensions %v", id, dims)
+				}
+				if _, ok := v.(map[string]any); ok && d.(map[string]any)["Name"] != "EventBusName" {
+					t.Errorf("%s dimensions %v", id, dims)
+				}
+			}
 			continue
 		}
 		if p["Namespace"] != HealthMetricNamespace {

@@ -21,7 +21,9 @@ import (
 // (the default resource prefix).
 const DefaultDeployment = topology.DefaultPrefix
 
-// Metric is one named count.
+// Metric is one named value. Its CloudWatch unit is
+// contract.MetricUnit(Name): Count unless the contract says otherwise
+// (OldestDueSeconds is in Seconds).
 type Metric struct {
 	Name  string
 	Value int
@@ -53,7 +55,8 @@ type meta struct {
 
 // Line is one EMF document at timestampMS: values are the dimension values
 // besides Deployment (content-free: names, states, codes), each group a
-// directive. Units are Count.
+// directive. Units are contract.MetricUnit of each name (Count unless
+// the contract gives another).
 func Line(deployment string, timestampMS int64, values map[string]string, groups ...Group) []byte {
 	if deployment == "" {
 		deployment = DefaultDeployment
@@ -73,7 +76,7 @@ func Line(deployment string, timestampMS int64, values map[string]string, groups
 			d.Dimensions = append(d.Dimensions, append([]string{contract.MetricDeploymentDimension}, set...))
 		}
 		for _, metric := range g.Metrics {
-			d.Metrics = append(d.Metrics, metricDef{Name: metric.Name, Unit: "Count"})
+			d.Metrics = append(d.Metrics, metricDef{Name: metric.Name, Unit: contract.MetricUnit(metric.Name)})
 			doc[metric.Name] = metric.Value
 		}
 		m.CloudWatchMetrics = append(m.CloudWatchMetrics, d)

@@ -10,11 +10,14 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/internal/xray"
 )
 
 // New returns a JSON logger writing to w at level that adds the Lambda
-// request id ("request_id") of the invocation context, and the EventBridge
-// event id ("bus_event_id") of a context from WithEventID, to every record.
+// request id ("request_id") and the X-Ray trace id ("xray_trace_id", the
+// Root of the invocation's trace header) of the invocation context, and
+// the EventBridge event id ("bus_event_id") of a context from WithEventID,
+// to every record.
 func New(w io.Writer, level slog.Leveler) *slog.Logger {
 	return slog.New(requestIDHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
 }
@@ -39,6 +42,9 @@ type requestIDHandler struct{ slog.Handler }
 func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		r.AddAttrs(slog.String("request_id", lc.AwsRequestID))
+	}
+	if id := xray.TraceID(ctx); id != "" {
+		r.AddAttrs(slog.String("xray_trace_id", id))
 	}
 	if id := EventID(ctx); id != "" {
 		r.AddAttrs(slog.String("bus_event_id", id))

@@ -83,3 +83,26 @@ func TestParseLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestNewAddsXRayTraceID: log lines carried no trace id, so a line could
+// not be joined to its X-Ray trace. Every record logged with an
+// invocation's context now carries xray_trace_id (the header's Root).
+func TestNewAddsXRayTraceID(t *testing.T) {
+	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+	ctx = context.WithValue(ctx, "x-amzn-trace-id", header) //nolint:staticcheck // the runtime's own key
+	var out bytes.Buffer
+	lambdalog.New(&out, slog.LevelInfo).InfoContext(ctx, "hello")
+	lambdalog.New(&out, slog.LevelInfo).InfoContext(context.Background(), "cold start")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var rec, cold map[string]any
+	if len(lines) != 2 || json.Unmarshal([]byte(lines[0]), &rec) != nil || json.Unmarshal([]byte(lines[1]), &cold) != nil {
+		t.Fatalf("lines %q", lines)
+	}
+	if rec["xray_trace_id"] != "1-5759e988-bd862e3fe1be46a994272793" || rec["request_id"] != "req-1" {
+		t.Errorf("record %v", rec)
+	}
+	if _, ok := cold["xray_trace_id"]; ok {
+		t.Errorf("trace id outside an invocation: %v", cold)
+	}
+}

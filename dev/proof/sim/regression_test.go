@@ -101,7 +101,7 @@ func answerCrashReclaimFail(r Result) bool {
 
 var regressions = []regression{
 	{"answer_crash_reclaim_then_outage_one_outcome", 1000021, answerCrashReclaimFail},
-	{"outcome_after_lease_expiry_reclaim", 1000208, func(r Result) bool {
+	{"outcome_after_lease_expiry_reclaim", 1000053, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
 	{"outcome_after_integrity_failure", 1000001, func(r Result) bool {

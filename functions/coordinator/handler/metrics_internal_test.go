@@ -2,6 +2,7 @@ package handler
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/internal/remotecall"
 )
 
 // TestStepMetrics: the dashboard's evidence and delivery outcomes had no
@@ -59,9 +61,27 @@ func TestStepMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	emitted = append(emitted, rejected...)
+	// The remote calls' latencies: one document per invocation
+	// (internal/remotecall, wrapped around Handle in main.go), the kinds
+	// this function's adapters measure.
+	rctx, rec := remotecall.With(context.Background())
+	remotecall.Observe(rctx, remotecall.KindCMSDelivery, "req-1", time.Millisecond)
+	remotecall.Observe(rctx, remotecall.KindEvidence, "req-1", time.Millisecond)
+	for _, line := range rec.Lines(rctx, "dep-a", 1) {
+		emitted = append(emitted, mustNamesOf(t, line)...)
+	}
 	for name, fns := range contract.Metrics {
 		if slices.Contains(fns, "coordinator") != slices.Contains(emitted, name) {
 			t.Errorf("metric %s: topology says coordinator emits it: %v; emitted: %v", name, slices.Contains(fns, "coordinator"), slices.Contains(emitted, name))
 		}
 	}
+}
+
+func mustNamesOf(t *testing.T, line []byte) []string {
+	t.Helper()
+	names, err := emf.Names(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }

@@ -255,7 +255,7 @@ func parseEMF(t *testing.T, line []byte) (emf, map[string]float64) {
 	nums := map[string]float64{}
 	for _, m := range doc.AWS.CloudWatchMetrics[0].Metrics {
 		v, ok := values[m.Name].(float64)
-		if !ok || m.Unit != "Count" {
+		if !ok || m.Unit != contract.MetricUnit(m.Name) {
 			t.Fatalf("metric %s has no number: %s", m.Name, line)
 		}
 		nums[m.Name] = v

@@ -28,6 +28,12 @@ func TestHealthMetricNames(t *testing.T) {
 	if !strings.Contains(string(line), `"OldestDueSeconds":90`) {
 		t.Errorf("oldest due age: %s", line)
 	}
+	// OldestDueSeconds was published with unit Count, so its alarm (in
+	// seconds) and the dashboard's axis disagreed with CloudWatch's unit.
+	if !strings.Contains(string(line), `{"Name":"OldestDueSeconds","Unit":"Seconds"}`) ||
+		!strings.Contains(string(line), `{"Name":"MonitorDue","Unit":"Count"}`) {
+		t.Errorf("units: %s", line)
+	}
 	failed, err := emf.Names(failedMetrics("dep-a", now))
 	if err != nil {
 		t.Fatal(err)

@@ -447,7 +447,8 @@ func TestMalformedMessagesAreAcknowledged(t *testing.T) {
 
 // A CMS answering 503 five times drives the change to failed with the
 // default backoff min(300 s, 5 s · 2^(failures − 1)): 5, 10, 20, 40 s
-// (docs/design.md "Defaults").
+// (docs/design.md "Defaults"), each spread over [d/2, d] for this change
+// (core.Jitter): the delayed message waits the jittered delay, rounded up.
 func TestFiveServiceUnavailableFail(t *testing.T) {
 	e := setup(t)
 	e.cms.Script("evt-poller-0001", cmstest.Repeat(cmstest.HTTPStep(503), 5)...)
@@ -456,8 +457,18 @@ func TestFiveServiceUnavailableFail(t *testing.T) {
 	for range 5 {
 		delays = append(delays, e.follow())
 	}
-	if fmt.Sprint(delays) != "[0 5 10 20 40]" {
-		t.Fatalf("poll delays %v, want [0 5 10 20 40]", delays)
+	want := []int32{0}
+	for k := 1; k <= 4; k++ {
+		d := e.svc.Config().RetryDelayFor("evt-poller-0001", k)
+		want = append(want, int32((d+time.Second-1)/time.Second))
+	}
+	if fmt.Sprint(delays) != fmt.Sprint(want) {
+		t.Fatalf("poll delays %v, want %v", delays, want)
+	}
+	for k, d := range delays[1:] {
+		if upper := int32(5 << k); d < upper/2 || d > upper {
+			t.Fatalf("poll delay %d s after failure %d, outside [%d, %d]", d, k+1, upper/2, upper)
+		}
 	}
 	st := e.status("evt-poller-0001")
 	if st.State != monitor.StateFailed || st.LastErrorCode != "cms.http_503" || st.ConsecutiveFailures != 5 {

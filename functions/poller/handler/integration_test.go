@@ -337,8 +337,15 @@ func TestIntegrationFiveServiceUnavailableFail(t *testing.T) {
 	if st.State != monitor.StateFailed || st.LastErrorCode != "cms.http_503" || st.ConsecutiveFailures != 5 {
 		t.Fatalf("status %s %s %d", st.State, st.LastErrorCode, st.ConsecutiveFailures)
 	}
-	if got := fmt.Sprint(e.warp.Log()); got != "[0 5 10 20 40]" {
-		t.Fatalf("scheduled delays %s, want the default backoff [0 5 10 20 40]", got)
+	// The default backoff 5/10/20/40 s, each jittered over [d/2, d] for
+	// this change, as whole DelaySeconds (rounded up).
+	want := []int32{0}
+	for k := 1; k <= 4; k++ {
+		d := e.svc.Config().RetryDelayFor("evt-poller-0001", k)
+		want = append(want, int32((d+time.Second-1)/time.Second))
+	}
+	if got := fmt.Sprint(e.warp.Log()); got != fmt.Sprint(want) {
+		t.Fatalf("scheduled delays %s, want the jittered default backoff %v", got, want)
 	}
 	if d := e.bus.Details(); len(d) != 1 || d[0]["state"] != "failed" || d[0]["error_code"] != "cms.http_503" {
 		t.Fatalf("terminal events %v", d)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
+	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -129,7 +130,7 @@ func TestFirstDeliveryThatReclaimsAnExpiredLeaseSchedulesTheRetry(t *testing.T) 
 	if len(sent) != before+1 {
 		t.Fatalf("the reclaim scheduled %d messages, want 1 (at its next poll): stranded in retry_wait", len(sent)-before)
 	}
-	if want := int32(st.NextPoll.Sub(e.clock.Now()) / time.Second); sent[len(sent)-1].DelaySeconds != want {
+	if want := delayqueue.Delay(st.NextPoll, e.clock.Now()); sent[len(sent)-1].DelaySeconds != want {
 		t.Fatalf("retry delay %d s, want %d s", sent[len(sent)-1].DelaySeconds, want)
 	}
 	e.deliverAll()

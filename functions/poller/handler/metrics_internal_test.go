@@ -13,6 +13,7 @@ import (
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/emf"
+	"github.com/localeflow/localeflow/internal/remotecall"
 )
 
 // TestPollMetrics: the dashboard's polls, outcomes and failures by code had
@@ -50,6 +51,14 @@ func TestPollMetrics(t *testing.T) {
 	}
 	// Every metric the topology assigns to the poller is emitted by it.
 	emitted := append(names, mustNames(t, quarantine.MetricLine("dep-a", "poller", "x.y", time.Now()))...)
+	// The remote calls' latencies: one document per invocation
+	// (internal/remotecall, wrapped around Handle in main.go), the kinds
+	// this function's adapters measure.
+	rctx, rec := remotecall.With(context.Background())
+	remotecall.Observe(rctx, remotecall.KindCMSLifecycle, "req-1", time.Millisecond)
+	for _, line := range rec.Lines(rctx, "dep-a", 1) {
+		emitted = append(emitted, mustNamesOf(t, line)...)
+	}
 	for name, fns := range contract.Metrics {
 		if slices.Contains(fns, "poller") != slices.Contains(emitted, name) {
 			t.Errorf("metric %s: topology says poller emits it: %v; emitted: %v", name, slices.Contains(fns, "poller"), slices.Contains(emitted, name))
@@ -58,6 +67,15 @@ func TestPollMetrics(t *testing.T) {
 }
 
 func mustNames(t *testing.T, line []byte) []string {
+	t.Helper()
+	names, err := emf.Names(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func mustNamesOf(t *testing.T, line []byte) []string {
 	t.Helper()
 	names, err := emf.Names(line)
 	if err != nil {

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/topology"
+)
+
+// Codes of the dlq commands.
+const (
+	// codeDLQTarget: an event DLQ message names a target that is not a
+	// queue of this deployment or one of its functions; it is kept.
+	codeDLQTarget = "cli.dlq.target_unknown"
+)
+
+// EventBridge's attributes on a message it sends to a target's DLQ.
+const (
+	ebAttrRule      = "RULE_ARN"
+	ebAttrTarget    = "TARGET_ARN"
+	ebAttrErrorCode = "ERROR_CODE"
+)
+
+// dlqNames are the QUEUE arguments of `localeflow dlq`.
+var dlqNames = []string{"poll", "release", "event"}
+
+// dlqMessage is one message of a dead-letter queue: ids, counts, codes and
+// the body's hash (never the body).
+type dlqMessage struct {
+	MessageID  string `json:"message_id"`
+	SentMS     int64  `json:"sent_ms"`
+	Receives   int    `json:"receives"`
+	DetailType string `json:"detail_type,omitempty"`
+	BusEventID string `json:"bus_event_id,omitempty"`
+	EventID    string `json:"event_id,omitempty"`
+	Rule       string `json:"rule,omitempty"`
+	Target     string `json:"target,omitempty"`
+	ErrorCode  string `json:"error_code,omitempty"`
+	BodySHA256 string `json:"body_sha256"`
+
+	body, receipt string
+}
+
+// dlqQueues are the URLs one dlq command uses: the DLQ, and the queues a
+// message may go back to (by queue name).
+type dlqQueues struct {
+	dlq string
+	// back is the source queue of the poll and release DLQs ("" for the
+	// event DLQ: each message names its own target).
+	back string
+	// byName are this deployment's work queues (name → URL).
+	byName map[string]string
+	// functions are this deployment's function names (schedule targets).
+	functions map[string]bool
+}
+
+// resolveDLQ finds the queues of `dlq QUEUE` by the topology names of
+// --prefix (default prefix without it).
+func (c *cli) resolveDLQ(ctx context.Context, q SQSAPI, name string) (dlqQueues, error) {
+	topo := topology.New(firstNonEmpty(c.prefix, topology.DefaultPrefix))
+	url := func(queueName string) (string, error) {
+		res, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queueName)})
+		if err != nil {
+			return "", core.Wrap(codeRuntime, true, fmt.Errorf("queue %s: %w", queueName, err))
+		}
+		return aws.ToString(res.QueueUrl), nil
+	}
+	out := dlqQueues{byName: map[string]string{}, functions: map[string]bool{}}
+	for _, fn := range topo.Functions {
+		out.functions[fn.Name] = true
+	}
+	var err error
+	for _, wq := range topo.Queues() {
+		if out.byName[wq.Name], err = url(wq.Name); err != nil {
+			return out, err
+		}
+	}
+	switch name {
+	case "poll":
+		out.back = out.byName[topo.PollQueue.Name]
+		out.dlq, err = url(topo.PollQueue.DLQName)
+	case "release":
+		out.back = out.byName[topo.RelQueue.Name]
+		out.dlq, err = url(topo.RelQueue.DLQName)
+	default:
+		out.dlq, err = url(topo.EventDLQ.Name)
+	}
+	return out, err
+}
+
+// scanDLQ receives every message of url, hiding each for scanVisibility
+// seconds while the scan runs (the caller settles or unhides them).
+func scanDLQ(ctx context.Context, q SQSAPI, url string) ([]dlqMessage, error) {
+	var out []dlqMessage
+	seen := map[string]bool{}
+	for range quarantineRounds {
+		res, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: scanVisibility,
+			MessageAttributeNames: []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{
+				types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount,
+			},
+		})
+		if err != nil {
+			return out, core.Wrap(codeRuntime, true, fmt.Errorf("receive %s: %w", url, err))
+		}
+		fresh := 0
+		for _, m := range res.Messages {
+			id := aws.ToString(m.MessageId)
+			if seen[id] {
+				continue
+			}
+			seen[id], fresh = true, fresh+1
+			out = append(out, describeDLQMessage(m))
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// describeDLQMessage reads the content-free facts of m: EventBridge's
+// attributes (rule, target, error code), the envelope's detail-type and
+// id, or a delayed envelope's event_id.
+func describeDLQMessage(m types.Message) dlqMessage {
+	body := aws.ToString(m.Body)
+	sent, _ := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
+	receives, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+	d := dlqMessage{
+		MessageID: aws.ToString(m.MessageId), SentMS: sent, Receives: receives,
+		Rule: arnName(attr(m, ebAttrRule)), Target: arnName(attr(m, ebAttrTarget)), ErrorCode: attr(m, ebAttrErrorCode),
+		BodySHA256: core.SHA256Hex([]byte(body)), body: body, receipt: aws.ToString(m.ReceiptHandle),
+	}
+	var shape struct {
+		ID         string `json:"id"`
+		DetailType string `json:"detail-type"`
+		EventID    string `json:"event_id"`
+	}
+	if json.Unmarshal([]byte(body), &shape) == nil {
+		// Only tokens are printed: the body comes from outside.
+		if core.ValidToken(shape.ID) {
+			d.BusEventID = shape.ID
+		}
+		if core.ValidToken(shape.DetailType) {
+			d.DetailType = shape.DetailType
+		}
+		if core.ValidToken(shape.EventID) {
+			d.EventID = shape.EventID
+		}
+	}
+	if !core.ValidErrorCode(d.ErrorCode) && !core.ValidToken(d.ErrorCode) {
+		d.ErrorCode = ""
+	}
+	return d
+}
+
+// arnName is the last path segment of an ARN (a queue's, rule's or
+// function's name); "" when it is not a token.
+func arnName(arn string) string {
+	name := arn
+	if i := strings.LastIndexAny(arn, ":/"); i >= 0 {
+		name = arn[i+1:]
+	}
+	if !core.ValidToken(name) {
+		return ""
+	}
+	return name
+}
+
+func (c *cli) dlqCommand(ctx context.Context, rest []string) error {
+	if len(rest) != 2 || (rest[0] != "list" && rest[0] != "redrive") || !slices.Contains(dlqNames, rest[1]) {
+		return usagef("dlq: list QUEUE or redrive QUEUE (QUEUE: %s)", strings.Join(dlqNames, ", "))
+	}
+	q, err := newSQSAPI(ctx)
+	if err != nil {
+		return err
+	}
+	urls, err := c.resolveDLQ(ctx, q, rest[1])
+	if err != nil {
+		return err
+	}
+	msgs, err := scanDLQ(ctx, q, urls.dlq)
+	if err != nil {
+		_ = unhideDLQ(ctx, q, urls.dlq, msgs)
+		return err
+	}
+	if rest[0] == "list" {
+		return c.dlqList(ctx, q, urls, msgs)
+	}
+	return c.dlqRedrive(ctx, q, urls, msgs)
+}
+
+func (c *cli) dlqList(ctx context.Context, q SQSAPI, urls dlqQueues, msgs []dlqMessage) error {
+	relErr := unhideDLQ(ctx, q, urls.dlq, msgs)
+	if c.jsonOut {
+		if msgs == nil {
+			msgs = []dlqMessage{}
+		}
+		if err := c.printJSON(msgs); err != nil {
+			return err
+		}
+		return relErr
+	}
+	w := c.table()
+	fmt.Fprintln(w, "MESSAGE_ID\tSENT\tRECEIVES\tDETAIL_TYPE\tEVENT_ID\tRULE\tTARGET\tERROR_CODE\tBODY_SHA256")
+	for _, m := range msgs {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.MessageID, ts(m.SentMS), m.Receives, dash(m.DetailType),
+			dash(m.EventID), dash(m.Rule), dash(m.Target), dash(m.ErrorCode), m.BodySHA256)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.out, "%d in the DLQ\n", len(msgs))
+	return relErr
+}
+
+// dlqRedrive sends every message back (the poll and release DLQs: to their
+// source queue; the event DLQ: to the queue EventBridge could not deliver
+// it to, the body unchanged) and deletes it only after the send. A
+// schedule's tick (target: a function of this deployment) is deleted
+// without a send: the next tick does the same sweep. A message whose
+// target is unknown is kept.
+func (c *cli) dlqRedrive(ctx context.Context, q SQSAPI, urls dlqQueues, msgs []dlqMessage) error {
+	var keep []dlqMessage
+	var failures []error
+	sent, ticks := 0, 0
+	for _, m := range msgs {
+		target := urls.back
+		if target == "" {
+			switch {
+			case urls.byName[m.Target] != "":
+				target = urls.byName[m.Target]
+			case urls.functions[m.Target]:
+				target = ""
+			default:
+				keep = append(keep, m)
+				failures = append(failures, core.Wrap(codeDLQTarget, false, fmt.Errorf("%s: target %q is not a queue or function of this deployment", m.MessageID, m.Target)))
+				continue
+			}
+		}
+		if target != "" {
+			if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(target), MessageBody: aws.String(m.body)}); err != nil {
+				keep = append(keep, m)
+				failures = append(failures, core.Wrap(codeRuntime, true, fmt.Errorf("redrive %s: %w", m.MessageID, err)))
+				continue
+			}
+		}
+		if _, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(urls.dlq), ReceiptHandle: aws.String(m.receipt)}); err != nil {
+			failures = append(failures, core.Wrap(codeRuntime, true, fmt.Errorf("redrove %s but could not delete it: %w", m.MessageID, err)))
+		}
+		if target == "" {
+			ticks++
+			fmt.Fprintf(c.out, "dropped %s (schedule tick for %s: the next tick redoes it)\n", m.MessageID, m.Target)
+			continue
+		}
+		sent++
+		fmt.Fprintf(c.out, "redrove %s (%s)\n", m.MessageID, dash(m.DetailType))
+	}
+	if err := unhideDLQ(ctx, q, urls.dlq, keep); err != nil {
+		failures = append(failures, err)
+	}
+	fmt.Fprintf(c.out, "%d redriven, %d schedule ticks dropped, %d kept\n", sent, ticks, len(keep))
+	if len(failures) > 0 {
+		return failures[0]
+	}
+	return nil
+}
+
+// unhideDLQ makes the messages visible again.
+func unhideDLQ(ctx context.Context, q SQSAPI, url string, msgs []dlqMessage) error {
+	var errs []string
+	for _, m := range msgs {
+		if _, err := q.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(url), ReceiptHandle: aws.String(m.receipt), VisibilityTimeout: 0,
+		}); err != nil {
+			errs = append(errs, m.MessageID)
+		}
+	}
+	if len(errs) > 0 {
+		return core.Wrap(codeRuntime, true, fmt.Errorf("messages stay hidden for %d s: %s", scanVisibility, strings.Join(errs, ", ")))
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+package localeflow
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/internal/remotecall"
+)
+
+// TestRuleTargetsHaveDLQAndRetryPolicy: the rule targets had no dead-letter
+// queue and no retry policy, so an event EventBridge could not deliver
+// (e.g. to the key-encrypted release queue after a key-policy mistake) was
+// dropped after 24 h without a trace. Every target of every rule and
+// schedule now sends to the event DLQ after its retry policy.
+func TestRuleTargetsHaveDLQAndRetryPolicy(t *testing.T) {
+	s := defaultSynth(t)
+	dlq := getAtt(s.logicalID(t, "AWS::SQS::Queue", "EventTargetDLQ"), "Arn")
+	check := func(logical string, wantAge, wantAttempts int) {
+		t.Run(logical, func(t *testing.T) {
+			targets := asList(s.props(t, "AWS::Events::Rule", logical)["Targets"])
+			if len(targets) != 1 {
+				t.Fatalf("targets = %v", targets)
+			}
+			tg := targets[0].(map[string]any)
+			if !jsonEqual(tg["DeadLetterConfig"], map[string]any{"Arn": dlq}) {
+				t.Errorf("dead-letter config = %v", tg["DeadLetterConfig"])
+			}
+			want := map[string]any{"MaximumEventAgeInSeconds": wantAge, "MaximumRetryAttempts": wantAttempts}
+			if !jsonEqual(tg["RetryPolicy"], want) {
+				t.Errorf("retry policy = %v, want %v", tg["RetryPolicy"], want)
+			}
+		})
+	}
+	for _, r := range s.topo.Rules {
+		check(r.Logical, s.topo.EventDLQ.MaxEventAgeSeconds, s.topo.EventDLQ.RetryAttempts)
+	}
+	for _, sch := range s.topo.Schedules {
+		check(sch.Logical, sch.RateMinutes*60, 2)
+	}
+	if s.topo.EventDLQ.MaxEventAgeSeconds != 3600 || s.topo.EventDLQ.RetryAttempts != 185 {
+		t.Errorf("input retry policy %+v, docs/design.md says 1 h / 185", s.topo.EventDLQ)
+	}
+}
+
+// TestEventDLQ: SQS-managed encryption even when the data key is on (a DLQ
+// under the data key would refuse the events the key refused), TLS only,
+// 14 days, and only this stack's rules may send to it.
+func TestEventDLQ(t *testing.T) {
+	s := defaultSynth(t)
+	id := s.logicalID(t, "AWS::SQS::Queue", "EventTargetDLQ")
+	p := s.props(t, "AWS::SQS::Queue", "EventTargetDLQ")
+	if p["QueueName"] != s.topo.EventDLQ.Name || p["MessageRetentionPeriod"] != float64(14*24*3600) ||
+		p["SqsManagedSseEnabled"] != true || p["KmsMasterKeyId"] != nil {
+		t.Errorf("event DLQ = %v", p)
+	}
+	senders := map[string]bool{}
+	for _, r := range s.resources("AWS::SQS::QueuePolicy") {
+		statements(r["Properties"], func(_ string, st map[string]any) {
+			if st["Effect"] == "Allow" && jsonEqual(st["Resource"], getAtt(id, "Arn")) {
+				if !jsonEqual(st["Principal"], map[string]any{"Service": "events.amazonaws.com"}) || fmt.Sprint(st["Action"]) != "sqs:SendMessage" {
+					t.Errorf("statement %v", st)
+				}
+				senders[fmt.Sprint(st["Condition"])] = true
+			}
+		})
+	}
+	for _, r := range append(slices.Clone(ruleLogicals(s)), scheduleLogicals(s)...) {
+		ruleID := s.logicalID(t, "AWS::Events::Rule", r)
+		found := false
+		for cond := range senders {
+			found = found || strings.Contains(cond, ruleID)
+		}
+		if !found {
+			t.Errorf("rule %s may not send to the event DLQ: %v", r, senders)
+		}
+	}
+}
+
+func ruleLogicals(s synthesized) []string {
+	var out []string
+	for _, r := range s.topo.Rules {
+		out = append(out, r.Logical)
+	}
+	return out
+}
+
+func scheduleLogicals(s synthesized) []string {
+	var out []string
+	for _, r := range s.topo.Schedules {
+		out = append(out, r.Logical)
+	}
+	return out
+}
+
+// TestUndeliveredEventAlarms: FailedInvocations per rule and schedule and
+// the event DLQ's depth page.
+func TestUndeliveredEventAlarms(t *testing.T) {
+	s := defaultSynth(t)
+	for _, r := range s.topo.Rules {
+		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+			"AlarmName": r.Name + "-failed-invocations", "Namespace": "AWS/Events", "MetricName": "FailedInvocations",
+			"Dimensions": []any{
+				map[string]any{"Name": "EventBusName", "Value": s.topo.BusName},
+				map[string]any{"Name": "RuleName", "Value": r.Name},
+			},
+			"Statistic": "Sum", "ComparisonOperator": "GreaterThanThreshold", "Threshold": 0, "TreatMissingData": "notBreaching",
+		})
+	}
+	for _, sch := range s.topo.Schedules {
+		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+			"AlarmName": sch.Name + "-failed-invocations", "Namespace": "AWS/Events", "MetricName": "FailedInvocations",
+			"Dimensions": []any{map[string]any{"Name": "RuleName", "Value": sch.Name}},
+			"Statistic":  "Sum", "ComparisonOperator": "GreaterThanThreshold", "Threshold": 0,
+		})
+	}
+	s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+		"AlarmName": s.topo.EventDLQ.Name + "-depth", "Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+		"Dimensions":         []any{map[string]any{"Name": "QueueName", "Value": getAtt(s.logicalID(t, "AWS::SQS::Queue", "EventTargetDLQ"), "QueueName")}},
+		"ComparisonOperator": "GreaterThanThreshold", "Threshold": 0,
+	})
+}
+
+// TestBusArchive: the input events are archived (for localeflow replay)
+// with the documented retention.
+func TestBusArchive(t *testing.T) {
+	s := defaultSynth(t)
+	p := s.props(t, "AWS::Events::Archive", "EventArchive")
+	want := map[string]any{"source": []any{contract.EventSource}, "detail-type": s.topo.InputDetailTypes()}
+	if p["ArchiveName"] != s.topo.Archive.Name || p["RetentionDays"] != float64(7) ||
+		!jsonEqual(p["SourceArn"], getAtt(s.logicalID(t, "AWS::Events::EventBus", "EventBus"), "Arn")) ||
+		!jsonEqual(p["EventPattern"], want) {
+		t.Errorf("archive = %v", p)
+	}
+	if len(s.topo.Archive.Name) > 48 || len(fmt.Sprintf("%s-archive", strings.Repeat("p", 40))) > 48 {
+		t.Errorf("archive name %q can exceed 48 characters", s.topo.Archive.Name)
+	}
+}
+
+// TestOldestDueAlarm: OldestDueSeconds had no alarm. Its threshold is the
+// poll interval plus the CMS outage tolerance of the synthesized settings
+// (the unjittered sum of the backoffs: the longest the schedule can span).
+func TestOldestDueAlarm(t *testing.T) {
+	for _, tc := range []struct {
+		failures int
+		want     time.Duration
+	}{
+		{0, 105 * time.Second}, // 30 s + 5+10+20+40 s
+		{8, monitor.DefaultPollInterval + monitor.UnjitteredOutageTolerance(monitor.Config{MaxConsecutiveFailures: 8}.WithDefaults())},
+	} {
+		props := testProps()
+		props.MaxConsecutiveFailures = tc.failures
+		s := synth(t, props)
+		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+			"AlarmName": "localeflow-oldest-due", "Namespace": HealthMetricNamespace, "MetricName": contract.MetricOldestDueSeconds,
+			"Dimensions": []any{deploymentDim}, "Statistic": "Maximum", "ComparisonOperator": "GreaterThanThreshold",
+			"Threshold": float64(tc.want / time.Second), "TreatMissingData": "notBreaching",
+		})
+	}
+}
+
+// TestHealthHeartbeatAlarmShape: the health alarm had one 5-minute period
+// and treated missing data as breaching, so one check that drifted across
+// a period boundary paged. Blocked now pages on its own (missing data not
+// breaching); a separate heartbeat alarm counts the reports and pages only
+// when 2 of the last 3 periods had none.
+func TestHealthHeartbeatAlarmShape(t *testing.T) {
+	s := defaultSynth(t)
+	s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+		"AlarmName": "localeflow-health-blocked", "MetricName": HealthBlockedMetricName, "Statistic": "Maximum",
+		"EvaluationPeriods": 1, "TreatMissingData": "notBreaching",
+	})
+	s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+		"AlarmName": "localeflow-health-heartbeat", "Namespace": HealthMetricNamespace, "MetricName": HealthBlockedMetricName,
+		"Dimensions": []any{deploymentDim}, "Statistic": "SampleCount", "Period": 300,
+		"ComparisonOperator": "LessThanThreshold", "Threshold": 1,
+		"EvaluationPeriods": 3, "DatapointsToAlarm": 2, "TreatMissingData": "breaching",
+	})
+	var healthRate int
+	for _, sch := range s.topo.Schedules {
+		if sch.Function == "health" {
+			healthRate = sch.RateMinutes
+		}
+	}
+	// One late check empties at most one period, and then only when the
+	// period is the schedule's rate: 2 empty periods need 2 missed checks.
+	if healthRate != alarmPeriodMinutes || heartbeatDatapointsToAlarm < 2 {
+		t.Errorf("health rate %d min, period %d min, %d of %d", healthRate, alarmPeriodMinutes, heartbeatDatapointsToAlarm, heartbeatEvaluationPeriods)
+	}
+}
+
+// TestQueryDefinitions: the saved Logs Insights queries of the common
+// on-call questions, on this deployment's log groups.
+func TestQueryDefinitions(t *testing.T) {
+	s := defaultSynth(t)
+	s.count(t, "AWS::Logs::QueryDefinition", 3)
+	for _, q := range []struct {
+		logical, name string
+		groups        []any
+		contains      []string
+	}{
+		{"ChangeHistoryQuery", "localeflow/change-history", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator"}, []string{"event_id = ", "sort @timestamp asc"}},
+		{"FailuresByCodeQuery", "localeflow/failures-by-code", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator", "/aws/lambda/localeflow-health"}, []string{"stats count(*)", "by code"}},
+		{"SlowestCMSCallsQuery", "localeflow/slowest-cms-calls", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator"}, []string{`msg = "` + remotecall.Message + `"`, "sort slowest_remote_ms desc", "slowest_request_id"}},
+	} {
+		p := s.props(t, "AWS::Logs::QueryDefinition", q.logical)
+		if p["Name"] != q.name || !jsonEqual(p["LogGroupNames"], q.groups) {
+			t.Errorf("%s = %v", q.logical, p)
+		}
+		for _, c := range q.contains {
+			if !strings.Contains(fmt.Sprint(p["QueryString"]), c) {
+				t.Errorf("%s query lacks %q: %v", q.logical, c, p["QueryString"])
+			}
+		}
+	}
+}
+
+var runbookAnchor = regexp.MustCompile(` Runbook: docs/runbook\.md#([a-z0-9-]+)$`)
+
+// runbookSections reads the "## " headings of docs/runbook.md as GitHub
+// anchors, each with its text.
+func readRunbook(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile("../../" + RunbookPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]string{}
+	var current string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			current = anchorOf(h)
+			sections[current] = ""
+			continue
+		}
+		if current != "" {
+			sections[current] += line + "\n"
+		}
+	}
+	return sections
+}
+
+// anchorOf is GitHub's anchor of a heading: lowercase, spaces to dashes,
+// punctuation other than dashes dropped.
+func anchorOf(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9'):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// TestEveryAlarmHasARunbookSection: alarm descriptions were one-liners
+// without a procedure. Every alarm's description now ends with the
+// docs/runbook.md section that says what it means, how to confirm it, how
+// to fix it and how to close it; an alarm without one fails here.
+func TestEveryAlarmHasARunbookSection(t *testing.T) {
+	s := defaultSynth(t)
+	sections := readRunbook(t)
+	used := map[string]bool{}
+	for id, r := range s.resources("AWS::CloudWatch::Alarm") {
+		desc := fmt.Sprint(r["Properties"].(map[string]any)["AlarmDescription"])
+		m := runbookAnchor.FindStringSubmatch(desc)
+		if m == nil {
+			t.Errorf("alarm %s names no runbook section: %q", id, desc)
+			continue
+		}
+		body, ok := sections[m[1]]
+		if !ok {
+			t.Errorf("alarm %s names section #%s, which docs/runbook.md does not have", id, m[1])
+			continue
+		}
+		used[m[1]] = true
+		for _, part := range []string{"**Meaning.**", "**Confirm.**", "**Fix.**", "**Close.**"} {
+			if !strings.Contains(body, part) {
+				t.Errorf("runbook section #%s has no %s part", m[1], part)
+			}
+		}
+	}
+	for _, rs := range runbookSections {
+		if !used[rs.anchor] {
+			t.Errorf("runbook section #%s is mapped but no alarm uses it", rs.anchor)
+		}
+	}
+}
+
+// TestFunctionsTraceActively: no function had a TracingConfig, so no trace
+// existed to correlate with the CMS's. Every function now traces actively.
+func TestFunctionsTraceActively(t *testing.T) {
+	s := defaultSynth(t)
+	for _, fn := range s.topo.Functions {
+		if p := s.props(t, "AWS::Lambda::Function", fn.Logical); !jsonEqual(p["TracingConfig"], map[string]any{"Mode": "Active"}) {
+			t.Errorf("%s tracing %v", fn.Logical, p["TracingConfig"])
+		}
+	}
+}
+
+// TestLatencyOnDashboard: no latency metric existed for the CMS and
+// evidence calls. The dashboard shows each kind's p50 and p99.
+func TestLatencyOnDashboard(t *testing.T) {
+	s := defaultSynth(t)
+	body := joinedStrings(s.props(t, "AWS::CloudWatch::Dashboard", "Dashboard")["DashboardBody"])
+	for _, name := range []string{contract.MetricCMSLifecycleLatency, contract.MetricCMSDeliveryLatency, contract.MetricEvidenceLatency} {
+		for _, stat := range []string{"p50", "p99"} {
+			if !regexp.MustCompile(`\["Localeflow","` + name + `","Deployment","localeflow",\{[^}]*"stat":"` + stat + `"`).MatchString(body) {
+				t.Errorf("no %s of %s on the dashboard", stat, name)
+			}
+		}
+	}
+}
