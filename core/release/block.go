@@ -81,6 +81,21 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 	return stepErr
 }
 
+// Blocked reports whether the event's release is blocked for good (its
+// blocked record exists): the release has ended and its texts start their
+// retention (docs/design.md "Retention"). A read failure is
+// coordinator.store.read_failed (retryable).
+func (c *Coordinator) Blocked(ctx context.Context, eventID string) (bool, error) {
+	if !core.ValidToken(eventID) {
+		return false, core.Fail(CodeEventIDInvalid)
+	}
+	snap, err := c.store.Load(ctx, eventID)
+	if err != nil {
+		return false, core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	return snap.Blocked != nil, nil
+}
+
 // CodeBlockLost: a record changed while the release was being blocked;
 // the next run or sweep blocks it again.
 const CodeBlockLost = "release.block.lost"
