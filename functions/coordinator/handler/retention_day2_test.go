@@ -10,7 +10,9 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
+	"github.com/localeflow/localeflow/signing"
 )
 
 // deliverEnvelope is a release.deliver step message for eventID.
@@ -141,5 +143,36 @@ func TestReturningMessagesDoNotReannounce(t *testing.T) {
 	if approved != locales || ready != 1 || delivered != 1 {
 		t.Fatalf("after the restart: %d approved (want %d), %d ready, %d delivered (want 1 each) from %d returning messages",
 			approved, locales, ready, delivered, len(again))
+	}
+}
+
+// TestDLQRedriveOfAnOldInputIsIngested (issue 25, finding 10): the DLQs
+// keep a message 14 days, but inputs older than 96 h were refused as
+// stale, so the alarmed recovery path (a DLQ redrive) lost them. With the
+// default window a v2 input redriven 13 days after it was signed is
+// ingested and its release runs.
+func TestDLQRedriveOfAnOldInputIsIngested(t *testing.T) {
+	b := setup(t)
+	fx := releasetest.NewFixture()
+	p := releasetest.NewPlan("evt-redrive", "de-DE")
+	signedAt := b.now.Add(-13 * 24 * time.Hour)
+	plan, err := signing.EventDetailV2(fx.EventKey, contract.DetailPlanAccepted, signedAt, p.PlanPayload())
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := signing.EventDetailV2(fx.EventKey, contract.DetailJobCompleted, signedAt, p.ResultPayload("de-DE", releasetest.ResultOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []events.SQSMessage{
+		received(envelopeMessage("m-plan", contract.DetailPlanAccepted, plan), 6),
+		received(envelopeMessage("m-job", contract.DetailJobCompleted, job), 6),
+	}
+	if resp := b.invoke(t, batch(msgs...)); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("redrive: %+v", resp)
+	}
+	drainQueue(t, b)
+	if s, _ := b.store.Load(b.ctxT(), "evt-redrive"); s.Plan == nil || s.Delivery == nil || s.Delivery.Status != release.StateSucceeded {
+		t.Fatalf("redriven inputs not ingested and delivered:\n%s", b.logs.String())
 	}
 }
