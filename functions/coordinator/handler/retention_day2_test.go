@@ -9,8 +9,8 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/contract"
-	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/signing"
 )
