@@ -293,6 +293,14 @@ func (c *Coordinator) existingDelivery(snap *Snapshot, plan *PlanRecord, now tim
 	if d == nil {
 		return nil, nil
 	}
+	if d.Status == StateSucceeded {
+		if err := deliveredRecord(plan, d); err != nil {
+			return nil, err
+		}
+		o := outcome(OutcomeDelivered, plan)
+		o.DeliveryID = d.DeliveryID
+		return &o, nil
+	}
 	if _, err := c.deliveryBody(snap, plan, d, now); err != nil {
 		return nil, err
 	}
@@ -308,6 +316,21 @@ func (c *Coordinator) existingDelivery(snap *Snapshot, plan *PlanRecord, now tim
 	o.DeliveryID = d.DeliveryID
 	o.WakeAt, _ = deliveryWake(d)
 	return &o, nil
+}
+
+// deliveredRecord checks a succeeded delivery as history: its record is
+// one the coordinator could have written, for this event and plan. The
+// bundle is not rebuilt: it holds the texts, which expire once the release
+// is delivered (docs/design.md "Retention"), and a delivered release stays
+// delivered whatever arrives later.
+func deliveredRecord(plan *PlanRecord, d *DeliveryRecord) error {
+	if err := ValidateDeliveryRecord(d); err != nil {
+		return err
+	}
+	if d.EventID != plan.Event.EventID || d.PlanID != plan.PlanID || d.SiteID != plan.Event.SiteID {
+		return core.Fail(CodeDeliveryInvalid)
+	}
+	return nil
 }
 
 func deliveryWake(d *DeliveryRecord) (time.Time, bool) {
@@ -539,16 +562,20 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 			return Outcome{}, err
 		}
 	}
+	o := outcome(OutcomeDeliveryReady, plan)
+	o.DeliveryID = d.DeliveryID
+	if d.Status == StateSucceeded {
+		if err := deliveredRecord(plan, d); err != nil {
+			return Outcome{}, err
+		}
+		o.Status = OutcomeDelivered
+		return o, nil
+	}
 	body, err := c.deliveryBody(snap, plan, d, now)
 	if err != nil {
 		return Outcome{}, err
 	}
-	o := outcome(OutcomeDeliveryReady, plan)
-	o.DeliveryID = d.DeliveryID
 	switch d.Status {
-	case StateSucceeded:
-		o.Status = OutcomeDelivered
-		return o, nil
 	case StateFailed:
 		return Outcome{}, core.Fail(CodeDeliveryFailed)
 	}

@@ -357,7 +357,14 @@ type DeliveryRecord struct {
 	KeyID      string `dynamodbav:"key_id,omitempty"`
 	PreparedMS int64  `dynamodbav:"prepared_ms"`
 	Lease
-	Version int64 `dynamodbav:"v"`
+	// Announced is the delivery status whose event (delivery_ready:
+	// localeflow.delivery.ready, delivered: localeflow.delivery.delivered)
+	// was published, set by a conditional write after the publish
+	// (Coordinator.SettleAnnounced); a redelivered message re-publishes the
+	// current status only while it differs (docs/design.md "Release
+	// outbox").
+	Announced string `dynamodbav:"announced,omitempty"`
+	Version   int64  `dynamodbav:"v"`
 }
 
 func (r *DeliveryRecord) Key() (string, string) { return r.EventID, SKDelivery }

@@ -17,6 +17,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/envvar"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -164,10 +165,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.RecordRetention = release.DefaultRetention
 	env.Duration(envRecordRetention, &c.RecordRetention)
 	errs := []error{env.Err()}
+	// v1 signatures carry no time: a replayed v1 input is accepted at any
+	// age, so registration would stop being idempotent once its record
+	// expired. They are refused unless the variable is 0 (a producer
+	// still signs v1; docs/design.md "Retention and the replay window").
 	switch env.String(envEventRefuseV1) {
-	case "", "0":
-	case "1":
+	case "", "1":
 		c.Events.RefuseV1 = true
+	case "0":
 	default:
 		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventRefuseV1))
 	}
@@ -291,6 +296,13 @@ func (c config) validate() error {
 	}
 	if c.Events.MaxAge < 0 {
 		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envEventMaxAge, c.Events.MaxAge))
+	}
+	if maxAge := signing.EffectiveEventMaxAge(c.Events.MaxAge); c.RecordRetention >= time.Hour && c.RecordRetention < maxAge {
+		// A record deleted while an input can still arrive would let a
+		// redelivered or replayed input register a finished change (or
+		// release) again.
+		errs = append(errs, fmt.Errorf("%s (%s) must be at least %s (%s): records must outlive every input that can still arrive",
+			envRecordRetention, c.RecordRetention, envEventMaxAge, maxAge))
 	}
 	if c.EvidenceTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s (%s) must be positive", envEvidenceTimeout, c.EvidenceTimeout))

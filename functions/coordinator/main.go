@@ -41,10 +41,10 @@
 //	LOCALEFLOW_DEADLINE_MARGIN          time kept free at the end of an invocation (default 2s)
 //	LOCALEFLOW_QUARANTINE_QUEUE_URL     queue of rejected inputs (optional; the stack sets it)
 //	LOCALEFLOW_KEY_TTL                  HMAC key sets re-read after (default 5m)
-//	LOCALEFLOW_TEXT_RETENTION           texts kept after delivered/blocked (default 168h)
+//	LOCALEFLOW_TEXT_RETENTION           texts kept after the release ends (default 168h)
 //	LOCALEFLOW_MONITOR_RETENTION        content-free records kept after their last write once they need nothing more (default 2160h)
-//	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 96h)
-//	LOCALEFLOW_EVENT_REFUSE_V1          1 refuses v1 event signatures (default: accepted)
+//	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 720h, ≤ retention)
+//	LOCALEFLOW_EVENT_REFUSE_V1          0 accepts v1 event signatures (default 1: refused)
 //	LOCALEFLOW_ALLOW_INSECURE_HTTP      1 allows http:// service URLs (local runs only)
 //	LOCALEFLOW_LOG_LEVEL                DEBUG, INFO (default), WARN, ERROR
 package main
