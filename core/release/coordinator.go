@@ -212,7 +212,10 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 	if err != nil {
 		return nil, nil, err
 	}
-	if !current {
+	if !current || snap.Plan.SealKey == "" {
+		// Sealed under a previous key, or before seal key ids: seal it
+		// under the current key (and name it) so the previous key can
+		// leave the set.
 		c.reseal(ctx, &snap)
 	}
 	return &snap, snap.Plan, nil
