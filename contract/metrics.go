@@ -11,6 +11,9 @@ const (
 	MetricFunctionDimension = "Function"
 	MetricCodeDimension     = "Code"
 	MetricStateDimension    = "State"
+	// MetricKeyDimension names a key set ("event", "cms", "evidence",
+	// "approval", "publication").
+	MetricKeyDimension = "Key"
 )
 
 // Health metrics (the health function, one line per check; dimension set
@@ -60,6 +63,10 @@ const (
 	// with an error ([Deployment], [Deployment, Code]).
 	MetricEvidenceFailures = "EvidenceFailures"
 	MetricDeliveryFailures = "DeliveryFailures"
+	// MetricKeyReloadFailures: a key set's secret could not be read again
+	// or holds a malformed set; the previous set stays in use
+	// ([Deployment, Function], [Deployment, Function, Key]).
+	MetricKeyReloadFailures = "KeyReloadFailures"
 )
 
 // Metrics maps each custom metric to the functions (Function constants,
@@ -76,4 +83,5 @@ var Metrics = map[string][]string{
 	MetricPolls:            {FunctionPoller}, MetricPollFailures: {FunctionPoller},
 	MetricEvidenceSteps: {FunctionCoordinator}, MetricDeliverySteps: {FunctionCoordinator},
 	MetricEvidenceFailures: {FunctionCoordinator}, MetricDeliveryFailures: {FunctionCoordinator},
+	MetricKeyReloadFailures: {FunctionPoller, FunctionCoordinator},
 }

@@ -142,9 +142,12 @@ func (c *Coordinator) Config() Config { return c.cfg }
 // Store is the release store the coordinator reads and writes.
 func (c *Coordinator) Store() Store { return c.store }
 
-// OpenApproval verifies a stored approval token with the approval
-// authority and returns its payload.
-func (c *Coordinator) OpenApproval(token string) ([]byte, error) { return c.approval.Open(token) }
+// OpenApproval verifies a stored approval token with the approval key
+// keyID names (every key of the set when empty: Authority.OpenKey) and
+// returns its payload.
+func (c *Coordinator) OpenApproval(keyID, token string) ([]byte, error) {
+	return c.approval.OpenKey(keyID, token)
+}
 
 // Validate checks the wiring.
 func (c *Coordinator) Validate() error {
@@ -205,8 +208,15 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 	if snap.Plan.Event.EventID != eventID || len(snap.Plan.Jobs) == 0 {
 		return nil, nil, core.Fail(CodePlanInvalid)
 	}
-	if err := c.CheckPlan(snap.Plan); err != nil {
+	current, err := c.checkPlan(ctx, snap.Plan)
+	if err != nil {
 		return nil, nil, err
+	}
+	if !current || snap.Plan.SealKey == "" {
+		// Sealed under a previous key, or before seal key ids: seal it
+		// under the current key (and name it) so the previous key can
+		// leave the set.
+		c.reseal(ctx, &snap)
 	}
 	return &snap, snap.Plan, nil
 }

@@ -148,7 +148,7 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 	}
 	rec := DeliveryRecord{
 		EventID: plan.Event.EventID, PlanID: plan.PlanID, SiteID: plan.Event.SiteID, DeliveryID: id,
-		BundleSHA256: core.SHA256Hex(raw), Signature: token[strings.LastIndexByte(token, '.')+1:],
+		BundleSHA256: core.SHA256Hex(raw), Signature: token[strings.LastIndexByte(token, '.')+1:], KeyID: c.publication.KeyID(),
 		PreparedMS: nowMS,
 		Lease:      Lease{Status: StatePending, MaxAttempts: max, NextAttemptMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS},
 		Version:    1,
@@ -203,7 +203,7 @@ func ValidateDeliveryRecord(d *DeliveryRecord) error {
 	sig, err := b64.DecodeString(d.Signature)
 	if err != nil || len(sig) == 0 || !core.ValidToken(d.EventID) || !core.ValidToken(d.PlanID) ||
 		!core.ValidToken(d.SiteID) || !core.ValidToken(d.DeliveryID) || !core.ValidSHA256(d.BundleSHA256) ||
-		!core.ValidMillis(d.PreparedMS) || d.Version <= 0 || !d.Lease.valid() ||
+		!core.ValidMillis(d.PreparedMS) || d.Version <= 0 || !d.Lease.valid() || (d.KeyID != "" && !ValidKeyID(d.KeyID)) ||
 		(d.Announced != "" && d.Announced != OutcomeDeliveryReady && d.Announced != OutcomeDelivered) {
 		return core.Fail(CodeDeliveryInvalid)
 	}
@@ -283,7 +283,7 @@ func (c *Coordinator) deliveryBody(snap *Snapshot, plan *PlanRecord, d *Delivery
 		return nil, core.Fail(codeDeliveryBundleMismatch)
 	}
 	token := "v1." + b64.EncodeToString(raw) + "." + d.Signature
-	if _, err := c.publication.Open(token); err != nil {
+	if _, err := c.publication.OpenKey(d.KeyID, token); err != nil {
 		return nil, core.Wrap(CodeDeliveryInvalid, false, err)
 	}
 	body, err := core.Canonical(DeliveryRequest{

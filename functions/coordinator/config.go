@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -197,17 +198,23 @@ func loadIssuers(env *envvar.Reader) (release.TrustedIssuers, error) {
 		return release.TrustedIssuers{}, fmt.Errorf("%s is no longer read (one issuer set for every receipt kind let the quality issuer sign human-review receipts): "+
 			"split it into %s, %s and %s", envReceiptIssuersShared, envIssuersQuality, envIssuersHumanReview, envIssuersIndependent)
 	}
-	var t release.TrustedIssuers
+	t := release.TrustedIssuers{Previous: map[string][]ed25519.PublicKey{}}
 	var errs []error
 	for _, kind := range []struct {
 		name string
 		set  *map[string]ed25519.PublicKey
 	}{{envIssuersQuality, &t.Quality}, {envIssuersHumanReview, &t.HumanReview}, {envIssuersIndependent, &t.IndependentReview}} {
-		set, err := parseIssuers(kind.name, env.String(kind.name))
+		set, prev, err := parseIssuers(kind.name, env.String(kind.name))
 		if err != nil {
 			errs = append(errs, err)
 		}
 		*kind.set = set
+		for issuer, keys := range prev {
+			if _, dup := t.Previous[issuer]; dup {
+				errs = append(errs, fmt.Errorf("issuer %q rotates keys under two receipt kinds", issuer))
+			}
+			t.Previous[issuer] = keys
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return release.TrustedIssuers{}, err
@@ -219,24 +226,35 @@ func loadIssuers(env *envvar.Reader) (release.TrustedIssuers, error) {
 }
 
 // parseIssuers reads "issuer=hexkey,issuer2=hexkey2" (Ed25519 public keys)
-// from the variable name.
-func parseIssuers(name, s string) (map[string]ed25519.PublicKey, error) {
-	out := map[string]ed25519.PublicKey{}
+// from the variable name. An issuer named again is rotating its key: its
+// first entry is its key, the later ones (at most release.MaxIssuerKeys
+// in all) are returned in prev and verify its receipts too
+// (docs/security.md "Receipt issuer keys").
+func parseIssuers(name, s string) (map[string]ed25519.PublicKey, map[string][]ed25519.PublicKey, error) {
+	out, prev := map[string]ed25519.PublicKey{}, map[string][]ed25519.PublicKey{}
 	if s == "" {
-		return nil, fmt.Errorf("%s is required (issuer=hex public key, comma separated)", name)
+		return nil, nil, fmt.Errorf("%s is required (issuer=hex public key, comma separated)", name)
 	}
 	for _, part := range strings.Split(s, ",") {
 		issuer, keyHex, ok := strings.Cut(strings.TrimSpace(part), "=")
 		key, err := hex.DecodeString(keyHex)
 		if !ok || !core.ValidToken(issuer) || err != nil || len(key) != ed25519.PublicKeySize {
-			return nil, fmt.Errorf("%s: entry %q is not issuer=<64 hex digits>", name, issuer)
+			return nil, nil, fmt.Errorf("%s: entry %q is not issuer=<64 hex digits>", name, issuer)
 		}
-		if _, dup := out[issuer]; dup {
-			return nil, fmt.Errorf("%s: issuer %q repeated", name, issuer)
+		first, seen := out[issuer]
+		if !seen {
+			out[issuer] = ed25519.PublicKey(key)
+			continue
 		}
-		out[issuer] = ed25519.PublicKey(key)
+		if first.Equal(ed25519.PublicKey(key)) || slices.ContainsFunc(prev[issuer], func(k ed25519.PublicKey) bool { return k.Equal(ed25519.PublicKey(key)) }) {
+			return nil, nil, fmt.Errorf("%s: issuer %q repeats a key", name, issuer)
+		}
+		if len(prev[issuer])+2 > release.MaxIssuerKeys {
+			return nil, nil, fmt.Errorf("%s: issuer %q has more than %d keys", name, issuer, release.MaxIssuerKeys)
+		}
+		prev[issuer] = append(prev[issuer], ed25519.PublicKey(key))
 	}
-	return out, nil
+	return out, prev, nil
 }
 
 func (c config) validate() error {

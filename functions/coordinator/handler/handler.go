@@ -619,7 +619,7 @@ func (h *Handler) stored(ctx context.Context, eventID string) (release.Snapshot,
 		return release.Snapshot{}, nil, core.Wrap(CodeRepublishRead, true, fmt.Errorf("republish %s: %w", eventID, err))
 	}
 	plan := snap.Plan
-	if plan == nil || plan.Event.EventID != eventID || h.c.CheckPlan(plan) != nil {
+	if plan == nil || plan.Event.EventID != eventID || h.c.CheckPlan(ctx, plan) != nil {
 		return snap, nil, nil
 	}
 	return snap, plan, nil
@@ -692,7 +692,7 @@ func (h *Handler) approvalBinds(rec *release.ApprovalRecord, plan *release.PlanR
 	if !core.ValidToken(rec.ApprovalID) || rec.JobID != job.JobID || rec.TargetLocale != job.TargetLocale {
 		return false
 	}
-	raw, err := h.c.OpenApproval(rec.Token)
+	raw, err := h.c.OpenApproval(rec.KeyID, rec.Token)
 	if err != nil {
 		return false
 	}
