@@ -358,17 +358,15 @@ func (c *cli) ackReleaseRecords(ctx context.Context, eventID string) error {
 	return nil
 }
 
-// expireAckedTexts starts the retention of the event's texts once an
-// acknowledgement wrote something: the operator ended the release (a failed
-// job that will not run again; a blocked release's texts already expire),
-// so its texts expire LOCALEFLOW_TEXT_RETENTION (default 7 days) later,
-// like a delivered or blocked release's (docs/design.md "Retention").
+// expireAckedTexts starts the retention of the event's texts once its
+// records are acknowledged: the operator ended the release (a failed job
+// that will not run again; a blocked release's texts already expire), so
+// its texts expire LOCALEFLOW_TEXT_RETENTION (default 7 days) later, like
+// a delivered or blocked release's (docs/design.md "Retention"). A record
+// already acknowledged sets it again: running the ack again is how a
+// failed expiry is retried.
 func (c *cli) expireAckedTexts(ctx context.Context, eventID string, got []release.AckedRecord, now time.Time) error {
-	wrote := false
-	for _, a := range got {
-		wrote = wrote || !a.Already
-	}
-	if !wrote {
+	if len(got) == 0 {
 		return nil
 	}
 	retention := release.DefaultTextRetention
