@@ -297,7 +297,7 @@ func (d *deployment) finish(eventIDs ...string) {
 		d.t.Fatalf("evidence provider rejected %d requests", rejected)
 	}
 	logs := d.logs.String()
-	for _, bad := range []string{"message rejected", "signature_invalid", release.CodePlanSealInvalid, release.CodeApprovalInvalid,
+	for _, bad := range []string{"settled with a final error", "signature_invalid", release.CodePlanSealInvalid, release.CodeApprovalInvalid,
 		release.CodeDeliveryInvalid, "receipt.", `"level":"ERROR"`} {
 		if strings.Contains(logs, bad) {
 			d.t.Fatalf("logs carry %q:\n%s", bad, logs)
