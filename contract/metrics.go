@@ -11,6 +11,9 @@ const (
 	MetricFunctionDimension = "Function"
 	MetricCodeDimension     = "Code"
 	MetricStateDimension    = "State"
+	// MetricKeyDimension names a key set ("event", "cms", "evidence",
+	// "approval", "publication").
+	MetricKeyDimension = "Key"
 )
 
 // Health metrics (the health function, one line per check; dimension set
@@ -61,6 +64,10 @@ const (
 	// with an error ([Deployment], [Deployment, Code]).
 	MetricEvidenceFailures = "EvidenceFailures"
 	MetricDeliveryFailures = "DeliveryFailures"
+	// MetricKeyReloadFailures: a key set's secret could not be read again
+	// or holds a malformed set; the previous set stays in use
+	// ([Deployment, Function], [Deployment, Function, Key]).
+	MetricKeyReloadFailures = "KeyReloadFailures"
 )
 
 // Remote call latency (one document per invocation, internal/remotecall;
@@ -86,6 +93,7 @@ var Metrics = map[string][]string{
 	MetricEvidenceSteps: {FunctionCoordinator}, MetricDeliverySteps: {FunctionCoordinator},
 	MetricEvidenceFailures: {FunctionCoordinator}, MetricDeliveryFailures: {FunctionCoordinator},
 	MetricCMSLifecycleLatency: {FunctionPoller}, MetricCMSDeliveryLatency: {FunctionCoordinator}, MetricEvidenceLatency: {FunctionCoordinator},
+	MetricKeyReloadFailures: {FunctionPoller, FunctionCoordinator},
 }
 
 // MetricUnits are the CloudWatch units of the metrics that are not a Count.

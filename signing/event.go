@@ -25,14 +25,28 @@ import (
 const (
 	EventV2Context = "localeflow.event.v2"
 	eventV2Prefix  = "v2="
-	// DefaultEventMaxAge is the oldest v2 event accepted: the queues' four
-	// days of retention (an event older than that cannot be a delivery of
-	// the bus, only a replay).
-	DefaultEventMaxAge = 4 * 24 * time.Hour
+	// DefaultEventMaxAge is the oldest v2 event accepted: 30 days, so that
+	// every way an input can still legitimately arrive is covered — the
+	// bus's 24 h of retries, a DLQ redrive (the DLQs keep a message 14
+	// days from its first enqueue) and a quarantine replay of a message
+	// rejected at up to 15 days (the quarantine keeps it 14 days more).
+	// Registration stays idempotent within it because the records live
+	// longer (LOCALEFLOW_MONITOR_RETENTION ≥ the max age, checked at cold
+	// start; docs/design.md "Retention and the replay window").
+	DefaultEventMaxAge = 30 * 24 * time.Hour
 	// EventMaxSkew is how far in the future a v2 timestamp may be.
 	EventMaxSkew       = 5 * time.Minute
 	maxTimestampDigits = 12
 )
+
+// EffectiveEventMaxAge is maxAge, or DefaultEventMaxAge when it is 0 (the
+// window EventCheck applies).
+func EffectiveEventMaxAge(maxAge time.Duration) time.Duration {
+	if maxAge <= 0 {
+		return DefaultEventMaxAge
+	}
+	return maxAge
+}
 
 // Errors of OpenEvent; callers map them to their own stable codes.
 var (

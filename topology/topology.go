@@ -356,8 +356,12 @@ var ReleaseCensusAttributes = []string{
 	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS, AttrOutboxShard, AttrOutboxMS,
 	"request_id", "event_id", "plan_id", "job_id", "result_sha256", "evidence_revision",
 	"site_id", "delivery_id", "bundle_sha256", "signature", "prepared_ms",
+	// The signing key id of approvals and deliveries (content-free).
+	"key_id",
 	"status", "attempts", "max_attempts", "next_attempt_ms", "lease_owner", "lease_token",
 	"lease_expires_ms", "last_error_code", "created_ms", "updated_ms", "parked",
+	// Delivery records: the status whose event was published.
+	"announced",
 	// Job records: a succeeded job never claimed, a failed job.
 	"error_code", "received_ms", "payload_sha256", "awaiting_claim", "not_before_ms",
 	// Approval records completing a plan without a delivery.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/internal/emf"
 )
 
 // mutableSecret is a secret whose value an operator changes.
@@ -73,5 +77,84 @@ func TestCacheRereadsTheSecretOnItsTTL(t *testing.T) {
 	now = now.Add(time.Minute)
 	if !bytes.Equal(first(), next) {
 		t.Fatal("a failed re-read dropped the keys")
+	}
+}
+
+// TestMalformedRereadIsLoud: finding 7. A secret changed to a malformed
+// set ("NEW,OLD,": a trailing comma makes an empty third key) was kept
+// silently, so rotation step 2 looked done while the old set stayed in
+// use. The re-read keeps the old set and says so: one ERROR line naming
+// the key and its secret (never a key) and one KeyReloadFailures metric
+// line, again on each retry, until the secret is fixed.
+func TestMalformedRereadIsLoud(t *testing.T) {
+	old, next := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	sm := &mutableSecret{value: hex.EncodeToString(old)}
+	now := time.Unix(1764460800, 0)
+	clock := core.ClockFunc(func() time.Time { return now })
+	c, err := secretkey.NewCache(context.Background(), secretkey.Source{Stem: stem, SecretARN: arn}, sm, "event", secretkey.MinBytes(16), time.Minute, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs, metrics bytes.Buffer
+	c.Alarm(slog.New(slog.NewJSONHandler(&logs, nil)), &metrics, "dep-a", "coordinator")
+	sm.set(hex.EncodeToString(next)+","+hex.EncodeToString(old)+",", nil)
+	now = now.Add(time.Minute)
+	keys, err := c.Keys(context.Background())
+	if err != nil || len(keys) != 1 || !bytes.Equal(keys[0], old) {
+		t.Fatalf("keys %x, %v: want the old set kept", keys, err)
+	}
+	line := logs.String()
+	for _, want := range []string{`"level":"ERROR"`, secretkey.CodeReloadFailed, arn, stem + "_SECRET_ARN", `"key":"event"`, "key 3"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log lacks %s: %s", want, line)
+		}
+	}
+	if strings.Contains(line, hex.EncodeToString(old)) || strings.Contains(line, hex.EncodeToString(next)) {
+		t.Fatalf("a key is in the log: %s", line)
+	}
+	names, err := emf.Names(bytes.TrimSpace(metrics.Bytes()))
+	if err != nil || len(names) != 1 || names[0] != contract.MetricKeyReloadFailures {
+		t.Fatalf("metric names %v, %v: %s", names, err, metrics.String())
+	}
+	for _, want := range []string{`"Function":"coordinator"`, `"Key":"event"`, `"Deployment":"dep-a"`} {
+		if !strings.Contains(metrics.String(), want) {
+			t.Errorf("metric lacks %s: %s", want, metrics.String())
+		}
+	}
+	// Retried 30 s later, loud again; fixed, the new set is used.
+	now = now.Add(31 * time.Second)
+	_, _ = c.Keys(context.Background())
+	if n := strings.Count(logs.String(), secretkey.CodeReloadFailed); n != 2 {
+		t.Fatalf("%d error lines after the retry, want 2", n)
+	}
+	sm.set(hex.EncodeToString(next)+","+hex.EncodeToString(old), nil)
+	now = now.Add(31 * time.Second)
+	if keys, _ := c.Keys(context.Background()); len(keys) != 2 || !bytes.Equal(keys[0], next) {
+		t.Fatalf("fixed secret not used: %x", keys)
+	}
+}
+
+// TestRefreshRereadsAtMostEvery10s: Refresh (a verifier met a key its set
+// lacks) reads the secret before the TTL, but not more often than
+// RefreshAfter.
+func TestRefreshRereadsAtMostEvery10s(t *testing.T) {
+	old, next := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	sm := &mutableSecret{value: hex.EncodeToString(old)}
+	now := time.Unix(1764460800, 0)
+	clock := core.ClockFunc(func() time.Time { return now })
+	c, err := secretkey.NewCache(context.Background(), secretkey.Source{Stem: stem, SecretARN: arn}, sm, "event", secretkey.MinBytes(16), time.Hour, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.set(hex.EncodeToString(next)+","+hex.EncodeToString(old), nil)
+	if keys, _ := c.Refresh(context.Background()); len(keys) != 1 {
+		t.Fatalf("refresh right after the read re-read the secret: %x", keys)
+	}
+	now = now.Add(secretkey.RefreshAfter)
+	if keys, _ := c.Refresh(context.Background()); len(keys) != 2 || !bytes.Equal(keys[0], next) {
+		t.Fatalf("refresh after 10 s: %x", keys)
+	}
+	if sm.reads != 2 {
+		t.Fatalf("%d reads, want 2", sm.reads)
 	}
 }

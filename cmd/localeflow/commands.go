@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/opsdb"
+	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -327,8 +329,12 @@ func (c *cli) ackReleaseRecords(ctx context.Context, eventID string) error {
 	if err != nil {
 		return err
 	}
-	got, err := release.Acknowledge(ctx, c.releaseStore(), eventID, sk, by, c.reason, core.Millis(time.Now()))
+	now := time.Now()
+	got, err := release.Acknowledge(ctx, c.releaseStore(), eventID, sk, by, c.reason, core.Millis(now))
 	if err != nil {
+		return err
+	}
+	if err := c.expireAckedTexts(ctx, eventID, got, now); err != nil {
 		return err
 	}
 	if c.jsonOut {
@@ -350,6 +356,24 @@ func (c *cli) ackReleaseRecords(ctx context.Context, eventID string) error {
 		fmt.Fprintf(c.out, "acknowledged %s %s %s (%s) by %s at %s: %q; health no longer counts it\n", eventID, a.Kind, j.AckedKey, what, j.By, ts(j.AckMS), j.Reason)
 	}
 	return nil
+}
+
+// expireAckedTexts starts the retention of the event's texts once its
+// records are acknowledged: the operator ended the release (a failed job
+// that will not run again; a blocked release's texts already expire), so
+// its texts expire LOCALEFLOW_TEXT_RETENTION (default 7 days) later, like
+// a delivered or blocked release's (docs/design.md "Retention"). A record
+// already acknowledged sets it again: running the ack again is how a
+// failed expiry is retried.
+func (c *cli) expireAckedTexts(ctx context.Context, eventID string, got []release.AckedRecord, now time.Time) error {
+	if len(got) == 0 {
+		return nil
+	}
+	retention := release.DefaultTextRetention
+	if d, err := time.ParseDuration(strings.TrimSpace(c.getenv(contract.EnvTextRetention))); err == nil && d > 0 {
+		retention = d
+	}
+	return releasedb.TextExpirer{DB: c.db, Table: c.releaseTable}.ExpireTexts(ctx, eventID, now.Add(retention))
 }
 
 // health prints the health document; blocked exits 1.

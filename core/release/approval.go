@@ -148,7 +148,7 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 	rec := ApprovalRecord{
 		EventID: payload.EventID, PlanID: payload.PlanID, JobID: payload.JobID,
 		TargetLocale: payload.TargetLocale, ResultSHA256: payload.ResultSHA256,
-		RequestID: in.requestID, ApprovalID: payload.ApprovalID, Token: token,
+		RequestID: in.requestID, ApprovalID: payload.ApprovalID, Token: token, KeyID: c.approval.KeyID(),
 		ApprovedMS: payload.ApprovedAtMS, ExpiresMS: payload.ExpiresAtMS,
 		// The approval's event is owed from the write that stores it.
 		OutboxMS:         max(payload.ApprovedAtMS, 1),
@@ -197,7 +197,7 @@ func (c *Coordinator) lookupApproval(snap *Snapshot, plan *PlanRecord, job PlanJ
 	if rec == nil {
 		return nil, core.Fail(CodeApprovalMissing)
 	}
-	raw, err := c.approval.Open(rec.Token)
+	raw, err := c.approval.OpenKey(rec.KeyID, rec.Token)
 	if err != nil {
 		return nil, core.Wrap(CodeApprovalInvalid, false, err)
 	}

@@ -2,7 +2,9 @@ package release
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"strings"
 
 	"github.com/localeflow/localeflow/core"
@@ -26,38 +28,94 @@ var b64 = base64.RawURLEncoding
 
 // Authority is one of localeflow's signing identities (approval or
 // publication): tokens are v1.<b64url(payload)>.<b64url(Ed25519(context +
-// b64url(payload)))>, verifiable with PublicKey alone.
+// b64url(payload)))>, verifiable with PublicKey alone. During a rotation
+// it holds a key set: the first key signs, every key verifies, and the
+// records that keep a token name the key that signed it (KeyID).
 type Authority struct {
 	context string
 	key     ed25519.PrivateKey
 	public  ed25519.PublicKey
+	id      string
+	// verify holds every key of the set by key id, the signing key
+	// included; order keeps the set's order for records without a key id.
+	verify map[string]ed25519.PublicKey
+	order  []ed25519.PublicKey
 }
 
 // NewApprovalAuthority returns the approval authority for an Ed25519 seed
-// (32 bytes) or private key (64 bytes).
-func NewApprovalAuthority(key []byte) (*Authority, error) { return newAuthority(ApprovalContext, key) }
+// (32 bytes) or private key (64 bytes); previous keys (a rotation in
+// progress) verify tokens but never sign.
+func NewApprovalAuthority(key []byte, previous ...[]byte) (*Authority, error) {
+	return newAuthority(ApprovalContext, key, previous)
+}
 
 // NewPublicationAuthority returns the publication authority that signs
-// delivery bundles.
-func NewPublicationAuthority(key []byte) (*Authority, error) {
-	return newAuthority(PublicationContext, key)
+// delivery bundles (previous keys as in NewApprovalAuthority).
+func NewPublicationAuthority(key []byte, previous ...[]byte) (*Authority, error) {
+	return newAuthority(PublicationContext, key, previous)
 }
 
-func newAuthority(context string, key []byte) (*Authority, error) {
-	var priv ed25519.PrivateKey
-	switch len(key) {
-	case ed25519.SeedSize:
-		priv = ed25519.NewKeyFromSeed(key)
-	case ed25519.PrivateKeySize:
-		priv = ed25519.PrivateKey(append([]byte(nil), key...))
-	default:
-		return nil, core.Fail("release.authority.key_invalid")
+// CodeAuthorityKeyInvalid refuses key material that is not an Ed25519
+// seed or private key, or a set naming one key twice.
+const CodeAuthorityKeyInvalid = "release.authority.key_invalid"
+
+func newAuthority(context string, key []byte, previous [][]byte) (*Authority, error) {
+	a := &Authority{context: context, verify: map[string]ed25519.PublicKey{}}
+	for i, k := range append([][]byte{key}, previous...) {
+		var priv ed25519.PrivateKey
+		switch len(k) {
+		case ed25519.SeedSize:
+			priv = ed25519.NewKeyFromSeed(k)
+		case ed25519.PrivateKeySize:
+			priv = ed25519.PrivateKey(append([]byte(nil), k...))
+		default:
+			return nil, core.Fail(CodeAuthorityKeyInvalid)
+		}
+		pub := priv.Public().(ed25519.PublicKey)
+		id := KeyID(pub)
+		if _, dup := a.verify[id]; dup {
+			return nil, core.Fail(CodeAuthorityKeyInvalid)
+		}
+		a.verify[id] = pub
+		a.order = append(a.order, pub)
+		if i == 0 {
+			a.key, a.public, a.id = priv, pub, id
+		}
 	}
-	return &Authority{context: context, key: priv, public: priv.Public().(ed25519.PublicKey)}, nil
+	return a, nil
 }
 
-// PublicKey is the key a CMS verifies tokens with.
+// KeyID names an Ed25519 public key in stored records: the first 8 bytes
+// of SHA-256 over the 32-byte public key, as 16 lowercase hex digits
+// (docs/design.md "Key ids"). It reveals nothing of the private key.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:8])
+}
+
+// ValidKeyID says whether s has the form of a KeyID.
+func ValidKeyID(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// PublicKey is the key a CMS verifies new tokens with (the signing key's).
 func (a *Authority) PublicKey() ed25519.PublicKey { return a.public }
+
+// KeyID is the id of the signing key (KeyID of PublicKey).
+func (a *Authority) KeyID() string { return a.id }
+
+// PublicKeys are the public keys of the whole set, the signing key's first.
+func (a *Authority) PublicKeys() []ed25519.PublicKey {
+	return append([]ed25519.PublicKey(nil), a.order...)
+}
 
 // Sign returns the token for payload.
 func (a *Authority) Sign(payload []byte) (string, error) {
@@ -68,9 +126,32 @@ func (a *Authority) Sign(payload []byte) (string, error) {
 	return "v1." + enc + "." + b64.EncodeToString(ed25519.Sign(a.key, []byte(a.context+enc))), nil
 }
 
-// Open verifies token and returns its payload.
+// Open verifies token with the signing key and returns its payload.
 func (a *Authority) Open(token string) ([]byte, error) {
 	return OpenToken(a.context, a.public, token)
+}
+
+// OpenKey verifies a stored token with the key keyID names, when that key
+// is in the set (token.invalid otherwise: the key was dropped, or the id
+// was altered). A record written before key ids (keyID "") is verified
+// with each key of the set in turn.
+func (a *Authority) OpenKey(keyID, token string) ([]byte, error) {
+	if a == nil {
+		return nil, core.Fail(codeTokenInvalid)
+	}
+	if keyID != "" {
+		pub, ok := a.verify[keyID]
+		if !ok {
+			return nil, core.Fail(codeTokenInvalid)
+		}
+		return OpenToken(a.context, pub, token)
+	}
+	for _, pub := range a.order {
+		if payload, err := OpenToken(a.context, pub, token); err == nil {
+			return payload, nil
+		}
+	}
+	return nil, core.Fail(codeTokenInvalid)
 }
 
 // OpenToken verifies a token of context with pub; CMS-side verifiers (and

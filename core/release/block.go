@@ -12,12 +12,14 @@ import (
 // stuckCodes are final errors that come from the stored records
 // themselves, so every later run of the release meets them again: a record
 // failed its integrity check, an evidence request is used up, a prepared
-// delivery can no longer be sent. Transient final errors (a lease that ran
+// delivery can no longer be sent, an evidence record was created under
+// another LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS (the reference blocks it too).
+// Transient final errors (a lease that ran
 // out or was lost, the operation guard, configuration) are not among them.
 var stuckCodes = map[string]bool{
 	CodePlanSealInvalid: true, CodePlanInvalid: true, CodeResultJobMismatch: true, CodeQueuePlanMismatch: true,
 	CodeApprovalInvalid: true, CodeApprovalResultMismatch: true, CodeBindingMismatch: true,
-	CodeEvidenceStateInvalid: true, CodeAlreadyConsumed: true, CodeAttemptsExhausted: true,
+	CodeEvidenceStateInvalid: true, CodeAttemptPolicyChanged: true, CodeAlreadyConsumed: true, CodeAttemptsExhausted: true,
 	CodeDeliveryFailed: true, CodeDeliveryInvalid: true, codeDeliveryBundleMismatch: true,
 }
 
@@ -77,6 +79,21 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 		return stepErr
 	}
 	return stepErr
+}
+
+// Blocked reports whether the event's release is blocked for good (its
+// blocked record exists): the release has ended and its texts start their
+// retention (docs/design.md "Retention"). A read failure is
+// coordinator.store.read_failed (retryable).
+func (c *Coordinator) Blocked(ctx context.Context, eventID string) (bool, error) {
+	if !core.ValidToken(eventID) {
+		return false, core.Fail(CodeEventIDInvalid)
+	}
+	snap, err := c.store.Load(ctx, eventID)
+	if err != nil {
+		return false, core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	return snap.Blocked != nil, nil
 }
 
 // CodeBlockLost: a record changed while the release was being blocked;

@@ -142,9 +142,12 @@ func (c *Coordinator) Config() Config { return c.cfg }
 // Store is the release store the coordinator reads and writes.
 func (c *Coordinator) Store() Store { return c.store }
 
-// OpenApproval verifies a stored approval token with the approval
-// authority and returns its payload.
-func (c *Coordinator) OpenApproval(token string) ([]byte, error) { return c.approval.Open(token) }
+// OpenApproval verifies a stored approval token with the approval key
+// keyID names (every key of the set when empty: Authority.OpenKey) and
+// returns its payload.
+func (c *Coordinator) OpenApproval(keyID, token string) ([]byte, error) {
+	return c.approval.OpenKey(keyID, token)
+}
 
 // Validate checks the wiring.
 func (c *Coordinator) Validate() error {
@@ -205,8 +208,15 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 	if snap.Plan.Event.EventID != eventID || len(snap.Plan.Jobs) == 0 {
 		return nil, nil, core.Fail(CodePlanInvalid)
 	}
-	if err := c.CheckPlan(snap.Plan); err != nil {
+	current, err := c.checkPlan(ctx, snap.Plan)
+	if err != nil {
 		return nil, nil, err
+	}
+	if !current || snap.Plan.SealKey == "" {
+		// Sealed under a previous key, or before seal key ids: seal it
+		// under the current key (and name it) so the previous key can
+		// leave the set.
+		c.reseal(ctx, &snap)
 	}
 	return &snap, snap.Plan, nil
 }
@@ -286,6 +296,14 @@ func (c *Coordinator) existingDelivery(snap *Snapshot, plan *PlanRecord, now tim
 	if d == nil {
 		return nil, nil
 	}
+	if d.Status == StateSucceeded {
+		if err := deliveredRecord(plan, d); err != nil {
+			return nil, err
+		}
+		o := outcome(OutcomeDelivered, plan)
+		o.DeliveryID = d.DeliveryID
+		return &o, nil
+	}
 	if _, err := c.deliveryBody(snap, plan, d, now); err != nil {
 		return nil, err
 	}
@@ -301,6 +319,21 @@ func (c *Coordinator) existingDelivery(snap *Snapshot, plan *PlanRecord, now tim
 	o.DeliveryID = d.DeliveryID
 	o.WakeAt, _ = deliveryWake(d)
 	return &o, nil
+}
+
+// deliveredRecord checks a succeeded delivery as history: its record is
+// one the coordinator could have written, for this event and plan. The
+// bundle is not rebuilt: it holds the texts, which expire once the release
+// is delivered (docs/design.md "Retention"), and a delivered release stays
+// delivered whatever arrives later.
+func deliveredRecord(plan *PlanRecord, d *DeliveryRecord) error {
+	if err := ValidateDeliveryRecord(d); err != nil {
+		return err
+	}
+	if d.EventID != plan.Event.EventID || d.PlanID != plan.PlanID || d.SiteID != plan.Event.SiteID {
+		return core.Fail(CodeDeliveryInvalid)
+	}
+	return nil
 }
 
 func deliveryWake(d *DeliveryRecord) (time.Time, bool) {
@@ -532,16 +565,20 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 			return Outcome{}, err
 		}
 	}
+	o := outcome(OutcomeDeliveryReady, plan)
+	o.DeliveryID = d.DeliveryID
+	if d.Status == StateSucceeded {
+		if err := deliveredRecord(plan, d); err != nil {
+			return Outcome{}, err
+		}
+		o.Status = OutcomeDelivered
+		return o, nil
+	}
 	body, err := c.deliveryBody(snap, plan, d, now)
 	if err != nil {
 		return Outcome{}, err
 	}
-	o := outcome(OutcomeDeliveryReady, plan)
-	o.DeliveryID = d.DeliveryID
 	switch d.Status {
-	case StateSucceeded:
-		o.Status = OutcomeDelivered
-		return o, nil
 	case StateFailed:
 		return Outcome{}, core.Fail(CodeDeliveryFailed)
 	}

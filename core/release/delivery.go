@@ -148,7 +148,7 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 	}
 	rec := DeliveryRecord{
 		EventID: plan.Event.EventID, PlanID: plan.PlanID, SiteID: plan.Event.SiteID, DeliveryID: id,
-		BundleSHA256: core.SHA256Hex(raw), Signature: token[strings.LastIndexByte(token, '.')+1:],
+		BundleSHA256: core.SHA256Hex(raw), Signature: token[strings.LastIndexByte(token, '.')+1:], KeyID: c.publication.KeyID(),
 		PreparedMS: nowMS,
 		Lease:      Lease{Status: StatePending, MaxAttempts: max, NextAttemptMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS},
 		Version:    1,
@@ -203,8 +203,52 @@ func ValidateDeliveryRecord(d *DeliveryRecord) error {
 	sig, err := b64.DecodeString(d.Signature)
 	if err != nil || len(sig) == 0 || !core.ValidToken(d.EventID) || !core.ValidToken(d.PlanID) ||
 		!core.ValidToken(d.SiteID) || !core.ValidToken(d.DeliveryID) || !core.ValidSHA256(d.BundleSHA256) ||
-		!core.ValidMillis(d.PreparedMS) || d.Version <= 0 || !d.Lease.valid() {
+		!core.ValidMillis(d.PreparedMS) || d.Version <= 0 || !d.Lease.valid() || (d.KeyID != "" && !ValidKeyID(d.KeyID)) ||
+		(d.Announced != "" && d.Announced != OutcomeDeliveryReady && d.Announced != OutcomeDelivered) {
 		return core.Fail(CodeDeliveryInvalid)
+	}
+	return nil
+}
+
+// AnnouncedStatus is the outcome status whose event a delivery in state
+// status announces: delivery_ready for a prepared (pending, leased,
+// retry_wait) delivery, delivered for a succeeded one, "" for a failed one.
+func AnnouncedStatus(status State) string {
+	switch {
+	case status.Open():
+		return OutcomeDeliveryReady
+	case status == StateSucceeded:
+		return OutcomeDelivered
+	}
+	return ""
+}
+
+// SettleAnnounced records, after a successful publish, that the event of
+// the delivery's status was published (Announced = status), with a write
+// conditional on the version read: a redelivered message then does not
+// publish it again. Nothing is written when the delivery is gone, is
+// another one, has moved on to another status or is already settled; a
+// lost race is release.outbox.lost (retryable: the event stays owed and is
+// published again at most once more).
+func (c *Coordinator) SettleAnnounced(ctx context.Context, eventID, deliveryID, status string) error {
+	if !core.ValidToken(eventID) {
+		return core.Fail(CodeEventIDInvalid)
+	}
+	snap, err := c.store.Load(ctx, eventID)
+	if err != nil {
+		return core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	d := snap.Delivery
+	if d == nil || d.DeliveryID != deliveryID || d.Announced == status || AnnouncedStatus(d.Status) != status {
+		return nil
+	}
+	next := *d
+	next.Announced, next.Version = status, d.Version+1
+	if err := c.store.Put(ctx, &next, d.Version); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return core.Wrap(CodeOutboxLost, true, err)
+		}
+		return core.Wrap(CodeStoreWriteFailed, true, err)
 	}
 	return nil
 }
@@ -239,7 +283,7 @@ func (c *Coordinator) deliveryBody(snap *Snapshot, plan *PlanRecord, d *Delivery
 		return nil, core.Fail(codeDeliveryBundleMismatch)
 	}
 	token := "v1." + b64.EncodeToString(raw) + "." + d.Signature
-	if _, err := c.publication.Open(token); err != nil {
+	if _, err := c.publication.OpenKey(d.KeyID, token); err != nil {
 		return nil, core.Wrap(CodeDeliveryInvalid, false, err)
 	}
 	body, err := core.Canonical(DeliveryRequest{

@@ -447,16 +447,30 @@ type EventSettings struct {
 	}
 }
 
+// CodeEventKeysUnavailable: the event key set could not be read
+// (retryable).
+const CodeEventKeysUnavailable = "coordinator.event.keys_unavailable"
+
+// eventKeys is the event key set in use, the current key first: the
+// KeySet when set (re-read on its TTL), else EventKey and PreviousKeys.
+// The current key seals plans; every key verifies events and seals.
+func (c *Coordinator) eventKeys(ctx context.Context) ([][]byte, error) {
+	if c.events.KeySet == nil {
+		return append([][]byte{c.eventKey}, c.events.PreviousKeys...), nil
+	}
+	set, err := c.events.KeySet.Keys(ctx)
+	if err != nil || len(set) == 0 || len(set[0]) == 0 {
+		return nil, core.Wrap(CodeEventKeysUnavailable, true, err)
+	}
+	return set, nil
+}
+
 // parseEvent verifies an input event under the coordinator's keys at its
 // clock's time.
 func (c *Coordinator) parseEvent(ctx context.Context, detailType string, detail []byte) (SignedEvent, error) {
-	keys := append([][]byte{c.eventKey}, c.events.PreviousKeys...)
-	if c.events.KeySet != nil {
-		set, err := c.events.KeySet.Keys(ctx)
-		if err != nil {
-			return SignedEvent{}, core.Wrap("coordinator.event.keys_unavailable", true, err)
-		}
-		keys = set
+	keys, err := c.eventKeys(ctx)
+	if err != nil {
+		return SignedEvent{}, err
 	}
 	return ParseSignedEventWith(signing.EventCheck{
 		Keys: keys, Now: c.clock.Now(), MaxAge: c.events.MaxAge, RefuseV1: c.events.RefuseV1,

@@ -42,7 +42,9 @@ func TestIngestV2Events(t *testing.T) {
 		if !core.HasCode(err, release.CodeEventStale) || core.IsRetryable(err) {
 			t.Fatalf("stale event: %v", err)
 		}
-		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Events.MaxAge = 30 * 24 * time.Hour })
+		b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) {
+			d.Events.MaxAge = signing.DefaultEventMaxAge + time.Hour
+		})
 		if _, _, err := b.c.Ingest(b.ctx, contract.DetailPlanAccepted, old); err != nil {
 			t.Fatalf("within a longer configured window: %v", err)
 		}

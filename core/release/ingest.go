@@ -63,11 +63,16 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 		}
 	}
 	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1}
-	seal, err := planSeal(c.eventKey, &rec)
+	// Sealed with the current event key (the first of the set in use).
+	keys, err := c.eventKeys(ctx)
 	if err != nil {
 		return false, err
 	}
-	rec.Seal = seal
+	seal, err := planSeal(keys[0], &rec)
+	if err != nil {
+		return false, err
+	}
+	rec.Seal, rec.SealKey = seal, SealKeyID(keys[0])
 	if err := c.store.Put(ctx, &rec, 0); err != nil {
 		if errors.Is(err, ErrConflict) {
 			// A concurrent delivery of the same event won: same payload is

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -44,21 +45,101 @@ func planSeal(key []byte, r *PlanRecord) (string, error) {
 	return hex.EncodeToString(mac.Sum(nil)), nil
 }
 
+// keyIDContext is what SealKeyID MACs.
+const keyIDContext = "localeflow.key-id.v1"
+
+// SealKeyID names an HMAC key in stored records without revealing it: the
+// first 8 bytes of HMAC-SHA256(key, "localeflow.key-id.v1"), as 16
+// lowercase hex digits (docs/design.md "Key ids").
+func SealKeyID(key []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(keyIDContext))
+	return hex.EncodeToString(mac.Sum(nil)[:8])
+}
+
 // CheckPlan verifies a stored plan record's seal: nil only for the record
 // Ingest wrote after verifying the plan's signed event. Every run checks
-// it (one HMAC over the content-free plan record, no extra read).
-func (c *Coordinator) CheckPlan(r *PlanRecord) error {
-	if r == nil || len(c.eventKey) == 0 {
-		return core.Fail(CodePlanSealInvalid)
-	}
-	want, err := planSeal(c.eventKey, r)
-	if err != nil {
-		return err
+// it (one HMAC per key of the event key set over the content-free plan
+// record, no extra read). The seal is made with the current event key and
+// verifies under any key of the set, so a plan sealed before a rotation
+// step stays valid while its key is in the set. A seal that verifies
+// under no key makes the set re-read once (Refresh, at most every 10 s):
+// another execution environment may already seal with a key this one has
+// not read yet (docs/security.md "Event key").
+func (c *Coordinator) CheckPlan(ctx context.Context, r *PlanRecord) error {
+	_, err := c.checkPlan(ctx, r)
+	return err
+}
+
+// checkPlan is CheckPlan returning the set in use and whether the seal was
+// made with its current key.
+func (c *Coordinator) checkPlan(ctx context.Context, r *PlanRecord) (current bool, err error) {
+	if r == nil {
+		return false, core.Fail(CodePlanSealInvalid)
 	}
 	got, err := hex.DecodeString(r.Seal)
-	w, _ := hex.DecodeString(want)
-	if err != nil || !hmac.Equal(got, w) {
-		return core.Fail(CodePlanSealInvalid)
+	if err != nil || len(got) != sha256.Size {
+		return false, core.Fail(CodePlanSealInvalid)
 	}
-	return nil
+	keys, err := c.eventKeys(ctx)
+	if err != nil {
+		return false, err
+	}
+	i, err := sealedUnder(keys, r, got)
+	if err != nil || i >= 0 {
+		return i == 0, err
+	}
+	if refresher, can := c.events.KeySet.(interface {
+		Refresh(ctx context.Context) ([][]byte, error)
+	}); can {
+		if keys, err = refresher.Refresh(ctx); err == nil && len(keys) > 0 {
+			if i, err = sealedUnder(keys, r, got); err != nil || i >= 0 {
+				return i == 0, err
+			}
+		}
+	}
+	return false, core.Fail(CodePlanSealInvalid)
+}
+
+// sealedUnder returns the index of the key of keys under which seal is r's
+// seal, or -1.
+func sealedUnder(keys [][]byte, r *PlanRecord, seal []byte) (int, error) {
+	for i, key := range keys {
+		if len(key) == 0 {
+			continue
+		}
+		want, err := planSeal(key, r)
+		if err != nil {
+			return -1, err
+		}
+		w, _ := hex.DecodeString(want)
+		if hmac.Equal(seal, w) {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+// reseal seals a verified plan again under the current event key, so the
+// key that sealed it can leave the set (docs/security.md "Event key").
+// Best effort: the plan stays valid under its old seal while that key is
+// in the set, and a conflict means another step wrote it (and resealed
+// it) first.
+func (c *Coordinator) reseal(ctx context.Context, snap *Snapshot) {
+	old := snap.Plan
+	keys, err := c.eventKeys(ctx)
+	if err != nil {
+		return
+	}
+	next := *old
+	if next.Seal, err = planSeal(keys[0], &next); err != nil {
+		return
+	}
+	next.SealKey, next.Version = SealKeyID(keys[0]), old.Version+1
+	if err := c.store.Put(ctx, &next, old.Version); err != nil {
+		c.log().Warn("plan not resealed under the current event key", "event_id", old.Event.EventID, "code", core.CodeOf(err))
+		return
+	}
+	c.log().Info("plan resealed under the current event key", "event_id", old.Event.EventID, "seal_key", next.SealKey)
+	snap.Plan = &next
 }

@@ -1,6 +1,7 @@
 package release_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/localeflow/localeflow/core"
@@ -42,7 +43,7 @@ func TestPlanSealCoversEveryField(t *testing.T) {
 	b := setup(t)
 	b.ingestPlan(t, releasetest.NewPlan("evt-seal", "de-DE", "fr-FR"))
 	orig := b.snap(t, "evt-seal").Plan
-	if err := b.c.CheckPlan(orig); err != nil {
+	if err := b.c.CheckPlan(context.Background(), orig); err != nil {
 		t.Fatalf("ingested plan refused: %v", err)
 	}
 	for name, change := range map[string]func(p *release.PlanRecord){
@@ -64,7 +65,7 @@ func TestPlanSealCoversEveryField(t *testing.T) {
 	} {
 		p := *orig
 		change(&p)
-		if err := b.c.CheckPlan(&p); !core.HasCode(err, release.CodePlanSealInvalid) {
+		if err := b.c.CheckPlan(context.Background(), &p); !core.HasCode(err, release.CodePlanSealInvalid) {
 			t.Errorf("%s: %v, want %s", name, err, release.CodePlanSealInvalid)
 		}
 	}

@@ -60,6 +60,10 @@ type ReceiptVerifier struct {
 	// from one of them is receipt.issuer_untrusted (a known issuer minting
 	// a kind it may not) rather than receipt.issuer_unknown. Optional.
 	OtherKinds map[string]bool
+	// Previous holds further keys of issuers in Issuers while an issuer
+	// rotates its key: a receipt verifies under the issuer's key or any of
+	// these (docs/security.md "Receipt issuer keys"). Optional.
+	Previous map[string][]ed25519.PublicKey
 }
 
 var _ Verifier = ReceiptVerifier{}
@@ -83,7 +87,16 @@ func (v ReceiptVerifier) Verify(receipt, requestID, resultSHA256 string, now tim
 		return ReceiptPayload{}, core.Fail(CodeReceiptIssuerUnknown)
 	}
 	if _, err := signing.OpenReceipt(key, receipt); err != nil {
-		return ReceiptPayload{}, core.Wrap(CodeReceiptSignature, false, err)
+		opened := false
+		for _, prev := range v.Previous[p.Issuer] {
+			if _, perr := signing.OpenReceipt(prev, receipt); perr == nil {
+				opened = true
+				break
+			}
+		}
+		if !opened {
+			return ReceiptPayload{}, core.Wrap(CodeReceiptSignature, false, err)
+		}
 	}
 	if p.Kind != v.Kind {
 		return ReceiptPayload{}, core.Fail(CodeReceiptKindMismatch)
@@ -147,13 +160,25 @@ type TrustedIssuers struct {
 	Quality           map[string]ed25519.PublicKey
 	HumanReview       map[string]ed25519.PublicKey
 	IndependentReview map[string]ed25519.PublicKey
+	// Previous holds an issuer's further keys during its key rotation
+	// (at most MaxIssuerKeys-1 per issuer), for issuers named in exactly
+	// one of the kinds above; they verify that issuer's receipts of that
+	// kind only.
+	Previous map[string][]ed25519.PublicKey
 }
+
+// MaxIssuerKeys bounds the keys trusted for one issuer at once.
+const MaxIssuerKeys = 4
 
 // Receipt issuer configuration codes.
 const (
 	CodeIssuersMissing    = "release.receipt_issuers.missing"
 	CodeIssuersKeyInvalid = "release.receipt_issuers.key_invalid"
 	CodeIssuersKeyShared  = "release.receipt_issuers.key_shared"
+	// CodeIssuersPreviousInvalid: a previous key for an issuer no kind
+	// names, more than MaxIssuerKeys keys for one issuer, or a key
+	// repeated.
+	CodeIssuersPreviousInvalid = "release.receipt_issuers.previous_invalid"
 )
 
 // Validate refuses a kind without issuers, a malformed key, and one key
@@ -172,6 +197,32 @@ func (t TrustedIssuers) Validate() error {
 				return core.Fail(CodeIssuersKeyShared)
 			}
 			owner[string(key)] = set.kind
+		}
+	}
+	for issuer, prev := range t.Previous {
+		kind, n := "", 0
+		var current ed25519.PublicKey
+		for _, set := range t.byKind() {
+			if key, ok := set.issuers[issuer]; ok {
+				kind, current, n = set.kind, key, n+1
+			}
+		}
+		if n != 1 || len(prev) == 0 || len(prev)+1 > MaxIssuerKeys {
+			return core.Fail(CodeIssuersPreviousInvalid)
+		}
+		seen := map[string]bool{string(current): true}
+		for _, key := range prev {
+			if len(key) != ed25519.PublicKeySize {
+				return core.Fail(CodeIssuersKeyInvalid)
+			}
+			if seen[string(key)] {
+				return core.Fail(CodeIssuersPreviousInvalid)
+			}
+			seen[string(key)] = true
+			if k, ok := owner[string(key)]; ok && k != kind {
+				return core.Fail(CodeIssuersKeyShared)
+			}
+			owner[string(key)] = kind
 		}
 	}
 	return nil
@@ -203,7 +254,16 @@ func (t TrustedIssuers) Verifiers() Verifiers {
 				}
 			}
 		}
-		v[i] = ReceiptVerifier{Kind: set.kind, Issuers: set.issuers, OtherKinds: others}
+		var prev map[string][]ed25519.PublicKey
+		for name := range set.issuers {
+			if keys := t.Previous[name]; len(keys) > 0 {
+				if prev == nil {
+					prev = map[string][]ed25519.PublicKey{}
+				}
+				prev[name] = keys
+			}
+		}
+		v[i] = ReceiptVerifier{Kind: set.kind, Issuers: set.issuers, OtherKinds: others, Previous: prev}
 	}
 	return Verifiers{Quality: v[0], HumanReview: v[1], IndependentReview: v[2]}
 }

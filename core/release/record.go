@@ -168,7 +168,12 @@ type PlanRecord struct {
 	ReceivedMS    int64     `dynamodbav:"received_ms"`
 	// Seal is the coordinator's MAC of the fields above (Coordinator.
 	// CheckPlan), made when the signed plan event verified.
-	Seal    string `dynamodbav:"seal"`
+	Seal string `dynamodbav:"seal"`
+	// SealKey is the id of the event key that made Seal (SealKeyID): a
+	// hint for operators rotating the event key (which plans still need
+	// the old key). It is not sealed and never trusted: the seal is
+	// checked under every key of the set. Empty on plans sealed before.
+	SealKey string `dynamodbav:"seal_key,omitempty"`
 	Version int64  `dynamodbav:"v"`
 }
 
@@ -248,8 +253,12 @@ type ApprovalRecord struct {
 	RequestID    string `dynamodbav:"request_id"`
 	ApprovalID   string `dynamodbav:"approval_id"`
 	Token        string `dynamodbav:"token"`
-	ApprovedMS   int64  `dynamodbav:"approved_ms"`
-	ExpiresMS    int64  `dynamodbav:"expires_ms"`
+	// KeyID names the approval key that signed Token (Authority.KeyID);
+	// empty on records written before key ids: every key of the set is
+	// tried (docs/design.md "Key ids").
+	KeyID      string `dynamodbav:"key_id,omitempty"`
+	ApprovedMS int64  `dynamodbav:"approved_ms"`
+	ExpiresMS  int64  `dynamodbav:"expires_ms"`
 	// OutboxMS is set (to ApprovedMS) while the approval's
 	// localeflow.release.approved event is owed: written with the
 	// approval, cleared by a conditional write after a successful publish
@@ -343,9 +352,19 @@ type DeliveryRecord struct {
 	DeliveryID   string `dynamodbav:"delivery_id"`
 	BundleSHA256 string `dynamodbav:"bundle_sha256"`
 	Signature    string `dynamodbav:"signature"`
-	PreparedMS   int64  `dynamodbav:"prepared_ms"`
+	// KeyID names the publication key that made Signature, as
+	// ApprovalRecord.KeyID.
+	KeyID      string `dynamodbav:"key_id,omitempty"`
+	PreparedMS int64  `dynamodbav:"prepared_ms"`
 	Lease
-	Version int64 `dynamodbav:"v"`
+	// Announced is the delivery status whose event (delivery_ready:
+	// localeflow.delivery.ready, delivered: localeflow.delivery.delivered)
+	// was published, set by a conditional write after the publish
+	// (Coordinator.SettleAnnounced); a redelivered message re-publishes the
+	// current status only while it differs (docs/design.md "Release
+	// outbox").
+	Announced string `dynamodbav:"announced,omitempty"`
+	Version   int64  `dynamodbav:"v"`
 }
 
 func (r *DeliveryRecord) Key() (string, string) { return r.EventID, SKDelivery }

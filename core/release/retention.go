@@ -7,6 +7,11 @@ import "time"
 // records expire (retention)"): 90 days, the monitor records' retention.
 const DefaultRetention = 90 * 24 * time.Hour
 
+// DefaultTextRetention is how long source and result texts are kept once
+// their release has ended (delivered, blocked for good, or acknowledged by
+// an operator: docs/design.md "Retention"); LOCALEFLOW_TEXT_RETENTION.
+const DefaultTextRetention = 7 * 24 * time.Hour
+
 // ExpiresAt is when a store lets DynamoDB delete rec (epoch seconds, the
 // table's TTL attribute), written with the record: retention after the
 // record's last write, for a content-free record that sits in no index —

@@ -61,7 +61,8 @@ func TestLoadConfig(t *testing.T) {
 		{"no human review issuers", map[string]string{envIssuersHumanReview: ""}, envIssuersHumanReview},
 		{"no independent review issuers", map[string]string{envIssuersIndependent: ""}, envIssuersIndependent},
 		{"bad issuer", map[string]string{envIssuersHumanReview: "x=zz"}, envIssuersHumanReview},
-		{"repeated issuer", map[string]string{envIssuersQuality: issuerEnv(releasetest.NewFixture(), release.KindQuality) + "," + issuerEnv(releasetest.NewFixture(), release.KindQuality)}, "repeated"},
+		{"repeated issuer key", map[string]string{envIssuersQuality: issuerEnv(releasetest.NewFixture(), release.KindQuality) + "," + issuerEnv(releasetest.NewFixture(), release.KindQuality)}, "repeats a key"},
+		{"issuer with five keys", map[string]string{envIssuersQuality: issuerEnv(releasetest.NewFixture(), release.KindQuality) + "," + rotatingIssuer("a", "b", "c", "d")}, "more than 4 keys"},
 		{"quality key trusted for human review", map[string]string{envIssuersHumanReview: "desk=" + strings.Split(issuerEnv(releasetest.NewFixture(), release.KindQuality), "=")[1]}, release.CodeIssuersKeyShared},
 		{"retired shared issuers alone", map[string]string{envReceiptIssuersShared: issuerEnv(releasetest.NewFixture(), release.KindQuality), envIssuersQuality: "", envIssuersHumanReview: "", envIssuersIndependent: ""}, "split it into " + envIssuersQuality},
 		{"retired shared issuers beside the new ones", map[string]string{envReceiptIssuersShared: issuerEnv(releasetest.NewFixture(), release.KindQuality)}, envReceiptIssuersShared + " is no longer read"},
@@ -162,5 +163,44 @@ func TestDeployedVerifiersRefuseQualityIssuerAsHumanReview(t *testing.T) {
 	}
 	if _, err := v.Quality.Verify(fx.Receipt(release.KindQuality, req, sha, now, time.Hour), req, sha, now); err != nil {
 		t.Fatalf("quality issuer's receipt: %v", err)
+	}
+}
+
+// rotatingIssuer is the quality issuer entries for further keys made from
+// labels.
+func rotatingIssuer(labels ...string) string {
+	name := releasetest.NewFixture().Issuer
+	var parts []string
+	for _, l := range labels {
+		seed := make([]byte, ed25519.SeedSize)
+		copy(seed, l)
+		parts = append(parts, name+"="+hex.EncodeToString(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)))
+	}
+	return strings.Join(parts, ",")
+}
+
+// TestReceiptIssuerRotationConfig: finding 8. An issuer name could appear
+// once only, so an issuer's new key needed a new name (and receipts in
+// flight under the old name were refused once it was removed). Named
+// again, the issuer is trusted under each of its keys, for its kind only.
+func TestReceiptIssuerRotationConfig(t *testing.T) {
+	env := baseEnv()
+	env[envIssuersQuality] = issuerEnv(releasetest.NewFixture(), release.KindQuality) + "," + rotatingIssuer("new")
+	cfg, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("an issuer rotating its key was refused: %v", err)
+	}
+	fx := releasetest.NewFixture()
+	seed := make([]byte, ed25519.SeedSize)
+	copy(seed, "new")
+	v := cfg.Issuers.Verifiers()
+	now := time.Now()
+	sha := core.SHA256Hex([]byte("text"))
+	for _, key := range []ed25519.PrivateKey{fx.IssuerKey, ed25519.NewKeyFromSeed(seed)} {
+		f := fx
+		f.IssuerKey = key
+		if _, err := v.Quality.Verify(f.Receipt(release.KindQuality, "req-1", sha, now, time.Hour), "req-1", sha, now); err != nil {
+			t.Fatalf("receipt of the rotating issuer refused: %v", err)
+		}
 	}
 }

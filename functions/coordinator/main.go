@@ -21,9 +21,10 @@
 //	                                    The retired shared LOCALEFLOW_RECEIPT_ISSUERS is
 //	                                    refused at cold start.
 //	LOCALEFLOW_<K>_KEY_SECRET_ARN       K ∈ EVENT, CMS, EVIDENCE, APPROVAL, PUBLICATION:
-//	                                    secret with the key as hex (SecretString) or raw
-//	                                    bytes (SecretBinary); HMAC keys ≥ 16 bytes,
-//	                                    Ed25519 keys a 32-byte seed or 64-byte private key
+//	                                    secret with the key set "current,previous,…" as hex
+//	                                    (SecretString) or one raw key (SecretBinary); HMAC
+//	                                    keys ≥ 16 bytes, Ed25519 keys a 32-byte seed or
+//	                                    64-byte private key (the first signs, all verify)
 //	LOCALEFLOW_<K>_KEY_HEX              the same key as hex, for local use only
 //	                                    (exactly one of the two per key)
 //	LOCALEFLOW_EVIDENCE_REVISION        evidence revision token (default rev-1)
@@ -40,10 +41,10 @@
 //	LOCALEFLOW_DEADLINE_MARGIN          time kept free at the end of an invocation (default 2s)
 //	LOCALEFLOW_QUARANTINE_QUEUE_URL     queue of rejected inputs (optional; the stack sets it)
 //	LOCALEFLOW_KEY_TTL                  HMAC key sets re-read after (default 5m)
-//	LOCALEFLOW_TEXT_RETENTION           texts kept after delivered/blocked (default 168h)
+//	LOCALEFLOW_TEXT_RETENTION           texts kept after the release ends (default 168h)
 //	LOCALEFLOW_MONITOR_RETENTION        content-free records kept after their last write once they need nothing more (default 2160h)
-//	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 96h)
-//	LOCALEFLOW_EVENT_REFUSE_V1          1 refuses v1 event signatures (default: accepted)
+//	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 720h, ≤ retention)
+//	LOCALEFLOW_EVENT_REFUSE_V1          0 accepts v1 event signatures (default 1: refused)
 //	LOCALEFLOW_ALLOW_INSECURE_HTTP      1 allows http:// service URLs (local runs only)
 //	LOCALEFLOW_LOG_LEVEL                DEBUG, INFO (default), WARN, ERROR
 package main
@@ -55,6 +56,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
@@ -87,6 +89,11 @@ func main() {
 	lambda.Start(remotecall.Wrap(h.Handle, os.Stdout, os.Getenv(contract.EnvDeployment)))
 }
 
+// secretsManager is the Secrets Manager client of the key secrets (the
+// rotation runbook tests give a stand-in: the local stack has no Secrets
+// Manager).
+var secretsManager = func(cfg aws.Config) secretkey.SecretsManagerAPI { return secretsmanager.NewFromConfig(cfg) }
+
 // build reads the configuration and wires the handler once per cold start.
 func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*handler.Handler, error) {
 	cfg, err := loadConfig(getenv)
@@ -103,22 +110,25 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	var sm secretkey.SecretsManagerAPI
 	for _, name := range keyNames {
 		if cfg.Keys[name].SecretARN != "" {
-			sm = secretsmanager.NewFromConfig(awsCfg)
+			sm = secretsManager(awsCfg)
 			break
 		}
 	}
 	// Each key is a set "current,previous,…": the current key signs, every
 	// key of the set verifies (a rotation in progress). The HMAC sets are
 	// re-read every LOCALEFLOW_KEY_TTL, so a rotated secret needs no cold
-	// start; the Ed25519 seeds are read once.
-	keys, sets := map[string][]byte{}, map[string]*secretkey.Cache{}
+	// start, and a failed re-read is loud (ERROR log, KeyReloadFailures,
+	// alarm <prefix>-coordinator-key-reload-failed); the Ed25519 seed sets
+	// are read once (docs/security.md "Key rotation runbooks").
+	keys, all, sets := map[string][]byte{}, map[string][][]byte{}, map[string]*secretkey.Cache{}
 	for _, name := range keyNames {
 		cache, err := cfg.KeyCache(ctx, sm, name)
 		if err != nil {
 			return nil, err
 		}
+		cache.Alarm(log, os.Stdout, cfg.Deployment, "coordinator")
 		set, _ := cache.Keys(ctx)
-		keys[name], sets[name] = set[0], cache
+		keys[name], all[name], sets[name] = set[0], set, cache
 	}
 	evidenceClient, err := evidence.New(evidence.Config{BaseURL: cfg.EvidenceBaseURL, Key: keys[keyEvidence],
 		KeySet: sets[keyEvidence], Timeout: cfg.EvidenceTimeout})
@@ -130,11 +140,11 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("cms delivery client: %w", err)
 	}
-	approval, err := release.NewApprovalAuthority(keys[keyApproval])
+	approval, err := release.NewApprovalAuthority(keys[keyApproval], all[keyApproval][1:]...)
 	if err != nil {
 		return nil, fmt.Errorf("approval key: %w", err)
 	}
-	publication, err := release.NewPublicationAuthority(keys[keyPublication])
+	publication, err := release.NewPublicationAuthority(keys[keyPublication], all[keyPublication][1:]...)
 	if err != nil {
 		return nil, fmt.Errorf("publication key: %w", err)
 	}

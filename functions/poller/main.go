@@ -109,6 +109,10 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 	if err != nil {
 		return nil, wired{}, err
 	}
+	// A failed re-read keeps the set in use and says so: ERROR log and
+	// KeyReloadFailures (alarm <prefix>-poller-key-reload-failed).
+	cmsKeys.Alarm(log, os.Stdout, cfg.Deployment, "poller")
+	eventKeys.Alarm(log, os.Stdout, cfg.Deployment, "poller")
 	reader, err := cms.New(cms.Config{BaseURL: cfg.CMSBaseURL, KeySet: cmsKeys, Timeout: cfg.CMSTimeout})
 	if err != nil {
 		return nil, wired{}, fmt.Errorf("cms client: %w", err)

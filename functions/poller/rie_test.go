@@ -40,6 +40,8 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 		envCMSKeyHex+"="+hex.EncodeToString(key),
 		// The key that signed testdata/sqs_intake.json's dispatch details.
 		envEventKeyHex+"="+hex.EncodeToString([]byte("localeflow-event-test-key-000001")),
+		// Those details are v1-signed: v1 is refused unless accepted.
+		envEventV1+"=0",
 		envCMSTimeout+"=2s",
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=60",
 	)

@@ -591,6 +591,13 @@ func (b *builder) addAlarms() {
 		b.alarm(fn.Logical+"RejectedAlarm", fn.Name+"-messages-rejected",
 			fn.Name+" rejected messages for good (quarantined with their code).",
 			b.customMetric(MessagesRejectedMetricName, map[string]string{"Function": fn.Dir}, "Sum", alarmPeriodMinutes), 0, gt, quiet)
+		// A key secret that cannot be re-read (or holds a malformed set)
+		// leaves the function on its previous key set: a rotation step
+		// that looks done but is not (docs/security.md "Key rotation
+		// runbooks").
+		b.alarm(fn.Logical+"KeyReloadAlarm", fn.Name+"-key-reload-failed",
+			fn.Name+" could not re-read a key secret and keeps its previous key set: see its ERROR log line secretkey.reload_failed (names the secret)",
+			b.customMetric(KeyReloadFailuresMetricName, map[string]string{"Function": fn.Dir}, "Sum", alarmPeriodMinutes), 0, gt, quiet)
 	}
 	for _, fn := range topo.Functions {
 		f := b.functions[fn.Dir]

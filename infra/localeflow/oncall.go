@@ -31,6 +31,7 @@ var runbookSections = []struct{ suffix, anchor string }{
 	{"HealthHeartbeatAlarm", "health-heartbeat"},
 	{"OldestDueAlarm", "oldest-due-record"},
 	{"RejectedAlarm", "messages-rejected"},
+	{"KeyReloadAlarm", "key-reload-failed"},
 	{"ErrorsAlarm", "function-errors"},
 	{"ThrottlesAlarm", "function-throttles"},
 	{"FailedInvocationsAlarm", "rule-failed-invocations"},

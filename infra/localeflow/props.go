@@ -70,6 +70,10 @@ const (
 	// Function and by Function+Code.
 	QuarantineMetricNamespace  = contract.MetricNamespace
 	MessagesRejectedMetricName = contract.MetricMessagesRejected
+	// KeyReloadFailuresMetricName: a function kept its previous key set
+	// because its secret could not be re-read (alarm
+	// <function>-key-reload-failed).
+	KeyReloadFailuresMetricName = contract.MetricKeyReloadFailures
 	// DeploymentDimension tells deployments in one account apart: every
 	// custom metric carries it with the prefix as its value.
 	DeploymentDimension = contract.MetricDeploymentDimension

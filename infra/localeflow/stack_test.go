@@ -534,10 +534,11 @@ var deploymentDim = map[string]any{"Name": DeploymentDimension, "Value": topolog
 func TestAlarms(t *testing.T) {
 	s := defaultSynth(t)
 	// DLQ depth and oldest message per queue, health blocked, rejected
-	// messages per consumer, errors and throttles per function; failed
-	// invocations per rule and schedule, the event DLQ's depth, the oldest
-	// due record and the health heartbeat (oncall_test.go).
-	s.count(t, "AWS::CloudWatch::Alarm", 2*len(s.topo.Queues())+1+len(s.topo.Queues())+2*len(s.topo.Functions)+
+	// messages and key reload failures per consumer, errors and throttles
+	// per function; failed invocations per rule and schedule, the event
+	// DLQ's depth, the oldest due record and the health heartbeat
+	// (oncall_test.go).
+	s.count(t, "AWS::CloudWatch::Alarm", 2*len(s.topo.Queues())+1+2*len(s.topo.Queues())+2*len(s.topo.Functions)+
 		len(s.topo.Rules)+len(s.topo.Schedules)+3)
 	for _, q := range s.topo.Queues() {
 		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
@@ -974,6 +975,17 @@ func TestQuarantineQueueAndRejectedAlarm(t *testing.T) {
 		if !jsonEqual(env[EnvQuarantineQueueURL], ref(qid)) {
 			t.Errorf("%s: %s = %v", fn.Dir, EnvQuarantineQueueURL, env[EnvQuarantineQueueURL])
 		}
+		// Issue 25 finding 7: a key secret that could not be re-read was
+		// kept silently.
+		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
+			"AlarmName":          fn.Name + "-key-reload-failed",
+			"Namespace":          HealthMetricNamespace,
+			"MetricName":         KeyReloadFailuresMetricName,
+			"Dimensions":         assertions.Match_ArrayWith(&[]any{deploymentDim, map[string]any{"Name": "Function", "Value": fn.Dir}}),
+			"Statistic":          "Sum",
+			"ComparisonOperator": "GreaterThanThreshold",
+			"Threshold":          0,
+		})
 		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
 			"AlarmName":          fn.Name + "-messages-rejected",
 			"Namespace":          QuarantineMetricNamespace,

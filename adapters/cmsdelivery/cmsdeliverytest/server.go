@@ -26,6 +26,10 @@ type Server struct {
 	key         []byte
 	publication ed25519.PublicKey
 	approval    ed25519.PublicKey
+	// Further keys accepted while a key rotates (Accept).
+	keys         [][]byte
+	publications []ed25519.PublicKey
+	approvals    []ed25519.PublicKey
 
 	mu         sync.Mutex
 	failFirst  int
@@ -42,6 +46,43 @@ func New(key []byte, publication, approval ed25519.PublicKey) *Server {
 	s := &Server{key: key, publication: publication, approval: approval, deliveries: map[string][]byte{}, bundles: map[string]release.Bundle{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// Accept replaces the keys the server accepts, as a CMS does during a key
+// rotation: requests signed with any of hmacKeys, bundles signed with any
+// of publications, approvals with any of approvals (each nil keeps the
+// keys New was given).
+func (s *Server) Accept(hmacKeys [][]byte, publications, approvals []ed25519.PublicKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys, s.publications, s.approvals = hmacKeys, publications, approvals
+}
+
+func (s *Server) verifyRequest(method, path, rid, ts string, body []byte, sig string) bool {
+	keys := s.keys
+	if keys == nil {
+		keys = [][]byte{s.key}
+	}
+	for _, k := range keys {
+		if signing.VerifyRequest(k, method, path, rid, ts, body, sig) {
+			return true
+		}
+	}
+	return false
+}
+
+func openAny(context string, pubs []ed25519.PublicKey, fallback ed25519.PublicKey, token string) ([]byte, error) {
+	if pubs == nil {
+		pubs = []ed25519.PublicKey{fallback}
+	}
+	var err error
+	for _, pub := range pubs {
+		var payload []byte
+		if payload, err = release.OpenToken(context, pub, token); err == nil {
+			return payload, nil
+		}
+	}
+	return nil, err
 }
 
 // FailFirst makes the next n calls answer 503.
@@ -90,7 +131,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rid, ts := r.Header.Get(signing.HeaderRequestID), r.Header.Get(signing.HeaderTimestamp)
-	if !core.ValidToken(rid) || ts == "" || !signing.VerifyRequest(s.key, r.Method, r.URL.Path, rid, ts, body, r.Header.Get(signing.HeaderSignature)) {
+	if !core.ValidToken(rid) || ts == "" || !s.verifyRequest(r.Method, r.URL.Path, rid, ts, body, r.Header.Get(signing.HeaderSignature)) {
 		s.reject(w, http.StatusUnauthorized)
 		return
 	}
@@ -101,7 +142,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest)
 		return
 	}
-	payload, err := release.OpenToken(release.PublicationContext, s.publication, req.Bundle)
+	payload, err := openAny(release.PublicationContext, s.publications, s.publication, req.Bundle)
 	if err != nil {
 		s.reject(w, http.StatusForbidden)
 		return
@@ -113,7 +154,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, l := range b.Locales {
-		if _, err := release.OpenToken(release.ApprovalContext, s.approval, l.Approval); err != nil ||
+		if _, err := openAny(release.ApprovalContext, s.approvals, s.approval, l.Approval); err != nil ||
 			core.SHA256Hex([]byte(l.Text)) != l.TargetSHA256 {
 			s.reject(w, http.StatusForbidden)
 			return

@@ -65,6 +65,22 @@ func (m *MemStore) expiry(rec release.Record) int64 {
 	return at
 }
 
+// DeleteTexts deletes the event's source and result records, as
+// DynamoDB's TTL does once their retention ran out (docs/design.md
+// "Retention"); it returns how many it deleted.
+func (m *MemStore) DeleteTexts(eventID string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for sk := range m.items[eventID] {
+		if strings.HasPrefix(sk, release.SKSourcePrefix) || strings.HasPrefix(sk, release.SKResultPrefix) {
+			delete(m.items[eventID], sk)
+			n++
+		}
+	}
+	return n
+}
+
 // FailPuts makes Put return the error f returns (nil: write normally); a
 // fault-injection hook for tests.
 func (m *MemStore) FailPuts(f func(rec release.Record) error) {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/envvar"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -172,10 +174,14 @@ func Load(getenv func(string) string) (Config, error) {
 	c.RecordRetention = release.DefaultRetention
 	env.Duration(envRecordRetention, &c.RecordRetention)
 	errs := []error{env.Err()}
+	// v1 signatures carry no time: a replayed v1 input is accepted at any
+	// age, so registration would stop being idempotent once its record
+	// expired. They are refused unless the variable is 0 (a producer
+	// still signs v1; docs/design.md "Retention and the replay window").
 	switch env.String(envEventRefuseV1) {
-	case "", "0":
-	case "1":
+	case "", "1":
 		c.Events.RefuseV1 = true
+	case "0":
 	default:
 		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventRefuseV1))
 	}
@@ -201,17 +207,23 @@ func loadIssuers(env *envvar.Reader) (release.TrustedIssuers, error) {
 		return release.TrustedIssuers{}, fmt.Errorf("%s is no longer read (one issuer set for every receipt kind let the quality issuer sign human-review receipts): "+
 			"split it into %s, %s and %s", envReceiptIssuersShared, envIssuersQuality, envIssuersHumanReview, envIssuersIndependent)
 	}
-	var t release.TrustedIssuers
+	t := release.TrustedIssuers{Previous: map[string][]ed25519.PublicKey{}}
 	var errs []error
 	for _, kind := range []struct {
 		name string
 		set  *map[string]ed25519.PublicKey
 	}{{envIssuersQuality, &t.Quality}, {envIssuersHumanReview, &t.HumanReview}, {envIssuersIndependent, &t.IndependentReview}} {
-		set, err := parseIssuers(kind.name, env.String(kind.name))
+		set, prev, err := parseIssuers(kind.name, env.String(kind.name))
 		if err != nil {
 			errs = append(errs, err)
 		}
 		*kind.set = set
+		for issuer, keys := range prev {
+			if _, dup := t.Previous[issuer]; dup {
+				errs = append(errs, fmt.Errorf("issuer %q rotates keys under two receipt kinds", issuer))
+			}
+			t.Previous[issuer] = keys
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return release.TrustedIssuers{}, err
@@ -223,24 +235,35 @@ func loadIssuers(env *envvar.Reader) (release.TrustedIssuers, error) {
 }
 
 // parseIssuers reads "issuer=hexkey,issuer2=hexkey2" (Ed25519 public keys)
-// from the variable name.
-func parseIssuers(name, s string) (map[string]ed25519.PublicKey, error) {
-	out := map[string]ed25519.PublicKey{}
+// from the variable name. An issuer named again is rotating its key: its
+// first entry is its key, the later ones (at most release.MaxIssuerKeys
+// in all) are returned in prev and verify its receipts too
+// (docs/security.md "Receipt issuer keys").
+func parseIssuers(name, s string) (map[string]ed25519.PublicKey, map[string][]ed25519.PublicKey, error) {
+	out, prev := map[string]ed25519.PublicKey{}, map[string][]ed25519.PublicKey{}
 	if s == "" {
-		return nil, fmt.Errorf("%s is required (issuer=hex public key, comma separated)", name)
+		return nil, nil, fmt.Errorf("%s is required (issuer=hex public key, comma separated)", name)
 	}
 	for _, part := range strings.Split(s, ",") {
 		issuer, keyHex, ok := strings.Cut(strings.TrimSpace(part), "=")
 		key, err := hex.DecodeString(keyHex)
 		if !ok || !core.ValidToken(issuer) || err != nil || len(key) != ed25519.PublicKeySize {
-			return nil, fmt.Errorf("%s: entry %q is not issuer=<64 hex digits>", name, issuer)
+			return nil, nil, fmt.Errorf("%s: entry %q is not issuer=<64 hex digits>", name, issuer)
 		}
-		if _, dup := out[issuer]; dup {
-			return nil, fmt.Errorf("%s: issuer %q repeated", name, issuer)
+		first, seen := out[issuer]
+		if !seen {
+			out[issuer] = ed25519.PublicKey(key)
+			continue
 		}
-		out[issuer] = ed25519.PublicKey(key)
+		if first.Equal(ed25519.PublicKey(key)) || slices.ContainsFunc(prev[issuer], func(k ed25519.PublicKey) bool { return k.Equal(ed25519.PublicKey(key)) }) {
+			return nil, nil, fmt.Errorf("%s: issuer %q repeats a key", name, issuer)
+		}
+		if len(prev[issuer])+2 > release.MaxIssuerKeys {
+			return nil, nil, fmt.Errorf("%s: issuer %q has more than %d keys", name, issuer, release.MaxIssuerKeys)
+		}
+		prev[issuer] = append(prev[issuer], ed25519.PublicKey(key))
 	}
-	return out, nil
+	return out, prev, nil
 }
 
 func (c Config) validate() error {
@@ -282,6 +305,13 @@ func (c Config) validate() error {
 	}
 	if c.Events.MaxAge < 0 {
 		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envEventMaxAge, c.Events.MaxAge))
+	}
+	if maxAge := signing.EffectiveEventMaxAge(c.Events.MaxAge); c.RecordRetention >= time.Hour && c.RecordRetention < maxAge {
+		// A record deleted while an input can still arrive would let a
+		// redelivered or replayed input register a finished change (or
+		// release) again.
+		errs = append(errs, fmt.Errorf("%s (%s) must be at least %s (%s): records must outlive every input that can still arrive",
+			envRecordRetention, c.RecordRetention, envEventMaxAge, maxAge))
 	}
 	if c.EvidenceTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("%s (%s) must be positive", envEvidenceTimeout, c.EvidenceTimeout))

@@ -99,7 +99,7 @@ type TextExpirer interface {
 
 // DefaultTextRetention keeps source and result texts 7 days after the
 // release is delivered or blocked for good.
-const DefaultTextRetention = 7 * 24 * time.Hour
+const DefaultTextRetention = release.DefaultTextRetention
 
 // DefaultLongestWait is the coordinator's longest scheduled wait with the
 // default settings: the 3600 s backoff cap (leases are at most 3600 s too).
@@ -449,10 +449,17 @@ func (h *Handler) afterError(ctx context.Context, kind, eventID string, stepErr 
 		return nil
 	}
 	if !core.IsRetryable(stepErr) && !core.HasCode(stepErr, release.CodeGuardFailed) {
-		// A final failure (attempts exhausted, a refused review, a failed
-		// delivery) does not heal by running again: the release is
-		// blocked for good and its texts start their retention.
-		if err := h.expireTexts(ctx, eventID); err != nil {
+		// A final failure does not heal by running again. Only a release
+		// the step blocked for good (attempts exhausted, a refused
+		// review, a failed delivery: it has its blocked record) has
+		// ended, and only then do its texts start their retention; other
+		// final errors (a stray deliver envelope: cms.delivery.missing)
+		// leave the release, and its texts, as they are.
+		blocked, err := h.c.Blocked(ctx, eventID)
+		if err == nil && blocked {
+			err = h.expireTexts(ctx, eventID)
+		}
+		if err != nil {
 			// Retryable: the redelivered message meets the same final
 			// error and tries again.
 			return fmt.Errorf("after %s: %w", core.CodeOf(stepErr), err)
@@ -509,7 +516,26 @@ func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
 			return err
 		}
 	}
-	return h.publishDelivery(ctx, contract.Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status})
+	d := contract.Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}
+	if err := h.publishDelivery(ctx, d); err != nil {
+		return err
+	}
+	h.settleAnnounced(ctx, d)
+	return nil
+}
+
+// settleAnnounced records that the delivery event of d's status was
+// published (release.Coordinator.SettleAnnounced), so a redelivered
+// message does not publish it again. A failed write only means one more
+// publish of the same event (consumers dedupe on delivery_id and status).
+func (h *Handler) settleAnnounced(ctx context.Context, d contract.Delivery) {
+	if d.Status != release.OutcomeDeliveryReady && d.Status != release.OutcomeDelivered {
+		return
+	}
+	if err := h.c.SettleAnnounced(ctx, d.EventID, d.DeliveryID, d.Status); err != nil {
+		h.log.WarnContext(ctx, "delivery event published, not marked announced", "event_id", d.EventID,
+			"delivery_id", d.DeliveryID, "status", d.Status, "code", core.CodeOf(err))
+	}
 }
 
 // publishApproved publishes localeflow.release.approved and then clears
@@ -548,31 +574,34 @@ func (h *Handler) publishDelivery(ctx context.Context, d contract.Delivery) erro
 }
 
 // republish publishes, again, the output events of the event's stored
-// state: release.approved for every stored approval whose signed token
+// state that are still owed: release.approved for every stored approval
+// whose event is owed (its outbox marker is set) and whose signed token
 // opens and names the plan's job, and delivery.ready for a prepared
 // (pending, leased or retry_wait) delivery or delivery.delivered for a
-// succeeded one; a failed delivery publishes nothing. The details are the
-// ones the changing step published; consumers dedupe on the ids.
+// succeeded one unless that status is already announced; a failed delivery
+// publishes nothing. An event already published (marker cleared, status
+// announced) is not published again: every returning message would
+// otherwise publish every stored approval once more (issue 25). The
+// details are the ones the changing step published; consumers dedupe on
+// the ids.
 func (h *Handler) republish(ctx context.Context, eventID string) error {
 	snap, plan, err := h.stored(ctx, eventID)
 	if err != nil || plan == nil {
 		return err
 	}
-	approved, err := h.republishApprovals(ctx, snap, plan, false)
+	approved, err := h.republishApprovals(ctx, snap, plan, true)
 	if err != nil {
 		return err
 	}
 	status := ""
-	if d := snap.Delivery; d != nil && d.EventID == eventID && d.PlanID == plan.PlanID && core.ValidToken(d.DeliveryID) {
-		switch {
-		case d.Status.Open():
-			status = release.OutcomeDeliveryReady
-		case d.Status == release.StateSucceeded:
-			status = release.OutcomeDelivered
-		}
-		if err := h.publishDelivery(ctx, contract.Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}); err != nil {
+	if d := snap.Delivery; d != nil && d.EventID == eventID && d.PlanID == plan.PlanID && core.ValidToken(d.DeliveryID) &&
+		d.Announced != release.AnnouncedStatus(d.Status) {
+		status = release.AnnouncedStatus(d.Status)
+		dd := contract.Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}
+		if err := h.publishDelivery(ctx, dd); err != nil {
 			return err
 		}
+		h.settleAnnounced(ctx, dd)
 	}
 	h.log.InfoContext(ctx, "coordinator events republished", "event_id", eventID, "approved", approved, "delivery_status", status)
 	return nil
@@ -590,7 +619,7 @@ func (h *Handler) stored(ctx context.Context, eventID string) (release.Snapshot,
 		return release.Snapshot{}, nil, core.Wrap(CodeRepublishRead, true, fmt.Errorf("republish %s: %w", eventID, err))
 	}
 	plan := snap.Plan
-	if plan == nil || plan.Event.EventID != eventID || h.c.CheckPlan(plan) != nil {
+	if plan == nil || plan.Event.EventID != eventID || h.c.CheckPlan(ctx, plan) != nil {
 		return snap, nil, nil
 	}
 	return snap, plan, nil
@@ -663,7 +692,7 @@ func (h *Handler) approvalBinds(rec *release.ApprovalRecord, plan *release.PlanR
 	if !core.ValidToken(rec.ApprovalID) || rec.JobID != job.JobID || rec.TargetLocale != job.TargetLocale {
 		return false
 	}
-	raw, err := h.c.OpenApproval(rec.Token)
+	raw, err := h.c.OpenApproval(rec.KeyID, rec.Token)
 	if err != nil {
 		return false
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
@@ -70,6 +71,11 @@ func TestStepMetrics(t *testing.T) {
 	for _, line := range rec.Lines(rctx, "dep-a", 1) {
 		emitted = append(emitted, mustNamesOf(t, line)...)
 	}
+	reload, err := emf.Names(secretkey.MetricLine("dep-a", "coordinator", "event", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitted = append(emitted, reload...)
 	for name, fns := range contract.Metrics {
 		if slices.Contains(fns, "coordinator") != slices.Contains(emitted, name) {
 			t.Errorf("metric %s: topology says coordinator emits it: %v; emitted: %v", name, slices.Contains(fns, "coordinator"), slices.Contains(emitted, name))

@@ -23,6 +23,7 @@ import (
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/internal/envvar"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -123,10 +124,14 @@ func Load(getenv func(string) string) (Config, error) {
 	c.Retention = DefaultMonitorRetention
 	env.Duration(envRetention, &c.Retention)
 	errs := []error{env.Err()}
+	// v1 signatures carry no time: a replayed v1 input is accepted at any
+	// age, so registration would stop being idempotent once its record
+	// expired. They are refused unless the variable is 0 (a producer
+	// still signs v1; docs/design.md "Retention and the replay window").
 	switch env.String(envEventV1) {
-	case "", "0":
-	case "1":
+	case "", "1":
 		c.RefuseV1 = true
+	case "0":
 	default:
 		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventV1))
 	}
@@ -181,6 +186,13 @@ func (c Config) validate() error {
 	}
 	if c.EventMaxAge < 0 {
 		errs = append(errs, fmt.Errorf("%s (%s) must not be negative", envEventMaxAge, c.EventMaxAge))
+	}
+	if maxAge := signing.EffectiveEventMaxAge(c.EventMaxAge); c.Retention >= time.Hour && c.Retention < maxAge {
+		// A record deleted while an input can still arrive would let a
+		// redelivered or replayed input register a finished change (or
+		// release) again.
+		errs = append(errs, fmt.Errorf("%s (%s) must be at least %s (%s): records must outlive every input that can still arrive",
+			envRetention, c.Retention, envEventMaxAge, maxAge))
 	}
 	if c.CMSTimeout <= 0 || c.CMSTimeout > cms.MaxTimeout {
 		errs = append(errs, fmt.Errorf("%s (%s) must be more than 0 and at most %s", envCMSTimeout, c.CMSTimeout, cms.MaxTimeout))

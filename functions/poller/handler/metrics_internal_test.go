@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/emf"
@@ -59,6 +60,7 @@ func TestPollMetrics(t *testing.T) {
 	for _, line := range rec.Lines(rctx, "dep-a", 1) {
 		emitted = append(emitted, mustNamesOf(t, line)...)
 	}
+	emitted = append(emitted, mustNames(t, secretkey.MetricLine("dep-a", "poller", "cms", time.Now()))...)
 	for name, fns := range contract.Metrics {
 		if slices.Contains(fns, "poller") != slices.Contains(emitted, name) {
 			t.Errorf("metric %s: topology says poller emits it: %v; emitted: %v", name, slices.Contains(fns, "poller"), slices.Contains(emitted, name))
