@@ -24,6 +24,9 @@ const (
 
 var keyNames = fnconfig.KeyNames
 
+// keyStem is the variable stem of one key (fnconfig.KeyStem).
+func keyStem(name string) string { return fnconfig.KeyStem(name) }
+
 // Defaults the tests check.
 const (
 	defaultRevision      = fnconfig.DefaultRevision

@@ -141,7 +141,7 @@ func Load(getenv func(string) string) (Config, error) {
 		Keys: map[string]secretkey.Source{}, EvidenceTimeout: defaultEvidenceTimeout, CMSTimeout: defaultCMSTimeout, Margin: defaultMargin,
 	}
 	for _, name := range KeyNames {
-		c.Keys[name] = secretkey.FromEnv(getenv, keyStem(name))
+		c.Keys[name] = secretkey.FromEnv(getenv, KeyStem(name))
 	}
 	revision := env.String(envRevision)
 	if revision == "" {
@@ -348,9 +348,9 @@ func validatePolicy(r release.Config) error {
 	return nil
 }
 
-// keyStem is the variable stem of one key:
+// KeyStem is the variable stem of one key:
 // LOCALEFLOW_<NAME>_KEY_SECRET_ARN / LOCALEFLOW_<NAME>_KEY_HEX.
-func keyStem(name string) string { return keyStems[name] }
+func KeyStem(name string) string { return keyStems[name] }
 
 // keyCheck is the key material rule of one key: Ed25519 keys are a 32-byte
 // seed or a 64-byte private key, HMAC keys need at least 16 bytes.
