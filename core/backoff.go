@@ -32,31 +32,33 @@ func Backoff(attempt int, base, maximum time.Duration) time.Duration {
 	return d
 }
 
-// Jitter spreads a backoff delay d over [d/2, d], deterministically: the
-// point in that range is a function of key (a change's event id) and
+// Jitter spreads a backoff delay d over [d, d + d/2], deterministically:
+// the point in that range is a function of key (a change's event id) and
 // attempt only, so a run (and a simulation seed) replays exactly while
-// changes that failed at the same instant retry at different ones.
+// changes that failed at the same instant retry at different ones. The
+// documented delay d stays a floor: jitter only ever lengthens a wait, so
+// the outage a change is guaranteed to survive is the one without jitter.
 //
 // It works in whole milliseconds (storage is integer ms): the result lies
-// in [⌈d_ms/2⌉, d_ms] ms, JitterFloor(d) is its least value. A delay
-// below 2 ms is returned unchanged.
+// in [d_ms, d_ms + ⌊d_ms/2⌋] ms, JitterCeil(d) is its largest value. A
+// delay below 2 ms is returned unchanged.
 func Jitter(d time.Duration, key string, attempt int) time.Duration {
 	ms := d.Milliseconds()
 	if ms < 2 {
 		return d
 	}
-	lo := JitterFloor(d).Milliseconds()
+	hi := JitterCeil(d).Milliseconds()
 	sum := sha256.Sum256([]byte(fmt.Sprintf("localeflow.backoff.v1\n%s\n%d", key, attempt)))
-	span := uint64(ms - lo + 1)
-	return time.Duration(lo+int64(binary.BigEndian.Uint64(sum[:8])%span)) * time.Millisecond
+	span := uint64(hi - ms + 1)
+	return time.Duration(ms+int64(binary.BigEndian.Uint64(sum[:8])%span)) * time.Millisecond
 }
 
-// JitterFloor is the least delay Jitter(d, …) returns: ⌈d_ms/2⌉ ms (d
-// itself below 2 ms).
-func JitterFloor(d time.Duration) time.Duration {
+// JitterCeil is the largest delay Jitter(d, …) returns: d_ms + ⌊d_ms/2⌋ ms
+// (d itself below 2 ms).
+func JitterCeil(d time.Duration) time.Duration {
 	ms := d.Milliseconds()
 	if ms < 2 {
 		return d
 	}
-	return time.Duration((ms+1)/2) * time.Millisecond
+	return time.Duration(ms+ms/2) * time.Millisecond
 }

@@ -10,20 +10,21 @@ import (
 
 // TestJitterBoundsAndDeterminism: the monitor's backoff had no jitter, so
 // every change that failed at the start of an outage retried at the same
-// instants. Jitter spreads d over [⌈d/2⌉, d] ms, the same for the same
-// (key, attempt), different across keys.
+// instants. Jitter spreads d over [d, d + ⌊d/2⌋] ms (never below d: the
+// documented backoff stays a floor), the same for the same (key, attempt),
+// different across keys.
 func TestJitterBoundsAndDeterminism(t *testing.T) {
 	for _, d := range []time.Duration{2 * time.Millisecond, 5 * time.Second, 40 * time.Second, 300 * time.Second, 86_400 * time.Second} {
-		lo := core.JitterFloor(d)
-		if lo != (d+time.Millisecond)/2/time.Millisecond*time.Millisecond {
-			t.Errorf("floor of %s = %s", d, lo)
+		hi := core.JitterCeil(d)
+		if hi != d+d/2/time.Millisecond*time.Millisecond {
+			t.Errorf("ceiling of %s = %s", d, hi)
 		}
 		seen := map[time.Duration]bool{}
 		for i := range 2000 {
 			key := fmt.Sprintf("evt-%d", i)
 			j := core.Jitter(d, key, 3)
-			if j < lo || j > d || j%time.Millisecond != 0 {
-				t.Fatalf("Jitter(%s, %s) = %s, outside [%s, %s]", d, key, j, lo, d)
+			if j < d || j > hi || j%time.Millisecond != 0 {
+				t.Fatalf("Jitter(%s, %s) = %s, outside [%s, %s]", d, key, j, d, hi)
 			}
 			if core.Jitter(d, key, 3) != j {
 				t.Fatalf("Jitter(%s, %s) not deterministic", d, key)

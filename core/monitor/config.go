@@ -115,13 +115,13 @@ func validDuration(d, maximum time.Duration) bool {
 
 // RetryDelay is the backoff after failures consecutive failed polls, d =
 // min(MaxDelay, BaseDelay·2^(failures-1)), failures below 1 counting as 1
-// (core.Backoff): the upper bound of the jittered delay.
+// (core.Backoff): the lower bound of the jittered delay.
 func (c Config) RetryDelay(failures int) time.Duration {
 	return core.Backoff(failures, c.BaseDelay, c.MaxDelay)
 }
 
 // RetryDelayFor is the delay the change eventID waits after failures
-// consecutive failed polls: RetryDelay spread over [d/2, d] by
+// consecutive failed polls: RetryDelay spread over [d, d + d/2] by
 // core.Jitter, deterministic per change and failure count (a run replays
 // exactly; changes that failed together retry apart). A server's
 // Retry-After stays a floor on it (Service.failure).

@@ -50,13 +50,13 @@ func TestOutageTolerance(t *testing.T) {
 		{monitor.Config{MaxConsecutiveFailures: 20, MaxDelay: time.Hour}, (5+10+20+40+80+160+320+640+1280+2560)*time.Second + 9*time.Hour},
 		{monitor.Config{MaxConsecutiveFailures: 1}, 0},
 	} {
-		// Every backoff is jittered over [d/2, d]: the guarantee is the
-		// sum of the halves; the sum of the upper bounds is the most.
-		if got := monitor.OutageTolerance(tt.cfg.WithDefaults()); got != tt.want/2 {
-			t.Errorf("%+v: %s, want %s", tt.cfg, got, tt.want/2)
+		// Every backoff is jittered over [d, d + d/2]: the guarantee is
+		// the unjittered sum; the sum of the upper bounds is the most.
+		if got := monitor.OutageTolerance(tt.cfg.WithDefaults()); got != tt.want {
+			t.Errorf("%+v: %s, want %s", tt.cfg, got, tt.want)
 		}
-		if got := monitor.UnjitteredOutageTolerance(tt.cfg.WithDefaults()); got != tt.want {
-			t.Errorf("%+v: unjittered %s, want %s", tt.cfg, got, tt.want)
+		if got := monitor.OutageToleranceUpTo(tt.cfg.WithDefaults()); got != tt.want+tt.want/2 {
+			t.Errorf("%+v: up to %s, want %s", tt.cfg, got, tt.want+tt.want/2)
 		}
 	}
 }

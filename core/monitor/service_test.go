@@ -164,11 +164,11 @@ func TestTransitions(t *testing.T) {
 	t.Run("retry backs off then fails at the limit", func(t *testing.T) {
 		b := setup(t, monitor.Config{})
 		register(t, b, "evt-1")
-		// The backoff 5/10/20/40 s, each spread over [d/2, d] per change.
-		for i, upper := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second} {
+		// The backoff 5/10/20/40 s, each spread over [d, 3d/2] per change.
+		for i, lower := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second} {
 			d := b.svc.Config().RetryDelayFor("evt-1", i+1)
-			if d < upper/2 || d > upper {
-				t.Fatalf("retry %d waits %s, outside [%s, %s]", i+1, d, upper/2, upper)
+			if d < lower || d > lower+lower/2 {
+				t.Fatalf("retry %d waits %s, outside [%s, %s]", i+1, d, lower, lower+lower/2)
 			}
 			c := claimOne(t, b, "evt-1")
 			st, err := b.svc.Retry(ctx, c, "cms.http_503")

@@ -95,7 +95,7 @@ func (b *builder) inputTargetRetry() (awscdk.Duration, *float64) {
 // by the schedule: the poller (or the coordinator) is not draining its
 // work.
 func (c stackConfig) oldestDueThreshold() time.Duration {
-	return c.monitor.PollInterval + monitor.UnjitteredOutageTolerance(c.monitor)
+	return c.monitor.PollInterval + monitor.OutageTolerance(c.monitor)
 }
 
 // Heartbeat alarm shape: the health check runs every 5 minutes and
@@ -140,7 +140,7 @@ func (b *builder) addOncallAlarms() {
 	threshold := b.cfg.oldestDueThreshold()
 	b.alarm("OldestDueAlarm", topo.Prefix+"-oldest-due",
 		fmt.Sprintf("a record has been due for more than %d s (poll interval %s + CMS outage tolerance %s): the work is not drained.",
-			int64(threshold/time.Second), b.cfg.monitor.PollInterval, monitor.UnjitteredOutageTolerance(b.cfg.monitor)),
+			int64(threshold/time.Second), b.cfg.monitor.PollInterval, monitor.OutageTolerance(b.cfg.monitor)),
 		b.customMetric(contract.MetricOldestDueSeconds, nil, "Maximum", alarmPeriodMinutes),
 		float64(threshold/time.Second), gt, quiet)
 	heartbeat := awscloudwatch.NewAlarm(b.scope, jsii.String("HealthHeartbeatAlarm"), &awscloudwatch.AlarmProps{

@@ -152,7 +152,7 @@ func TestOldestDueAlarm(t *testing.T) {
 		want     time.Duration
 	}{
 		{0, 105 * time.Second}, // 30 s + 5+10+20+40 s
-		{8, monitor.DefaultPollInterval + monitor.UnjitteredOutageTolerance(monitor.Config{MaxConsecutiveFailures: 8}.WithDefaults())},
+		{8, monitor.DefaultPollInterval + monitor.OutageTolerance(monitor.Config{MaxConsecutiveFailures: 8}.WithDefaults())},
 	} {
 		props := testProps()
 		props.MaxConsecutiveFailures = tc.failures

@@ -514,6 +514,6 @@ func (c stackConfig) OutageTolerance() time.Duration { return monitor.OutageTole
 // OutageToleranceLine is what `make synth` prints.
 func (c stackConfig) OutageToleranceLine() string {
 	return fmt.Sprintf("CMS outage tolerance: %s guaranteed (up to %s) (a change fails after %d consecutive failed polls, backoff %s doubling up to %s, "+
-		"each jittered over [d/2, d]; a longer Retry-After from the CMS extends it)", c.OutageTolerance(), monitor.UnjitteredOutageTolerance(c.monitor),
+		"each jittered over [d, 3d/2]; a longer Retry-After from the CMS extends it)", c.OutageTolerance(), monitor.OutageToleranceUpTo(c.monitor),
 		c.monitor.MaxConsecutiveFailures, c.monitor.BaseDelay, c.monitor.MaxDelay)
 }

@@ -447,7 +447,7 @@ func TestMalformedMessagesAreAcknowledged(t *testing.T) {
 
 // A CMS answering 503 five times drives the change to failed with the
 // default backoff min(300 s, 5 s · 2^(failures − 1)): 5, 10, 20, 40 s
-// (docs/design.md "Defaults"), each spread over [d/2, d] for this change
+// (docs/design.md "Defaults"), each spread over [d, 3d/2] for this change
 // (core.Jitter): the delayed message waits the jittered delay, rounded up.
 func TestFiveServiceUnavailableFail(t *testing.T) {
 	e := setup(t)
@@ -466,8 +466,8 @@ func TestFiveServiceUnavailableFail(t *testing.T) {
 		t.Fatalf("poll delays %v, want %v", delays, want)
 	}
 	for k, d := range delays[1:] {
-		if upper := int32(5 << k); d < upper/2 || d > upper {
-			t.Fatalf("poll delay %d s after failure %d, outside [%d, %d]", d, k+1, upper/2, upper)
+		if lower := int32(5 << k); d < lower || d > lower+lower/2+1 {
+			t.Fatalf("poll delay %d s after failure %d, outside [%d, %d]", d, k+1, lower, lower+lower/2+1)
 		}
 	}
 	st := e.status("evt-poller-0001")

@@ -337,7 +337,7 @@ func TestIntegrationFiveServiceUnavailableFail(t *testing.T) {
 	if st.State != monitor.StateFailed || st.LastErrorCode != "cms.http_503" || st.ConsecutiveFailures != 5 {
 		t.Fatalf("status %s %s %d", st.State, st.LastErrorCode, st.ConsecutiveFailures)
 	}
-	// The default backoff 5/10/20/40 s, each jittered over [d/2, d] for
+	// The default backoff 5/10/20/40 s, each jittered over [d, 3d/2] for
 	// this change, as whole DelaySeconds (rounded up).
 	want := []int32{0}
 	for k := 1; k <= 4; k++ {
