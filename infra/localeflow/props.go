@@ -18,6 +18,7 @@ import (
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -308,6 +309,12 @@ func resolve(props *Props) (stackConfig, error) {
 	}
 	if cfg.monitorRetention < time.Hour {
 		return stackConfig{}, fmt.Errorf("infra: MonitorRetention %s must be at least 1h", cfg.monitorRetention)
+	}
+	if cfg.monitorRetention < signing.DefaultEventMaxAge {
+		// The functions refuse to start otherwise: records must outlive
+		// every input that can still arrive (docs/design.md "Retention
+		// and the replay window").
+		return stackConfig{}, fmt.Errorf("infra: MonitorRetention %s must be at least the signed events' max age %s", cfg.monitorRetention, signing.DefaultEventMaxAge)
 	}
 	if err := resolveFunctions(&cfg, props.Functions); err != nil {
 		return stackConfig{}, err

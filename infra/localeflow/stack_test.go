@@ -917,6 +917,7 @@ func TestInvalidPropsRejected(t *testing.T) {
 		{"human key trusted for independent review", func(p *Props) {
 			p.ReceiptIssuers.IndependentReview = "rv=" + humanKey
 		}, "share a key"},
+		{"retention below the event max age", func(p *Props) { p.MonitorRetention = 168 * 3600e9 }, "max age"},
 		{"bad alarm topic", func(p *Props) { p.AlarmTopicArn = "arn:aws:sqs:eu-west-1:1:q" }, "SNS"},
 		{"bad alarm e-mail", func(p *Props) { p.AlarmEmail = "not-an-address" }, "AlarmEmail"},
 		{"alarm e-mail with a topic ARN", func(p *Props) {
