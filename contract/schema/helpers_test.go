@@ -13,7 +13,7 @@ import (
 var (
 	compileOnce sync.Once
 	compiled    map[string]*jsonschema.Schema
-	compileErr  error
+	errCompile  error
 )
 
 // schemas compiles every schema file once (draft 2020-12).
@@ -26,30 +26,30 @@ func schemas(t *testing.T) map[string]*jsonschema.Schema {
 		for _, name := range schema.Names() {
 			raw, err := schema.Read(name)
 			if err != nil {
-				compileErr = err
+				errCompile = err
 				return
 			}
 			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 			if err != nil {
-				compileErr = err
+				errCompile = err
 				return
 			}
 			if err := c.AddResource(name, doc); err != nil {
-				compileErr = err
+				errCompile = err
 				return
 			}
 		}
 		for _, name := range schema.Names() {
 			s, err := c.Compile(name)
 			if err != nil {
-				compileErr = err
+				errCompile = err
 				return
 			}
 			compiled[name] = s
 		}
 	})
-	if compileErr != nil {
-		t.Fatalf("compile schemas: %v", compileErr)
+	if errCompile != nil {
+		t.Fatalf("compile schemas: %v", errCompile)
 	}
 	return compiled
 }
