@@ -111,8 +111,8 @@ type cli struct {
 	replayFrom, replayTo, replayDetailType string
 	// conformance event's key set, time and v1 policy (detail-type:
 	// replayDetailType's flag).
-	keyHex, nowUnix, detailType string
-	refuseV1                    bool
+	keyHex, nowUnix, maxAge, detailType string
+	refuseV1                            bool
 	// identity returns the caller's AWS identity (an ARN); nil means STS
 	// GetCallerIdentity.
 	identity func(ctx context.Context) (string, error)
@@ -376,6 +376,7 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.replayDetailType, "detail-type", "", "")
 	fs.StringVar(&c.keyHex, "key-hex", "", "")
 	fs.StringVar(&c.nowUnix, "now", "", "")
+	fs.StringVar(&c.maxAge, "max-age", "", "")
 	fs.BoolVar(&c.refuseV1, "refuse-v1", false, "")
 	fs.StringVar(&c.region, "region", "", "")
 	fs.StringVar(&c.profile, "profile", "", "")

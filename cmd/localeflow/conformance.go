@@ -27,8 +27,9 @@ const (
 )
 
 func init() {
-	commandFlags["conformance"] = []string{"detail-type", "key-hex", "now", "refuse-v1"}
-	commandHelp["conformance"] = `usage: localeflow [global flags] conformance event [--detail-type DT] [--key-hex HEX[,HEX…]] [--now UNIX_S] [--refuse-v1] FILE...
+	commandFlags["conformance"] = []string{"detail-type", "key-hex", "now", "max-age", "refuse-v1"}
+	commandHelp["conformance"] = `usage: localeflow [global flags] conformance event [--detail-type DT] [--key-hex HEX[,HEX…]]
+           [--now UNIX_S] [--max-age DURATION] [--refuse-v1] FILE...
 
 Checks a producer's input events offline, exactly as the consuming function
 would (same code, same error codes; docs/integrating.md "Checking your
@@ -41,8 +42,10 @@ One line per check and file: PASS, FAIL (with the code) or SKIP.
   --detail-type DT   the detail-type the event is put with
   --key-hex HEX      the event key set, current first (default
                      $LOCALEFLOW_EVENT_KEY_HEX); needed for signed events
-  --now UNIX_S       the verifier's time (default: now); a v2 timestamp must be
-                     at most 96 h older and 5 min newer
+  --now UNIX_S       the verifier's time (default: now)
+  --max-age D        the oldest v2 timestamp accepted, as the deployment's
+                     LOCALEFLOW_EVENT_MAX_AGE (default: the functions' default,
+                     ` + signing.DefaultEventMaxAge.String() + `); 5 min ahead at most
   --refuse-v1        refuse v1 signatures, as LOCALEFLOW_EVENT_REFUSE_V1=1 does
 Checks: read, event (one JSON object; the detail-type known), envelope
 (signature under one key, timestamp window, exact members), payload (the
@@ -88,6 +91,13 @@ func (c *cli) conformance(rest []string) error {
 			return usagef("conformance event: --now must be Unix seconds")
 		}
 		check.Now = time.Unix(n, 0)
+	}
+	if c.maxAge != "" {
+		d, err := time.ParseDuration(c.maxAge)
+		if err != nil || d <= 0 {
+			return usagef("conformance event: --max-age must be a positive duration (96h, 720h)")
+		}
+		check.MaxAge = d
 	}
 	keyHex := firstNonEmpty(c.keyHex, strings.TrimSpace(c.getenv(envEventKeyHex)))
 	if keyHex != "" {
@@ -186,7 +196,7 @@ func (c *cli) conformanceEvent(check peer.EventCheck, file string, haveKeys bool
 	}
 	add("payload", "PASS", "", "")
 	if signed && res.Version == 1 {
-		add("v2", "WARN", "", "v1 signature: refused once LOCALEFLOW_EVENT_REFUSE_V1=1; sign v2")
+		add("v2", "WARN", "", "v1 signature: refused where LOCALEFLOW_EVENT_REFUSE_V1=1 (check with --refuse-v1); sign v2")
 	}
 	r.Pass = true
 	return r

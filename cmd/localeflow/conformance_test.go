@@ -100,7 +100,13 @@ func TestConformanceEventBrokenInputs(t *testing.T) {
 	}{
 		{"another key", docDispatch(t, []byte("another-event-key-0000000000000"), "1764460700", nil), []string{"--detail-type", contract.DetailChangeDispatched},
 			exitBad, []string{"FAIL  %s  envelope  poller.dispatch.signature_invalid", "SKIP  %s  payload"}},
-		{"older than 96 h", docDispatch(t, key, strconv.FormatInt(confNow.Add(-97*time.Hour).Unix(), 10), nil), []string{"--detail-type", contract.DetailChangeDispatched},
+		{"older than the default window", docDispatch(t, key, strconv.FormatInt(confNow.Add(-signing.DefaultEventMaxAge-time.Second).Unix(), 10), nil), []string{"--detail-type", contract.DetailChangeDispatched},
+			exitBad, []string{"FAIL  %s  envelope  poller.dispatch.stale"}},
+		{"older than --max-age", docDispatch(t, key, strconv.FormatInt(confNow.Add(-2*time.Hour).Unix(), 10), nil), []string{"--detail-type", contract.DetailChangeDispatched, "--max-age", "1h"},
+			exitBad, []string{"FAIL  %s  envelope  poller.dispatch.stale"}},
+		{"within --max-age", docDispatch(t, key, strconv.FormatInt(confNow.Add(-2*time.Hour).Unix(), 10), nil), []string{"--detail-type", contract.DetailChangeDispatched, "--max-age", "3h"},
+			exitOK, []string{"PASS  %s  envelope"}},
+		{"more than 5 min ahead", docDispatch(t, key, strconv.FormatInt(confNow.Add(6*time.Minute).Unix(), 10), nil), []string{"--detail-type", contract.DetailChangeDispatched},
 			exitBad, []string{"FAIL  %s  envelope  poller.dispatch.stale"}},
 		{"hash does not match the change", docDispatch(t, key, "1764460700", func(c string) string { return strings.Replace(c, "Welcome", "Hello", 1) }), []string{"--detail-type", contract.DetailChangeDispatched},
 			exitBad, []string{"PASS  %s  envelope", "FAIL  %s  payload  lifecycle_monitor.dispatch_invalid"}},
@@ -177,6 +183,7 @@ func TestConformanceUsage(t *testing.T) {
 		{"conformance", "event", "--detail-type", "localeflow.change.terminal", "x.json"},
 		{"conformance", "event", "--key-hex", "00", "x.json"},
 		{"conformance", "event", "--now", "yesterday", "x.json"},
+		{"conformance", "event", "--max-age", "-1h", "x.json"},
 		{"conformance", "event", "--reason", "x", "x.json"},
 	} {
 		if r := runCLI(nil, args...); r.code != exitUsage {

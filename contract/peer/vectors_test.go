@@ -107,6 +107,10 @@ func expectCode(t *testing.T, what string, err error, code string) {
 
 // ---- signed bus events ----
 
+// vectorMaxAge is the verifier's LOCALEFLOW_EVENT_MAX_AGE in the event
+// vectors (each vector states it as max_age_s).
+const vectorMaxAge = 96 * time.Hour
+
 func eventSignatureVectors(t *testing.T) file {
 	key := []byte("localeflow-event-test-key-000001")
 	other := []byte("localeflow-event-test-key-000002")
@@ -187,13 +191,16 @@ func eventSignatureVectors(t *testing.T) file {
 		if keys == nil {
 			keys = [][]byte{key}
 		}
-		_, _, err := peer.OpenInputEvent(peer.EventCheck{Keys: keys, Now: t0, RefuseV1: c.refuseV1}, c.dt, []byte(c.detail))
+		// The window is the vectors' parameter (max_age_s), not the
+		// functions' default, which a deployment sets
+		// (LOCALEFLOW_EVENT_MAX_AGE).
+		_, _, err := peer.OpenInputEvent(peer.EventCheck{Keys: keys, Now: t0, RefuseV1: c.refuseV1, MaxAge: vectorMaxAge}, c.dt, []byte(c.detail))
 		expectCode(t, c.name, err, c.code)
 		hexKeys := []string{}
 		for _, k := range keys {
 			hexKeys = append(hexKeys, hexOf(k))
 		}
-		v := map[string]any{"name": c.name, "op": "verify", "keys_hex": hexKeys, "now": ts, "max_age_s": 345600, "refuse_v1": c.refuseV1,
+		v := map[string]any{"name": c.name, "op": "verify", "keys_hex": hexKeys, "now": ts, "max_age_s": int64(vectorMaxAge / time.Second), "refuse_v1": c.refuseV1,
 			"detail_type": c.dt, "detail": c.detail}
 		if c.code == "" {
 			v["valid"] = true
@@ -203,7 +210,7 @@ func eventSignatureVectors(t *testing.T) file {
 		vs = append(vs, v)
 	}
 	return file{
-		Description: "Signed input events (docs/design.md \"Signed bus events\", docs/integrating.md \"Producing events\"). op sign_v2: from key_hex, detail_type, timestamp and payload compute canonical, signature and the detail to put on the bus (the detail's member order is free; the payload string is signed byte for byte). op verify: the detail, put with detail_type and checked at now (Unix seconds) under keys_hex, is accepted (valid) or refused with error, the consuming function's code. A signed payload is also checked (lifecycle_monitor.*, coordinator.*).",
+		Description: "Signed input events (docs/design.md \"Signed bus events\", docs/integrating.md \"Producing events\"). op sign_v2: from key_hex, detail_type, timestamp and payload compute canonical, signature and the detail to put on the bus (the detail's member order is free; the payload string is signed byte for byte). op verify: the detail, put with detail_type and checked at now (Unix seconds) under keys_hex with the window max_age_s (the deployment's LOCALEFLOW_EVENT_MAX_AGE; 5 minutes ahead at most) and refuse_v1 (LOCALEFLOW_EVENT_REFUSE_V1), is accepted (valid) or refused with error, the consuming function's code. A signed payload is also checked (lifecycle_monitor.*, coordinator.*).",
 		Vectors:     vs,
 	}
 }
