@@ -72,6 +72,8 @@ commands:
   dlq redrive QUEUE                   send them back to their queue (event: to the target EventBridge could not reach)
   replay --from T --to T [--detail-type D]
                                       replay the bus archive's input events of a window (RFC 3339) to their rules
+  conformance event [--detail-type DT] [--key-hex HEX] FILE...
+                                      check a producer's signed events offline as the functions would
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
 `
@@ -107,6 +109,10 @@ type cli struct {
 	attention    bool
 	// replay's window and detail-type.
 	replayFrom, replayTo, replayDetailType string
+	// conformance event's key set, time and v1 policy (detail-type:
+	// replayDetailType's flag).
+	keyHex, nowUnix, maxAge, detailType string
+	refuseV1                            bool
 	// identity returns the caller's AWS identity (an ARN); nil means STS
 	// GetCallerIdentity.
 	identity func(ctx context.Context) (string, error)
@@ -368,6 +374,10 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.replayFrom, "from", "", "")
 	fs.StringVar(&c.replayTo, "to", "", "")
 	fs.StringVar(&c.replayDetailType, "detail-type", "", "")
+	fs.StringVar(&c.keyHex, "key-hex", "", "")
+	fs.StringVar(&c.nowUnix, "now", "", "")
+	fs.StringVar(&c.maxAge, "max-age", "", "")
+	fs.BoolVar(&c.refuseV1, "refuse-v1", false, "")
 	fs.StringVar(&c.region, "region", "", "")
 	fs.StringVar(&c.profile, "profile", "", "")
 	fs.BoolVar(&c.serve, "serve", false, "")
@@ -444,6 +454,10 @@ func (c *cli) dispatch(ctx context.Context) error {
 	}
 	if cmd == "dlq" {
 		return c.dlqCommand(ctx, rest)
+	}
+	if cmd == "conformance" {
+		c.detailType = c.replayDetailType
+		return c.conformance(rest)
 	}
 	if cmd == "replay" {
 		if len(rest) != 0 || c.replayFrom == "" || c.replayTo == "" {

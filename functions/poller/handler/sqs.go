@@ -146,6 +146,14 @@ func (h *Handler) openDispatch(ctx context.Context, detail []byte) (string, erro
 		}
 		check.Keys = keys
 	}
+	return OpenDispatch(check, detail)
+}
+
+// OpenDispatch verifies a signed localeflow.change.dispatched detail under
+// check and returns its payload, with the poller's codes
+// (poller.dispatch.signature_invalid, .stale, .envelope_invalid). The
+// CLI's `conformance event` and the contract vectors use it.
+func OpenDispatch(check signing.EventCheck, detail []byte) (string, error) {
 	payload, _, err := signing.OpenEvent(check, contract.DetailChangeDispatched, detail)
 	switch {
 	case errors.Is(err, signing.ErrEventSignature):

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/contract/peer"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/signing"
+)
+
+// envEventKeyHex is the poller's and coordinator's event key variable; the
+// conformance check reads the same key set (hex[,hex…]).
+const envEventKeyHex = "LOCALEFLOW_EVENT_KEY_HEX"
+
+// Codes of `conformance event` itself (a check that cannot start).
+const (
+	codeConformanceRead = "cli.conformance.file_unreadable"
+	codeConformanceJSON = "cli.conformance.not_an_event"
+)
+
+func init() {
+	commandFlags["conformance"] = []string{"detail-type", "key-hex", "now", "max-age", "refuse-v1"}
+	commandHelp["conformance"] = `usage: localeflow [global flags] conformance event [--detail-type DT] [--key-hex HEX[,HEX…]]
+           [--now UNIX_S] [--max-age DURATION] [--refuse-v1] FILE...
+
+Checks a producer's input events offline, exactly as the consuming function
+would (same code, same error codes; docs/integrating.md "Checking your
+producer"). Each FILE holds one event: the detail (then --detail-type is
+required) or an EventBridge event with "detail-type" and "detail" (as a rule
+delivers it; --detail-type, when given, must agree). The detail-types are
+localeflow.change.dispatched, localeflow.plan.accepted,
+localeflow.job.completed (signed) and localeflow.change.hint.
+One line per check and file: PASS, FAIL (with the code) or SKIP.
+  --detail-type DT   the detail-type the event is put with
+  --key-hex HEX      the event key set, current first (default
+                     $LOCALEFLOW_EVENT_KEY_HEX); needed for signed events
+  --now UNIX_S       the verifier's time (default: now)
+  --max-age D        the oldest v2 timestamp accepted, as the deployment's
+                     LOCALEFLOW_EVENT_MAX_AGE (default: the functions' default,
+                     ` + signing.DefaultEventMaxAge.String() + `); 5 min ahead at most
+  --refuse-v1        refuse v1 signatures, as LOCALEFLOW_EVENT_REFUSE_V1=1 does
+Checks: read, event (one JSON object; the detail-type known), envelope
+(signature under one key, timestamp window, exact members), payload (the
+function's strict parser), v2 (WARN only: a v1 signature is accepted until
+v1 is refused).
+Exit: 0 every file passes, 1 a check failed, 2 usage.
+` + globalHelp
+}
+
+// conformanceCheck is one line of the report.
+type conformanceCheck struct {
+	Name   string `json:"check"`
+	Result string `json:"result"` // PASS, FAIL, SKIP, WARN
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+type conformanceFile struct {
+	File       string             `json:"file"`
+	DetailType string             `json:"detail_type,omitempty"`
+	Pass       bool               `json:"pass"`
+	Checks     []conformanceCheck `json:"checks"`
+}
+
+func (c *cli) conformance(rest []string) error {
+	if len(rest) == 0 {
+		return usagef("conformance: name what to check: event (cms and evidence are not available yet)")
+	}
+	if rest[0] != "event" {
+		return usagef("conformance: %q is not available (only: event)", rest[0])
+	}
+	files := rest[1:]
+	if len(files) == 0 {
+		return usagef("conformance event: give at least one FILE")
+	}
+	if c.detailType != "" && !isInputDetailType(c.detailType) {
+		return usagef("conformance event: --detail-type %q is not an input detail-type (%s)", c.detailType, strings.Join(contract.InputDetailTypes, ", "))
+	}
+	check := peer.EventCheck{Now: time.Now(), RefuseV1: c.refuseV1}
+	if c.nowUnix != "" {
+		n, err := strconv.ParseInt(c.nowUnix, 10, 64)
+		if err != nil || n <= 0 {
+			return usagef("conformance event: --now must be Unix seconds")
+		}
+		check.Now = time.Unix(n, 0)
+	}
+	if c.maxAge != "" {
+		d, err := time.ParseDuration(c.maxAge)
+		if err != nil || d <= 0 {
+			return usagef("conformance event: --max-age must be a positive duration (96h, 720h)")
+		}
+		check.MaxAge = d
+	}
+	keyHex := firstNonEmpty(c.keyHex, strings.TrimSpace(c.getenv(envEventKeyHex)))
+	if keyHex != "" {
+		keys, err := secretkey.DecodeHexSet(keyHex, secretkey.MinBytes(signing.MinHMACKeyBytes))
+		if err != nil {
+			return usagef("conformance event: --key-hex: %v", err)
+		}
+		check.Keys = keys
+	}
+	var report []conformanceFile
+	failed := false
+	for _, f := range files {
+		r := c.conformanceEvent(check, f, keyHex != "")
+		failed = failed || !r.Pass
+		report = append(report, r)
+	}
+	if c.jsonOut {
+		if err := c.printJSON(report); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range report {
+			for _, ch := range r.Checks {
+				line := fmt.Sprintf("%s  %s  %s", ch.Result, r.File, ch.Name)
+				if ch.Code != "" {
+					line += "  " + ch.Code
+				}
+				if ch.Detail != "" {
+					line += "  (" + ch.Detail + ")"
+				}
+				fmt.Fprintln(c.out, line)
+			}
+		}
+		pass := 0
+		for _, r := range report {
+			if r.Pass {
+				pass++
+			}
+		}
+		fmt.Fprintf(c.out, "%d of %d files pass\n", pass, len(report))
+	}
+	if failed {
+		return badError{code: "cli.conformance.failed"}
+	}
+	return nil
+}
+
+func isInputDetailType(dt string) bool {
+	for _, t := range contract.InputDetailTypes {
+		if t == dt {
+			return true
+		}
+	}
+	return false
+}
+
+// conformanceEvent runs the checks of one file.
+func (c *cli) conformanceEvent(check peer.EventCheck, file string, haveKeys bool) conformanceFile {
+	r := conformanceFile{File: file}
+	add := func(name, result, code, detail string) {
+		r.Checks = append(r.Checks, conformanceCheck{Name: name, Result: result, Code: code, Detail: detail})
+	}
+	fail := func(name, code, detail string, skip ...string) conformanceFile {
+		add(name, "FAIL", code, detail)
+		for _, s := range skip {
+			add(s, "SKIP", "", "after a failed check")
+		}
+		return r
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return fail("read", codeConformanceRead, "cannot read the file", "event", "envelope", "payload")
+	}
+	add("read", "PASS", "", fmt.Sprintf("%d bytes", len(raw)))
+	detail, dt, why := eventDetail(raw, c.detailType)
+	if why != "" {
+		return fail("event", codeConformanceJSON, why, "envelope", "payload")
+	}
+	r.DetailType = dt
+	add("event", "PASS", "", dt)
+	signed := dt != contract.DetailChangeHint
+	if signed && !haveKeys {
+		return fail("envelope", "cli.conformance.key_missing", "set --key-hex or $"+envEventKeyHex, "payload")
+	}
+	res, envelopeErr, err := peer.OpenInputEvent(check, dt, detail)
+	switch {
+	case !signed:
+		add("envelope", "SKIP", "", "unsigned detail-type")
+	case err != nil && envelopeErr:
+		return fail("envelope", core.CodeOf(err), "nothing in the payload is read before the signature verifies", "payload")
+	default:
+		add("envelope", "PASS", "", fmt.Sprintf("v%d signature verifies", res.Version))
+	}
+	if err != nil {
+		return fail("payload", core.CodeOf(err), "")
+	}
+	add("payload", "PASS", "", "")
+	if signed && res.Version == 1 {
+		add("v2", "WARN", "", "v1 signature: refused where LOCALEFLOW_EVENT_REFUSE_V1=1 (check with --refuse-v1); sign v2")
+	}
+	r.Pass = true
+	return r
+}
+
+// eventDetail finds the detail and its detail-type in a file: a bare
+// detail (detail-type from the flag) or an EventBridge event.
+func eventDetail(raw []byte, flagDT string) (detail []byte, dt, why string) {
+	var ev map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &ev); err != nil || ev == nil {
+		return nil, "", "not one JSON object"
+	}
+	rawDT, hasDT := ev["detail-type"]
+	rawDetail, hasDetail := ev["detail"]
+	if !hasDT || !hasDetail {
+		if flagDT == "" {
+			return nil, "", "a bare detail: give --detail-type"
+		}
+		return bytes.TrimSpace(raw), flagDT, ""
+	}
+	if err := json.Unmarshal(rawDT, &dt); err != nil || !isInputDetailType(dt) {
+		return nil, "", "detail-type is not a localeflow input"
+	}
+	if flagDT != "" && flagDT != dt {
+		return nil, "", "the event's detail-type is not --detail-type"
+	}
+	var src string
+	if s, ok := ev["source"]; ok && (json.Unmarshal(s, &src) != nil || src != contract.EventSource) {
+		return nil, "", `source is not "localeflow"`
+	}
+	return bytes.TrimSpace(rawDetail), dt, ""
+}

@@ -1,0 +1,222 @@
+package schema_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/contract/schema"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/health"
+	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/signing"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// recordingProvider is the fixture's evidence provider, recording every
+// request body (the canonical form the HTTP client sends) and answer.
+type recordingProvider struct {
+	releasetest.Provider
+	mu        sync.Mutex
+	requests  [][]byte
+	responses [][]byte
+}
+
+func (p *recordingProvider) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
+	body, err := req.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.Provider.Obtain(ctx, req)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests = append(p.requests, body)
+	if err == nil {
+		p.responses = append(p.responses, resp)
+	}
+	return resp, err
+}
+
+// release run: one plan of three locales (one plain, one with human
+// review, one with independent review) through the real coordinator to a
+// delivered bundle. It returns everything the coordinator put on a wire.
+type released struct {
+	fx                     releasetest.Fixture
+	plan                   releasetest.PlanSpec
+	outcomes               []release.Outcome
+	delivery               []byte
+	evidenceRequests       [][]byte
+	evidenceResponses      [][]byte
+	approvalPub, bundlePub []byte
+}
+
+func runRelease(t *testing.T) released {
+	t.Helper()
+	fx := releasetest.NewFixture()
+	now := t0
+	clk := core.ClockFunc(func() time.Time { return now })
+	prov := &recordingProvider{Provider: releasetest.Provider{Responder: &releasetest.Responder{Fixture: fx, Clock: clk}}}
+	cms := &releasetest.CMS{}
+	approval, publication := fx.Authorities()
+	c, err := release.NewCoordinator(release.Dependencies{
+		Store: releasetest.NewMemStore(), EventKey: fx.EventKey, Evidence: prov, CMS: cms,
+		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
+	}, clk, slog.New(slog.NewJSONHandler(io.Discard, nil)), release.DefaultConfig("rev-1", "worker-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	plan := releasetest.NewPlan("evt-schema", "de-DE", "fr-FR", "it-IT")
+	if _, _, err := c.Ingest(ctx, contract.DetailPlanAccepted, fx.Detail(plan.PlanPayload())); err != nil {
+		t.Fatal(err)
+	}
+	opts := map[string]releasetest.ResultOptions{
+		"de-DE": {}, "fr-FR": {HumanReviewRequired: true}, "it-IT": {IndependentReviewRequired: true},
+	}
+	r := released{fx: fx, plan: plan, approvalPub: approval.PublicKey(), bundlePub: publication.PublicKey()}
+	for _, l := range []string{"de-DE", "fr-FR", "it-IT"} {
+		if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, fx.Detail(plan.ResultPayload(l, opts[l]))); err != nil {
+			t.Fatal(err)
+		}
+		o, err := c.RunNextRelease(ctx, plan.EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.outcomes = append(r.outcomes, o)
+		now = now.Add(time.Second)
+	}
+	d, err := c.Deliver(ctx, plan.EventID)
+	if err != nil || d.Status != release.OutcomeDelivered {
+		t.Fatalf("deliver: %+v %v", d, err)
+	}
+	r.outcomes = append(r.outcomes, d)
+	r.delivery = cms.Deliveries[d.DeliveryID]
+	r.evidenceRequests, r.evidenceResponses = prov.requests, prov.responses
+	if len(r.delivery) == 0 || len(r.evidenceRequests) != 3 || len(r.evidenceResponses) != 3 {
+		t.Fatalf("delivery %d bytes, %d evidence requests, %d answers", len(r.delivery), len(r.evidenceRequests), len(r.evidenceResponses))
+	}
+	return r
+}
+
+func marshal(t *testing.T, v any) []byte {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestReleaseOutputsValidate: the coordinator's evidence requests, the
+// delivery request, its bundle and every approval token inside it, and the
+// output events built from its outcomes validate against their schemas.
+func TestReleaseOutputsValidate(t *testing.T) {
+	r := runRelease(t)
+	for _, body := range r.evidenceRequests {
+		mustValidate(t, schema.EvidenceRequest, body)
+	}
+	for _, body := range r.evidenceResponses {
+		mustValidate(t, schema.EvidenceResponse, body)
+		var resp map[string]any
+		_ = json.Unmarshal(body, &resp)
+		receipts := []any{resp["quality_receipt"], resp["human_review_receipt"]}
+		if imr, ok := resp["independent_model_review"].(map[string]any); ok {
+			receipts = append(receipts, imr["receipt"])
+		}
+		for _, rc := range receipts {
+			s, ok := rc.(string)
+			if !ok {
+				continue
+			}
+			payload, err := signing.PeekReceiptPayload(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustValidate(t, schema.ReceiptPayload, payload)
+		}
+	}
+	mustValidate(t, schema.DeliveryRequest, r.delivery)
+	var req release.DeliveryRequest
+	if err := json.Unmarshal(r.delivery, &req); err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := release.OpenToken(release.PublicationContext, r.bundlePub, req.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustValidate(t, schema.DeliveryBundle, bundle)
+	var b release.Bundle
+	if err := json.Unmarshal(bundle, &b); err != nil || len(b.Locales) != 3 {
+		t.Fatalf("bundle: %v, %d locales", err, len(b.Locales))
+	}
+	kinds := map[string]bool{}
+	for _, l := range b.Locales {
+		payload, err := release.OpenToken(release.ApprovalContext, r.approvalPub, l.Approval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustValidate(t, schema.ApprovalPayload, payload)
+		var p release.ApprovalPayload
+		_ = json.Unmarshal(payload, &p)
+		kinds[map[bool]string{true: "human"}[p.HumanReviewReceiptSHA256 != ""]+map[bool]string{true: "independent"}[p.IndependentReviewProvider != ""]] = true
+	}
+	if !kinds[""] || !kinds["human"] || !kinds["independent"] {
+		t.Fatalf("approvals of every review kind expected, got %v", kinds)
+	}
+	for _, o := range r.outcomes {
+		switch o.Status {
+		case release.OutcomeApproved, release.OutcomeDeliveryReady:
+			mustValidate(t, schema.ReleaseApproved, marshal(t, contract.ReleaseApproved{
+				EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
+			}))
+		}
+		if o.DeliveryID != "" {
+			mustValidate(t, schema.DeliveryEvent, marshal(t, contract.Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}))
+		}
+	}
+}
+
+// TestInputFixturesValidate: the payloads the test fixtures sign (what a
+// producer sends) and their signed envelopes validate.
+func TestInputFixturesValidate(t *testing.T) {
+	fx := releasetest.NewFixture()
+	plan := releasetest.NewPlan("evt-in", "de-DE", "fr-FR")
+	mustValidate(t, schema.PlanAcceptedPayload, plan.PlanPayload())
+	mustValidate(t, schema.JobCompletedPayload, plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
+	mustValidate(t, schema.JobCompletedPayload, plan.FailedPayload("fr-FR"))
+	mustValidate(t, schema.SignedEvent, fx.Detail(plan.PlanPayload()))
+	v2, err := signing.EventDetailV2(fx.EventKey, contract.DetailPlanAccepted, t0, plan.PlanPayload())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustValidate(t, schema.SignedEvent, v2)
+	mustValidate(t, schema.ChangeDispatchedPayload, dispatchedPayload(t, nil))
+}
+
+// TestOutputEventsValidate: change.terminal (as the poller builds it, in
+// each shape) and health.blocked (both shapes) validate.
+func TestOutputEventsValidate(t *testing.T) {
+	str := func(s string) *string { return &s }
+	outcome := monitor.OutcomeID("evt-1", monitor.StateTerminal, core.Millis(t0))
+	for _, d := range []contract.ChangeTerminal{
+		{EventID: "evt-1", OutcomeID: outcome, SiteID: str("site-1"), PlanID: str("plan-1"), State: string(monitor.StateTerminal),
+			RemoteStatus: str("published"), LifecycleSHA256: str(strings.Repeat("a", 64))},
+		{EventID: "evt-2", OutcomeID: monitor.OutcomeID("evt-2", monitor.StateFailed, 1), State: string(monitor.StateFailed),
+			ErrorCode: str("lifecycle_monitor.state_invalid")},
+	} {
+		mustValidate(t, schema.ChangeTerminal, marshal(t, d))
+	}
+	type blocked = contract.HealthBlocked[health.MonitorHealth, health.ReleaseHealth]
+	mustValidate(t, schema.HealthBlocked, marshal(t, blocked{Schema: "localeflow.health.v1", CheckedAtMS: 1, Reasons: []string{"health.unavailable"}}))
+	mustValidate(t, schema.HealthBlocked, marshal(t, blocked{Schema: "localeflow.health.v1", CheckedAtMS: 1, Reasons: []string{"monitor.failed"},
+		Monitor: &health.MonitorHealth{}, Release: &health.ReleaseHealth{}}))
+}
