@@ -26,6 +26,9 @@ type Server struct {
 	key         []byte
 	publication ed25519.PublicKey
 	approval    ed25519.PublicKey
+	// trusted holds the public keys trusted besides publication and
+	// approval (TrustAlso), by token context.
+	trusted map[string][]ed25519.PublicKey
 
 	mu         sync.Mutex
 	failFirst  int
@@ -101,7 +104,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest)
 		return
 	}
-	payload, err := release.OpenToken(release.PublicationContext, s.publication, req.Bundle)
+	payload, err := s.open(release.PublicationContext, s.publication, req.Bundle)
 	if err != nil {
 		s.reject(w, http.StatusForbidden)
 		return
@@ -113,7 +116,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, l := range b.Locales {
-		if _, err := release.OpenToken(release.ApprovalContext, s.approval, l.Approval); err != nil ||
+		if _, err := s.open(release.ApprovalContext, s.approval, l.Approval); err != nil ||
 			core.SHA256Hex([]byte(l.Text)) != l.TargetSHA256 {
 			s.reject(w, http.StatusForbidden)
 			return
@@ -131,4 +134,34 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.deliveries[b.DeliveryID] = payload
 	s.bundles[b.DeliveryID] = b
 	w.WriteHeader(http.StatusCreated)
+}
+
+// TrustAlso makes the endpoint also accept bundles signed with publication
+// and approvals signed with approval (either may be nil): the verifier's
+// side of an Ed25519 seed rotation, done before the seed switches.
+func (s *Server) TrustAlso(publication, approval ed25519.PublicKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.trusted == nil {
+		s.trusted = map[string][]ed25519.PublicKey{}
+	}
+	if publication != nil {
+		s.trusted[release.PublicationContext] = append(s.trusted[release.PublicationContext], publication)
+	}
+	if approval != nil {
+		s.trusted[release.ApprovalContext] = append(s.trusted[release.ApprovalContext], approval)
+	}
+}
+
+// open opens token with key or, failing that, with a key trusted besides
+// it for context.
+func (s *Server) open(context string, key ed25519.PublicKey, token string) ([]byte, error) {
+	payload, err := release.OpenToken(context, key, token)
+	for _, k := range s.trusted[context] {
+		if err == nil {
+			break
+		}
+		payload, err = release.OpenToken(context, k, token)
+	}
+	return payload, err
 }

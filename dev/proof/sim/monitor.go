@@ -41,7 +41,7 @@ var (
 // signedDetail signs an input event's payload as its producers do (v2:
 // detail-type and time signed), at the virtual time of publication.
 func signedDetail(detailType string, payload []byte) json.RawMessage {
-	detail, err := signing.EventDetailV2(eventKey, detailType, time.Now(), payload)
+	detail, err := signing.EventDetailV2(producerKey, detailType, time.Now(), payload)
 	if err != nil {
 		panic(err)
 	}
@@ -291,6 +291,8 @@ type Monitor struct {
 	quarantined *Queue
 	// needOperator lists the changes that ended needing an operator.
 	needOperator []string
+	// pageSize is the poller's sweep page size (drawn per seed).
+	pageSize int
 }
 
 func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) (*Monitor, error) {
@@ -300,34 +302,49 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 	m.queue = newQueue(w, top.PollQueue, "poller")
 	m.fn = &Function{w: w, name: "poller", timeout: time.Duration(topology.PollerTimeoutSeconds) * time.Second, queue: m.queue}
 	bus.rules[contract.DetailChangeDispatched] = m.queue
-	pageSize := 1 + w.rng.IntN(4)
+	m.pageSize = 1 + w.rng.IntN(4)
+	if err := m.deploy(defaultDeployment(releasetest.NewFixture())); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// deploy (re)starts the poller's warm instances with the settings of d:
+// the first deployment, and every cold start of a day-2 operation
+// (day2.go).
+func (m *Monitor) deploy(d deployment) error {
+	w, log, quarantined := m.w, m.log, m.quarantined
+	top := topology.New("sim")
+	m.fn.instances, m.services = nil, nil
 	for i := range 2 {
 		clock := w.newClock(fmt.Sprintf("poller-%d", i+1))
 		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		svc, err := monitor.NewService(m.store, clock, logger, monitor.Config{WorkerID: fmt.Sprintf("poller-%d", i+1)})
+		mc := d.monitor
+		mc.WorkerID = fmt.Sprintf("poller-%d", i+1)
+		svc, err := monitor.NewService(m.store, clock, logger, mc)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		reader, err := cms.New(cms.Config{BaseURL: "https://cms.sim.invalid", Key: cmsKey, Clock: clock,
+		reader, err := cms.New(cms.Config{BaseURL: "https://cms.sim.invalid", Key: d.cmsKeys[0], PreviousKeys: d.cmsKeys[1:], Clock: clock,
 			HTTPClient: &http.Client{Transport: cmsTransport{w: w, cms: m.cms}}})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		h, err := handler.New(handler.Config{
 			Monitor: svc, Reader: reader, Queue: delayqueue.New(m.queue, "https://sqs.sim.invalid/poll"),
-			Bus: eventbus.New(bus, "sim-bus"), Clock: clock, Log: logger,
-			Concurrency: w.Faults.WorkerConcurrency, PageSize: pageSize,
-			EventKeys: [][]byte{eventKey},
+			Bus: eventbus.New(m.bus, "sim-bus"), Clock: clock, Log: logger,
+			Concurrency: w.Faults.WorkerConcurrency, PageSize: m.pageSize,
+			EventKeys: d.eventKeys,
 			Rejecter: &quarantine.Rejecter{SQS: quarantined, QueueURL: "https://sqs.sim.invalid/quarantine",
 				Source: top.PollQueue.Logical, Function: "poller", Clock: clock},
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		m.fn.instances = append(m.fn.instances, h.Handle)
 		m.services = append(m.services, svc)
 	}
-	return m, nil
+	return nil
 }
 
 // script draws the changes of one seed and schedules their dispatch.

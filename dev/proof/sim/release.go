@@ -204,6 +204,9 @@ type Release struct {
 	receipts map[string]issued
 	// rogue: the provider signs human-review receipts with its quality key.
 	rogue bool
+	// evidenceHandler is the provider's handler, its receipts captured.
+	evidenceHandler http.Handler
+	log             *logcapture.Buffer
 }
 
 // issued is what a receipt's signed payload says.
@@ -224,42 +227,71 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 		r.rogue = true
 		peers.Responder.Fixture.HumanIssuer, peers.Responder.Fixture.HumanIssuerKey = "", nil
 	}
-	evidenceHandler := r.captureReceipts(peers.Evidence.Config.Handler)
+	r.evidenceHandler = r.captureReceipts(peers.Evidence.Config.Handler)
 	peers.Responder.Clock = core.ClockFunc(time.Now)
 	peers.Delivery.FailFirst(w.rng.IntN(3))
+	r.log = log
+	if err := r.deploy(defaultDeployment(peers.Fixture)); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// deploy (re)starts the coordinator's warm instances with the settings of
+// d: the first deployment, and every cold start of a day-2 operation
+// (day2.go).
+func (r *Release) deploy(d deployment) error {
+	w, log := r.w, r.log
+	top := topology.New("sim")
+	quarantined, peers := r.quarantined, r.peers
+	evidenceHandler := r.evidenceHandler
+	r.fn.instances = nil
 	for i := range 2 {
 		clock := w.newClock(fmt.Sprintf("coordinator-%d", i+1))
 		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		ev, err := evidence.New(evidence.Config{BaseURL: "https://evidence.sim.invalid", Key: evidenceKey, Timeout: 30 * time.Second,
+		ev, err := evidence.New(evidence.Config{BaseURL: "https://evidence.sim.invalid", Key: d.evidenceKeys[0], PreviousKeys: d.evidenceKeys[1:], Timeout: 30 * time.Second,
 			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "evidence", handler: evidenceHandler}}})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		cms, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: "https://cms.sim.invalid", Key: deliveryKey, Timeout: 30 * time.Second,
+		cms, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: "https://cms.sim.invalid", Key: d.deliveryKeys[0], PreviousKeys: d.deliveryKeys[1:], Timeout: 30 * time.Second,
 			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "delivery", handler: peers.Delivery.Config.Handler}}})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		approval, publication := peers.Fixture.Authorities()
+		approval, err := release.NewApprovalAuthority(d.approvalSeed)
+		if err != nil {
+			return err
+		}
+		publication, err := release.NewPublicationAuthority(d.publicationSeed)
+		if err != nil {
+			return err
+		}
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
-		cfg.EvidenceLease, cfg.DeliveryLease = 90*time.Second, 90*time.Second
+		cfg.EvidenceLease, cfg.DeliveryLease = d.evidenceLease, d.evidenceLease
+		cfg.EvidenceMaxAttempts, cfg.DeliveryMaxAttempts = d.evidenceMaxAttempts, d.deliveryMaxAttempts
 		c, err := release.NewCoordinator(release.Dependencies{
-			Store: r.store, EventKey: peers.Fixture.EventKey, Evidence: ev, CMS: cms,
-			Verifiers: peers.Fixture.Verifiers(), Approval: approval, Publication: publication,
+			Store: r.store, EventKey: d.eventKeys[0], Evidence: ev, CMS: cms,
+			Verifiers: d.verifiers, Approval: approval, Publication: publication,
+			Events: release.EventSettings{PreviousKeys: d.eventKeys[1:]},
 		}, clock, logger, cfg)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		h, err := handler.New(handler.Config{Coordinator: c, Queue: delayqueue.New(r.queue, "https://sqs.sim.invalid/release"),
-			Bus: eventbus.New(bus, "sim-bus"), Due: r.store, Clock: clock, Log: logger, Margin: 2 * time.Second,
+		hc := handler.Config{Coordinator: c, Queue: delayqueue.New(r.queue, "https://sqs.sim.invalid/release"),
+			Bus: eventbus.New(r.bus, "sim-bus"), Due: r.store, Clock: clock, Log: logger, Margin: 2 * time.Second,
 			Rejecter: &quarantine.Rejecter{SQS: quarantined, QueueURL: "https://sqs.sim.invalid/quarantine",
-				Source: top.RelQueue.Logical, Function: "coordinator", Clock: clock}})
+				Source: top.RelQueue.Logical, Function: "coordinator", Clock: clock}}
+		if d.texts != nil {
+			hc.Texts, hc.TextRetention = d.texts, d.textRetention
+		}
+		h, err := handler.New(hc)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.fn.instances = append(r.fn.instances, h.Handle)
 	}
-	return r, nil
+	return nil
 }
 
 // script draws the releases of one seed and schedules their events.
@@ -358,6 +390,9 @@ func (r *Release) check(ctx context.Context) {
 		if holds(r.queue.DLQ, id) || holds(quarantinedOf(r), id) {
 			continue
 		}
+		if d := r.w.day2; d != nil && d.acked[id] {
+			continue // ended: the operator acknowledged it (day2.go)
+		}
 		r.w.violate("release %s is neither delivered nor blocked where health sees it", id)
 	}
 }
@@ -412,8 +447,7 @@ func (r *Release) noteReceipt(receipt string) {
 // the issuers trusted for their kind, with a human review where the result
 // asked for one.
 func (r *Release) checkApproval(id string, job *releaseJob, token string) {
-	approval, _ := r.peers.Fixture.Authorities()
-	raw, err := approval.Open(token)
+	raw, err := r.openApproval(token)
 	if err != nil {
 		r.w.violate("release %s: delivered %s with an approval that does not open", id, job.locale)
 		return

@@ -19,14 +19,17 @@ var (
 
 // runSeed simulates one seed in its own bubble, with crypto/rand (lease
 // tokens, request ids, signatures) drawn from the seed too.
-func runSeed(t *testing.T, seed uint64) Result {
+func runSeed(t *testing.T, seed uint64) Result { t.Helper(); return runSeedWith(t, seed, Options{}) }
+
+// runSeedWith is runSeed with options (the day-2 kinds, day2_test.go).
+func runSeedWith(t *testing.T, seed uint64, opts Options) Result {
 	t.Helper()
 	cryptotest.SetGlobalRandom(t, seed)
 	peers := NewPeers()
 	defer peers.Close()
 	var res Result
 	synctest.Test(t, func(t *testing.T) {
-		res = Run(seed, Options{}, peers, synctest.Wait)
+		res = Run(seed, opts, peers, synctest.Wait)
 	})
 	return res
 }
@@ -40,9 +43,10 @@ func TestSimSeeds(t *testing.T) {
 		t.Skip("the default block is off; run make sim")
 	}
 	start := time.Now()
+	opts := seedOptions(t)
 	var failed []uint64
 	for seed := *flagStart; seed < *flagStart+uint64(*flagSeeds); seed++ {
-		res := runSeed(t, seed)
+		res := runSeedWith(t, seed, opts)
 		if *flagVerbose {
 			for _, s := range res.Trace {
 				t.Log(s.String())

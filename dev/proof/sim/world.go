@@ -135,6 +135,9 @@ type World struct {
 	violations []string
 	timers     []*timer
 
+	// day2 is the seed's day-2 operations (day2.go), nil when it has none.
+	day2 *day2
+
 	// dry makes violate only count (a trial run of the end checks).
 	dry           bool
 	dryViolations int
