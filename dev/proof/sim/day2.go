@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
@@ -171,7 +172,10 @@ type day2 struct {
 	acked     map[string]bool
 	// textsExpired: releases whose texts got an expiry or were deleted.
 	textsExpired map[string]bool
-	redriven     bool
+	// earlyExpiry: releases whose texts got their retention while neither
+	// delivered nor blocked (when).
+	earlyExpiry map[string]time.Duration
+	redriven    bool
 }
 
 func newDay2(w *World, kinds []string) *day2 {
@@ -190,6 +194,10 @@ func newDay2(w *World, kinds []string) *day2 {
 }
 
 func (d *day2) on(kind string) bool { return d != nil && d.kinds[kind] }
+
+// ttl: the texts get their TTL as deployed and expired items are deleted
+// (the kinds that act after the texts expired need it too).
+func (d *day2) ttl() bool { return d.on(Day2Texts) || d.on(Day2LateDuplicates) || d.on(Day2Redrive) }
 
 func (d *day2) op(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
@@ -221,7 +229,7 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 	d.mon, d.rel = mon, rel
 	d.dep = defaultDeployment(rel.peers.Fixture)
 	d.approvalSeeds = [][]byte{d.dep.approvalSeed}
-	if d.on(Day2Texts) {
+	if d.ttl() {
 		d.dep.texts, d.dep.textRetention = textStore{w: d.w, mem: rel.mem}, handler.DefaultTextRetention
 		d.redeploy("texts expire as deployed")
 	}
@@ -301,6 +309,33 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 	if d.on(Day2Config) {
 		w.at(at(time.Minute, window+30*time.Minute), "day-2 config", func() { d.changeConfig() })
 	}
+	if d.on(Day2Redrive) && len(rel.releases) > 0 {
+		// A redriven (or late duplicate) step message: a release.deliver
+		// for a release that is in flight, its delivery not prepared yet.
+		var stray func()
+		stray = func() {
+			for _, i := range d.rng.Perm(len(rel.releases)) {
+				id := rel.releases[i].plan.EventID
+				snap, err := rel.mem.Load(context.Background(), id)
+				if err != nil || snap.Plan == nil || snap.Delivery != nil {
+					continue
+				}
+				env, err := delayqueue.NewEnvelope(handler.KindDeliver, id, "", time.Now())
+				if err != nil {
+					d.w.violate("day-2: envelope: %v", err)
+					return
+				}
+				body, _ := env.Marshal()
+				d.op("a redriven release.deliver step for %s (in flight, delivery not prepared)", id)
+				rel.queue.put(string(body), 0)
+				return
+			}
+			if next := time.Now().Add(time.Minute); next.Before(w.faultsEnd.Add(30 * time.Minute)) {
+				w.at(next, "day-2 stray deliver", stray)
+			}
+		}
+		w.at(at(time.Minute, window), "day-2 stray deliver", stray)
+	}
 }
 
 // otherThan draws a value of 1..20 other than cur.
@@ -351,8 +386,36 @@ type textStore struct {
 
 func (t textStore) ExpireTexts(ctx context.Context, eventID string, at time.Time) error {
 	return t.w.do(ctx, KindStore, "release.ExpireTexts "+eventID, releaseDown, func() (string, error) {
+		t.w.day2.noteExpiry(eventID)
 		return fmt.Sprintf("texts expire at +%.0fh", time.Until(at).Hours()), t.mem.ExpireTexts(ctx, eventID, at)
 	})
+}
+
+// noteExpiry checks, when the texts' retention starts, that the release
+// has ended: delivered, or blocked for good where health sees it
+// (docs: LOCALEFLOW_TEXT_RETENTION).
+func (d *day2) noteExpiry(eventID string) {
+	if d == nil || d.rel == nil {
+		return
+	}
+	for _, spec := range d.rel.releases {
+		if spec.plan.EventID != eventID {
+			continue
+		}
+		snap, err := d.rel.mem.Load(context.Background(), eventID)
+		if err != nil {
+			return
+		}
+		if snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded || d.rel.blockedVisibly(spec, snap) {
+			return
+		}
+		if d.earlyExpiry == nil {
+			d.earlyExpiry = map[string]time.Duration{}
+		}
+		if _, ok := d.earlyExpiry[eventID]; !ok {
+			d.earlyExpiry[eventID] = d.w.since()
+		}
+	}
 }
 
 // ttlLag is DynamoDB's deletion lag for one item: 0..48 h, fixed per item
@@ -385,7 +448,7 @@ func (d *day2) weeks(wait func(), poll func(now time.Time) (bool, time.Time), se
 		d.w.timers = nil
 		d.op("episode %d: %s", i+1, e.name)
 		d.noteDelivered()
-		if d.on(Day2Texts) {
+		if d.ttl() {
 			d.reap()
 		}
 		switch i {
@@ -418,7 +481,7 @@ func (d *day2) weeks(wait func(), poll func(now time.Time) (bool, time.Time), se
 		d.w.loop(wait, until, poll, settled)
 	}
 	d.noteDelivered()
-	if d.on(Day2Texts) {
+	if d.ttl() {
 		d.reap()
 	}
 }
@@ -666,7 +729,7 @@ func (d *day2) check(logs string) {
 				d.w.violate("day-2: release %s, delivered at %.0fs, turned blocked (%s)", id, at.Seconds(), b.Code)
 			}
 		}
-		if !d.on(Day2Texts) {
+		if !d.ttl() {
 			continue
 		}
 		expiring := d.textsExpired[id]
@@ -674,6 +737,9 @@ func (d *day2) check(logs string) {
 			expiring = expiring || exp > 0
 		}
 		blocked := slices.Contains(d.rel.needOperator, id)
+		if at, ok := d.earlyExpiry[id]; ok {
+			d.w.violate("day-2: the texts of release %s started expiring at %.0fs while it was neither delivered nor blocked for good", id, at.Seconds())
+		}
 		switch {
 		case expiring && !delivered && !blocked && !d.acked[id]:
 			d.w.violate("day-2: the texts of release %s expire although it is neither delivered nor blocked for good", id)

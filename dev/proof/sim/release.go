@@ -383,15 +383,15 @@ func (r *Release) check(ctx context.Context) {
 		if snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded {
 			continue
 		}
+		if d := r.w.day2; d != nil && d.acked[id] {
+			continue // ended: the operator acknowledged it (day2.go)
+		}
 		if r.blockedVisibly(spec, snap) {
 			r.needOperator = append(r.needOperator, id)
 			continue
 		}
 		if holds(r.queue.DLQ, id) || holds(quarantinedOf(r), id) {
 			continue
-		}
-		if d := r.w.day2; d != nil && d.acked[id] {
-			continue // ended: the operator acknowledged it (day2.go)
 		}
 		r.w.violate("release %s is neither delivered nor blocked where health sees it", id)
 	}
