@@ -19,6 +19,9 @@ type Options struct {
 	Recovery    time.Duration
 	// Changes is the number of changes (0: 3..8 drawn from the seed).
 	Changes int
+	// Strict makes every finding of a check pending a fix a violation
+	// (pendingFixes).
+	Strict bool
 }
 
 func (o Options) withDefaults() Options {
@@ -39,6 +42,7 @@ type Result struct {
 	Trace      []Step
 	Events     int
 	Calls      int
+	Stats      Stats
 }
 
 // Run simulates one seed. It must run inside a synctest bubble (wait is
@@ -47,6 +51,7 @@ type Result struct {
 func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 	opts = opts.withDefaults()
 	w := newWorld(seed)
+	w.strict = opts.Strict
 	w.faultsEnd = w.start.Add(opts.FaultWindow)
 	until := w.faultsEnd.Add(opts.Recovery)
 	log := &logcapture.Buffer{}
@@ -89,7 +94,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 			calls++
 		}
 	}
-	return Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls}
+	return Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats}
 }
 
 // endChecks are the checks once the world is quiet.
