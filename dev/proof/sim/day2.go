@@ -46,9 +46,12 @@ const (
 	// LOCALEFLOW_DELIVERY_MAX_ATTEMPTS change (1..20) between cold starts.
 	Day2Attempts = "attempts"
 	// Day2Config: the other settings change between cold starts within the
-	// documented ranges (poll interval, backoff, failure cap, monitor and
-	// evidence leases, text retention).
+	// documented ranges (poll interval, backoff, monitor and evidence
+	// leases, text retention).
 	Day2Config = "config"
+	// Day2FailureCap: LOCALEFLOW_MAX_CONSECUTIVE_FAILURES changes (1..20)
+	// between cold starts.
+	Day2FailureCap = "failure-cap"
 	// Day2Texts: the texts get their DynamoDB TTL as deployed
 	// (LOCALEFLOW_TEXT_RETENTION), expired items are deleted at a random
 	// lag of up to 48 h while the virtual time spans weeks, and the
@@ -63,7 +66,7 @@ const (
 
 // Day2Kinds lists every day-2 kind.
 var Day2Kinds = []string{Day2Redeploy, Day2EventKey, Day2CMSKey,
-	Day2ApprovalSeed, Day2PublicationSeed, Day2Attempts, Day2Config, Day2Texts, Day2LateDuplicates, Day2Redrive}
+	Day2ApprovalSeed, Day2PublicationSeed, Day2Attempts, Day2Config, Day2FailureCap, Day2Texts, Day2LateDuplicates, Day2Redrive}
 
 // Day2Blocked names, for each kind that is off by default, the finding of
 // issue 25 that makes it fail on main and the branch that fixes it. The
@@ -77,6 +80,7 @@ var Day2Blocked = map[string]string{
 	Day2LateDuplicates:  "issue 25 finding 3 (a delivered release turns blocked after its texts expired); fixed on day2-retention",
 	Day2Redrive:         "issue 25 findings 3 and 10 (redriven inputs block a delivered release; refused as stale after 96 h); fixed on day2-retention",
 	Day2Attempts:        "issue 25 finding 5 (attempt_policy_changed on every sweep, invisible in health); fixed on day2-retention",
+	Day2FailureCap:      "new day-2 finding (not in issue 25): the monitor's identity binding includes LOCALEFLOW_MAX_CONSECUTIVE_FAILURES, so after a change a redelivered or re-sent dispatch of a registered change is quarantined as lifecycle_monitor.idempotency_collision; no fix yet",
 }
 
 // Day2Default is the set of kinds the default block runs: every kind not
@@ -139,14 +143,18 @@ type deployment struct {
 	texts         handler.TextExpirer
 	textRetention time.Duration
 	monitor       monitor.Config
+	cmsTimeout    time.Duration
 }
 
-func defaultDeployment(fx releasetest.Fixture) deployment {
+func defaultDeployment(w *World, fx releasetest.Fixture) deployment {
+	sc := w.Faults.Config
 	return deployment{
 		eventKeys: [][]byte{fx.EventKey}, cmsKeys: [][]byte{cmsKey}, evidenceKeys: [][]byte{evidenceKey}, deliveryKeys: [][]byte{deliveryKey},
 		approvalSeed: fx.ApprovalSeed, publicationSeed: fx.PublicationKey, verifiers: fx.Verifiers(),
-		evidenceLease: 90 * time.Second, evidenceMaxAttempts: release.DefaultEvidenceMaxAttempts,
-		deliveryMaxAttempts: release.DefaultDeliveryMaxAttempts,
+		evidenceLease: sc.EvidenceLease, evidenceMaxAttempts: release.DefaultEvidenceMaxAttempts,
+		deliveryMaxAttempts: release.DefaultDeliveryMaxAttempts, cmsTimeout: sc.CMSTimeout,
+		monitor: monitor.Config{PollInterval: sc.PollInterval, BaseDelay: sc.BaseDelay, MaxDelay: sc.MaxDelay, Lease: sc.Lease,
+			MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults(),
 	}
 }
 
@@ -227,7 +235,7 @@ func (d *day2) redeploy(what string) {
 // the fault window at random points.
 func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 	d.mon, d.rel = mon, rel
-	d.dep = defaultDeployment(rel.peers.Fixture)
+	d.dep = defaultDeployment(d.w, rel.peers.Fixture)
 	d.approvalSeeds = [][]byte{d.dep.approvalSeed}
 	if d.ttl() {
 		d.dep.texts, d.dep.textRetention = textStore{w: d.w, mem: rel.mem}, handler.DefaultTextRetention
@@ -309,6 +317,12 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 	if d.on(Day2Config) {
 		w.at(at(time.Minute, window+30*time.Minute), "day-2 config", func() { d.changeConfig() })
 	}
+	if d.on(Day2FailureCap) {
+		w.at(at(time.Minute, window+30*time.Minute), "day-2 failure cap", func() {
+			d.dep.monitor.MaxConsecutiveFailures = otherThan(d.rng, d.dep.monitor.MaxConsecutiveFailures)
+			d.redeploy(fmt.Sprintf("LOCALEFLOW_MAX_CONSECUTIVE_FAILURES=%d", d.dep.monitor.MaxConsecutiveFailures))
+		})
+	}
 	if d.on(Day2Redrive) && len(rel.releases) > 0 {
 		// A redriven (or late duplicate) step message: a release.deliver
 		// for a release that is in flight, its delivery not prepared yet.
@@ -363,19 +377,21 @@ func (d *day2) changeConfig() {
 	mc := monitor.Config{
 		PollInterval:           time.Duration(5+r.IntN(116)) * time.Second,
 		BaseDelay:              time.Duration(1+r.IntN(30)) * time.Second,
-		MaxConsecutiveFailures: 1 + r.IntN(20),
-		Lease:                  time.Duration(30+r.IntN(1170)) * time.Second,
+		MaxConsecutiveFailures: d.dep.monitor.MaxConsecutiveFailures, // Day2FailureCap
+		// Longer than the CMS timeout.
+		Lease: d.dep.cmsTimeout + time.Duration(1+r.IntN(1200))*time.Second,
 	}
 	mc.MaxDelay = mc.BaseDelay + time.Duration(r.IntN(600))*time.Second
-	d.dep.monitor = mc
-	// Longer than both 30 s timeouts; at most what the 120 s function
-	// timeout leaves (the handler needs lease + margin in one invocation).
-	d.dep.evidenceLease = time.Duration(31+r.IntN(80)) * time.Second
+	d.dep.monitor = mc.WithDefaults()
+	// Longer than both 30 s timeouts, and short enough that an invocation
+	// (the seed's function timeout) still holds one lease plus the margin.
+	longest := d.w.Faults.Config.FunctionTimeout - 3*time.Second - 31*time.Second
+	d.dep.evidenceLease = 31*time.Second + time.Duration(d.rng.Int64N(int64(longest)))/time.Second*time.Second
 	if d.dep.texts != nil {
 		d.dep.textRetention = time.Duration(1+r.IntN(14*24)) * time.Hour
 	}
-	d.redeploy(fmt.Sprintf("config poll=%s backoff=%s..%s failures=%d lease=%s evidence-lease=%s text-retention=%s",
-		mc.PollInterval, mc.BaseDelay, mc.MaxDelay, mc.MaxConsecutiveFailures, mc.Lease, d.dep.evidenceLease, d.dep.textRetention))
+	d.redeploy(fmt.Sprintf("config poll=%s backoff=%s..%s lease=%s evidence-lease=%s text-retention=%s",
+		mc.PollInterval, mc.BaseDelay, mc.MaxDelay, mc.Lease, d.dep.evidenceLease, d.dep.textRetention))
 }
 
 // textStore is the texts' TTL writer on the memory store, one gated call.

@@ -19,6 +19,9 @@ type Options struct {
 	Recovery    time.Duration
 	// Changes is the number of changes (0: 3..8 drawn from the seed).
 	Changes int
+	// Strict makes every finding of a check pending a fix a violation
+	// (pendingFixes).
+	Strict bool
 	// Day2 lists the day-2 operation kinds (day2.go) a seed may get; one
 	// seed in Day2Every gets them.
 	Day2 []string
@@ -42,6 +45,7 @@ type Result struct {
 	Trace      []Step
 	Events     int
 	Calls      int
+	Stats      Stats
 	// Day2 lists the day-2 operations applied (nil: none).
 	Day2 []string
 }
@@ -52,6 +56,7 @@ type Result struct {
 func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 	opts = opts.withDefaults()
 	w := newWorld(seed)
+	w.strict = opts.Strict
 	w.faultsEnd = w.start.Add(opts.FaultWindow)
 	producerKey = eventKey
 	w.day2 = newDay2(w, opts.Day2)
@@ -107,7 +112,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 			calls++
 		}
 	}
-	res := Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls}
+	res := Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats}
 	if w.day2 != nil {
 		res.Day2 = w.day2.ops
 	}
