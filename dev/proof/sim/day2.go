@@ -126,6 +126,13 @@ func ParseDay2(s string) ([]string, error) {
 	return out, nil
 }
 
+// AckStartsTextRetention models the operator's `localeflow ack
+// --release`: false is main's CLI (the acknowledgement only), true the CLI
+// of branch day2-retention, which also starts the texts' retention. The
+// Day2Texts checker ("the texts of an acknowledged release never expire")
+// finds issue 25 finding 4 with false; set it to true with that merge.
+const AckStartsTextRetention = false
+
 // Day2Every: one seed in Day2Every gets day-2 operations (the others run
 // as before, their histories unchanged).
 const Day2Every = 4
@@ -574,6 +581,12 @@ func (d *day2) acknowledge() {
 		}
 		d.acked[id] = true
 		d.op("operator acknowledged release %s (%d records)", id, len(acked))
+		if AckStartsTextRetention && d.dep.texts != nil {
+			// What `localeflow ack --release` does after the
+			// acknowledgement once the fix of issue 25 finding 4 is in
+			// (cmd/localeflow expireAckedTexts on branch day2-retention).
+			_ = d.rel.mem.ExpireTexts(ctx, id, time.Now().Add(d.dep.textRetention))
+		}
 	}
 }
 

@@ -660,6 +660,11 @@ func (r *Release) blockedVisibly(spec *releaseSpec, snap release.Snapshot) bool 
 			return true
 		}
 	}
+	if b := snap.Blocked; b != nil {
+		if _, _, _, attention := release.Wake(b); attention {
+			return true
+		}
+	}
 	return false
 }
 
