@@ -46,8 +46,10 @@ type Result struct {
 	Events     int
 	Calls      int
 	Stats      Stats
-	// Day2 lists the day-2 operations applied (nil: none).
-	Day2 []string
+	// Day2 lists the day-2 operations applied (nil: none), under the
+	// kinds Day2Kinds.
+	Day2      []string
+	Day2Kinds []string
 }
 
 // Run simulates one seed. It must run inside a synctest bubble (wait is
@@ -114,7 +116,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 	}
 	res := Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats}
 	if w.day2 != nil {
-		res.Day2 = w.day2.ops
+		res.Day2, res.Day2Kinds = w.day2.ops, opts.Day2
 	}
 	return res
 }
@@ -195,7 +197,11 @@ func (r Result) Shrink() []Step {
 func (r Result) Report() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d failed (%d calls, %d events); faults %+v\n", r.Seed, r.Calls, r.Events, r.Faults)
-	fmt.Fprintf(&b, "replay: make sim START=%d SEEDS=1 VERBOSE=1\n", r.Seed)
+	if len(r.Day2) > 0 {
+		fmt.Fprintf(&b, "replay: make sim START=%d SEEDS=1 VERBOSE=1 DAY2=%s\n", r.Seed, strings.Join(r.Day2Kinds, ","))
+	} else {
+		fmt.Fprintf(&b, "replay: make sim START=%d SEEDS=1 VERBOSE=1\n", r.Seed)
+	}
 	for _, op := range r.Day2 {
 		fmt.Fprintf(&b, "  day-2: %s\n", op)
 	}
