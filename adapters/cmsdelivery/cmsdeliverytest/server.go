@@ -26,9 +26,10 @@ type Server struct {
 	key         []byte
 	publication ed25519.PublicKey
 	approval    ed25519.PublicKey
-	// trusted holds the public keys trusted besides publication and
-	// approval (TrustAlso), by token context.
-	trusted map[string][]ed25519.PublicKey
+	// Further keys accepted while a key rotates (Accept).
+	keys         [][]byte
+	publications []ed25519.PublicKey
+	approvals    []ed25519.PublicKey
 
 	mu         sync.Mutex
 	failFirst  int
@@ -45,6 +46,43 @@ func New(key []byte, publication, approval ed25519.PublicKey) *Server {
 	s := &Server{key: key, publication: publication, approval: approval, deliveries: map[string][]byte{}, bundles: map[string]release.Bundle{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// Accept replaces the keys the server accepts, as a CMS does during a key
+// rotation: requests signed with any of hmacKeys, bundles signed with any
+// of publications, approvals with any of approvals (each nil keeps the
+// keys New was given).
+func (s *Server) Accept(hmacKeys [][]byte, publications, approvals []ed25519.PublicKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys, s.publications, s.approvals = hmacKeys, publications, approvals
+}
+
+func (s *Server) verifyRequest(method, path, rid, ts string, body []byte, sig string) bool {
+	keys := s.keys
+	if keys == nil {
+		keys = [][]byte{s.key}
+	}
+	for _, k := range keys {
+		if signing.VerifyRequest(k, method, path, rid, ts, body, sig) {
+			return true
+		}
+	}
+	return false
+}
+
+func openAny(context string, pubs []ed25519.PublicKey, fallback ed25519.PublicKey, token string) ([]byte, error) {
+	if pubs == nil {
+		pubs = []ed25519.PublicKey{fallback}
+	}
+	var err error
+	for _, pub := range pubs {
+		var payload []byte
+		if payload, err = release.OpenToken(context, pub, token); err == nil {
+			return payload, nil
+		}
+	}
+	return nil, err
 }
 
 // FailFirst makes the next n calls answer 503.
@@ -93,7 +131,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rid, ts := r.Header.Get(signing.HeaderRequestID), r.Header.Get(signing.HeaderTimestamp)
-	if !core.ValidToken(rid) || ts == "" || !signing.VerifyRequest(s.key, r.Method, r.URL.Path, rid, ts, body, r.Header.Get(signing.HeaderSignature)) {
+	if !core.ValidToken(rid) || ts == "" || !s.verifyRequest(r.Method, r.URL.Path, rid, ts, body, r.Header.Get(signing.HeaderSignature)) {
 		s.reject(w, http.StatusUnauthorized)
 		return
 	}
@@ -104,7 +142,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest)
 		return
 	}
-	payload, err := s.open(release.PublicationContext, s.publication, req.Bundle)
+	payload, err := openAny(release.PublicationContext, s.publications, s.publication, req.Bundle)
 	if err != nil {
 		s.reject(w, http.StatusForbidden)
 		return
@@ -116,7 +154,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, l := range b.Locales {
-		if _, err := s.open(release.ApprovalContext, s.approval, l.Approval); err != nil ||
+		if _, err := openAny(release.ApprovalContext, s.approvals, s.approval, l.Approval); err != nil ||
 			core.SHA256Hex([]byte(l.Text)) != l.TargetSHA256 {
 			s.reject(w, http.StatusForbidden)
 			return
@@ -134,34 +172,4 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.deliveries[b.DeliveryID] = payload
 	s.bundles[b.DeliveryID] = b
 	w.WriteHeader(http.StatusCreated)
-}
-
-// TrustAlso makes the endpoint also accept bundles signed with publication
-// and approvals signed with approval (either may be nil): the verifier's
-// side of an Ed25519 seed rotation, done before the seed switches.
-func (s *Server) TrustAlso(publication, approval ed25519.PublicKey) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.trusted == nil {
-		s.trusted = map[string][]ed25519.PublicKey{}
-	}
-	if publication != nil {
-		s.trusted[release.PublicationContext] = append(s.trusted[release.PublicationContext], publication)
-	}
-	if approval != nil {
-		s.trusted[release.ApprovalContext] = append(s.trusted[release.ApprovalContext], approval)
-	}
-}
-
-// open opens token with key or, failing that, with a key trusted besides
-// it for context.
-func (s *Server) open(context string, key ed25519.PublicKey, token string) ([]byte, error) {
-	payload, err := release.OpenToken(context, key, token)
-	for _, k := range s.trusted[context] {
-		if err == nil {
-			break
-		}
-		payload, err = release.OpenToken(context, k, token)
-	}
-	return payload, err
 }

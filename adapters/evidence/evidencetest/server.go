@@ -26,6 +26,7 @@ type Server struct {
 	key       []byte
 
 	mu        sync.Mutex
+	keys      [][]byte // Accept
 	requests  int
 	rejected  int
 	requestID map[string]bool
@@ -36,6 +37,29 @@ func New(key []byte, r *releasetest.Responder) *Server {
 	s := &Server{Responder: r, key: key, requestID: map[string]bool{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// Accept replaces the request keys the provider accepts, as it does
+// during a key rotation (nil: the key New was given).
+func (s *Server) Accept(keys ...[]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys = keys
+}
+
+func (s *Server) verify(method, path, rid, ts string, body []byte, sig string) bool {
+	s.mu.Lock()
+	keys := s.keys
+	s.mu.Unlock()
+	if keys == nil {
+		keys = [][]byte{s.key}
+	}
+	for _, k := range keys {
+		if signing.VerifyRequest(k, method, path, rid, ts, body, sig) {
+			return true
+		}
+	}
+	return false
 }
 
 // Counts returns how many requests arrived and how many were rejected as
@@ -75,7 +99,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	rid := r.Header.Get(signing.HeaderRequestID)
 	ts := r.Header.Get(signing.HeaderTimestamp)
 	if !core.ValidToken(rid) || ts == "" ||
-		!signing.VerifyRequest(s.key, r.Method, r.URL.Path, rid, ts, body, r.Header.Get(signing.HeaderSignature)) {
+		!s.verify(r.Method, r.URL.Path, rid, ts, body, r.Header.Get(signing.HeaderSignature)) {
 		s.reject(w, http.StatusUnauthorized, "signature_invalid")
 		return
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -37,6 +38,12 @@ const (
 	// Day2CMSKey: the CMS lifecycle HMAC key rotates the same way (the CMS
 	// accepts NEW, secret NEW,OLD, the CMS signs with NEW, secret NEW).
 	Day2CMSKey = "cms-key"
+	// Day2EvidenceKey / Day2DeliveryKey: the evidence provider's and the
+	// CMS delivery endpoint's HMAC keys rotate: the peer accepts NEW as
+	// well, secret NEW,OLD and new environments (requests signed with
+	// NEW), a day later secret NEW and the peer drops OLD.
+	Day2EvidenceKey = "evidence-key"
+	Day2DeliveryKey = "delivery-key"
 	// Day2ApprovalSeed / Day2PublicationSeed: the Ed25519 signing seed
 	// rotates: the new public key is published to the CMS first, then the
 	// coordinator cold-starts with the new seed.
@@ -65,7 +72,7 @@ const (
 )
 
 // Day2Kinds lists every day-2 kind.
-var Day2Kinds = []string{Day2Redeploy, Day2EventKey, Day2CMSKey,
+var Day2Kinds = []string{Day2Redeploy, Day2EventKey, Day2CMSKey, Day2EvidenceKey, Day2DeliveryKey,
 	Day2ApprovalSeed, Day2PublicationSeed, Day2Attempts, Day2Config, Day2FailureCap, Day2Texts, Day2LateDuplicates, Day2Redrive}
 
 // Day2Blocked names, for each kind that is off by default, the finding of
@@ -179,6 +186,10 @@ type day2 struct {
 	dep   deployment
 	// Ops lists the operations applied, for the report.
 	ops []string
+	// deliveryAccept, cmsPublications and cmsApprovals are the keys the
+	// CMS delivery endpoint accepts during a rotation (nil: its own).
+	deliveryAccept                [][]byte
+	cmsPublications, cmsApprovals []ed25519.PublicKey
 	// approvalSeeds are every approval seed deployed (the checker opens
 	// approvals made under any of them).
 	approvalSeeds [][]byte
@@ -206,6 +217,12 @@ func newDay2(w *World, kinds []string) *day2 {
 		d.kinds[k] = true
 	}
 	return d
+}
+
+// pushDelivery tells the CMS delivery endpoint the keys it accepts (nil:
+// the ones it started with).
+func (d *day2) pushDelivery() {
+	d.rel.peers.Delivery.Accept(d.deliveryAccept, d.cmsPublications, d.cmsApprovals)
 }
 
 func (d *day2) on(kind string) bool { return d != nil && d.kinds[kind] }
@@ -283,6 +300,10 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 		w.at(t3, "day-2 cms key step 3", func() { d.op("CMS signs with NEW"); mon.cms.Rotate(nk) })
 	}
 	if d.on(Day2ApprovalSeed) || d.on(Day2PublicationSeed) {
+		fx := rel.peers.Fixture
+		approval, publication := fx.Authorities()
+		d.cmsApprovals = []ed25519.PublicKey{approval.PublicKey()}
+		d.cmsPublications = []ed25519.PublicKey{publication.PublicKey()}
 		kind := Day2ApprovalSeed
 		if !d.on(kind) || d.on(Day2PublicationSeed) && d.rng.IntN(2) == 0 {
 			kind = Day2PublicationSeed
@@ -298,10 +319,11 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 				return
 			}
 			if kind == Day2ApprovalSeed {
-				rel.peers.Delivery.TrustAlso(nil, a.PublicKey())
+				d.cmsApprovals = append(d.cmsApprovals, a.PublicKey())
 			} else {
-				rel.peers.Delivery.TrustAlso(a.PublicKey(), nil)
+				d.cmsPublications = append(d.cmsPublications, a.PublicKey())
 			}
+			d.pushDelivery()
 		})
 		w.at(t2, "day-2 "+kind+" step 2", func() {
 			if kind == Day2ApprovalSeed {
@@ -311,6 +333,31 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 				d.dep.publicationSeed = seed
 			}
 			d.redeploy(kind + " switched")
+		})
+	}
+	for _, kind := range []string{Day2EvidenceKey, Day2DeliveryKey} {
+		if !d.on(kind) {
+			continue
+		}
+		t1 := at(time.Minute, window)
+		t2 := t1.Add(time.Duration(d.rng.Int64N(int64(5 * time.Minute))))
+		nk := d.newKey(kind)
+		w.at(t1, "day-2 "+kind+" step 1", func() {
+			d.op("%s: the peer accepts NEW as well", kind)
+			if kind == Day2EvidenceKey {
+				rel.peers.Evidence.Accept(d.dep.evidenceKeys[0], nk)
+			} else {
+				d.deliveryAccept = [][]byte{d.dep.deliveryKeys[0], nk}
+				d.pushDelivery()
+			}
+		})
+		w.at(t2, "day-2 "+kind+" step 2", func() {
+			if kind == Day2EvidenceKey {
+				d.dep.evidenceKeys = [][]byte{nk, d.dep.evidenceKeys[0]}
+			} else {
+				d.dep.deliveryKeys = [][]byte{nk, d.dep.deliveryKeys[0]}
+			}
+			d.redeploy(kind + " secret NEW,OLD")
 		})
 	}
 	if d.on(Day2Attempts) {
@@ -478,6 +525,17 @@ func (d *day2) weeks(wait func(), poll func(now time.Time) (bool, time.Time), se
 		case 0:
 			if d.on(Day2Texts) {
 				d.acknowledge()
+			}
+			if d.on(Day2EvidenceKey) || d.on(Day2DeliveryKey) {
+				d.dep.evidenceKeys, d.dep.deliveryKeys = d.dep.evidenceKeys[:1], d.dep.deliveryKeys[:1]
+				d.redeploy("evidence / delivery key secrets NEW")
+				if d.on(Day2EvidenceKey) {
+					d.rel.peers.Evidence.Accept(d.dep.evidenceKeys[0])
+				}
+				if d.on(Day2DeliveryKey) {
+					d.deliveryAccept = d.dep.deliveryKeys[:1]
+					d.pushDelivery()
+				}
 			}
 			if d.on(Day2CMSKey) {
 				d.dep.cmsKeys = d.dep.cmsKeys[:1]

@@ -70,6 +70,7 @@ func TestDay2ReplaysExactly(t *testing.T) {
 func TestDay2Reaches(t *testing.T) {
 	want := map[string]string{
 		Day2Redeploy: "redeploy (no change)", Day2EventKey: "event producers sign with NEW", Day2CMSKey: "CMS signs with NEW",
+		Day2EvidenceKey: "evidence-key secret NEW,OLD", Day2DeliveryKey: "delivery-key secret NEW,OLD",
 		Day2ApprovalSeed: "approval-seed switched", Day2PublicationSeed: "publication-seed switched",
 		Day2Attempts: "LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS=", Day2Config: "redeploy (config ", Day2FailureCap: "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES=",
 		Day2Texts: "TTL deleted", Day2LateDuplicates: " again", Day2Redrive: "a redriven release.deliver step",
