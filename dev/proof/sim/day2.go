@@ -150,6 +150,7 @@ const Day2Every = 4
 type deployment struct {
 	eventKeys, cmsKeys, evidenceKeys, deliveryKeys [][]byte
 	approvalSeed, publicationSeed                  []byte
+	approvalPrev, publicationPrev                  [][]byte // the seed sets' previous seeds, where the product takes sets
 	verifiers                                      release.Verifiers
 	evidenceLease                                  time.Duration
 	evidenceMaxAttempts, deliveryMaxAttempts       int
@@ -327,9 +328,11 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 		})
 		w.at(t2, "day-2 "+kind+" step 2", func() {
 			if kind == Day2ApprovalSeed {
+				d.dep.approvalPrev = append([][]byte{d.dep.approvalSeed}, d.dep.approvalPrev...)
 				d.dep.approvalSeed = seed
 				d.approvalSeeds = append(d.approvalSeeds, seed)
 			} else {
+				d.dep.publicationPrev = append([][]byte{d.dep.publicationSeed}, d.dep.publicationPrev...)
 				d.dep.publicationSeed = seed
 			}
 			d.redeploy(kind + " switched")
@@ -413,6 +416,21 @@ func otherThan(r *rand.Rand, cur int) int {
 		v++
 	}
 	return v
+}
+
+// authorityOf builds a signing authority from the deployed seed secret.
+// Where the product takes a seed set (current, previous…: the rotation
+// procedure of issue 25 finding 2's fix), the secret holds NEW,OLD during
+// a rotation; where it takes one seed (main), the secret holds NEW only,
+// as docs/security.md says ("Ed25519 keys are not sets").
+func authorityOf(newAuthority any, seed []byte, prev [][]byte) (*release.Authority, error) {
+	switch f := newAuthority.(type) {
+	case func([]byte, ...[]byte) (*release.Authority, error):
+		return f(seed, prev...)
+	case func([]byte) (*release.Authority, error):
+		return f(seed)
+	}
+	return nil, fmt.Errorf("sim: unexpected authority constructor %T", newAuthority)
 }
 
 func newAuthority(kind string, seed []byte) (*release.Authority, error) {

@@ -272,11 +272,11 @@ func (r *Release) deploy(d deployment) error {
 		if err != nil {
 			return err
 		}
-		approval, err := release.NewApprovalAuthority(d.approvalSeed)
+		approval, err := authorityOf(release.NewApprovalAuthority, d.approvalSeed, d.approvalPrev)
 		if err != nil {
 			return err
 		}
-		publication, err := release.NewPublicationAuthority(d.publicationSeed)
+		publication, err := authorityOf(release.NewPublicationAuthority, d.publicationSeed, d.publicationPrev)
 		if err != nil {
 			return err
 		}
