@@ -59,6 +59,12 @@ const (
 	// Day2FailureCap: LOCALEFLOW_MAX_CONSECUTIVE_FAILURES changes (1..20)
 	// between cold starts.
 	Day2FailureCap = "failure-cap"
+	// Day2MonitorRetention: LOCALEFLOW_MONITOR_RETENTION changes to a
+	// value of the documented range (≥ 1 h) below the event max age, DynamoDB
+	// deletes finished monitor records at a lag of up to 48 h, and the
+	// producer's original dispatches arrive again (a redelivery, a
+	// producer retry) a day or two later, still within the max age.
+	Day2MonitorRetention = "monitor-retention"
 	// Day2Texts: the texts get their DynamoDB TTL as deployed
 	// (LOCALEFLOW_TEXT_RETENTION), expired items are deleted at a random
 	// lag of up to 48 h while the virtual time spans weeks, and the
@@ -73,21 +79,22 @@ const (
 
 // Day2Kinds lists every day-2 kind.
 var Day2Kinds = []string{Day2Redeploy, Day2EventKey, Day2CMSKey, Day2EvidenceKey, Day2DeliveryKey,
-	Day2ApprovalSeed, Day2PublicationSeed, Day2Attempts, Day2Config, Day2FailureCap, Day2Texts, Day2LateDuplicates, Day2Redrive}
+	Day2ApprovalSeed, Day2PublicationSeed, Day2Attempts, Day2Config, Day2FailureCap, Day2MonitorRetention, Day2Texts, Day2LateDuplicates, Day2Redrive}
 
 // Day2Blocked names, for each kind that is off by default, the finding of
 // issue 25 that makes it fail on main and the branch that fixes it. The
 // default block runs every other kind; the test log reports these as
 // counted exceptions.
 var Day2Blocked = map[string]string{
-	Day2EventKey:        "issue 25 finding 1 (plan seal checked with the first key only: coordinator.plan.seal_invalid); fixed on day2-keys",
-	Day2ApprovalSeed:    "issue 25 finding 2 (stored approvals re-checked with the current seed only: approval.invalid); fixed on day2-keys",
-	Day2PublicationSeed: "issue 25 finding 2 (prepared bundles re-checked with the current seed only: cms.delivery.invalid); fixed on day2-keys",
-	Day2Texts:           "issue 25 finding 4 (texts of an acknowledged release never expire; texts expire on non-blocking final errors); fixed on day2-retention",
-	Day2LateDuplicates:  "issue 25 finding 3 (a delivered release turns blocked after its texts expired); fixed on day2-retention",
-	Day2Redrive:         "issue 25 findings 3 and 10 (redriven inputs block a delivered release; refused as stale after 96 h); fixed on day2-retention",
-	Day2Attempts:        "issue 25 finding 5 (attempt_policy_changed on every sweep, invisible in health); fixed on day2-retention",
-	Day2FailureCap:      "new day-2 finding (not in issue 25): the monitor's identity binding includes LOCALEFLOW_MAX_CONSECUTIVE_FAILURES, so after a change a redelivered or re-sent dispatch of a registered change is quarantined as lifecycle_monitor.idempotency_collision; no fix yet",
+	Day2EventKey:         "issue 25 finding 1 (plan seal checked with the first key only: coordinator.plan.seal_invalid); fixed on day2-keys",
+	Day2ApprovalSeed:     "issue 25 finding 2 (stored approvals re-checked with the current seed only: approval.invalid); fixed on day2-keys",
+	Day2PublicationSeed:  "issue 25 finding 2 (prepared bundles re-checked with the current seed only: cms.delivery.invalid); fixed on day2-keys",
+	Day2Texts:            "issue 25 finding 4 (texts of an acknowledged release never expire; texts expire on non-blocking final errors); fixed on day2-retention",
+	Day2LateDuplicates:   "issue 25 finding 3 (a delivered release turns blocked after its texts expired); fixed on day2-retention",
+	Day2Redrive:          "issue 25 findings 3 and 10 (redriven inputs block a delivered release; refused as stale after 96 h); fixed on day2-retention",
+	Day2Attempts:         "issue 25 finding 5 (attempt_policy_changed on every sweep, invisible in health); fixed on day2-retention",
+	Day2MonitorRetention: "issue 25 finding 9 (a finished change registered again after its record expired while its dispatch is still accepted: a second outcome); the fix on day2-retention makes retention ≥ LOCALEFLOW_EVENT_MAX_AGE the documented range, which this kind then no longer exercises: keep it off",
+	Day2FailureCap:       "new day-2 finding (not in issue 25): the monitor's identity binding includes LOCALEFLOW_MAX_CONSECUTIVE_FAILURES, so after a change a redelivered or re-sent dispatch of a registered change is quarantined as lifecycle_monitor.idempotency_collision; no fix yet",
 }
 
 // Day2Default is the set of kinds the default block runs: every kind not
@@ -203,6 +210,11 @@ type day2 struct {
 	// delivered nor blocked (when).
 	earlyExpiry map[string]time.Duration
 	redriven    bool
+	// monitorRetention is LOCALEFLOW_MONITOR_RETENTION once changed (0:
+	// the default 90 days, beyond the simulated weeks).
+	monitorRetention time.Duration
+	// monitorExpired: monitor records deleted by their TTL.
+	monitorExpired map[string]bool
 }
 
 func newDay2(w *World, kinds []string) *day2 {
@@ -213,7 +225,7 @@ func newDay2(w *World, kinds []string) *day2 {
 	if rng.IntN(Day2Every) != 0 {
 		return nil
 	}
-	d := &day2{w: w, kinds: map[string]bool{}, rng: rng, delivered: map[string]time.Duration{}, acked: map[string]bool{}, textsExpired: map[string]bool{}}
+	d := &day2{w: w, kinds: map[string]bool{}, rng: rng, delivered: map[string]time.Duration{}, acked: map[string]bool{}, textsExpired: map[string]bool{}, monitorExpired: map[string]bool{}}
 	for _, k := range kinds {
 		d.kinds[k] = true
 	}
@@ -361,6 +373,12 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 				d.dep.deliveryKeys = [][]byte{nk, d.dep.deliveryKeys[0]}
 			}
 			d.redeploy(kind + " secret NEW,OLD")
+		})
+	}
+	if d.on(Day2MonitorRetention) {
+		w.at(at(time.Minute, window+30*time.Minute), "day-2 monitor retention", func() {
+			d.monitorRetention = time.Duration(1+d.rng.IntN(72)) * time.Hour
+			d.redeploy(fmt.Sprintf("LOCALEFLOW_MONITOR_RETENTION=%s", d.monitorRetention))
 		})
 	}
 	if d.on(Day2Attempts) {
@@ -539,10 +557,21 @@ func (d *day2) weeks(wait func(), poll func(now time.Time) (bool, time.Time), se
 		if d.ttl() {
 			d.reap()
 		}
+		if d.monitorRetention > 0 {
+			if gone := d.mon.mem.DeleteExpired(time.Now(), d.monitorRetention, func(id string) time.Duration { return d.ttlLag(id, "monitor") }); len(gone) > 0 {
+				for _, id := range gone {
+					d.monitorExpired[id] = true
+				}
+				d.op("TTL deleted %d monitor records: %s", len(gone), strings.Join(gone, ", "))
+			}
+		}
 		switch i {
 		case 0:
 			if d.on(Day2Texts) {
 				d.acknowledge()
+			}
+			if d.on(Day2MonitorRetention) {
+				d.redispatch()
 			}
 			if d.on(Day2EvidenceKey) || d.on(Day2DeliveryKey) {
 				d.dep.evidenceKeys, d.dep.deliveryKeys = d.dep.evidenceKeys[:1], d.dep.deliveryKeys[:1]
@@ -687,6 +716,33 @@ func (d *day2) lateDuplicates() {
 	}
 }
 
+// redispatch: the original signed dispatches of the (unforged) changes
+// arrive again, as a redelivery or a producer's retry does.
+func (d *day2) redispatch() {
+	forged := map[string]bool{}
+	for _, c := range d.mon.changes {
+		forged[c.id] = c.forged
+	}
+	seen := map[string]bool{}
+	for _, e := range slices.Clone(d.mon.bus.Events) {
+		if e.DetailType != contract.DetailChangeDispatched {
+			continue
+		}
+		var sd struct {
+			Payload string `json:"payload"`
+		}
+		var p struct {
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal(e.Detail, &sd) != nil || json.Unmarshal([]byte(sd.Payload), &p) != nil || forged[p.EventID] || seen[p.EventID] {
+			continue
+		}
+		seen[p.EventID] = true
+		d.op("the dispatch of %s (signed at %.0fs) arrives again", p.EventID, e.At.Seconds())
+		d.mon.bus.put(contract.DetailChangeDispatched, e.Detail)
+	}
+}
+
 // redrive moves every DLQ message back to its queue (the console's "start
 // DLQ redrive") and replays the quarantine (`localeflow quarantine replay
 // --all`), days after the messages got there.
@@ -819,6 +875,18 @@ func (d *day2) check(logs string) {
 			d.w.violate("day-2: %d validly signed inputs redriven within the DLQ's 14-day retention were refused as stale (%s)", s.n, c)
 		}
 	}
+	created := map[string]int{}
+	for _, st := range d.w.trace {
+		if id, ok := strings.CutPrefix(st.Call, "monitor.Create "); ok && strings.HasPrefix(st.Outcome, "created=true") {
+			created[id]++
+		}
+	}
+	for _, id := range keys(boolsOf(created)) {
+		if created[id] > 1 {
+			d.w.violate("day-2: change %s was registered %d times: its finished record expired (LOCALEFLOW_MONITOR_RETENTION=%s) while its dispatch was still accepted",
+				id, created[id], d.monitorRetention)
+		}
+	}
 	for _, spec := range d.rel.releases {
 		id := spec.plan.EventID
 		snap, err := d.rel.mem.Load(ctx, id)
@@ -865,6 +933,14 @@ func (d *day2) summary() string {
 	}
 	sort.Strings(ks)
 	return "day-2 kinds " + strings.Join(ks, ",")
+}
+
+func boolsOf(m map[string]int) map[string]bool {
+	out := map[string]bool{}
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 func keys(m map[string]bool) []string {

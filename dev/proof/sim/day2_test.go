@@ -73,7 +73,8 @@ func TestDay2Reaches(t *testing.T) {
 		Day2EvidenceKey: "evidence-key secret NEW,OLD", Day2DeliveryKey: "delivery-key secret NEW,OLD",
 		Day2ApprovalSeed: "approval-seed switched", Day2PublicationSeed: "publication-seed switched",
 		Day2Attempts: "LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS=", Day2Config: "redeploy (config ", Day2FailureCap: "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES=",
-		Day2Texts: "TTL deleted", Day2LateDuplicates: " again", Day2Redrive: "a redriven release.deliver step",
+		Day2MonitorRetention: "monitor records",
+		Day2Texts:            "TTL deleted", Day2LateDuplicates: " again", Day2Redrive: "a redriven release.deliver step",
 	}
 	for _, k := range Day2Kinds {
 		if want[k] == "" {

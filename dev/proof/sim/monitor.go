@@ -674,6 +674,9 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 		}
 		m.checkDLQ(c.id)
 		if err != nil {
+			if d := m.w.day2; d != nil && d.monitorExpired[c.id] {
+				continue // finished, then deleted by its TTL (day2.go)
+			}
 			if !holds(m.queue.DLQ, c.id) {
 				m.w.violate("change %s was dispatched but never registered (not in the DLQ either)", c.id)
 			}
