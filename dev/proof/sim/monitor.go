@@ -393,7 +393,7 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// sent: a stall in flight delays its arrival, not the decision.
 	if nb, ok := t.m.store.notBefore[id]; ok && id != "" && inv != nil && !t.m.store.tampered[id] {
 		if tol := t.w.maxOffset + time.Millisecond; time.Now().Add(tol).Before(nb) {
-			t.w.violate("the CMS was polled for %s %s before its scheduled next poll", id, nb.Sub(time.Now()))
+			t.w.violate("the CMS was polled for %s %s before its scheduled next poll", id, time.Until(nb))
 		}
 	}
 	err := t.w.do(req.Context(), KindHTTP, name, func() error { return fmt.Errorf("dial %s: %w", req.URL.Host, errInjected) },
