@@ -393,22 +393,18 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// sent: a stall in flight delays its arrival, not the decision.
 	if nb, ok := t.m.store.notBefore[id]; ok && id != "" && inv != nil && !t.m.store.tampered[id] {
 		if tol := t.w.maxOffset + time.Millisecond; time.Now().Add(tol).Before(nb) {
-			t.w.violate("the CMS was polled for %s %s before its scheduled next poll", id, nb.Sub(time.Now()))
+			t.w.violate("the CMS was polled for %s %s before its scheduled next poll", id, time.Until(nb))
 		}
 	}
 	err := t.w.do(req.Context(), KindHTTP, name, func() error { return fmt.Errorf("dial %s: %w", req.URL.Host, errInjected) },
 		func() (string, error) {
 			rec := httptest.NewRecorder()
 			t.cms.ServeHTTP(rec, req)
-			if (rec.Code == http.StatusTooManyRequests || rec.Code == http.StatusServiceUnavailable) && t.w.rng.IntN(2) == 0 {
-				// The CMS asks for a pause: sometimes longer than the
-				// backoff, which must then wait for it.
-				rec.Header().Set("Retry-After", strconv.Itoa(1+t.w.rng.IntN(2*int(t.m.store.cfg.MaxDelay/time.Second)+2)))
-			}
 			resp = rec.Result()
-			if inv != nil && id != "" {
-				ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-				t.m.store.reads[readKey{inv.ID, id}] = readResult{status: resp.StatusCode, retryAfter: time.Duration(ra) * time.Second}
+			if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && t.w.rng.IntN(4) != 0 {
+				// The CMS asks for a pause: often longer than the backoff,
+				// which must then wait for it.
+				resp.Header.Set("Retry-After", strconv.Itoa(1+t.w.rng.IntN(2*int(t.m.store.cfg.MaxDelay/time.Second)+2)))
 			}
 			if req.Context().Err() != nil {
 				return "client gave up", req.Context().Err()
@@ -417,6 +413,12 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		})
 	if err != nil {
 		return nil, err
+	}
+	if inv != nil && id != "" {
+		// The answer reached the client: what it said is what the
+		// poller's next write must follow.
+		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		t.m.store.reads[readKey{inv.ID, id}] = readResult{status: resp.StatusCode, retryAfter: time.Duration(ra) * time.Second}
 	}
 	return resp, nil
 }
@@ -490,7 +492,15 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 	m.queue = newQueue(w, def, "poller")
 	m.fn = &Function{w: w, name: "poller", timeout: sc.FunctionTimeout, queue: m.queue}
 	bus.Observe(m.observe)
-	bus.rules[contract.DetailChangeDispatched] = m.queue
+	// Every rule of the topology that targets the poll queue (dispatches
+	// and hints).
+	for _, rule := range top.Rules {
+		if rule.TargetQueue == top.PollQueue.Logical {
+			for _, dt := range rule.DetailTypes {
+				bus.rules[dt] = m.queue
+			}
+		}
+	}
 	m.pageSize = 1 + w.rng.IntN(4)
 	if err := m.deploy(defaultDeployment(w, releasetest.NewFixture())); err != nil {
 		return nil, err
@@ -559,6 +569,11 @@ func (m *Monitor) script(n int, window time.Duration) {
 			}
 		}
 		final := cmstest.StatusStep(finals[r.IntN(len(finals))])
+		if r.IntN(4) == 0 {
+			// A slow CMS: the terminal answer comes shortly before the
+			// client gives up, when little of a short lease is left.
+			final.Delay = time.Duration(r.Int64N(int64(m.w.Faults.Config.CMSTimeout)))
+		}
 		if r.IntN(40) == 0 {
 			final = cmstest.Step{Status: "published", Fault: []cmstest.Fault{cmstest.FaultBadSignature, cmstest.FaultMalformedBody, cmstest.FaultExtraKey}[r.IntN(3)]}
 		}
@@ -598,6 +613,16 @@ func (m *Monitor) script(n int, window time.Duration) {
 			at := c.dispatch.Add(time.Duration(r.Int64N(int64(10 * time.Minute))))
 			hint, _ := json.Marshal(map[string]string{"event_id": c.id, "site_id": "site-sim"})
 			m.w.at(at, "hint "+c.id, func() { m.bus.put(contract.DetailChangeHint, hint) })
+		}
+		if r.IntN(4) == 0 {
+			// A burst of hints, one every 1–20 s: some land while the
+			// change waits out a backoff, which they must not shorten.
+			at := c.dispatch
+			for range 10 {
+				at = at.Add(time.Duration(1+r.IntN(20)) * time.Second)
+				hint, _ := json.Marshal(map[string]string{"event_id": c.id, "site_id": "site-sim"})
+				m.w.at(at, "hint "+c.id, func() { m.bus.put(contract.DetailChangeHint, hint) })
+			}
 		}
 		if c.tamper != "" {
 			at := c.dispatch.Add(time.Duration(r.Int64N(int64(5 * time.Minute))))

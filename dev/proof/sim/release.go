@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -115,6 +116,9 @@ func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) erro
 		pk, sk := w.Rec.Key()
 		keys = append(keys, pk+" "+sk)
 	}
+	// The writes of one PutAll are atomic; callers may build them from a
+	// map, so the label lists them sorted (a seed replays its trace).
+	sort.Strings(keys)
 	return s.w.do(ctx, KindStore, "release.PutAll "+strings.Join(keys, " + "), releaseDown, func() (string, error) {
 		if err := s.mem.PutAll(ctx, writes...); err != nil {
 			return "refused " + core.CodeOf(err), err
