@@ -19,6 +19,7 @@ import (
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
+	"github.com/localeflow/localeflow/signing"
 )
 
 // Day-2 operations (docs/simulation.md "Day-2 operations"): what an
@@ -213,6 +214,8 @@ type day2 struct {
 	// monitorRetention is LOCALEFLOW_MONITOR_RETENTION once changed (0:
 	// the default 90 days, beyond the simulated weeks).
 	monitorRetention time.Duration
+	// eventKeyStep3 is when the producers switched to the new event key.
+	eventKeyStep3 time.Time
 	// monitorExpired: monitor records deleted by their TTL.
 	monitorExpired map[string]bool
 }
@@ -298,6 +301,7 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 		w.at(t3, "day-2 event key step 3", func() {
 			d.op("event producers sign with NEW")
 			producerKey = nk
+			d.eventKeyStep3 = time.Now()
 		})
 	}
 	if d.on(Day2CMSKey) {
@@ -589,11 +593,13 @@ func (d *day2) weeks(wait func(), poll func(now time.Time) (bool, time.Time), se
 				d.mon.cms.Forget()
 				d.redeploy("CMS key secret NEW")
 			}
-		case 1:
-			if d.on(Day2EventKey) {
-				d.dep.eventKeys = d.dep.eventKeys[:1]
-				d.redeploy("event key secret NEW (after LOCALEFLOW_EVENT_MAX_AGE)")
-			}
+		}
+		if d.on(Day2EventKey) && !d.eventKeyStep3.IsZero() && len(d.dep.eventKeys) > 1 &&
+			!time.Now().Before(d.eventKeyStep3.Add(signing.DefaultEventMaxAge)) {
+			// Step 4, after the longest in-flight time of an event (the
+			// default LOCALEFLOW_EVENT_MAX_AGE of the code under test).
+			d.dep.eventKeys = d.dep.eventKeys[:1]
+			d.redeploy("event key secret NEW (after LOCALEFLOW_EVENT_MAX_AGE)")
 		}
 		if d.on(Day2Redeploy) && d.rng.IntN(2) == 0 {
 			d.redeploy("no change")
