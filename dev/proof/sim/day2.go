@@ -516,8 +516,8 @@ func (d *day2) noteExpiry(eventID string) {
 		if err != nil {
 			return
 		}
-		if snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded || d.rel.blockedVisibly(spec, snap) {
-			return
+		if snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded || d.rel.blockedVisibly(spec, snap) || d.acked[eventID] {
+			return // ended: delivered, blocked for good, or acknowledged
 		}
 		if d.earlyExpiry == nil {
 			d.earlyExpiry = map[string]time.Duration{}
