@@ -94,7 +94,7 @@ var Day2Blocked = map[string]string{
 	Day2LateDuplicates:   "issue 25 finding 3 (a delivered release turns blocked after its texts expired); fixed on day2-retention",
 	Day2Redrive:          "issue 25 findings 3 and 10 (redriven inputs block a delivered release; refused as stale after 96 h); fixed on day2-retention",
 	Day2Attempts:         "issue 25 finding 5 (attempt_policy_changed on every sweep, invisible in health); fixed on day2-retention",
-	Day2MonitorRetention: "issue 25 finding 9 (a finished change registered again after its record expired while its dispatch is still accepted: a second outcome); the fix on day2-retention makes retention ≥ LOCALEFLOW_EVENT_MAX_AGE the documented range, which this kind then no longer exercises: keep it off",
+	Day2MonitorRetention: "issue 25 finding 9 (a finished change registered again after its record expired while its dispatch is still accepted: a second outcome); day2-retention makes retention ≥ LOCALEFLOW_EVENT_MAX_AGE the documented range, outside what this kind draws: keep it off after that merge too",
 	Day2FailureCap:       "new day-2 finding (not in issue 25): the monitor's identity binding includes LOCALEFLOW_MAX_CONSECUTIVE_FAILURES, so after a change a redelivered or re-sent dispatch of a registered change is quarantined as lifecycle_monitor.idempotency_collision; no fix yet",
 }
 
