@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/cryptotest"
 	"testing/synctest"
@@ -22,6 +25,9 @@ var (
 // tokens, request ids, signatures) drawn from the seed too.
 func runSeed(t *testing.T, seed uint64) Result {
 	t.Helper()
+	// One P: goroutines are created with increasing ids and are not
+	// scheduled side by side (World.grant's tiebreak; replay).
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	cryptotest.SetGlobalRandom(t, seed)
 	peers := NewPeers()
 	defer peers.Close()
@@ -120,7 +126,11 @@ func head(s []uint64, n int) string {
 // TestSimReplaysExactly: one seed, run twice, gives the same history call
 // for call (what makes a failing seed a reproducible bug report).
 func TestSimReplaysExactly(t *testing.T) {
-	for _, seed := range []uint64{3, 29} {
+	// 57, 81, 129, 150, 174 and 191 replayed differently before the
+	// scheduler ordered equal calls by goroutine (with GOMAXPROCS 1), the
+	// coordinator wrote its never-claimed jobs in job id order, and the
+	// drawn CMS timeout stopped coinciding with scripted answer delays.
+	for _, seed := range []uint64{3, 29, 57, 81, 129, 150, 174, 191} {
 		a, b := runSeed(t, seed), runSeed(t, seed)
 		if len(a.Trace) == 0 || len(a.Trace) != len(b.Trace) {
 			t.Fatalf("seed %d: traces of %d and %d steps", seed, len(a.Trace), len(b.Trace))
@@ -131,4 +141,30 @@ func TestSimReplaysExactly(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWatchdogFailsALivelockedSeed: an invocation that keeps calling
+// without the virtual clock moving (and keeps calling after it was
+// crashed) fails the seed with a named violation; the run returns instead
+// of hanging.
+func TestWatchdogFailsALivelockedSeed(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(1)
+		w.faultsEnd = w.start // no injected faults
+		until := w.start.Add(time.Minute)
+		w.invoke("poller", "spin", time.Minute, skewClock{offset: &atomic.Int64{}}, func(ctx context.Context) (any, error) {
+			for {
+				// Ignores every error, never waits: a livelock.
+				_ = w.do(ctx, KindStore, "spin", func() error { return errInjected }, func() (string, error) { return "", nil })
+			}
+		}, nil)
+		w.loop(synctest.Wait, until, func(time.Time) (bool, time.Time) { return false, time.Time{} }, func() bool { return true })
+		if len(w.violations) != 1 || !strings.Contains(w.violations[0], "livelock") {
+			t.Fatalf("violations %v, want one livelock", w.violations)
+		}
+		if w.activeTotal() != 0 {
+			t.Fatalf("%d invocations still running after the watchdog", w.activeTotal())
+		}
+	})
 }
