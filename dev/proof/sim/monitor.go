@@ -810,8 +810,8 @@ func expectedTerminal(rec monitor.Record, outcomeID string) contract.ChangeTermi
 // the path that decided it or from a re-publish: a redelivered message
 // (the coordinator re-publishes a release's stored state on every
 // redelivery), a sweep every minute while the outcome is still owed.
-// Under the fault window's rates the most seen in seeds 1–500 is below
-// 20 (docs/simulation.md "Counts per block"); a regression that publishes
+// Under the fault window's rates the most seen in seeds 1–500 is 24
+// (docs/simulation.md "Counts per block"); a regression that publishes
 // per poll or per sweep without the owed check gives hundreds.
 const MaxEventsPerOutcome = 32
 

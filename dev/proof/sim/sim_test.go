@@ -19,6 +19,7 @@ var (
 	flagVerbose = flag.Bool("sim.verbose", false, "print the full trace of every seed")
 	flagReports = flag.Int("sim.reports", 5, "failing seeds reported with their shrunk trace (the others in one line per violation)")
 	flagStrict  = flag.Bool("sim.strict", false, "fail on the findings of checks pending a named fix (pending.go) instead of counting them")
+	flagProcs   = flag.Int("sim.procs", 1, "GOMAXPROCS while a seed runs (1: equal calls ordered by goroutine creation; see docs/simulation.md)")
 )
 
 // runSeed simulates one seed in its own bubble, with crypto/rand (lease
@@ -27,7 +28,7 @@ func runSeed(t *testing.T, seed uint64) Result {
 	t.Helper()
 	// One P: goroutines are created with increasing ids and are not
 	// scheduled side by side (World.grant's tiebreak; replay).
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*flagProcs))
 	cryptotest.SetGlobalRandom(t, seed)
 	peers := NewPeers()
 	defer peers.Close()
