@@ -125,14 +125,14 @@ SEEDS ?= 10000
 START ?= 1
 JOBS ?= 2
 .PHONY: sim
-sim: ## Deterministic whole-pipeline simulation: SEEDS seeds from START in JOBS processes (VERBOSE=1: full traces)
+sim: ## Deterministic whole-pipeline simulation: SEEDS seeds from START in JOBS processes (VERBOSE=1: full traces; DAY2=kinds: day-2 operations, docs/simulation.md)
 	@go test -c -o $(BUILD)/sim.test ./dev/proof/sim
 	@per=$$(( ($(SEEDS) + $(JOBS) - 1) / $(JOBS) )); pids=(); started=$$SECONDS; \
 	for ((j = 0; j < $(JOBS); j++)); do \
 		from=$$(( $(START) + j * per )); n=$$(( $(SEEDS) - j * per < per ? $(SEEDS) - j * per : per )); \
 		(( n > 0 )) || continue; \
 		$(BUILD)/sim.test -test.run '^TestSimSeeds$$' -test.v -test.timeout 0 -sim.start=$$from -sim.seeds=$$n \
-			$(if $(VERBOSE),-sim.verbose,) >$(BUILD)/sim-$$j.log 2>&1 & pids+=($$!); \
+			$(if $(VERBOSE),-sim.verbose,) $(if $(DAY2),-sim.day2=$(DAY2),) >$(BUILD)/sim-$$j.log 2>&1 & pids+=($$!); \
 		echo "== seeds $$from..$$((from + n - 1)) → $(BUILD)/sim-$$j.log"; \
 	done; \
 	status=0; for pid in "$${pids[@]}"; do wait $$pid || status=1; done; \

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -115,6 +116,9 @@ func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) erro
 		pk, sk := w.Rec.Key()
 		keys = append(keys, pk+" "+sk)
 	}
+	// The writes of one PutAll are atomic; callers may build them from a
+	// map, so the label lists them sorted (a seed replays its trace).
+	sort.Strings(keys)
 	return s.w.do(ctx, KindStore, "release.PutAll "+strings.Join(keys, " + "), releaseDown, func() (string, error) {
 		if err := s.mem.PutAll(ctx, writes...); err != nil {
 			return "refused " + core.CodeOf(err), err
@@ -187,6 +191,17 @@ type releaseSpec struct {
 	jobs []*releaseJob
 }
 
+// twoResults reports whether the simulator published two different
+// results for one of the release's jobs.
+func (s *releaseSpec) twoResults() bool {
+	for _, j := range s.jobs {
+		if len(j.payloads) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // Release is the coordinator's part of the world.
 type Release struct {
 	w           *World
@@ -204,6 +219,9 @@ type Release struct {
 	receipts map[string]issued
 	// rogue: the provider signs human-review receipts with its quality key.
 	rogue bool
+	// evidenceHandler is the provider's handler, its receipts captured.
+	evidenceHandler http.Handler
+	log             *logcapture.Buffer
 }
 
 // issued is what a receipt's signed payload says.
@@ -213,8 +231,10 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 	top := topology.New("sim")
 	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
 	r.store = &releaseStore{w: w, mem: r.mem}
-	r.queue = newQueue(w, top.RelQueue, "coordinator")
-	r.fn = &Function{w: w, name: "coordinator", timeout: time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second, queue: r.queue}
+	def := top.RelQueue
+	def.VisibilityTimeoutSeconds = 6 * int(w.Faults.Config.FunctionTimeout/time.Second)
+	r.queue = newQueue(w, def, "coordinator")
+	r.fn = &Function{w: w, name: "coordinator", timeout: w.Faults.Config.FunctionTimeout, queue: r.queue}
 	bus.rules[contract.DetailPlanAccepted] = r.queue
 	bus.rules[contract.DetailJobCompleted] = r.queue
 	peers.Responder.FailFirst = w.rng.IntN(3)
@@ -224,42 +244,71 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 		r.rogue = true
 		peers.Responder.Fixture.HumanIssuer, peers.Responder.Fixture.HumanIssuerKey = "", nil
 	}
-	evidenceHandler := r.captureReceipts(peers.Evidence.Config.Handler)
+	r.evidenceHandler = r.captureReceipts(peers.Evidence.Config.Handler)
 	peers.Responder.Clock = core.ClockFunc(time.Now)
 	peers.Delivery.FailFirst(w.rng.IntN(3))
+	r.log = log
+	if err := r.deploy(defaultDeployment(w, peers.Fixture)); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// deploy (re)starts the coordinator's warm instances with the settings of
+// d: the first deployment, and every cold start of a day-2 operation
+// (day2.go).
+func (r *Release) deploy(d deployment) error {
+	w, log := r.w, r.log
+	top := topology.New("sim")
+	quarantined, peers := r.quarantined, r.peers
+	evidenceHandler := r.evidenceHandler
+	r.fn.instances = nil
 	for i := range 2 {
 		clock := w.newClock(fmt.Sprintf("coordinator-%d", i+1))
 		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		ev, err := evidence.New(evidence.Config{BaseURL: "https://evidence.sim.invalid", Key: evidenceKey, Timeout: 30 * time.Second,
+		ev, err := evidence.New(evidence.Config{BaseURL: "https://evidence.sim.invalid", Key: d.evidenceKeys[0], PreviousKeys: d.evidenceKeys[1:], Timeout: 30 * time.Second,
 			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "evidence", handler: evidenceHandler}}})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		cms, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: "https://cms.sim.invalid", Key: deliveryKey, Timeout: 30 * time.Second,
+		cms, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: "https://cms.sim.invalid", Key: d.deliveryKeys[0], PreviousKeys: d.deliveryKeys[1:], Timeout: 30 * time.Second,
 			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "delivery", handler: peers.Delivery.Config.Handler}}})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		approval, publication := peers.Fixture.Authorities()
+		approval, err := authorityOf(release.NewApprovalAuthority, d.approvalSeed, d.approvalPrev)
+		if err != nil {
+			return err
+		}
+		publication, err := authorityOf(release.NewPublicationAuthority, d.publicationSeed, d.publicationPrev)
+		if err != nil {
+			return err
+		}
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
-		cfg.EvidenceLease, cfg.DeliveryLease = 90*time.Second, 90*time.Second
+		cfg.EvidenceLease, cfg.DeliveryLease = d.evidenceLease, d.evidenceLease
+		cfg.EvidenceMaxAttempts, cfg.DeliveryMaxAttempts = d.evidenceMaxAttempts, d.deliveryMaxAttempts
 		c, err := release.NewCoordinator(release.Dependencies{
-			Store: r.store, EventKey: peers.Fixture.EventKey, Evidence: ev, CMS: cms,
-			Verifiers: peers.Fixture.Verifiers(), Approval: approval, Publication: publication,
+			Store: r.store, EventKey: d.eventKeys[0], Evidence: ev, CMS: cms,
+			Verifiers: d.verifiers, Approval: approval, Publication: publication,
+			Events: release.EventSettings{PreviousKeys: d.eventKeys[1:]},
 		}, clock, logger, cfg)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		h, err := handler.New(handler.Config{Coordinator: c, Queue: delayqueue.New(r.queue, "https://sqs.sim.invalid/release"),
-			Bus: eventbus.New(bus, "sim-bus"), Due: r.store, Clock: clock, Log: logger, Margin: 2 * time.Second,
+		hc := handler.Config{Coordinator: c, Queue: delayqueue.New(r.queue, "https://sqs.sim.invalid/release"),
+			Bus: eventbus.New(r.bus, "sim-bus"), Due: r.store, Clock: clock, Log: logger, Margin: 2 * time.Second,
 			Rejecter: &quarantine.Rejecter{SQS: quarantined, QueueURL: "https://sqs.sim.invalid/quarantine",
-				Source: top.RelQueue.Logical, Function: "coordinator", Clock: clock}})
-		if err != nil {
-			return nil, err
+				Source: top.RelQueue.Logical, Function: "coordinator", Clock: clock}}
+		if d.texts != nil {
+			hc.Texts, hc.TextRetention = d.texts, d.textRetention
 		}
-		r.fn.instances = append(r.fn.instances, h.Handle)
+		h, err := handler.New(hc)
+		if err != nil {
+			return err
+		}
+		r.fn.instances = append(r.fn.instances, instance{h.Handle, clock})
 	}
-	return r, nil
+	return nil
 }
 
 // script draws the releases of one seed and schedules their events.
@@ -312,22 +361,9 @@ func (r *Release) script(n int, window time.Duration) {
 
 // check runs the release history checks.
 func (r *Release) check(ctx context.Context) {
-	approved := map[string]bool{}  // approval ids announced
-	delivered := map[string]bool{} // delivery ids announced as delivered
-	for _, e := range r.bus.Events {
-		var d struct {
-			ApprovalID string `json:"approval_id"`
-			DeliveryID string `json:"delivery_id"`
-		}
-		_ = json.Unmarshal(e.Detail, &d)
-		switch e.DetailType {
-		case contract.DetailReleaseApproved:
-			approved[d.ApprovalID] = true
-		case contract.DetailDeliveryDelivered:
-			delivered[d.DeliveryID] = true
-		}
-	}
+	approved, deliveries := r.outputEvents()
 	_, _, _, bundles := r.peers.Delivery.Stats()
+	stored := map[string]*release.ApprovalRecord{} // approval id → record
 	for _, spec := range r.releases {
 		id := spec.plan.EventID
 		snap, err := r.mem.Load(ctx, id)
@@ -341,25 +377,158 @@ func (r *Release) check(ctx context.Context) {
 			}
 		}
 		for _, a := range snap.Approvals {
-			if !approved[a.ApprovalID] {
+			stored[a.ApprovalID] = a
+			if len(approved[a.ApprovalID]) == 0 {
 				r.w.violate("release %s: approval of %s is stored but localeflow.release.approved was never published", id, a.TargetLocale)
 			}
 		}
-		if d := snap.Delivery; d != nil && d.Status == release.StateSucceeded && !delivered[d.DeliveryID] {
+		r.checkDeliveryEvents(id, snap, deliveries[id])
+		if d := snap.Delivery; d != nil && d.Status == release.StateSucceeded && !hasStatus(deliveries[id], d.DeliveryID, release.OutcomeDelivered) {
 			r.w.violate("release %s: delivered but localeflow.delivery.delivered was never published", id)
+		}
+		// Validly signed inputs: never quarantined; in the DLQ only when
+		// injected faults explain every receive.
+		for _, msg := range quarantinedOf(r) {
+			if holds([]*message{msg}, id) && !(msg.code == release.CodeJobConflict && spec.twoResults()) {
+				// (A second, different result for a job the simulator
+				// answered twice is refused as a conflict: explained.)
+				r.w.violate("release %s: a validly signed input (%s) was quarantined (%s)", id, msgKind(msg), msg.code)
+			}
+		}
+		explainedDLQ := false
+		for _, msg := range r.queue.DLQ {
+			if !holds([]*message{msg}, id) {
+				continue
+			}
+			if !msg.explained() {
+				r.w.violate("release %s: a validly signed input is in the DLQ after %d receives, %d of them with an injected fault",
+					id, msg.receives, msg.faulted)
+				continue
+			}
+			r.w.Stats.DLQExplained++
+			explainedDLQ = true
 		}
 		if snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded {
 			continue
+		}
+		if d := r.w.day2; d != nil && d.acked[id] {
+			continue // ended: the operator acknowledged it (day2.go)
 		}
 		if r.blockedVisibly(spec, snap) {
 			r.needOperator = append(r.needOperator, id)
 			continue
 		}
-		if holds(r.queue.DLQ, id) || holds(quarantinedOf(r), id) {
+		if explainedDLQ {
 			continue
 		}
 		r.w.violate("release %s is neither delivered nor blocked where health sees it", id)
 	}
+	// Every release.approved is exactly a stored approval, at most
+	// MaxEventsPerOutcome times.
+	for aid, evs := range approved {
+		a := stored[aid]
+		if a == nil {
+			r.w.violate("localeflow.release.approved for approval %s, which is not stored", aid)
+			continue
+		}
+		want := contract.ReleaseApproved{EventID: a.EventID, PlanID: a.PlanID, JobID: a.JobID, TargetLocale: a.TargetLocale, ApprovalID: a.ApprovalID}
+		for _, e := range evs {
+			if !equalJSON(e, want) {
+				r.w.violate("release %s: localeflow.release.approved %s differs from the stored approval %s", a.EventID, jsonOf(e), jsonOf(want))
+			}
+		}
+		r.w.Stats.MaxEvents = max(r.w.Stats.MaxEvents, len(evs))
+		if len(evs) > MaxEventsPerOutcome {
+			r.w.violate("release %s: approval of %s published %d times (bound %d)", a.EventID, a.TargetLocale, len(evs), MaxEventsPerOutcome)
+		}
+	}
+	for id := range deliveries {
+		if !r.known(id) {
+			r.w.violate("delivery events published for %s, a release nobody planned", id)
+		}
+	}
+}
+
+func (r *Release) known(id string) bool {
+	for _, spec := range r.releases {
+		if spec.plan.EventID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// outputEvents decodes (strictly) every release.approved, by approval id,
+// and every delivery.* event, by release; the detail-type must match the
+// status it carries.
+func (r *Release) outputEvents() (map[string][]contract.ReleaseApproved, map[string][]contract.Delivery) {
+	approved := map[string][]contract.ReleaseApproved{}
+	deliveries := map[string][]contract.Delivery{}
+	for _, e := range r.bus.Events {
+		dec := json.NewDecoder(strings.NewReader(string(e.Detail)))
+		dec.DisallowUnknownFields()
+		switch e.DetailType {
+		case contract.DetailReleaseApproved:
+			var d contract.ReleaseApproved
+			if err := dec.Decode(&d); err != nil {
+				r.w.violate("release.approved %s does not decode: %v", e.ID, err)
+				continue
+			}
+			approved[d.ApprovalID] = append(approved[d.ApprovalID], d)
+		case contract.DetailDeliveryReady, contract.DetailDeliveryDelivered:
+			var d contract.Delivery
+			if err := dec.Decode(&d); err != nil {
+				r.w.violate("%s %s does not decode: %v", e.DetailType, e.ID, err)
+				continue
+			}
+			want := map[string]string{contract.DetailDeliveryReady: release.OutcomeDeliveryReady, contract.DetailDeliveryDelivered: release.OutcomeDelivered}[e.DetailType]
+			if d.Status != want {
+				r.w.violate("release %s: %s carries status %q", d.EventID, e.DetailType, d.Status)
+			}
+			deliveries[d.EventID] = append(deliveries[d.EventID], d)
+		}
+	}
+	return approved, deliveries
+}
+
+// checkDeliveryEvents: every delivery.* event of a release names its
+// stored delivery (id and plan), delivered only once it succeeded, each
+// status at most MaxEventsPerOutcome times.
+func (r *Release) checkDeliveryEvents(id string, snap release.Snapshot, evs []contract.Delivery) {
+	if len(evs) == 0 {
+		return
+	}
+	d := snap.Delivery
+	if d == nil {
+		r.w.violate("release %s: delivery events published but no delivery is stored", id)
+		return
+	}
+	count := map[string]int{}
+	for _, e := range evs {
+		want := contract.Delivery{EventID: d.EventID, PlanID: d.PlanID, DeliveryID: d.DeliveryID, Status: e.Status}
+		if !equalJSON(e, want) {
+			r.w.violate("release %s: delivery event %s differs from the stored delivery %s", id, jsonOf(e), jsonOf(want))
+		}
+		if e.Status == release.OutcomeDelivered && d.Status != release.StateSucceeded {
+			r.w.violate("release %s: localeflow.delivery.delivered published, the delivery is %s", id, d.Status)
+		}
+		count[e.Status]++
+	}
+	for status, n := range count {
+		r.w.Stats.MaxEvents = max(r.w.Stats.MaxEvents, n)
+		if n > MaxEventsPerOutcome {
+			r.w.violate("release %s: delivery status %s published %d times (bound %d)", id, status, n, MaxEventsPerOutcome)
+		}
+	}
+}
+
+func hasStatus(evs []contract.Delivery, deliveryID, status string) bool {
+	for _, e := range evs {
+		if e.DeliveryID == deliveryID && e.Status == status {
+			return true
+		}
+	}
+	return false
 }
 
 // captureReceipts records every receipt the provider answers with.
@@ -412,8 +581,7 @@ func (r *Release) noteReceipt(receipt string) {
 // the issuers trusted for their kind, with a human review where the result
 // asked for one.
 func (r *Release) checkApproval(id string, job *releaseJob, token string) {
-	approval, _ := r.peers.Fixture.Authorities()
-	raw, err := approval.Open(token)
+	raw, err := r.openApproval(token)
 	if err != nil {
 		r.w.violate("release %s: delivered %s with an approval that does not open", id, job.locale)
 		return
@@ -493,6 +661,11 @@ func (r *Release) blockedVisibly(spec *releaseSpec, snap release.Snapshot) bool 
 	}
 	if d := snap.Delivery; d != nil {
 		if _, ok := d.AttentionMS(); ok {
+			return true
+		}
+	}
+	if b := snap.Blocked; b != nil {
+		if _, _, _, attention := release.Wake(b); attention {
 			return true
 		}
 	}

@@ -19,6 +19,12 @@ type Options struct {
 	Recovery    time.Duration
 	// Changes is the number of changes (0: 3..8 drawn from the seed).
 	Changes int
+	// Strict makes every finding of a check pending a fix a violation
+	// (pendingFixes).
+	Strict bool
+	// Day2 lists the day-2 operation kinds (day2.go) a seed may get; one
+	// seed in Day2Every gets them.
+	Day2 []string
 }
 
 func (o Options) withDefaults() Options {
@@ -39,6 +45,11 @@ type Result struct {
 	Trace      []Step
 	Events     int
 	Calls      int
+	Stats      Stats
+	// Day2 lists the day-2 operations applied (nil: none), under the
+	// kinds Day2Kinds.
+	Day2      []string
+	Day2Kinds []string
 }
 
 // Run simulates one seed. It must run inside a synctest bubble (wait is
@@ -47,7 +58,10 @@ type Result struct {
 func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 	opts = opts.withDefaults()
 	w := newWorld(seed)
+	w.strict = opts.Strict
 	w.faultsEnd = w.start.Add(opts.FaultWindow)
+	producerKey = eventKey
+	w.day2 = newDay2(w, opts.Day2)
 	until := w.faultsEnd.Add(opts.Recovery)
 	log := &logcapture.Buffer{}
 	bus := &Bus{w: w, rules: map[string]*Queue{}}
@@ -68,9 +82,12 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 		return Result{Seed: seed, Violations: []string{"setup: " + err.Error()}}
 	}
 	rel.script(1+w.rng.IntN(3), opts.FaultWindow*3/4)
+	if w.day2 != nil {
+		w.day2.attach(mon, rel, opts.FaultWindow)
+	}
 	w.every(time.Minute, until, "schedule poller sweep", mon.fn.schedule)
 	w.every(5*time.Minute, until, "schedule release sweep", rel.fn.schedule)
-	w.loop(wait, until, func(now time.Time) (bool, time.Time) {
+	poll := func(now time.Time) (bool, time.Time) {
 		started := mon.fn.poll(now)
 		started = rel.fn.poll(now) || started
 		next, _ := mon.queue.nextVisible()
@@ -78,10 +95,18 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 			next = t
 		}
 		return started, next
-	}, func() bool {
+	}
+	settled := func() bool {
 		return mon.queue.empty() && rel.queue.empty() && w.settledBy(func() { endChecks(w, mon, rel) })
-	})
+	}
+	w.loop(wait, until, poll, settled)
+	if w.day2 != nil {
+		w.day2.weeks(wait, poll, settled)
+	}
 	endChecks(w, mon, rel)
+	if w.day2 != nil {
+		w.day2.check(log.String())
+	}
 	checkContentFree(w, log.String())
 	calls := 0
 	for _, s := range w.trace {
@@ -89,7 +114,11 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 			calls++
 		}
 	}
-	return Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls}
+	res := Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats}
+	if w.day2 != nil {
+		res.Day2, res.Day2Kinds = w.day2.ops, opts.Day2
+	}
+	return res
 }
 
 // endChecks are the checks once the world is quiet.
@@ -168,7 +197,14 @@ func (r Result) Shrink() []Step {
 func (r Result) Report() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d failed (%d calls, %d events); faults %+v\n", r.Seed, r.Calls, r.Events, r.Faults)
-	fmt.Fprintf(&b, "replay: make sim START=%d SEEDS=1 VERBOSE=1\n", r.Seed)
+	if len(r.Day2) > 0 {
+		fmt.Fprintf(&b, "replay: make sim START=%d SEEDS=1 VERBOSE=1 DAY2=%s\n", r.Seed, strings.Join(r.Day2Kinds, ","))
+	} else {
+		fmt.Fprintf(&b, "replay: make sim START=%d SEEDS=1 VERBOSE=1\n", r.Seed)
+	}
+	for _, op := range r.Day2 {
+		fmt.Fprintf(&b, "  day-2: %s\n", op)
+	}
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "  VIOLATION %s\n", v)
 	}
