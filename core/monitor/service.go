@@ -89,6 +89,20 @@ func (s *Service) Register(ctx context.Context, d Dispatched) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("register %s: %w", rec.EventID, err)
 	}
+	if !created && stored.MaxConsecutiveFailures != rec.MaxConsecutiveFailures {
+		// The failure limit is part of the binding (the reference's
+		// identity), but it is the deployment's setting, not the
+		// change's: after LOCALEFLOW_MAX_CONSECUTIVE_FAILURES changed, a
+		// redelivered or re-sent dispatch of a registered change is the
+		// same change. It is compared under the limit the record was
+		// registered with, which the record keeps (docs/design.md
+		// "Registration").
+		if rec.BindingSHA256, err = Binding(reg.eventID, reg.siteID, reg.planID, reg.websiteVersion, reg.sourceSequence, reg.jobCount,
+			reg.changeSHA256, stored.MaxConsecutiveFailures); err != nil {
+			return Status{}, err
+		}
+		rec.MaxConsecutiveFailures = stored.MaxConsecutiveFailures
+	}
 	if !created && !sameIdentity(stored, rec) {
 		s.log.WarnContext(ctx, "monitor register collision", "event_id", rec.EventID, "code", CodeIdempotencyCollision)
 		return Status{}, core.Fail(CodeIdempotencyCollision)

@@ -60,14 +60,28 @@ func TestRegister(t *testing.T) {
 		_, err := b.svc.Register(ctx, d)
 		wantCode(t, err, monitor.CodeIdempotencyCollision)
 	})
-	t.Run("collision on a different failure limit", func(t *testing.T) {
+	// A changed failure limit (a day-2 configuration change, found by the
+	// simulation's failure-cap kind) made a redelivered dispatch of a
+	// registered change an idempotency collision, quarantined. It is the
+	// same change: it keeps the limit it was registered with; a different
+	// identity under the changed limit still collides.
+	t.Run("a changed failure limit keeps the registered one", func(t *testing.T) {
 		b := setup(t, monitor.Config{})
-		register(t, b, "evt-1")
+		first := register(t, b, "evt-1")
 		other, err := monitor.NewService(b.store, b.clock, nil, monitor.Config{MaxConsecutiveFailures: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
 		d, _ := monitor.ParseDispatched([]byte(detail(t, "evt-1", "enqueued")))
+		again, err := other.Register(ctx, d)
+		if err != nil || again.Created != first.Created || b.store.Len() != 1 {
+			t.Fatalf("re-register under a changed limit = %+v, %v", again, err)
+		}
+		rec, err := b.store.Get(ctx, "evt-1")
+		if err != nil || rec.MaxConsecutiveFailures != 5 {
+			t.Fatalf("stored limit %d, want the registered 5", rec.MaxConsecutiveFailures)
+		}
+		d.Dispatch.RemotePlanID = "plan-43"
 		_, err = other.Register(ctx, d)
 		wantCode(t, err, monitor.CodeIdempotencyCollision)
 	})

@@ -86,15 +86,7 @@ var Day2Kinds = []string{Day2Redeploy, Day2EventKey, Day2CMSKey, Day2EvidenceKey
 // default block runs every other kind; the test log reports these as
 // counted exceptions.
 var Day2Blocked = map[string]string{
-	Day2EventKey:         "issue 25 finding 1 (plan seal checked with the first key only: coordinator.plan.seal_invalid); fixed on day2-keys",
-	Day2ApprovalSeed:     "issue 25 finding 2 (stored approvals re-checked with the current seed only: approval.invalid); fixed on day2-keys",
-	Day2PublicationSeed:  "issue 25 finding 2 (prepared bundles re-checked with the current seed only: cms.delivery.invalid); fixed on day2-keys",
-	Day2Texts:            "issue 25 finding 4 (texts of an acknowledged release never expire; texts expire on non-blocking final errors); fixed on day2-retention",
-	Day2LateDuplicates:   "issue 25 finding 3 (a delivered release turns blocked after its texts expired); fixed on day2-retention",
-	Day2Redrive:          "issue 25 findings 3 and 10 (redriven inputs block a delivered release; refused as stale after 96 h); fixed on day2-retention",
-	Day2Attempts:         "issue 25 finding 5 (attempt_policy_changed on every sweep, invisible in health); fixed on day2-retention",
 	Day2MonitorRetention: "issue 25 finding 9 (a finished change registered again after its record expired while its dispatch is still accepted: a second outcome); day2-retention makes retention ≥ LOCALEFLOW_EVENT_MAX_AGE the documented range, outside what this kind draws: keep it off after that merge too",
-	Day2FailureCap:       "new day-2 finding (not in issue 25): the monitor's identity binding includes LOCALEFLOW_MAX_CONSECUTIVE_FAILURES, so after a change a redelivered or re-sent dispatch of a registered change is quarantined as lifecycle_monitor.idempotency_collision; no fix yet",
 }
 
 // Day2Default is the set of kinds the default block runs: every kind not
@@ -141,11 +133,11 @@ func ParseDay2(s string) ([]string, error) {
 }
 
 // AckStartsTextRetention models the operator's `localeflow ack
-// --release`: false is main's CLI (the acknowledgement only), true the CLI
-// of branch day2-retention, which also starts the texts' retention. The
-// Day2Texts checker ("the texts of an acknowledged release never expire")
-// finds issue 25 finding 4 with false; set it to true with that merge.
-const AckStartsTextRetention = false
+// --release`: since issue 25 the acknowledgement also starts the texts'
+// retention (true). The Day2Texts checker ("the texts of an acknowledged
+// release never expire") found finding 4 on the CLI before that, where the
+// acknowledgement only recorded the ack (false).
+const AckStartsTextRetention = true
 
 // Day2Every: one seed in Day2Every gets day-2 operations (the others run
 // as before, their histories unchanged).

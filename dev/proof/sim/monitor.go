@@ -283,7 +283,7 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 // documented schedule (docs/design.md "Monitor states and transitions",
 // "Defaults"): the failure counted exactly once, the failure cap exact,
 // a retry never earlier than max(backoff, Retry-After) — a backoff d may
-// carry jitter within [d/2, d], a Retry-After is a floor — a watched
+// carry jitter within [d, 3d/2] (never shorter), a Retry-After is a floor — a watched
 // change's next poll within [PollInterval/2, PollInterval], and a
 // terminal outcome published before its write only with the publish
 // margin left.
@@ -304,7 +304,7 @@ func (s *monitorStore) checkSchedule(inv *Invocation, f monitor.Fence, u monitor
 		case u.State == monitor.StateRetryWait:
 			b := s.cfg.RetryDelay(failures)
 			ra = min(ra, signedhttp.MaxRetryAfter)
-			lo, hi := max(b/2, ra), max(b, ra)
+			lo, hi := max(b, ra), max(b+b/2, ra)
 			if d := time.Duration(u.NextPollMS-u.UpdatedMS) * time.Millisecond; d < lo || d > hi {
 				s.w.violate("%s: retry after %d failures in %s, want %s..%s (backoff %s, Retry-After %s)", id, failures, d, lo, hi, b, ra)
 			}
