@@ -77,8 +77,13 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 		if errors.Is(err, ErrConflict) {
 			// A concurrent delivery of the same event won: same payload is
 			// a no-op.
+			// A read that fails here says nothing about the plan: retry
+			// (a final plan.conflict would quarantine a valid input).
 			fresh, lerr := c.store.Load(ctx, p.Event.EventID)
-			if lerr == nil && fresh.Plan != nil && fresh.Plan.PayloadSHA256 == p.PayloadSHA256 {
+			if lerr != nil {
+				return false, core.Wrap(CodeStoreReadFailed, true, lerr)
+			}
+			if fresh.Plan != nil && fresh.Plan.PayloadSHA256 == p.PayloadSHA256 {
 				return false, nil
 			}
 			return false, core.Fail(CodePlanConflict)

@@ -90,6 +90,10 @@ type monitorStore struct {
 	// the last completed poll scheduled.
 	hinted  map[string]bool
 	regular map[string]int64
+	// claimHinted: whether a hint had moved the change's next poll when
+	// this invocation claimed it (its finishing write is judged by what
+	// it claimed, even when a reclaim in between cleared hinted).
+	claimHinted map[readKey]bool
 }
 
 type readKey struct {
@@ -215,6 +219,9 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 			s.w.violate("two live leases on %s: #%d holds one until %d, claimed again at %d", id, prev.inv, prev.expires, l.NowMS)
 		}
 		s.leases[id] = &lease{token: l.Token, expires: l.ExpiresMS, open: true, inv: invID(inv)}
+		if inv != nil {
+			s.claimHinted[readKey{inv.ID, id}] = s.hinted[id]
+		}
 		return fmt.Sprintf("leased until +%dms", l.ExpiresMS-l.NowMS), nil
 	})
 	return out, ok, err
@@ -320,6 +327,8 @@ func (s *monitorStore) checkSchedule(inv *Invocation, f monitor.Fence, u monitor
 		return
 	}
 	delete(s.reads, key)
+	hinted := s.hinted[id] || s.claimHinted[key]
+	delete(s.claimHinted, key)
 	switch {
 	case !read.err:
 		if u.State == monitor.StateWatching {
@@ -334,7 +343,7 @@ func (s *monitorStore) checkSchedule(inv *Invocation, f monitor.Fence, u monitor
 		// whichever is later (docs/design.md "Hints"). Only after a hint.
 		ra := min(read.retryAfter, signedhttp.MaxRetryAfter)
 		switch d := time.Duration(u.NextPollMS-u.UpdatedMS) * time.Millisecond; {
-		case !s.hinted[id]:
+		case !hinted:
 			s.w.violate("%s: a retryable failure was not counted (%s) although no hint brought the poll forward", id, read.code)
 		case d < ra:
 			s.w.violate("%s: a hinted poll's failure scheduled the next poll in %s, before the Retry-After %s", id, d, ra)
@@ -500,7 +509,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, reclaimed: map[string]bool{},
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
-		hinted: map[string]bool{}, regular: map[string]int64{}}
+		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{}}
 	def := top.PollQueue
 	def.VisibilityTimeoutSeconds = 6 * int(sc.FunctionTimeout/time.Second)
 	m.queue = newQueue(w, def, "poller")
