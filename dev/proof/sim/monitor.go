@@ -21,7 +21,6 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/core/monitor/memstore"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/logcapture"
 	"github.com/localeflow/localeflow/functions/poller/handler"
@@ -62,7 +61,7 @@ var _ monitor.Store = (*monitorStore)(nil)
 
 type monitorStore struct {
 	w      *World
-	mem    *memstore.Store
+	mem    monitorBacking
 	leases map[string]*lease
 	// altered holds the records whose schema version was changed.
 	altered map[string]bool
@@ -279,7 +278,7 @@ type change struct {
 // and bus simulated.
 type Monitor struct {
 	w           *World
-	mem         *memstore.Store
+	mem         monitorBacking
 	store       *monitorStore
 	cms         *cmstest.CMS
 	queue       *Queue
@@ -295,7 +294,11 @@ type Monitor struct {
 
 func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) (*Monitor, error) {
 	top := topology.New("sim")
-	m := &Monitor{w: w, mem: memstore.New(), cms: cmstest.New(cmsKey), bus: bus, log: log, quarantined: quarantined}
+	mem, err := w.newMonitorBacking()
+	if err != nil {
+		return nil, err
+	}
+	m := &Monitor{w: w, mem: mem, cms: cmstest.New(cmsKey), bus: bus, log: log, quarantined: quarantined}
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, reclaimed: map[string]bool{}}
 	m.queue = newQueue(w, top.PollQueue, "poller")
 	m.fn = &Function{w: w, name: "poller", timeout: time.Duration(topology.PollerTimeoutSeconds) * time.Second, queue: m.queue}

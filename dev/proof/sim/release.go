@@ -70,7 +70,7 @@ var (
 // releaseStore gates the real memory release store.
 type releaseStore struct {
 	w   *World
-	mem *releasetest.MemStore
+	mem releaseBacking
 }
 
 func releaseDown() error {
@@ -191,7 +191,7 @@ type releaseSpec struct {
 type Release struct {
 	w           *World
 	peers       *Peers
-	mem         *releasetest.MemStore
+	mem         releaseBacking
 	store       *releaseStore
 	queue       *Queue
 	bus         *Bus
@@ -211,7 +211,7 @@ type issued struct{ kind, issuer string }
 
 func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quarantined *Queue) (*Release, error) {
 	top := topology.New("sim")
-	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
+	r := &Release{w: w, peers: peers, mem: w.newReleaseBacking(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
 	r.store = &releaseStore{w: w, mem: r.mem}
 	r.queue = newQueue(w, top.RelQueue, "coordinator")
 	r.fn = &Function{w: w, name: "coordinator", timeout: time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second, queue: r.queue}

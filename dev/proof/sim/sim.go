@@ -19,6 +19,9 @@ type Options struct {
 	Recovery    time.Duration
 	// Changes is the number of changes (0: 3..8 drawn from the seed).
 	Changes int
+	// Adapters runs the real DynamoDB adapters on the in-memory DynamoDB
+	// instead of the memory stores (adapters.go).
+	Adapters bool
 }
 
 func (o Options) withDefaults() Options {
@@ -48,6 +51,9 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 	opts = opts.withDefaults()
 	w := newWorld(seed)
 	w.faultsEnd = w.start.Add(opts.FaultWindow)
+	if opts.Adapters {
+		w.useAdapters()
+	}
 	until := w.faultsEnd.Add(opts.Recovery)
 	log := &logcapture.Buffer{}
 	bus := &Bus{w: w, rules: map[string]*Queue{}}

@@ -26,7 +26,7 @@ func runSeed(t *testing.T, seed uint64) Result {
 	defer peers.Close()
 	var res Result
 	synctest.Test(t, func(t *testing.T) {
-		res = Run(seed, Options{}, peers, synctest.Wait)
+		res = Run(seed, Options{Adapters: *flagAdapters}, peers, synctest.Wait)
 	})
 	return res
 }

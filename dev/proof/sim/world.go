@@ -135,6 +135,10 @@ type World struct {
 	violations []string
 	timers     []*timer
 
+	// ddb is the in-memory DynamoDB of a run on the adapters (nil: the
+	// memory stores).
+	ddb *adapterWorld
+
 	// dry makes violate only count (a trial run of the end checks).
 	dry           bool
 	dryViolations int
