@@ -31,7 +31,7 @@ func TestSimAdapterSeeds(t *testing.T) {
 	start := time.Now()
 	var failed []uint64
 	for seed := *flagAStart; seed < *flagAStart+uint64(*flagASeeds); seed++ {
-		res := runSeedWith(t, seed, Options{Adapters: true})
+		res := runSeedWith(t, seed, Options{Adapters: true, Strict: *flagStrict})
 		if *flagVerbose {
 			for _, s := range res.Trace {
 				t.Log(s.String())

@@ -12,11 +12,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -27,7 +29,18 @@ type message struct {
 	body      string
 	visibleAt time.Time
 	receives  int
+	// code is the quarantine code (the message attribute the rejecter
+	// sets), for quarantined messages.
+	code string
+	// faulted counts the receives that were not acknowledged by an
+	// invocation into which a fault was injected (or that crashed): a
+	// message in the DLQ is explained when every receive counts here.
+	faulted int
 }
+
+// explained reports whether injected faults explain why m reached the
+// DLQ: every receive ended in an invocation with an injected fault.
+func (m *message) explained() bool { return m.faulted >= m.receives }
 
 // Queue is a standard SQS queue drained by a Lambda event source mapping
 // with ReportBatchItemFailures: at-least-once delivery (duplicates),
@@ -73,7 +86,13 @@ func (q *Queue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...
 			if in.DelaySeconds < 0 || in.DelaySeconds > 900 {
 				return "refused: DelaySeconds out of range", fmt.Errorf("InvalidParameterValue: DelaySeconds %d", in.DelaySeconds)
 			}
+			n := len(q.msgs)
 			q.put(body, time.Duration(in.DelaySeconds)*time.Second)
+			if a, ok := in.MessageAttributes[quarantine.AttrCode]; ok {
+				for _, m := range q.msgs[n:] {
+					m.code = aws.ToString(a.StringValue)
+				}
+			}
 			out = &sqs.SendMessageOutput{MessageId: aws.String(fmt.Sprintf("%s-m%d", q.def.Logical, q.sent))}
 			return fmt.Sprintf("delay %ds", in.DelaySeconds), nil
 		})
@@ -198,8 +217,13 @@ func sqsEvent(batch []*message) events.SQSEvent {
 // settle applies the function's answer: on success every message not
 // reported as a batch item failure is deleted; an error or a crash
 // deletes nothing (the batch becomes visible again).
-func (q *Queue) settle(batch []*message, resp any, err error, crashed bool) {
+func (q *Queue) settle(batch []*message, resp any, err error, crashed, faulted bool) {
 	if crashed || err != nil {
+		if faulted {
+			for _, m := range batch {
+				m.faulted++
+			}
+		}
 		return
 	}
 	failed := map[string]bool{}
@@ -216,6 +240,8 @@ func (q *Queue) settle(batch []*message, resp any, err error, crashed bool) {
 	for _, m := range batch {
 		if !failed[m.id] {
 			q.remove(m)
+		} else if faulted {
+			m.faulted++
 		}
 	}
 }
@@ -235,7 +261,14 @@ type Bus struct {
 	rules  map[string]*Queue // detail-type → target queue
 	Events []Event
 	n      int
+	// observers see every event put by an invocation, at the moment it
+	// is put (inv nil for the world's own producers): checkers that need
+	// the state of the world at publish time hook in here.
+	observers []func(inv *Invocation, e Event)
 }
+
+// Observe adds an observer of every event put on the bus.
+func (b *Bus) Observe(f func(inv *Invocation, e Event)) { b.observers = append(b.observers, f) }
 
 var _ eventbus.EventBridgeAPI = (*Bus)(nil)
 
@@ -245,11 +278,35 @@ func (b *Bus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ .
 	for _, e := range in.Entries {
 		name += " " + aws.ToString(e.DetailType)
 	}
+	inv := invocationOf(ctx)
 	out := &eventbridge.PutEventsOutput{}
 	err := b.w.do(ctx, KindBus, name, func() error { return fmt.Errorf("put events: %w", errInjected) },
 		func() (string, error) {
+			// While faults last, an entry may fail on its own
+			// (FailedEntryCount and the entry's ErrorCode; the others are
+			// put), as PutEvents answers under throttling or an internal
+			// failure.
+			failed := 0
 			for _, e := range in.Entries {
-				b.put(aws.ToString(e.DetailType), json.RawMessage(aws.ToString(e.Detail)))
+				if b.w.faultsOn() && b.w.chance(b.w.Faults.BusEntryFail) {
+					failed++
+					if inv != nil {
+						inv.faulted.Store(true)
+					}
+					out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{
+						ErrorCode:    aws.String([]string{"InternalFailure", "ThrottlingException"}[b.w.rng.IntN(2)]),
+						ErrorMessage: aws.String("injected")})
+					continue
+				}
+				ev := b.put(aws.ToString(e.DetailType), json.RawMessage(aws.ToString(e.Detail)))
+				out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{EventId: aws.String(ev.ID)})
+				for _, o := range b.observers {
+					o(inv, ev)
+				}
+			}
+			out.FailedEntryCount = int32(failed)
+			if failed > 0 {
+				return fmt.Sprintf("%d of %d entries failed", failed, len(in.Entries)), nil
 			}
 			return "ok", nil
 		})
@@ -257,13 +314,14 @@ func (b *Bus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ .
 }
 
 // put captures an event and routes it.
-func (b *Bus) put(detailType string, detail json.RawMessage) {
+func (b *Bus) put(detailType string, detail json.RawMessage) Event {
 	b.n++
 	id := fmt.Sprintf("ev-%d", b.n)
-	b.Events = append(b.Events, Event{At: b.w.since(), ID: id, DetailType: detailType, Detail: append(json.RawMessage(nil), detail...)})
+	ev := Event{At: b.w.since(), ID: id, DetailType: detailType, Detail: append(json.RawMessage(nil), detail...)}
+	b.Events = append(b.Events, ev)
 	q := b.rules[detailType]
 	if q == nil {
-		return
+		return ev
 	}
 	env, _ := json.Marshal(map[string]any{
 		"version": "0", "id": id, "detail-type": detailType, "source": contract.EventSource,
@@ -271,4 +329,5 @@ func (b *Bus) put(detailType string, detail json.RawMessage) {
 		"resources": []string{}, "detail": detail,
 	})
 	q.put(string(env), 0)
+	return ev
 }

@@ -17,20 +17,26 @@ type Function struct {
 	name      string
 	timeout   time.Duration
 	queue     *Queue
-	instances []HandleFunc
+	instances []instance
 	esmActive int
 }
 
+// instance is one warm container: its entry point and its clock.
+type instance struct {
+	handle HandleFunc
+	clock  skewClock
+}
+
 // instance is the warm container an invocation lands on.
-func (f *Function) instance() HandleFunc { return f.instances[f.w.rng.IntN(len(f.instances))] }
+func (f *Function) instance() instance { return f.instances[f.w.rng.IntN(len(f.instances))] }
 
 var scheduledEvent = json.RawMessage(`{"version":"0","id":"sched","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`)
 
 // schedule fires the function's schedule.
 func (f *Function) schedule() {
 	h := f.instance()
-	f.w.invoke(f.name, "schedule sweep", f.timeout, func(ctx context.Context) (any, error) {
-		return h(ctx, scheduledEvent)
+	f.w.invoke(f.name, "schedule sweep", f.timeout, h.clock, func(ctx context.Context) (any, error) {
+		return h.handle(ctx, scheduledEvent)
 	}, nil)
 }
 
@@ -50,11 +56,11 @@ func (f *Function) poll(now time.Time) bool {
 		for _, b := range batch {
 			ids = append(ids, b.id)
 		}
-		f.w.invoke(f.name, "sqs "+strings.Join(ids, ","), f.timeout, func(ctx context.Context) (any, error) {
-			return h(ctx, payload)
-		}, func(resp any, err error, crashed bool) {
+		f.w.invoke(f.name, "sqs "+strings.Join(ids, ","), f.timeout, h.clock, func(ctx context.Context) (any, error) {
+			return h.handle(ctx, payload)
+		}, func(resp any, err error, crashed, faulted bool) {
 			f.esmActive--
-			f.queue.settle(batch, resp, err, crashed)
+			f.queue.settle(batch, resp, err, crashed, faulted)
 		})
 		started = true
 	}

@@ -187,6 +187,17 @@ type releaseSpec struct {
 	jobs []*releaseJob
 }
 
+// twoResults reports whether the simulator published two different
+// results for one of the release's jobs.
+func (s *releaseSpec) twoResults() bool {
+	for _, j := range s.jobs {
+		if len(j.payloads) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // Release is the coordinator's part of the world.
 type Release struct {
 	w           *World
@@ -213,8 +224,10 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 	top := topology.New("sim")
 	r := &Release{w: w, peers: peers, mem: w.newReleaseBacking(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
 	r.store = &releaseStore{w: w, mem: r.mem}
-	r.queue = newQueue(w, top.RelQueue, "coordinator")
-	r.fn = &Function{w: w, name: "coordinator", timeout: time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second, queue: r.queue}
+	def := top.RelQueue
+	def.VisibilityTimeoutSeconds = 6 * int(w.Faults.Config.FunctionTimeout/time.Second)
+	r.queue = newQueue(w, def, "coordinator")
+	r.fn = &Function{w: w, name: "coordinator", timeout: w.Faults.Config.FunctionTimeout, queue: r.queue}
 	bus.rules[contract.DetailPlanAccepted] = r.queue
 	bus.rules[contract.DetailJobCompleted] = r.queue
 	peers.Responder.FailFirst = w.rng.IntN(3)
@@ -242,7 +255,7 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 		}
 		approval, publication := peers.Fixture.Authorities()
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
-		cfg.EvidenceLease, cfg.DeliveryLease = 90*time.Second, 90*time.Second
+		cfg.EvidenceLease, cfg.DeliveryLease = w.Faults.Config.EvidenceLease, w.Faults.Config.EvidenceLease
 		c, err := release.NewCoordinator(release.Dependencies{
 			Store: r.store, EventKey: peers.Fixture.EventKey, Evidence: ev, CMS: cms,
 			Verifiers: peers.Fixture.Verifiers(), Approval: approval, Publication: publication,
@@ -257,7 +270,7 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 		if err != nil {
 			return nil, err
 		}
-		r.fn.instances = append(r.fn.instances, h.Handle)
+		r.fn.instances = append(r.fn.instances, instance{h.Handle, clock})
 	}
 	return r, nil
 }
@@ -312,22 +325,9 @@ func (r *Release) script(n int, window time.Duration) {
 
 // check runs the release history checks.
 func (r *Release) check(ctx context.Context) {
-	approved := map[string]bool{}  // approval ids announced
-	delivered := map[string]bool{} // delivery ids announced as delivered
-	for _, e := range r.bus.Events {
-		var d struct {
-			ApprovalID string `json:"approval_id"`
-			DeliveryID string `json:"delivery_id"`
-		}
-		_ = json.Unmarshal(e.Detail, &d)
-		switch e.DetailType {
-		case contract.DetailReleaseApproved:
-			approved[d.ApprovalID] = true
-		case contract.DetailDeliveryDelivered:
-			delivered[d.DeliveryID] = true
-		}
-	}
+	approved, deliveries := r.outputEvents()
 	_, _, _, bundles := r.peers.Delivery.Stats()
+	stored := map[string]*release.ApprovalRecord{} // approval id → record
 	for _, spec := range r.releases {
 		id := spec.plan.EventID
 		snap, err := r.mem.Load(ctx, id)
@@ -341,12 +341,36 @@ func (r *Release) check(ctx context.Context) {
 			}
 		}
 		for _, a := range snap.Approvals {
-			if !approved[a.ApprovalID] {
+			stored[a.ApprovalID] = a
+			if len(approved[a.ApprovalID]) == 0 {
 				r.w.violate("release %s: approval of %s is stored but localeflow.release.approved was never published", id, a.TargetLocale)
 			}
 		}
-		if d := snap.Delivery; d != nil && d.Status == release.StateSucceeded && !delivered[d.DeliveryID] {
+		r.checkDeliveryEvents(id, snap, deliveries[id])
+		if d := snap.Delivery; d != nil && d.Status == release.StateSucceeded && !hasStatus(deliveries[id], d.DeliveryID, release.OutcomeDelivered) {
 			r.w.violate("release %s: delivered but localeflow.delivery.delivered was never published", id)
+		}
+		// Validly signed inputs: never quarantined; in the DLQ only when
+		// injected faults explain every receive.
+		for _, msg := range quarantinedOf(r) {
+			if holds([]*message{msg}, id) && !(msg.code == release.CodeJobConflict && spec.twoResults()) {
+				// (A second, different result for a job the simulator
+				// answered twice is refused as a conflict: explained.)
+				r.w.violate("release %s: a validly signed input (%s) was quarantined (%s)", id, msgKind(msg), msg.code)
+			}
+		}
+		explainedDLQ := false
+		for _, msg := range r.queue.DLQ {
+			if !holds([]*message{msg}, id) {
+				continue
+			}
+			if !msg.explained() {
+				r.w.violate("release %s: a validly signed input is in the DLQ after %d receives, %d of them with an injected fault",
+					id, msg.receives, msg.faulted)
+				continue
+			}
+			r.w.Stats.DLQExplained++
+			explainedDLQ = true
 		}
 		if snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded {
 			continue
@@ -355,11 +379,117 @@ func (r *Release) check(ctx context.Context) {
 			r.needOperator = append(r.needOperator, id)
 			continue
 		}
-		if holds(r.queue.DLQ, id) || holds(quarantinedOf(r), id) {
+		if explainedDLQ {
 			continue
 		}
 		r.w.violate("release %s is neither delivered nor blocked where health sees it", id)
 	}
+	// Every release.approved is exactly a stored approval, at most
+	// MaxEventsPerOutcome times.
+	for aid, evs := range approved {
+		a := stored[aid]
+		if a == nil {
+			r.w.violate("localeflow.release.approved for approval %s, which is not stored", aid)
+			continue
+		}
+		want := contract.ReleaseApproved{EventID: a.EventID, PlanID: a.PlanID, JobID: a.JobID, TargetLocale: a.TargetLocale, ApprovalID: a.ApprovalID}
+		for _, e := range evs {
+			if !equalJSON(e, want) {
+				r.w.violate("release %s: localeflow.release.approved %s differs from the stored approval %s", a.EventID, jsonOf(e), jsonOf(want))
+			}
+		}
+		r.w.Stats.MaxEvents = max(r.w.Stats.MaxEvents, len(evs))
+		if len(evs) > MaxEventsPerOutcome {
+			r.w.violate("release %s: approval of %s published %d times (bound %d)", a.EventID, a.TargetLocale, len(evs), MaxEventsPerOutcome)
+		}
+	}
+	for id := range deliveries {
+		if !r.known(id) {
+			r.w.violate("delivery events published for %s, a release nobody planned", id)
+		}
+	}
+}
+
+func (r *Release) known(id string) bool {
+	for _, spec := range r.releases {
+		if spec.plan.EventID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// outputEvents decodes (strictly) every release.approved, by approval id,
+// and every delivery.* event, by release; the detail-type must match the
+// status it carries.
+func (r *Release) outputEvents() (map[string][]contract.ReleaseApproved, map[string][]contract.Delivery) {
+	approved := map[string][]contract.ReleaseApproved{}
+	deliveries := map[string][]contract.Delivery{}
+	for _, e := range r.bus.Events {
+		dec := json.NewDecoder(strings.NewReader(string(e.Detail)))
+		dec.DisallowUnknownFields()
+		switch e.DetailType {
+		case contract.DetailReleaseApproved:
+			var d contract.ReleaseApproved
+			if err := dec.Decode(&d); err != nil {
+				r.w.violate("release.approved %s does not decode: %v", e.ID, err)
+				continue
+			}
+			approved[d.ApprovalID] = append(approved[d.ApprovalID], d)
+		case contract.DetailDeliveryReady, contract.DetailDeliveryDelivered:
+			var d contract.Delivery
+			if err := dec.Decode(&d); err != nil {
+				r.w.violate("%s %s does not decode: %v", e.DetailType, e.ID, err)
+				continue
+			}
+			want := map[string]string{contract.DetailDeliveryReady: release.OutcomeDeliveryReady, contract.DetailDeliveryDelivered: release.OutcomeDelivered}[e.DetailType]
+			if d.Status != want {
+				r.w.violate("release %s: %s carries status %q", d.EventID, e.DetailType, d.Status)
+			}
+			deliveries[d.EventID] = append(deliveries[d.EventID], d)
+		}
+	}
+	return approved, deliveries
+}
+
+// checkDeliveryEvents: every delivery.* event of a release names its
+// stored delivery (id and plan), delivered only once it succeeded, each
+// status at most MaxEventsPerOutcome times.
+func (r *Release) checkDeliveryEvents(id string, snap release.Snapshot, evs []contract.Delivery) {
+	if len(evs) == 0 {
+		return
+	}
+	d := snap.Delivery
+	if d == nil {
+		r.w.violate("release %s: delivery events published but no delivery is stored", id)
+		return
+	}
+	count := map[string]int{}
+	for _, e := range evs {
+		want := contract.Delivery{EventID: d.EventID, PlanID: d.PlanID, DeliveryID: d.DeliveryID, Status: e.Status}
+		if !equalJSON(e, want) {
+			r.w.violate("release %s: delivery event %s differs from the stored delivery %s", id, jsonOf(e), jsonOf(want))
+		}
+		if e.Status == release.OutcomeDelivered && d.Status != release.StateSucceeded {
+			r.w.violate("release %s: localeflow.delivery.delivered published, the delivery is %s", id, d.Status)
+		}
+		count[e.Status]++
+	}
+	for status, n := range count {
+		r.w.Stats.MaxEvents = max(r.w.Stats.MaxEvents, n)
+		if n > MaxEventsPerOutcome {
+			r.w.violate("release %s: delivery status %s published %d times (bound %d)", id, status, n, MaxEventsPerOutcome)
+		}
+	}
+}
+
+func hasStatus(evs []contract.Delivery, deliveryID, status string) bool {
+	for _, e := range evs {
+		if e.DeliveryID == deliveryID && e.Status == status {
+			return true
+		}
+	}
+	return false
 }
 
 // captureReceipts records every receipt the provider answers with.

@@ -22,6 +22,9 @@ type Options struct {
 	// Adapters runs the real DynamoDB adapters on the in-memory DynamoDB
 	// instead of the memory stores (adapters.go).
 	Adapters bool
+	// Strict makes every finding of a check pending a fix a violation
+	// (pendingFixes).
+	Strict bool
 }
 
 func (o Options) withDefaults() Options {
@@ -42,6 +45,7 @@ type Result struct {
 	Trace      []Step
 	Events     int
 	Calls      int
+	Stats      Stats
 }
 
 // Run simulates one seed. It must run inside a synctest bubble (wait is
@@ -50,6 +54,7 @@ type Result struct {
 func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 	opts = opts.withDefaults()
 	w := newWorld(seed)
+	w.strict = opts.Strict
 	w.faultsEnd = w.start.Add(opts.FaultWindow)
 	if opts.Adapters {
 		w.useAdapters()
@@ -95,7 +100,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 			calls++
 		}
 	}
-	return Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls}
+	return Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats}
 }
 
 // endChecks are the checks once the world is quiet.

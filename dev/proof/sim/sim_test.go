@@ -15,6 +15,7 @@ var (
 	flagSeeds   = flag.Int("sim.seeds", 500, "number of seeds")
 	flagVerbose = flag.Bool("sim.verbose", false, "print the full trace of every seed")
 	flagReports = flag.Int("sim.reports", 5, "failing seeds reported with their shrunk trace (the others in one line per violation)")
+	flagStrict  = flag.Bool("sim.strict", false, "fail on the findings of checks pending a named fix (pending.go) instead of counting them")
 )
 
 // runSeed simulates one seed in its own bubble, with crypto/rand (lease
@@ -26,7 +27,7 @@ func runSeed(t *testing.T, seed uint64) Result {
 	defer peers.Close()
 	var res Result
 	synctest.Test(t, func(t *testing.T) {
-		res = Run(seed, Options{Adapters: *flagAdapters}, peers, synctest.Wait)
+		res = Run(seed, Options{Adapters: *flagAdapters, Strict: *flagStrict}, peers, synctest.Wait)
 	})
 	return res
 }
@@ -41,8 +42,16 @@ func TestSimSeeds(t *testing.T) {
 	}
 	start := time.Now()
 	var failed []uint64
+	var stats Stats
+	firstPending := map[string]uint64{}
 	for seed := *flagStart; seed < *flagStart+uint64(*flagSeeds); seed++ {
 		res := runSeed(t, seed)
+		stats.add(res.Stats)
+		for fix := range res.Stats.Pending {
+			if _, ok := firstPending[fix]; !ok {
+				firstPending[fix] = seed
+			}
+		}
 		if *flagVerbose {
 			for _, s := range res.Trace {
 				t.Log(s.String())
@@ -65,7 +74,25 @@ func TestSimSeeds(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("%d of %d seeds failed: %v", len(failed), *flagSeeds, head(failed, 50))
 	}
-	t.Logf("%d seeds from %d, %d failed, %s", *flagSeeds, *flagStart, len(failed), time.Since(start).Round(time.Millisecond))
+	// The counts per block (docs/simulation.md "Counts per block"): the
+	// lease checks are not vacuous only if leases do run out under live
+	// writers, so the default block must refuse stale writes and reclaim.
+	report := fmt.Sprintf("%d seeds from %d, %d failed, %s; stale finishing writes refused %d, reclaims %d (%d while the holder ran), "+
+		"stalls %d (%d past a lease), DLQ inputs explained by injected faults %d, most events of one outcome %d (bound %d)",
+		*flagSeeds, *flagStart, len(failed), time.Since(start).Round(time.Millisecond), stats.StaleRefused, stats.Reclaims,
+		stats.LeaseExpiredLive, stats.Stalls, stats.Frozen, stats.DLQExplained, stats.MaxEvents, MaxEventsPerOutcome)
+	fmt.Println("sim: " + report)
+	t.Log(report)
+	for fix, why := range pendingFixes {
+		if n := stats.Pending[fix]; n > 0 {
+			msg := fmt.Sprintf("sim: PENDING %s — %d findings counted, not failed (first seed %d; -sim.strict fails them): %s", fix, n, firstPending[fix], why)
+			fmt.Println(msg)
+			t.Log(msg)
+		}
+	}
+	if *flagStart == 1 && *flagSeeds >= 500 && (stats.StaleRefused == 0 || stats.Reclaims == 0) {
+		t.Errorf("the block is vacuous for leases: %d stale finishing writes refused, %d reclaims (both must be > 0)", stats.StaleRefused, stats.Reclaims)
+	}
 }
 
 // defaultBlock enables the default block of seeds in go test ./... (make

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +47,60 @@ type Faults struct {
 	WorkerConcurrency int
 	// Skew bounds each warm instance's clock offset (clock steps).
 	Skew time.Duration
+	// Stall is the chance that a call is held back before it takes
+	// effect: a GC pause, a slow peer or network, or an invocation frozen
+	// past its lease (stallFor). The rest of the world runs on meanwhile.
+	Stall float64
+	// BusEntryFail is the chance that PutEvents answers one entry as
+	// failed (FailedEntryCount, an entry ErrorCode) and puts the others.
+	BusEntryFail float64
+	// Config is the deployment's configuration for this seed, drawn
+	// within the documented ranges (README "Configuration").
+	Config SimConfig
+}
+
+// SimConfig is the configuration a seed runs under: drawn per seed
+// within the documented ranges so that leases do run out under live
+// writers (a lease just above the CMS timeout, a stall past it).
+type SimConfig struct {
+	Lease           time.Duration // LOCALEFLOW_MONITOR_LEASE: > CMS timeout, ≤ 24 h
+	CMSTimeout      time.Duration // LOCALEFLOW_CMS_TIMEOUT (poller): > 0, ≤ 15 min
+	FunctionTimeout time.Duration // the Lambda timeout of the poller and the coordinator (1..900 s)
+	PollInterval    time.Duration // LOCALEFLOW_POLL_INTERVAL
+	BaseDelay       time.Duration // LOCALEFLOW_RETRY_BASE_DELAY
+	MaxDelay        time.Duration // LOCALEFLOW_RETRY_MAX_DELAY
+	MaxFailures     int           // LOCALEFLOW_MAX_CONSECUTIVE_FAILURES: 1..20
+	EvidenceLease   time.Duration // LOCALEFLOW_EVIDENCE_LEASE: > both coordinator timeouts, ≤ 1 h, < function timeout − margin
+}
+
+// drawConfig picks a seed's configuration: the deployed defaults on about
+// a third of the seeds, otherwise values from the documented ranges that
+// make leases short next to the function timeout and the stalls.
+func drawConfig(r *rand.Rand) SimConfig {
+	c := SimConfig{Lease: 600 * time.Second, CMSTimeout: 10 * time.Second, FunctionTimeout: 120 * time.Second,
+		PollInterval: 30 * time.Second, BaseDelay: 5 * time.Second, MaxDelay: 300 * time.Second, MaxFailures: 5,
+		EvidenceLease: 90 * time.Second}
+	if r.IntN(3) == 0 {
+		return c
+	}
+	c.CMSTimeout = time.Duration(2+r.IntN(19)) * time.Second // 2..20 s
+	switch r.IntN(3) {
+	case 0: // just above the CMS timeout
+		c.Lease = c.CMSTimeout + time.Duration(1+r.IntN(10))*time.Second
+	case 1:
+		c.Lease = c.CMSTimeout + time.Duration(10+r.IntN(110))*time.Second
+	default:
+		c.Lease = time.Duration(120+r.IntN(600)) * time.Second
+	}
+	c.FunctionTimeout = []time.Duration{60 * time.Second, 120 * time.Second, 120 * time.Second, 300 * time.Second}[r.IntN(4)]
+	c.PollInterval = time.Duration(5+r.IntN(56)) * time.Second
+	c.BaseDelay = time.Duration(1+r.IntN(10)) * time.Second
+	c.MaxDelay = c.BaseDelay * time.Duration(1<<r.IntN(8))
+	c.MaxFailures = 1 + r.IntN(8)
+	// The coordinator refuses an invocation shorter than its lease plus
+	// its margin (2 s in the simulation): the lease fits the timeout.
+	c.EvidenceLease = time.Duration(31+r.IntN(int(c.FunctionTimeout/time.Second)-33)) * time.Second
+	return c
 }
 
 // drawFaults picks a seed's fault mix.
@@ -74,7 +129,71 @@ func drawFaults(r *rand.Rand) Faults {
 	if r.IntN(4) == 0 {
 		f.Skew = time.Duration(r.IntN(2000)) * time.Millisecond
 	}
+	f.Stall = rate(0.03)
+	f.BusEntryFail = rate(0.1)
+	f.Ambiguous[KindHTTP] = rate(0.05)
+	f.Config = drawConfig(r)
 	return f
+}
+
+// stallFor draws how long a stalled call of inv is held back: mostly a
+// GC pause, sometimes a slow peer, and one stall in ten freezes the
+// invocation past its lease (it wakes after the lease ran out, if the
+// Lambda timeout did not end it first).
+func (w *World) stallFor(inv *Invocation) time.Duration {
+	lease := w.Faults.Config.Lease
+	if inv.Fn == "coordinator" {
+		lease = w.Faults.Config.EvidenceLease
+	}
+	switch k := w.rng.IntN(10); {
+	case k < 6:
+		return time.Duration(10+w.rng.IntN(1990)) * time.Millisecond
+	case k < 9:
+		return time.Duration(2+w.rng.IntN(58)) * time.Second
+	default:
+		w.Stats.Frozen++
+		return lease + time.Duration(1+w.rng.IntN(60))*time.Second
+	}
+}
+
+// Stats counts what one seed's history exercised; TestSimSeeds sums them
+// per block (docs/simulation.md "Counts per block").
+type Stats struct {
+	// StaleRefused counts finishing writes the store refused because their
+	// lease was no longer the current, live one (expired, or reclaimed).
+	StaleRefused int
+	// Reclaims counts expired monitor leases taken over by another writer.
+	Reclaims int
+	// Stalls counts stalled calls; Frozen those held past a lease.
+	Stalls, Frozen int
+	// LeaseExpiredLive counts leases that ran out while their holder's
+	// invocation was still running.
+	LeaseExpiredLive int
+	// DLQExplained counts validly signed inputs in a DLQ whose every
+	// receive ended in an injected fault (the DLQ alarm shows them).
+	DLQExplained int
+	// MaxEvents is the most events one outcome, approval or delivery
+	// status produced (bounded by MaxEventsPerOutcome).
+	MaxEvents int
+	// Pending counts findings of checks that wait for a named fix
+	// (pendingFixes): reported, never silently dropped.
+	Pending map[string]int
+}
+
+func (s *Stats) add(o Stats) {
+	s.StaleRefused += o.StaleRefused
+	s.Reclaims += o.Reclaims
+	s.Stalls += o.Stalls
+	s.Frozen += o.Frozen
+	s.LeaseExpiredLive += o.LeaseExpiredLive
+	s.DLQExplained += o.DLQExplained
+	s.MaxEvents = max(s.MaxEvents, o.MaxEvents)
+	for k, v := range o.Pending {
+		if s.Pending == nil {
+			s.Pending = map[string]int{}
+		}
+		s.Pending[k] += v
+	}
 }
 
 // Step is one line of a history trace.
@@ -95,9 +214,19 @@ type Invocation struct {
 	ID      int
 	Fn      string
 	What    string
+	clock   skewClock // the instance's clock
+	started time.Time
+	// deadline is the Lambda timeout: nothing of the invocation takes
+	// effect after it.
+	deadline time.Time
+	// afterCrash counts calls made after the crash; a handler that keeps
+	// calling is ended (watchdog).
+	afterCrash int
+	// faulted: a fault was injected into one of its calls (or it crashed).
+	faulted atomic.Bool
 	crashed atomic.Bool
 	cancel  context.CancelFunc
-	done    func(resp any, err error, crashed bool)
+	done    func(resp any, err error, crashed, faulted bool)
 	resp    any
 	err     error
 }
@@ -134,6 +263,15 @@ type World struct {
 
 	violations []string
 	timers     []*timer
+	running    map[int]*Invocation
+
+	// Stats counts what the history exercised.
+	Stats Stats
+	// strict turns every pending finding into a violation (-sim.strict).
+	strict bool
+	// maxOffset is the largest clock offset any instance ever had (the
+	// tolerance of the timing checks between two instances' clocks).
+	maxOffset time.Duration
 
 	// ddb is the in-memory DynamoDB of a run on the adapters (nil: the
 	// memory stores).
@@ -161,7 +299,7 @@ type timer struct {
 
 func newWorld(seed uint64) *World {
 	rng := rand.New(rand.NewPCG(seed, seed^0x6c6f63616c65666c))
-	w := &World{rng: rng, Seed: seed, start: time.Now(), active: map[string]int{}}
+	w := &World{rng: rng, Seed: seed, start: time.Now(), active: map[string]int{}, running: map[int]*Invocation{}}
 	w.Faults = drawFaults(rng)
 	return w
 }
@@ -198,6 +336,27 @@ func (w *World) violate(format string, args ...any) {
 	w.record(nil, "VIOLATION", fmt.Sprintf(format, args...))
 }
 
+// pendingFix records a finding of a check that waits for a named fix
+// (pendingFixes): counted and traced, reported per block, and a
+// violation with -sim.strict. Never a silent relaxation.
+func (w *World) pendingFix(fix, format string, args ...any) {
+	if _, ok := pendingFixes[fix]; !ok {
+		panic("sim: unknown pending fix " + fix)
+	}
+	if w.strict {
+		w.violate("["+fix+"] "+format, args...)
+		return
+	}
+	if w.dry {
+		return
+	}
+	if w.Stats.Pending == nil {
+		w.Stats.Pending = map[string]int{}
+	}
+	w.Stats.Pending[fix]++
+	w.record(nil, "PENDING "+fix, fmt.Sprintf(format, args...))
+}
+
 // do runs one call of an invocation at a call boundary: it waits for the
 // scheduler's turn, may fail it before it takes effect (fail returns the
 // error a real client would see), runs effect, may report a failure
@@ -210,18 +369,35 @@ func (w *World) do(ctx context.Context, kind, name string, fail func() error, ef
 		return err
 	}
 	if inv.crashed.Load() {
-		return errCrashed
+		return w.afterCrash(inv)
 	}
-	c := &call{inv: inv, name: name, ready: make(chan struct{})}
-	w.mu.Lock()
-	w.pending = append(w.pending, c)
-	w.mu.Unlock()
-	<-c.ready
+	w.gate(inv, name)
 	if inv.crashed.Load() {
-		return errCrashed
+		return w.afterCrash(inv)
 	}
 	faulty := w.faultsOn()
+	if faulty && w.chance(w.Faults.Stall) {
+		d := w.stallFor(inv)
+		w.Stats.Stalls++
+		inv.faulted.Store(true)
+		w.record(inv, name, "stalled "+d.String())
+		time.Sleep(d)
+		if !time.Now().Before(inv.deadline) && !inv.crashed.Load() {
+			// Lambda ended the invocation at its timeout.
+			inv.crashed.Store(true)
+			inv.cancel()
+			w.record(inv, "CRASH", "function timeout while stalled")
+		}
+		if inv.crashed.Load() {
+			return w.afterCrash(inv)
+		}
+		w.gate(inv, name)
+		if inv.crashed.Load() {
+			return w.afterCrash(inv)
+		}
+	}
 	if faulty && w.chance(w.Faults.Fail[kind]) {
+		inv.faulted.Store(true)
 		w.record(inv, name, "injected failure")
 		return fail()
 	}
@@ -231,6 +407,7 @@ func (w *World) do(ctx context.Context, kind, name string, fail func() error, ef
 	}
 	if faulty && err == nil && w.chance(w.Faults.Ambiguous[kind]) {
 		outcome += " (reported as failed)"
+		inv.faulted.Store(true)
 		err = fail()
 	}
 	w.record(inv, name, outcome)
@@ -243,6 +420,28 @@ func (w *World) do(ctx context.Context, kind, name string, fail func() error, ef
 	return err
 }
 
+// gate parks the call until the scheduler grants it.
+func (w *World) gate(inv *Invocation, name string) {
+	c := &call{inv: inv, name: name, ready: make(chan struct{})}
+	w.mu.Lock()
+	w.pending = append(w.pending, c)
+	w.mu.Unlock()
+	<-c.ready
+}
+
+// maxCallsAfterCrash: a handler that keeps calling after its invocation
+// crashed (every call fails at once, nothing parks) would spin without
+// the scheduler; the watchdog ends its goroutine.
+const maxCallsAfterCrash = 100_000
+
+func (w *World) afterCrash(inv *Invocation) error {
+	inv.afterCrash++
+	if inv.afterCrash > maxCallsAfterCrash {
+		runtime.Goexit()
+	}
+	return errCrashed
+}
+
 func errText(err error) string {
 	s := err.Error()
 	if len(s) > 80 {
@@ -252,21 +451,28 @@ func errText(err error) string {
 }
 
 // invoke starts fn(ctx) as an invocation with a deadline of timeout.
-func (w *World) invoke(fn, what string, timeout time.Duration, run func(ctx context.Context) (any, error),
-	done func(resp any, err error, crashed bool)) {
+func (w *World) invoke(fn, what string, timeout time.Duration, clock skewClock, run func(ctx context.Context) (any, error),
+	done func(resp any, err error, crashed, faulted bool)) {
 	w.nextInv++
-	inv := &Invocation{ID: w.nextInv, Fn: fn, What: what, done: done}
+	now := time.Now()
+	inv := &Invocation{ID: w.nextInv, Fn: fn, What: what, done: done, clock: clock, started: now, deadline: now.Add(timeout)}
 	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), invKey{}, inv), timeout)
 	inv.cancel = cancel
 	w.active[fn]++
+	w.running[inv.ID] = inv
 	w.record(inv, "START", what)
 	go func() {
-		defer cancel()
-		resp, err := run(ctx)
-		w.mu.Lock()
-		inv.resp, inv.err = resp, err
-		w.finished = append(w.finished, inv)
-		w.mu.Unlock()
+		var resp any
+		var err error
+		// Deferred, so that a goroutine the watchdog ends still finishes.
+		defer func() {
+			cancel()
+			w.mu.Lock()
+			inv.resp, inv.err = resp, err
+			w.finished = append(w.finished, inv)
+			w.mu.Unlock()
+		}()
+		resp, err = run(ctx)
 	}()
 }
 
@@ -302,6 +508,7 @@ func (w *World) reap() {
 	slices.SortFunc(done, func(a, b *Invocation) int { return a.ID - b.ID })
 	for _, inv := range done {
 		w.active[inv.Fn]--
+		delete(w.running, inv.ID)
 		crashed := inv.crashed.Load()
 		outcome := "returned"
 		switch {
@@ -312,7 +519,7 @@ func (w *World) reap() {
 		}
 		w.record(inv, "END", outcome)
 		if inv.done != nil {
-			inv.done(inv.resp, inv.err, crashed)
+			inv.done(inv.resp, inv.err, crashed, crashed || inv.faulted.Load())
 		}
 	}
 }
@@ -358,6 +565,34 @@ func (w *World) nextTimer() (time.Time, bool) {
 	return m, true
 }
 
+// maxSpins is how many calls the scheduler grants at one virtual instant
+// before the watchdog calls it a livelock (a busy seed grants a few
+// hundred).
+const maxSpins = 200_000
+
+// abort ends a seed the watchdog stopped: every running invocation
+// crashes, its parked calls are released (they fail at once), and the
+// world waits for the goroutines to return so that the bubble ends and
+// the seed reports its replay command instead of hanging.
+func (w *World) abort(wait func()) {
+	for i := 0; i < 1_000_000 && w.activeTotal() > 0; i++ {
+		for _, inv := range w.running {
+			if !inv.crashed.Load() {
+				inv.crashed.Store(true)
+				inv.cancel()
+			}
+		}
+		wait()
+		if w.grant() {
+			continue
+		}
+		w.reap()
+		if w.activeTotal() > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
 // loop drives the world until `until` with nothing left in flight. wait
 // is synctest.Wait; poll starts work (ESM receives) and returns the next
 // time something becomes due. After the faults stopped, settled is asked
@@ -369,9 +604,22 @@ func (w *World) loop(wait func(), until time.Time, poll func(now time.Time) (boo
 	const settleEvery = 10 * time.Minute
 	hardStop := until.Add(6 * time.Hour)
 	nextSettle := w.faultsEnd.Add(settleEvery)
+	lastNow, spins := time.Now(), 0
 	for {
 		wait()
 		if w.grant() {
+			// Watchdog: calls that keep coming without the virtual clock
+			// moving are a livelock; fail the seed rather than hang.
+			if now := time.Now(); now.Equal(lastNow) {
+				spins++
+			} else {
+				lastNow, spins = now, 0
+			}
+			if spins > maxSpins {
+				w.violate("livelock: %d calls at virtual time %s without the clock moving (watchdog)", spins, w.since())
+				w.abort(wait)
+				return
+			}
 			continue
 		}
 		w.reap()
@@ -398,7 +646,8 @@ func (w *World) loop(wait func(), until time.Time, poll func(now time.Time) (boo
 			}
 		}
 		if now.After(hardStop) {
-			w.violate("invocations still running %s after the end: %v", now.Sub(until), w.active)
+			w.violate("no progress: invocations still running %s after the end: %v (watchdog)", now.Sub(until), w.active)
+			w.abort(wait)
 			return
 		}
 		if next.IsZero() || next.After(until) && !busy {
