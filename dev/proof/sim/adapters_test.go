@@ -2,6 +2,7 @@ package sim
 
 import (
 	"flag"
+	"fmt"
 	"testing"
 	"testing/cryptotest"
 	"testing/synctest"
@@ -30,8 +31,10 @@ func TestSimAdapterSeeds(t *testing.T) {
 	}
 	start := time.Now()
 	var failed []uint64
+	var stats Stats
 	for seed := *flagAStart; seed < *flagAStart+uint64(*flagASeeds); seed++ {
 		res := runSeedWith(t, seed, Options{Adapters: true, Strict: *flagStrict})
+		stats.add(res.Stats)
 		if *flagVerbose {
 			for _, s := range res.Trace {
 				t.Log(s.String())
@@ -51,7 +54,15 @@ func TestSimAdapterSeeds(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("%d of %d seeds failed on the adapters: %v", len(failed), *flagASeeds, head(failed, 50))
 	}
-	t.Logf("%d seeds from %d on the adapters, %d failed, %s", *flagASeeds, *flagAStart, len(failed), time.Since(start).Round(time.Millisecond))
+	report := fmt.Sprintf("%d seeds from %d on the adapters, %d failed, %s; stale finishing writes refused %d, reclaims %d, most events of one outcome %d",
+		*flagASeeds, *flagAStart, len(failed), time.Since(start).Round(time.Millisecond), stats.StaleRefused, stats.Reclaims, stats.MaxEvents)
+	for fix := range pendingFixes {
+		if n := stats.Pending[fix]; n > 0 {
+			report += fmt.Sprintf("; PENDING %s: %d findings counted, not failed", fix, n)
+		}
+	}
+	fmt.Println("sim: " + report)
+	t.Log(report)
 }
 
 func adapterSeedsGiven() bool {
