@@ -74,8 +74,9 @@ func encodeSnapshot(canonical []byte) ([]byte, error) {
 var errSnapshot = errors.New("monitordb: stored snapshot does not decode")
 
 // decodeSnapshot reads either stored form; an unknown format, a stream
-// that does not inflate, or one larger than lifecycle.MaxSnapshotBytes is
-// an error (the record is corrupt).
+// that does not inflate, one larger than lifecycle.MaxSnapshotBytes, or
+// any byte after the end of the DEFLATE stream is an error (the record is
+// corrupt: nothing may ride along after the snapshot, unchecked).
 func decodeSnapshot(av types.AttributeValue) ([]byte, error) {
 	switch v := av.(type) {
 	case *types.AttributeValueMemberS:
@@ -89,11 +90,15 @@ func decodeSnapshot(av types.AttributeValue) ([]byte, error) {
 		}
 		r := snapshotReaders.Get().(io.ReadCloser)
 		defer snapshotReaders.Put(r)
-		if err := r.(flate.Resetter).Reset(bytes.NewReader(v.Value[1:]), []byte(snapshotDictionary)); err != nil {
+		// A bytes.Reader is an io.ByteReader, so inflate reads it byte by
+		// byte and stops at the end of the final block: what is left
+		// unread is trailing bytes.
+		src := bytes.NewReader(v.Value[1:])
+		if err := r.(flate.Resetter).Reset(src, []byte(snapshotDictionary)); err != nil {
 			return nil, errSnapshot
 		}
 		out, err := io.ReadAll(io.LimitReader(r, lifecycle.MaxSnapshotBytes+1))
-		if err != nil || len(out) == 0 || len(out) > lifecycle.MaxSnapshotBytes {
+		if err != nil || len(out) == 0 || len(out) > lifecycle.MaxSnapshotBytes || src.Len() != 0 {
 			return nil, errSnapshot
 		}
 		return out, nil

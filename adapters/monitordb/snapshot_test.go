@@ -103,6 +103,41 @@ func TestSnapshotThatDoesNotDecodeIsCorrupt(t *testing.T) {
 	}
 }
 
+// Bytes after the end of the DEFLATE stream make the record corrupt
+// (issue 24): they used to be ignored, so a tampered item could carry
+// anything (an e-mail address) after a valid snapshot and still pass the
+// integrity check. The same stream without them still reads.
+func TestSnapshotWithTrailingBytesIsCorrupt(t *testing.T) {
+	rec := watchedRecord("evt-snap-4", "processing")
+	good := deflated(snapshotFormatDeflate, rec.Lifecycle)
+	av, err := encode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	av[attrLifecycle] = &types.AttributeValueMemberB{Value: good}
+	if got := decode(av); got.Corrupt || !bytes.Equal(got.Lifecycle, rec.Lifecycle) {
+		t.Fatalf("the stream alone: corrupt=%v", got.Corrupt)
+	}
+	for name, tail := range map[string][]byte{
+		"one zero byte":    {0},
+		"an e-mail":        []byte("jane.doe@example.com"),
+		"a second stream":  good[1:],
+		"the format again": {snapshotFormatDeflate},
+	} {
+		t.Run(name, func(t *testing.T) {
+			av, err := encode(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			av[attrLifecycle] = &types.AttributeValueMemberB{Value: append(append([]byte(nil), good...), tail...)}
+			got := decode(av)
+			if _, err := monitor.Validate(got); !got.Corrupt || !core.HasCode(err, monitor.CodeStateInvalid) {
+				t.Fatalf("snapshot with %d trailing bytes: corrupt=%v, Validate = %v", len(tail), got.Corrupt, err)
+			}
+		})
+	}
+}
+
 // The dictionary is part of the stored format: a changed dictionary would
 // make every stored snapshot unreadable (corrupt).
 func TestSnapshotDictionaryNeverChanges(t *testing.T) {

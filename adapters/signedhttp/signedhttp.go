@@ -269,14 +269,20 @@ const MaxRetryAfter = time.Hour
 
 // RetryAfter reads a Retry-After header (delta-seconds or an HTTP-date,
 // RFC 9110 10.2.3) relative to now, capped at MaxRetryAfter; 0 when it is
-// absent, malformed or not in the future.
+// absent, malformed or not in the future. Delta-seconds of any length are
+// capped, however large (2^32 s and more, beyond any integer type, too).
 func RetryAfter(h http.Header, now time.Time) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
 	var d time.Duration
-	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+	if allDigits(v) {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || secs >= uint64(MaxRetryAfter/time.Second) {
+			// Only a value out of range fails to parse here.
+			return MaxRetryAfter
+		}
 		d = time.Duration(secs) * time.Second
 	} else if at, err := http.ParseTime(v); err == nil {
 		d = at.Sub(now)
@@ -285,4 +291,14 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 		return 0
 	}
 	return min(d, MaxRetryAfter)
+}
+
+// allDigits reports whether v is one or more ASCII digits (delta-seconds).
+func allDigits(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return v != ""
 }

@@ -46,6 +46,11 @@ const (
 	CodeHintAlreadyDue   = "lifecycle_monitor.hint_already_due"
 	CodeHintTooSoon      = "lifecycle_monitor.hint_too_soon"
 	CodeHintGapInvalid   = "lifecycle_monitor.hint_gap_invalid"
+	// CodeHintRaced: the record was written after the hint read its clock
+	// (updated_ms > the hint's now), almost always by a poller whose clock
+	// read came a moment later. Not clock_regressed: the outcome is right
+	// and nothing points at a clock fault.
+	CodeHintRaced = "lifecycle_monitor.hint_raced"
 
 	// Stored data.
 	CodeStateInvalid = "lifecycle_monitor.state_invalid"
@@ -69,14 +74,6 @@ const (
 	// retryable: the same write would be refused again; the state did not
 	// change.
 	CodeStoreRejected = "lifecycle_monitor.store_rejected"
-
-	// CodeLeaseShort (log only): a terminal outcome was not published
-	// before its finishing write because less than PublishMargin of the
-	// lease was left; it takes the outbox path.
-	CodeLeaseShort = "lifecycle_monitor.publish_deferred"
-	// CodePublishFailed (log only): publishing a terminal outcome before its
-	// finishing write failed; it takes the outbox path.
-	CodePublishFailed = "lifecycle_monitor.publish_failed"
 
 	// ReclaimErrorCode is last_error_code of a lease that expired before
 	// its holder finished, stored without the lifecycle_monitor. prefix

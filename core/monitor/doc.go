@@ -24,10 +24,10 @@
 // failure limit, state_invalid, a superseded or cancelled registration)
 // also sets its outbox key: the outcome (Announcement, with a stable
 // OutcomeID) is owed until the caller publishes it and calls Announced;
-// OwedOutcomes lists what is still owed after Config.OutboxGrace. The one
-// exception: a terminal CMS answer polled with PollOnceAnnouncing is
-// published before its finishing write (under a live lease with
-// PublishMargin left), and that write owes nothing.
+// OwedOutcomes lists what is still owed after Config.OutboxGrace. Nothing
+// is published before the write that made the record final, so every
+// announcement of a change is built from its one final record (one outcome
+// per change, docs/design.md "One outcome per change").
 //
 // The binding hash (binding_sha256) is the SHA-256 of the RFC 8785 form of
 // the binding object (docs/design.md "Monitor record")

@@ -117,7 +117,9 @@ func hintRefusal(r Record, h Hint) string {
 	case r.NextPollMS <= h.NowMS:
 		return CodeHintAlreadyDue
 	case r.UpdatedMS > h.NowMS:
-		return CodeClockRegressed
+		// Another writer (a poll finishing, a claim) moved the record after
+		// this hint read its clock.
+		return CodeHintRaced
 	default:
 		return CodeHintTooSoon
 	}

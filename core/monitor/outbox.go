@@ -13,12 +13,6 @@ import (
 // after its finishing write) before a sweep re-publishes it.
 const OutboxGrace = 30 * time.Second
 
-// Announcer publishes localeflow.change.terminal for one outcome (the
-// poller's bus publisher). A nil error means the event was accepted.
-type Announcer interface {
-	Announce(ctx context.Context, a Announcement) error
-}
-
 // OutcomeSchema is the schema string hashed into an outcome id.
 const OutcomeSchema = "localeflow.change-outcome.v1"
 

@@ -51,16 +51,6 @@ func (s *Service) checkReader(r LifecycleReader) error {
 // with lifecycle_monitor.client_failure (the deadline was ours, not the
 // CMS's).
 func (s *Service) PollOnce(ctx context.Context, eventID string, reader LifecycleReader) (Outcome, error) {
-	return s.PollOnceAnnouncing(ctx, eventID, reader, nil)
-}
-
-// PollOnceAnnouncing is PollOnce that, when the CMS answers with a terminal
-// status, publishes the outcome through pub BEFORE the finishing write
-// (while the lease has at least PublishMargin left), and then finishes
-// without an outbox key: see Service.complete. A nil pub, a lease too
-// short, or a failed publish leave the outcome owed (the outbox path), as
-// does every outcome decided here rather than by the CMS.
-func (s *Service) PollOnceAnnouncing(ctx context.Context, eventID string, reader LifecycleReader, pub Announcer) (Outcome, error) {
 	if err := s.checkReader(reader); err != nil {
 		return Outcome{}, err
 	}
@@ -73,7 +63,7 @@ func (s *Service) PollOnceAnnouncing(ctx context.Context, eventID string, reader
 		out.Reclaimed = reclaimed
 		return out, nil
 	}
-	return s.poll(ctx, c, reader, pub)
+	return s.poll(ctx, c, reader)
 }
 
 // RunOnce claims the first claimable due record and polls it; ok=false
@@ -101,7 +91,7 @@ func (s *Service) RunOnce(ctx context.Context, reader LifecycleReader) (Outcome,
 				continue
 			}
 			if ok {
-				out, err := s.poll(ctx, c, reader, nil)
+				out, err := s.poll(ctx, c, reader)
 				return out, err == nil, err
 			}
 		}
@@ -116,17 +106,17 @@ func (s *Service) Poll(ctx context.Context, c Claim, reader LifecycleReader) (Ou
 	if err := c.validate(); err != nil {
 		return Outcome{}, err
 	}
-	return s.poll(ctx, c, reader, nil)
+	return s.poll(ctx, c, reader)
 }
 
-func (s *Service) poll(ctx context.Context, c Claim, reader LifecycleReader, pub Announcer) (Outcome, error) {
+func (s *Service) poll(ctx context.Context, c Claim, reader LifecycleReader) (Outcome, error) {
 	resp, readErr := reader.ReadLifecycle(ctx, c.Target())
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	var st Status
 	var err error
 	if readErr == nil {
-		st, err = s.complete(wctx, c, resp, pub)
+		st, err = s.Complete(wctx, c, resp)
 		switch {
 		case core.HasCode(err, CodeResponseInvalid):
 			st, err = s.Fail(wctx, c, CodeResponseInvalid)

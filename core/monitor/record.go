@@ -177,6 +177,8 @@ type Claim struct {
 	// Timeline is the claimed record's timeline; the finishing write
 	// appends to it.
 	Timeline []TimelineEntry
+	// HintMS is the claimed record's hint_ms (0: never hinted).
+	HintMS int64
 }
 
 // Target is the identity the CMS answer must match.
@@ -208,7 +210,7 @@ func claimOf(r Record) Claim {
 		Attempt: r.PollAttempts, ConsecutiveFailures: r.ConsecutiveFailures,
 		MaxConsecutiveFailures: r.MaxConsecutiveFailures, LeaseOwner: r.LeaseOwner,
 		LeaseToken: r.LeaseToken, LeaseExpires: core.FromMillis(r.LeaseExpiresMS),
-		Timeline: r.Timeline,
+		Timeline: r.Timeline, HintMS: r.HintMS,
 	}
 }
 

@@ -314,18 +314,13 @@ func newLeaseToken() (string, error) {
 // watching (next poll after PollInterval) or terminal. The answer is
 // re-validated against the claim's identity; one that does not match is
 // lifecycle_monitor.response_invalid and nothing is written.
+//
+// A terminal answer is written first, with its outbox key (the outcome is
+// owed), and published only after that write succeeded (docs/design.md
+// "One outcome per change"): once a record is final no poller, reclaim or
+// sweep can change it, so every announcement of the change is built from
+// that one final record.
 func (s *Service) Complete(ctx context.Context, c Claim, resp lifecycle.Response) (Status, error) {
-	return s.complete(ctx, c, resp, nil)
-}
-
-// complete is Complete; with pub set, a terminal answer's outcome is
-// published before the finishing write (docs/design.md "Terminal outcomes:
-// publish before the finishing write"): only while the lease has at least
-// PublishMargin left, and the write then sets no outbox key. The outcome
-// is the one the write stores (its finished_ms is the write's updated_ms),
-// so its outcome_id is the record's. If the publish is refused or fails,
-// the write keeps the outbox key and the caller announces as before.
-func (s *Service) complete(ctx context.Context, c Claim, resp lifecycle.Response, pub Announcer) (Status, error) {
 	if err := c.validate(); err != nil {
 		return Status{}, err
 	}
@@ -340,53 +335,15 @@ func (s *Service) complete(ctx context.Context, c Claim, resp lifecycle.Response
 	if err != nil || parsed.SHA256 != resp.SHA256 || parsed.Status != resp.Status {
 		return Status{}, core.Fail(CodeResponseInvalid)
 	}
-	terminal := lifecycle.IsTerminal(parsed.Status)
 	u := Update{
 		State: StateWatching, NextPollMS: now + s.cfg.PollInterval.Milliseconds(),
 		SetSnapshot: true, RemoteStatus: parsed.Status, LifecycleSHA256: parsed.SHA256,
 		Lifecycle: parsed.Canonical, UpdatedMS: now,
 	}
-	if terminal {
+	if lifecycle.IsTerminal(parsed.Status) {
 		u.State, u.NextPollMS = StateTerminal, now
-		if pub != nil {
-			u.Announced = s.announceFirst(ctx, c, u, pub)
-		}
 	}
 	return s.finish(ctx, c, u, CodeCompletionLost)
-}
-
-// PublishMargin is the least lease time left for publishing a terminal
-// outcome before its finishing write (half the lease when the lease is
-// shorter than twice this): with less, the outcome takes the
-// outbox path (the write owes it, the caller announces after it), so a
-// publish is never followed by a write that misses the lease, short of the
-// process stalling for longer than the margin.
-const PublishMargin = 30 * time.Second
-
-// publishMargin is PublishMargin, or half the lease when that is shorter
-// (a short lease still leaves room for the write after the publish).
-func (s *Service) publishMargin() time.Duration { return min(PublishMargin, s.cfg.Lease/2) }
-
-// announceFirst publishes the outcome u will store, under the claim c,
-// before the write; it reports whether it did.
-func (s *Service) announceFirst(ctx context.Context, c Claim, u Update, pub Announcer) bool {
-	if core.Millis(c.LeaseExpires)-u.UpdatedMS < s.publishMargin().Milliseconds() {
-		s.log.InfoContext(ctx, "monitor outcome left to the outbox", "event_id", c.EventID, "code", CodeLeaseShort)
-		return false
-	}
-	a := newAnnouncement(c.EventID, c.SiteID, c.PlanID, u.State, u.RemoteStatus, u.LastErrorCode, u.LifecycleSHA256, u.UpdatedMS)
-	if err := pub.Announce(ctx, a); err != nil {
-		s.log.WarnContext(ctx, "monitor outcome publish failed", "event_id", c.EventID, "code", codeOr(err, CodePublishFailed))
-		return false
-	}
-	return true
-}
-
-func codeOr(err error, fallback string) string {
-	if c := core.CodeOf(err); c != "" {
-		return c
-	}
-	return fallback
 }
 
 // Retry records a retryable failure: retry_wait after RetryDelay, or failed
@@ -413,6 +370,16 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 	if err != nil {
 		return Status{}, err
 	}
+	if regular, ok := hintedEarly(c, now, s.cfg.PollInterval); ok && retryable {
+		// A hinted poll that failed before the change's regular poll time
+		// does not count (docs/design.md "Hints"): the change stays
+		// watching, due at its regular time (or the server's Retry-After,
+		// if later), with its failure budget untouched.
+		s.log.WarnContext(ctx, "monitor hinted poll failed early", "event_id", c.EventID, "code", code)
+		u := Update{State: StateWatching, ConsecutiveFailures: c.ConsecutiveFailures, UpdatedMS: now,
+			NextPollMS: max(regular, now+atLeast.Milliseconds()), HintFailure: code}
+		return s.finish(ctx, c, u, CodeFailureLost)
+	}
 	failures := c.ConsecutiveFailures + 1
 	u := Update{State: StateRetryWait, ConsecutiveFailures: failures, LastErrorCode: code, UpdatedMS: now,
 		NextPollMS: now + max(s.cfg.RetryDelay(failures), atLeast).Milliseconds()}
@@ -422,8 +389,32 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 	return s.finish(ctx, c, u, CodeFailureLost)
 }
 
+// hintedEarly reports whether the claim c is a poll a hint brought forward
+// and now is still before the change's regular poll time, and returns that
+// time. The regular time is that of the last completion (the last timeline
+// entry watching without a code) plus the poll interval; only entries of
+// hinted polls that failed early (watching, with a code) may follow it,
+// and a hint must have moved the poll since.
+func hintedEarly(c Claim, now int64, interval time.Duration) (int64, bool) {
+	for i := len(c.Timeline) - 1; i >= 0; i-- {
+		e := c.Timeline[i]
+		if e.State != StateWatching {
+			return 0, false
+		}
+		if e.Code != "" {
+			continue
+		}
+		regular := e.AtMS + interval.Milliseconds()
+		return regular, c.HintMS >= e.AtMS && c.HintMS > 0 && now < regular
+	}
+	return 0, false
+}
+
 func (s *Service) finish(ctx context.Context, c Claim, u Update, lostCode string) (Status, error) {
 	entry := TimelineEntry{AtMS: u.UpdatedMS, State: u.State, Code: u.LastErrorCode}
+	if u.HintFailure != "" {
+		entry.Code = u.HintFailure
+	}
 	if u.SetSnapshot {
 		entry.RemoteStatus = u.RemoteStatus
 	}

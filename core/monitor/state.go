@@ -12,6 +12,7 @@ package monitor
 //	leased → retry_wait (retry: failures+1 < max; next poll after RetryDelay)
 //	leased → failed     (retry at the failure limit, or fail)
 //	leased → retry_wait|failed (lease expired: reclaimed as a failure, code "lease_expired")
+//	leased → watching   (a hinted poll failed retryably before the regular poll time: not counted)
 //	any    → failed     (record fails validation: lifecycle_monitor.state_invalid)
 //
 // terminal and failed are final.

@@ -193,8 +193,7 @@ func SameClaim(r Record, f Fence) bool {
 // Update is the mutable part of a record a finishing write sets. The lease
 // fields are always cleared; poll_attempts is kept. When SetSnapshot is
 // false the stored remote status and snapshot are kept. A final State also
-// sets the outbox key to UpdatedMS (the outcome is owed until announced),
-// unless Announced: the outcome was published before this write.
+// sets the outbox key to UpdatedMS (the outcome is owed until announced).
 type Update struct {
 	State               State
 	ConsecutiveFailures int
@@ -208,10 +207,11 @@ type Update struct {
 	// Timeline, when not nil, replaces the record's timeline (the claim's
 	// timeline with this write appended).
 	Timeline []TimelineEntry
-	// Announced marks a final write whose outcome event was published
-	// before it (a terminal CMS status, under a live lease): the record
-	// owes nothing and gets no outbox key.
-	Announced bool
+	// HintFailure, set on a write back to watching after a hinted poll
+	// failed before the regular poll time, is the failure's code: it goes
+	// into the timeline entry only (the failure is not counted, and a
+	// watching record has no last_error_code).
+	HintFailure string
 }
 
 // Attention reports whether the updated record needs attention, given the
@@ -265,9 +265,9 @@ func ApplyUpdate(r Record, u Update) Record {
 	return r
 }
 
-// Owes reports whether the write leaves the outcome owed: a final state
-// whose event was not published before the write.
-func (u Update) Owes() bool { return u.State.Final() && !u.Announced }
+// Owes reports whether the write leaves the outcome owed: every final
+// state (an outcome is published only after the write that decided it).
+func (u Update) Owes() bool { return u.State.Final() }
 
 // ApplyInvalid is the record MarkInvalid writes.
 func ApplyInvalid(r Record, nowMS int64) Record {

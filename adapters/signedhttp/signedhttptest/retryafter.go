@@ -35,6 +35,16 @@ func CheckRetryAfter(t *testing.T, call func(baseURL string, now time.Time) erro
 		{503, date(90 * time.Second), 90 * time.Second},
 		{503, "86400", time.Hour}, // capped
 		{429, "86400", time.Hour}, // capped
+		// 2^32 s and beyond (past uint32, past int64, past time.Duration)
+		// are capped too; they used to be ignored (issue 24).
+		{503, "4294967295", time.Hour},
+		{503, "4294967296", time.Hour},
+		{429, "4294967296", time.Hour},
+		{503, "9223372036", time.Hour},
+		{503, "18446744073709551616", time.Hour},
+		{429, "000000000000000000000000000000120", 120 * time.Second},
+		{503, "3599", 3599 * time.Second},
+		{503, "3600", time.Hour},
 		{503, "-5", 0},
 		{503, "soon", 0},
 		{429, "", 0},

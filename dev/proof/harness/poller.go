@@ -97,12 +97,8 @@ type timedMonitor struct {
 }
 
 func (m timedMonitor) PollOnce(ctx context.Context, eventID string, r monitor.LifecycleReader) (monitor.Outcome, error) {
-	return m.PollOnceAnnouncing(ctx, eventID, r, nil)
-}
-
-func (m timedMonitor) PollOnceAnnouncing(ctx context.Context, eventID string, r monitor.LifecycleReader, pub monitor.Announcer) (monitor.Outcome, error) {
 	start := time.Now()
-	out, err := m.Service.PollOnceAnnouncing(ctx, eventID, r, pub)
+	out, err := m.Service.PollOnce(ctx, eventID, r)
 	if err == nil && out.Polled {
 		m.latency.Add(time.Since(start))
 	}

@@ -5,16 +5,9 @@ package sim
 // "Checks pending a fix" lists them) but does not fail the seed; with
 // -sim.strict it does. Each entry names the check and the branch or issue
 // whose fix removes the entry. Never a silent relaxation: the counts are
-// printed on every run.
-const (
-	// fixOneOutcome: a change whose consumer received a
-	// localeflow.change.terminal that is not its stored outcome (another
-	// state, remote status, error code, or another outcome_id for the same
-	// outcome): published before a finishing write that never landed
-	// (issue 24, branch monitor-outcome).
-	fixOneOutcome = "issue24-one-outcome"
-)
-
-var pendingFixes = map[string]string{
-	fixOneOutcome: "issue 24 (branch monitor-outcome): one outcome per change",
-}
+// printed on every run, and World.pendingFix refuses a name that is not
+// listed here.
+//
+// Empty since the merge of branch monitor-outcome (issue 24): the
+// one-outcome check ("issue24-one-outcome") was pending until then.
+var pendingFixes = map[string]string{}

@@ -62,46 +62,52 @@ func failsAfter(r Result, pattern string) bool {
 	return false
 }
 
-// crashesBetweenPublishAndWrite reports whether an invocation published a
-// terminal outcome right after a CMS answer (before any finishing write)
-// and then crashed before writing.
-func crashesBetweenPublishAndWrite(r Result) bool {
-	type inv struct{ answered, published bool }
-	invs := map[int]*inv{}
+// answerCrashReclaimFail reports the seed-1448 shape (issue 24) as it can
+// happen since an outcome is never published before its finishing write:
+// for one change, an invocation got a CMS answer (200) and crashed before
+// its finishing write, the lease was later reclaimed (lease_expired), and
+// later still the change failed on a CMS error (an outage). Before issue
+// 24 the crashed poll had already published a terminal CMS answer, and
+// the change then ended failed.
+func answerCrashReclaimFail(r Result) bool {
+	answered := map[int]string{} // invocation -> change answered, not yet written
+	stage := map[string]int{}    // change -> 1 crashed after an answer, 2 reclaimed after that
 	for _, s := range r.Trace {
 		if s.Inv == 0 {
 			continue
 		}
-		v := invs[s.Inv]
-		if v == nil {
-			v = &inv{}
-			invs[s.Inv] = v
-		}
 		switch {
-		case strings.HasPrefix(s.Call, "http GET ") && s.Outcome == "200":
-			v.answered = true
+		case strings.HasPrefix(s.Call, "http GET ") && strings.HasSuffix(s.Call, "/lifecycle") && s.Outcome == "200":
+			parts := strings.Split(s.Call, "/")
+			answered[s.Inv] = parts[len(parts)-2]
 		case strings.HasPrefix(s.Call, "monitor.Transition "):
-			v.answered, v.published = false, false
-		case s.Call == "bus.Put localeflow.change.terminal" && s.Outcome == "ok" && v.answered:
-			v.published = true
-		case s.Call == "CRASH" && v.published:
-			return true
+			delete(answered, s.Inv)
+			id := strings.Fields(s.Call)[1]
+			switch {
+			case stage[id] == 1 && strings.Contains(s.Outcome, "lease_expired"):
+				stage[id] = 2
+			case stage[id] == 2 && strings.HasPrefix(s.Outcome, "failed ") && !strings.Contains(s.Outcome, "lease_expired"):
+				return true
+			}
+		case s.Call == "CRASH" && answered[s.Inv] != "":
+			if stage[answered[s.Inv]] == 0 {
+				stage[answered[s.Inv]] = 1
+			}
+			delete(answered, s.Inv)
 		}
 	}
 	return false
 }
 
 var regressions = []regression{
-	{"terminal_published_before_its_write_then_lease_reclaimed", 1000050, func(r Result) bool {
-		return crashesBetweenPublishAndWrite(r) && stepMatches(r, `^monitor\.Transition .* \| \S+ lease_expired`)
-	}},
-	{"outcome_after_lease_expiry_reclaim", 1000208, func(r Result) bool {
+	{"answer_crash_reclaim_then_outage_one_outcome", 1000079, answerCrashReclaimFail},
+	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
-	{"outcome_after_integrity_failure", 1000001, func(r Result) bool {
+	{"outcome_after_integrity_failure", 1000002, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
-	{"outcome_after_publish_failure_on_sweep", 1000007, func(r Result) bool {
+	{"outcome_after_publish_failure_on_sweep", 1000001, func(r Result) bool {
 		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
 	}},
 	{"schema_altered_record_not_left_leased", 1000001, func(r Result) bool {
@@ -113,11 +119,24 @@ var regressions = []regression{
 	{"refused_result_never_delivered", 1000005, func(r Result) bool {
 		return r.Faults.Concurrency > 1 && stepMatches(r, `^job rel-\d+ \S+ \(second result\)`)
 	}},
-	{"approval_announced_after_a_later_failure", 1000003, func(r Result) bool {
+	{"approval_announced_after_a_later_failure", 1000004, func(r Result) bool {
 		return failsAfter(r, `^release\.Put rel-\d+ approval#`)
 	}},
-	{"blocked_release_shows_in_health", 1000007, func(r Result) bool {
+	{"blocked_release_shows_in_health", 1000009, func(r Result) bool {
 		return stepMatches(r, `^job rel-\d+ \S+ \(failed\)`)
+	}},
+	// Situations the checkers of issue 23 need (not defects found): a
+	// finishing write refused because its lease ran out under a live
+	// writer, PutEvents answering a failed entry, and a lost answer of an
+	// evidence or delivery call after its effect.
+	{"stale_finishing_write_refused", 1000107, func(r Result) bool {
+		return r.Stats.StaleRefused > 0 && r.Stats.LeaseExpiredLive > 0
+	}},
+	{"put_events_failed_entry", 1000009, func(r Result) bool {
+		return stepMatches(r, `^bus\.Put \S+ \| 1 of 1 entries failed`)
+	}},
+	{"evidence_or_delivery_answer_lost", 1000010, func(r Result) bool {
+		return stepMatches(r, `^http (evidence|delivery) .* \| \d+ \(reported as failed\)`)
 	}},
 }
 

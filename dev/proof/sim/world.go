@@ -96,7 +96,7 @@ func drawConfig(r *rand.Rand) SimConfig {
 	c.PollInterval = time.Duration(5+r.IntN(56)) * time.Second
 	c.BaseDelay = time.Duration(1+r.IntN(10)) * time.Second
 	c.MaxDelay = c.BaseDelay * time.Duration(1<<r.IntN(8))
-	c.MaxFailures = 1 + r.IntN(8)
+	c.MaxFailures = []int{1, 2, 3, 4, 5, 5, 6, 8, 10, 20}[r.IntN(10)]
 	// The coordinator refuses an invocation shorter than its lease plus
 	// its margin (2 s in the simulation): the lease fits the timeout.
 	c.EvidenceLease = time.Duration(31+r.IntN(int(c.FunctionTimeout/time.Second)-33)) * time.Second
@@ -382,17 +382,17 @@ func (w *World) do(ctx context.Context, kind, name string, fail func() error, ef
 		inv.faulted.Store(true)
 		w.record(inv, name, "stalled "+d.String())
 		time.Sleep(d)
-		if !time.Now().Before(inv.deadline) && !inv.crashed.Load() {
+		// Back through the scheduler before anything else, so that two
+		// goroutines waking at one instant never run side by side.
+		w.gate(inv, name)
+		if inv.crashed.Load() {
+			return w.afterCrash(inv)
+		}
+		if !time.Now().Before(inv.deadline) {
 			// Lambda ended the invocation at its timeout.
 			inv.crashed.Store(true)
 			inv.cancel()
 			w.record(inv, "CRASH", "function timeout while stalled")
-		}
-		if inv.crashed.Load() {
-			return w.afterCrash(inv)
-		}
-		w.gate(inv, name)
-		if inv.crashed.Load() {
 			return w.afterCrash(inv)
 		}
 	}

@@ -7,7 +7,7 @@
 // sweep: due event ids are listed page by page through the monitor service
 // (which reads the sharded sparse wake index with a cursor per shard, so
 // entries that cannot be claimed never hide the ones behind them) and each
-// is polled once with monitor.Service.PollOnceAnnouncing by a bounded pool of workers
+// is polled once with monitor.Service.PollOnce by a bounded pool of workers
 // (Concurrency, default 64). No poll is started when the time left before
 // the Lambda deadline is below the CMS client's timeout plus Margin; each
 // event id is polled at most once per sweep. Then the sweep publishes the
@@ -18,12 +18,11 @@
 //
 // # Outcomes
 //
-// A terminal CMS answer's localeflow.change.terminal is published before
-// the finishing write, under the live lease (monitor.PublishMargin left),
-// and that write owes nothing. Every other write that ends a change
-// (failure, a reclaim at the failure limit, a record marked state_invalid,
-// a superseded or cancelled registration, or a terminal answer whose early
-// publish was refused or failed) owes the event: the handler publishes it
+// Every write that ends a change (a terminal CMS answer, a failure, a
+// reclaim at the failure limit, a record marked state_invalid, a superseded
+// or cancelled registration) owes localeflow.change.terminal, and nothing
+// publishes it before that write succeeded (one outcome per change: a
+// final record never changes again): the handler publishes it
 // with its stable outcome_id and then clears the outbox
 // (monitor.Service.Announced); a failure in between leaves it owed, and it
 // is published again (same outcome_id) by a redelivery or a sweep.

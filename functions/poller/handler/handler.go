@@ -63,7 +63,6 @@ type Monitor interface {
 	Due(ctx context.Context, limit int) ([]string, error)
 	DuePage(ctx context.Context, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error)
 	PollOnce(ctx context.Context, eventID string, reader monitor.LifecycleReader) (monitor.Outcome, error)
-	PollOnceAnnouncing(ctx context.Context, eventID string, reader monitor.LifecycleReader, pub monitor.Announcer) (monitor.Outcome, error)
 	Hint(ctx context.Context, d monitor.HintDetail) (monitor.HintResult, error)
 	OwedOutcomes(ctx context.Context, limit int) ([]string, error)
 	Announcement(ctx context.Context, eventID string) (monitor.Announcement, bool, error)
@@ -326,23 +325,11 @@ func (h *Handler) announceID(ctx context.Context, eventID string) error {
 	return h.announce(ctx, a)
 }
 
-// poll polls eventID once; a terminal CMS answer's outcome is published
-// before the finishing write (monitor.Service.PollOnceAnnouncing).
+// poll polls eventID once. A final outcome (terminal CMS answer or a
+// failure) is written, with its outbox key, before anything publishes it;
+// the caller announces it from the record the write returned (Outcome.Owed).
 func (h *Handler) poll(ctx context.Context, eventID string) (monitor.Outcome, error) {
-	return h.mon.PollOnceAnnouncing(ctx, eventID, h.reader, announcer{h})
-}
-
-// announcer publishes outcomes for the monitor before their finishing
-// write (nothing to clear: that write sets no outbox key).
-type announcer struct{ h *Handler }
-
-func (a announcer) Announce(ctx context.Context, o monitor.Announcement) error {
-	if err := a.h.publish(ctx, o); err != nil {
-		return err
-	}
-	a.h.log.InfoContext(ctx, "poller change terminal", "event_id", o.EventID, "state", string(o.State),
-		"remote_status", o.RemoteStatus, "code", o.ErrorCode, "outcome_id", o.OutcomeID, "before_write", true)
-	return nil
+	return h.mon.PollOnce(ctx, eventID, h.reader)
 }
 
 // publish puts localeflow.change.terminal for a on the bus.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -20,9 +19,12 @@ import (
 // gap), the change is polled at once through the normal signed poll. Any
 // other outcome changes nothing and is logged with its code. A redelivered
 // hint also polls a watching change that is due (the first attempt may have
-// moved the poll and failed before polling). A hint that finds a poll in
-// flight (leased) is tried again once that poll has finished, since the
-// poll may have read the status from before the change.
+// moved the poll and failed before polling). A hint that finds the change
+// leased (a poll in flight) is refused like any other: one conditional
+// write, no wait and no retry (docs/design.md "Hints"). A poll whose
+// finishing write is refused is followed up as on the SQS and sweep paths:
+// the record is read and its next poll scheduled, and the hint is
+// acknowledged (never quarantined).
 func (h *Handler) hint(ctx context.Context, body []byte, redo bool) error {
 	var env events.EventBridgeEvent
 	if err := json.Unmarshal(body, &env); err != nil || env.Source != contract.EventSource ||
@@ -38,11 +40,6 @@ func (h *Handler) hint(ctx context.Context, body []byte, redo bool) error {
 	if err != nil {
 		return fmt.Errorf("hint: %w", err)
 	}
-	if res.State == monitor.StateLeased {
-		if res, err = h.hintAfterLease(ctx, d); err != nil {
-			return err
-		}
-	}
 	if !res.Advanced && !(redo && res.Code == monitor.CodeHintAlreadyDue) {
 		h.log.InfoContext(ctx, "poller hint ignored", "event_id", d.EventID, "code", res.Code, "state", string(res.State))
 		return nil
@@ -53,35 +50,17 @@ func (h *Handler) hint(ctx context.Context, body []byte, redo bool) error {
 	h.log.InfoContext(ctx, "poller hint accepted", "event_id", d.EventID)
 	out, err := h.poll(ctx, d.EventID)
 	if err != nil {
+		if leaseLost(err) {
+			// Not an input error: acknowledged (never quarantined) once
+			// the next poll is scheduled, as on the SQS and sweep paths.
+			return h.afterLostLease(ctx, d.EventID, err)
+		}
+		if core.HasCode(err, monitor.CodeStateInvalid) {
+			if aerr := h.announceID(ctx, d.EventID); aerr != nil {
+				return aerr
+			}
+		}
 		return fmt.Errorf("poll %s after hint: %w", d.EventID, err)
 	}
 	return h.afterPoll(ctx, out, redo)
-}
-
-// hintRetryInterval spaces the tries of a hint that found its change
-// leased.
-const hintRetryInterval = 200 * time.Millisecond
-
-// hintAfterLease tries the hint again every hintRetryInterval while the
-// change is leased, for at most the CMS client's timeout (a live poll ends
-// within it; a longer lease belongs to a poller that died, and the lease
-// expiry handles it) and while the invocation has time left for a poll. It
-// returns the last try's result.
-func (h *Handler) hintAfterLease(ctx context.Context, d monitor.HintDetail) (monitor.HintResult, error) {
-	h.log.InfoContext(ctx, "poller hint waits for the poll in flight", "event_id", d.EventID)
-	deadline := time.Now().Add(h.reader.Timeout())
-	for {
-		select {
-		case <-ctx.Done():
-			return monitor.HintResult{}, core.Retry(CodeDeadline)
-		case <-time.After(hintRetryInterval):
-		}
-		res, err := h.mon.Hint(ctx, d)
-		if err != nil {
-			return monitor.HintResult{}, fmt.Errorf("hint: %w", err)
-		}
-		if res.State != monitor.StateLeased || !time.Now().Before(deadline) || !h.budget(ctx) {
-			return res, nil
-		}
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -202,44 +201,3 @@ func TestRedeliveredHintPollsDueChange(t *testing.T) {
 		t.Fatalf("after the redelivered hint: %+v", st)
 	}
 }
-
-// A hint that arrives while a poll is in flight (the change is leased, and
-// that poll reads the status from before the change) is tried again once
-// the poll has finished, and the change ends at once instead of waiting
-// for its 10-minute timer.
-func TestHintDuringPollInFlightPollsAfterIt(t *testing.T) {
-	e := watchingLong(t, cmstest.StatusStep("processing"), cmstest.StatusStep("published"))
-	e.clock.Advance(10 * time.Minute)
-	held, ok, err := e.svc.Claim(context.Background(), hintEvent)
-	if err != nil || !ok {
-		t.Fatalf("claim = %v, %v", ok, err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.lambda.Invoke(context.Background(), batchOf(t, 1, hintBody(hintEvent, "site-berlin")))
-		done <- err
-	}()
-	time.Sleep(3 * hintRetry)
-	reader, err := cms.New(cms.Config{BaseURL: e.cmsURL, Key: testKey, Timeout: 2 * time.Second, Clock: e.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The poll in flight reads the old status and finishes.
-	if out, err := e.svc.Poll(context.Background(), held, reader); err != nil || out.State != monitor.StateWatching {
-		t.Fatalf("poll in flight = %+v, %v", out, err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	st := e.status(hintEvent)
-	if st.State != monitor.StateTerminal || st.RemoteStatus != "published" {
-		t.Fatalf("after the hint: %s %s", st.State, st.RemoteStatus)
-	}
-	if n := len(e.cms.RequestsFor(hintEvent)); n != 3 {
-		t.Fatalf("CMS saw %d requests, want 3", n)
-	}
-}
-
-// hintRetry is the handler's retry interval for a hint that found its
-// change leased.
-const hintRetry = 200 * time.Millisecond

@@ -8,13 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
-	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 )
@@ -41,28 +38,29 @@ func (e *env) owedIDs() []string {
 	return ids
 }
 
-// A terminal CMS answer's outcome is published before the finishing write,
-// while the record is still leased, and that write owes nothing (no outbox
-// key, so no clearing write); the event's outcome id is the stored
-// record's.
-func TestTerminalOutcomeIsPublishedBeforeTheFinishingWrite(t *testing.T) {
+// A terminal CMS answer's outcome is published only after the finishing
+// write made the record final (docs/design.md "One outcome per change"):
+// the write sets the outbox key, the publish comes from the record it
+// returned, and the clearing write then empties the outbox; the event's
+// outcome id is the stored record's.
+func TestTerminalOutcomeIsPublishedAfterTheFinishingWrite(t *testing.T) {
 	e := setup(t)
 	e.cms.Script("evt-poller-0001", cmstest.StatusStep("published"))
 	e.intake()
 	before := len(e.bus.Details())
-	var atPublish []monitor.State
+	var atPublish []monitor.Record
 	e.bus.observe = func(map[string]any) {
 		rec, err := e.store.Get(context.Background(), "evt-poller-0001")
 		if err != nil {
 			t.Error(err)
 		}
-		atPublish = append(atPublish, rec.State)
+		atPublish = append(atPublish, rec)
 	}
 	if res := e.sweep(); res.Polled != 1 || res.Terminal != 1 || res.Errors != 0 {
 		t.Fatalf("sweep %+v", res)
 	}
-	if len(atPublish) != 1 || atPublish[0] != monitor.StateLeased {
-		t.Fatalf("record states when the outcome was published: %v; want one publish under the lease", atPublish)
+	if len(atPublish) != 1 || atPublish[0].State != monitor.StateTerminal || atPublish[0].OutboxMS != atPublish[0].UpdatedMS {
+		t.Fatalf("records when the outcome was published: %+v; want one publish of a terminal record owing it", atPublish)
 	}
 	rec, err := e.store.Get(context.Background(), "evt-poller-0001")
 	if err != nil {
@@ -79,76 +77,14 @@ func TestTerminalOutcomeIsPublishedBeforeTheFinishingWrite(t *testing.T) {
 	}
 }
 
-// slowReader moves the clock forward by its read, as a slow CMS would.
-type slowReader struct {
-	monitor.LifecycleReader
-	clock *clock
-	by    time.Duration
-}
-
-func (r slowReader) ReadLifecycle(ctx context.Context, target lifecycle.Target) (lifecycle.Response, error) {
-	resp, err := r.LifecycleReader.ReadLifecycle(ctx, target)
-	r.clock.Advance(r.by)
-	return resp, err
-}
-
-// With less than monitor.PublishMargin of the lease left after the CMS
-// read, the outcome is not published before the write: the write owes it
-// and the poller announces it after the write (the outbox path), once.
-func TestTerminalOutcomeUnderAShortLeaseTakesTheOutbox(t *testing.T) {
-	e := setupWith(t, monitor.Config{WorkerID: "poller-test", Lease: 2 * monitor.PublishMargin})
-	cfg := e.cfg
-	cfg.Reader = slowReader{LifecycleReader: cfg.Reader, clock: e.clock, by: monitor.PublishMargin + time.Second}
-	h, err := handler.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.h, e.lambda = h, lambda.NewHandler(h.Handle)
-	e.cms.Script("evt-poller-0001", cmstest.StatusStep("published"))
-	e.intake()
-	before := len(e.bus.Details())
-	var atPublish []monitor.State
-	e.bus.observe = func(map[string]any) {
-		rec, _ := e.store.Get(context.Background(), "evt-poller-0001")
-		atPublish = append(atPublish, rec.State)
-	}
-	if res := e.sweep(); res.Polled != 1 || res.Terminal != 1 || res.Errors != 0 {
-		t.Fatalf("sweep %+v", res)
-	}
-	if len(atPublish) != 1 || atPublish[0] != monitor.StateTerminal || len(e.bus.Details()) != before+1 || len(e.owedIDs()) != 0 {
-		t.Fatalf("states at publish %v, %d events, owed %v; want one publish after the write, nothing owed",
-			atPublish, len(e.bus.Details())-before, e.owedIDs())
-	}
-}
-
-// A failed publish before the write leaves the outcome to the outbox: the
-// write owes it, and the announcement right after the write publishes it.
-func TestTerminalOutcomeWhosePublishFailedBeforeTheWriteIsAnnouncedAfterIt(t *testing.T) {
-	e := setup(t)
-	e.cms.Script("evt-poller-0001", cmstest.StatusStep("published"))
-	e.intake()
-	before := len(e.bus.Details())
-	e.bus.failNext(1)
-	if res := e.sweep(); res.Polled != 1 || res.Terminal != 1 || res.Errors != 0 {
-		t.Fatalf("sweep %+v", res)
-	}
-	st := e.status("evt-poller-0001")
-	d := e.bus.Details()[before:]
-	if len(d) != 1 || d[0]["outcome_id"] != monitor.OutcomeID("evt-poller-0001", monitor.StateTerminal, st.Updated.UnixMilli()) ||
-		len(e.owedIDs()) != 0 {
-		t.Fatalf("events %v, owed %v", d, e.owedIDs())
-	}
-}
-
-// A terminal event whose publish fails on the sweep path (before the write,
-// and again after it) stays owed and is published by a later sweep, with
+// A terminal event whose publish fails on the sweep path stays owed and is published by a later sweep, with
 // the same outcome id.
 func TestSweepRepublishesOutcomeWhosePublishFailed(t *testing.T) {
 	e := setup(t)
 	e.cms.Script("evt-poller-0001", cmstest.StatusStep("published"))
 	e.intake()
 	before := len(e.bus.Details())
-	e.bus.failNext(2)
+	e.bus.failNext(1)
 	if res := e.sweep(); res.Polled != 1 || res.Terminal != 1 || res.Errors != 1 {
 		t.Fatalf("sweep %+v", res)
 	}

@@ -55,16 +55,18 @@ func runRealPath(t *testing.T, e *realPathEnv, path, status string, n int) (requ
 	return float64(total) / float64(n), units
 }
 
-// TestRealPathTerminalPollCostsAtMostTwoPointOhFiveRequests: through the
-// handler on monitordb (DynamoDB Local), a poll whose CMS answer is
-// terminal costs the claim and the finishing write, nothing more (its
-// outcome is published before the write, so no outbox clear follows):
-// ≤ 2.05 requests per poll on the SQS path and on a sweep of 1,000 (the
-// listing's 16 Queries included). Before, it was 3.0 (claim, finishing
-// write with outbox keys, clear). The write units stay 1 per write on the
-// table (items under 1 KB), and the wake index is written once (its key
-// removed); the outbox index is not written.
-func TestRealPathTerminalPollCostsAtMostTwoPointOhFiveRequests(t *testing.T) {
+// TestRealPathTerminalPollCostsOneWriteMoreThanAPoll: through the handler
+// on monitordb (DynamoDB Local), a poll whose CMS answer is terminal costs
+// the claim, the finishing write (with its outbox key) and, after the
+// publish, the clear of the outbox key: ≤ 3.05 requests per poll on the
+// SQS path and on a sweep of 1,000 (the listing's 16 Queries included).
+// That is one write per change more than a poll that does not end it: the
+// price of one outcome per change (docs/design.md "One outcome per
+// change"; until issue 24 the outcome was published before the write,
+// 2.0 requests, and could be contradicted later). Write units: 1 per write
+// on the table (items under 1 KB), the wake index written once (its key
+// removed), the outbox index twice (entry added, then removed).
+func TestRealPathTerminalPollCostsOneWriteMoreThanAPoll(t *testing.T) {
 	for _, tc := range []struct {
 		path string
 		n    int
@@ -72,14 +74,14 @@ func TestRealPathTerminalPollCostsAtMostTwoPointOhFiveRequests(t *testing.T) {
 		t.Run(tc.path, func(t *testing.T) {
 			e := realPathSetup(t)
 			req, units := runRealPath(t, e, tc.path, "published", tc.n)
-			if req > 2.05 {
-				t.Fatalf("%.3f requests per terminal poll, want ≤ 2.05", req)
+			if req > 3.05 {
+				t.Fatalf("%.3f requests per terminal poll, want ≤ 3.05", req)
 			}
 			// The sweep's listing reads the wake index too (8 Queries of
 			// KEYS_ONLY entries, 0.008 read units per poll): the bound
 			// allows 0.02 for it.
-			if units["table"] > 2.0 || units["index:wake"] > 1.02 || units["index:outbox"] != 0 {
-				t.Fatalf("units per terminal poll %v; want table ≤ 2 (1 KB items), wake ≤ 1 (removed once), outbox 0", units)
+			if units["table"] > 3.0 || units["index:wake"] > 1.02 || units["index:outbox"] > 2.0 {
+				t.Fatalf("units per terminal poll %v; want table ≤ 3 (1 KB items), wake ≤ 1 (removed once), outbox ≤ 2", units)
 			}
 		})
 	}
