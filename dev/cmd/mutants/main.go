@@ -116,7 +116,7 @@ func run(o options) error {
 	if o.baseline {
 		bin := filepath.Join(tmp, "baseline.test")
 		if out, err := build(o.root, "", bin); err != nil {
-			return fmt.Errorf("the unmutated simulation does not build: %v\n%s", err, out)
+			return fmt.Errorf("the unmutated simulation does not build: %w\n%s", err, out)
 		}
 		for _, block := range []string{"default", "adapters"} {
 			v := runBlock(o, bin, block)
