@@ -25,7 +25,9 @@ package dynamofake
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strconv"
 	"sort"
 	"strings"
 	"sync"
@@ -509,19 +511,37 @@ func (db *DB) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynam
 }
 
 // order is the position of item in a Query's order: the sort key (of the
-// index or the table), then, in an index, the table keys (DynamoDB orders
-// index entries with equal keys by the table key; the adapters' cursors
-// rely on a total order).
+// index or the table), then a hash of the table key. DynamoDB does not
+// promise an order among index entries with equal keys (DynamoDB Local's
+// is neither insertion nor key order), only a stable one that
+// ExclusiveStartKey resumes; hashing keeps the fake from ordering ties the
+// way a reader might wrongly assume.
 func (t *table) order(item map[string]types.AttributeValue, sort *topology.Key) []types.AttributeValue {
 	var o []types.AttributeValue
 	if sort != nil {
 		o = append(o, item[sort.Name])
 	}
+	h := fnv.New64a()
+	for _, k := range []string{t.spec.Partition.Name, t.sortName()} {
+		if k != "" {
+			h.Write([]byte(canonical(item[k])))
+			h.Write([]byte{0})
+		}
+	}
+	o = append(o, &types.AttributeValueMemberN{Value: strconv.FormatUint(h.Sum64(), 10)})
+	// The table key itself last: a total order even if two hashes met.
 	o = append(o, item[t.spec.Partition.Name])
 	if t.spec.Sort != nil {
 		o = append(o, item[t.spec.Sort.Name])
 	}
 	return o
+}
+
+func (t *table) sortName() string {
+	if t.spec.Sort == nil {
+		return ""
+	}
+	return t.spec.Sort.Name
 }
 
 // startOrder is the order of an ExclusiveStartKey, which must hold the
