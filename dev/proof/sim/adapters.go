@@ -92,38 +92,39 @@ func (t *tamperableMonitorDB) Tamper(eventID string, edit func(*monitor.Record))
 	return t.db.SetRaw(t.table, av) == nil
 }
 
-// gatedDB is the adapters' DynamoDB client: every call waits for the
-// scheduler at its own call boundary (a port call of the adapters is
-// several SDK calls, and other invocations interleave between them) and
-// may fail before it takes effect. Ambiguous outcomes and crashes stay at
-// the port boundary (World.do), where the lease checks see them.
+// gatedDB is the adapters' DynamoDB client. The reads that one port call
+// makes many of — Query (a due page is 16 shard Queries, a collection or a
+// census paginates) and BatchGetItem — are call boundaries of their own:
+// each waits for the scheduler (other invocations' writes interleave with
+// one page read) and may fail before it takes effect. The single-item
+// calls (GetItem, PutItem, UpdateItem, TransactWriteItems: each port write
+// of the adapters is exactly one of them) run within their port call's
+// turn, as the memory stores do: the port boundary (World.do) injects
+// their faults, ambiguous outcomes and crashes, and its lease and outcome
+// checks see each write atomically with the history they keep.
 type gatedDB struct {
 	w  *World
 	db *dynamofake.DB
 }
 
-// sdkFailShare is the part of the store's fault rate each SDK call gets
-// (a port call of the adapters makes up to 2×16 Queries).
+// sdkFailShare is the part of the store's fault rate each gated SDK call
+// gets (a port call of the adapters makes up to 2×16 Queries).
 const sdkFailShare = 0.25
 
-func (g *gatedDB) do(ctx context.Context, op, what string, effect func() (string, error)) error {
+func (g *gatedDB) do(ctx context.Context, op, what string, gated bool, effect func() (string, error)) error {
 	w := g.w
 	inv := invocationOf(ctx)
-	if inv == nil {
+	if inv == nil || !gated {
 		_, err := effect()
 		return err
 	}
 	if inv.crashed.Load() {
-		return errCrashed
+		return w.afterCrash(inv)
 	}
 	name := "ddb." + op + " " + what
-	c := &call{inv: inv, name: name, ready: make(chan struct{})}
-	w.mu.Lock()
-	w.pending = append(w.pending, c)
-	w.mu.Unlock()
-	<-c.ready
+	w.gate(inv, name)
 	if inv.crashed.Load() {
-		return errCrashed
+		return w.afterCrash(inv)
 	}
 	if w.faultsOn() && w.chance(w.Faults.Fail[KindStore]*sdkFailShare) {
 		w.record(inv, name, "injected failure")
@@ -138,8 +139,6 @@ func (g *gatedDB) do(ctx context.Context, op, what string, effect func() (string
 	return err
 }
 
-// keyText names an item or key by its table key (and, for a start key,
-// its index key).
 func keyText(key map[string]types.AttributeValue) string {
 	var parts []string
 	for _, k := range []string{topology.AttrEventID, topology.AttrPK, topology.AttrSK} {
@@ -161,7 +160,7 @@ func tableText(name *string) string {
 }
 
 func (g *gatedDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opt ...func(*dynamodb.Options)) (out *dynamodb.GetItemOutput, err error) {
-	err = g.do(ctx, "GetItem", tableText(in.TableName)+" "+keyText(in.Key), func() (string, error) {
+	err = g.do(ctx, "GetItem", tableText(in.TableName)+" "+keyText(in.Key), false, func() (string, error) {
 		var e error
 		out, e = g.db.GetItem(ctx, in, opt...)
 		if e != nil {
@@ -173,7 +172,7 @@ func (g *gatedDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opt ..
 }
 
 func (g *gatedDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opt ...func(*dynamodb.Options)) (out *dynamodb.PutItemOutput, err error) {
-	err = g.do(ctx, "PutItem", tableText(in.TableName)+" "+keyText(in.Item), func() (string, error) {
+	err = g.do(ctx, "PutItem", tableText(in.TableName)+" "+keyText(in.Item), false, func() (string, error) {
 		var e error
 		out, e = g.db.PutItem(ctx, in, opt...)
 		return "put", e
@@ -182,7 +181,7 @@ func (g *gatedDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opt ..
 }
 
 func (g *gatedDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opt ...func(*dynamodb.Options)) (out *dynamodb.UpdateItemOutput, err error) {
-	err = g.do(ctx, "UpdateItem", tableText(in.TableName)+" "+keyText(in.Key), func() (string, error) {
+	err = g.do(ctx, "UpdateItem", tableText(in.TableName)+" "+keyText(in.Key), false, func() (string, error) {
 		var e error
 		out, e = g.db.UpdateItem(ctx, in, opt...)
 		return "updated", e
@@ -216,7 +215,7 @@ func (g *gatedDB) Query(ctx context.Context, in *dynamodb.QueryInput, opt ...fun
 			}
 		}
 	}
-	err = g.do(ctx, "Query", what, func() (string, error) {
+	err = g.do(ctx, "Query", what, true, func() (string, error) {
 		var e error
 		out, e = g.db.Query(ctx, in, opt...)
 		if e != nil {
@@ -232,7 +231,7 @@ func (g *gatedDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInp
 	for _, ka := range in.RequestItems {
 		n += len(ka.Keys)
 	}
-	err = g.do(ctx, "BatchGetItem", fmt.Sprintf("%d keys", n), func() (string, error) {
+	err = g.do(ctx, "BatchGetItem", fmt.Sprintf("%d keys", n), true, func() (string, error) {
 		var e error
 		out, e = g.db.BatchGetItem(ctx, in, opt...)
 		return "read", e
@@ -247,7 +246,7 @@ func (g *gatedDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 			keys = append(keys, keyText(ti.Put.Item))
 		}
 	}
-	err = g.do(ctx, "TransactWriteItems", strings.Join(keys, " + "), func() (string, error) {
+	err = g.do(ctx, "TransactWriteItems", strings.Join(keys, " + "), false, func() (string, error) {
 		var e error
 		out, e = g.db.TransactWriteItems(ctx, in, opt...)
 		return "written", e
