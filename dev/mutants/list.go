@@ -77,7 +77,9 @@ var List = []Mutant{
 	{ID: "mon-reclaim-early", File: "core/monitor/service.go",
 		From: "if rec.State == StateLeased && rec.LeaseExpiresMS <= now && rec.UpdatedMS <= now {",
 		To:   "if rec.State == StateLeased && rec.LeaseExpiresMS <= now+60_000 && rec.UpdatedMS <= now {",
-		What: "a poller reclaims a lease that still has up to 60 s to run (the store refuses; the change is left unscheduled)"},
+		What: "a poller reclaims a lease that still has up to 60 s to run",
+		Equivalent: "the store's fence refuses the early reclaim (claim_lost) and the poller then reports the live " +
+			"lease exactly as without the mutant: one refused write, no other difference in any history"},
 	{ID: "mon-claimable-no-retry-wait", File: "core/monitor/state.go",
 		From: "return s == StatePending || s == StateWatching || s == StateRetryWait",
 		To:   "return s == StatePending || s == StateWatching",
