@@ -27,8 +27,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"strconv"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
