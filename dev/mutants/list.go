@@ -232,7 +232,7 @@ var List = []Mutant{
 		What: "a hint writes the wake key into the wrong shard"},
 	{ID: "monitordb-cursor-not-advanced", File: "adapters/monitordb/store.go",
 		From: "next = next.Advance(shard, last, done)",
-		To:   "next = next.Advance(shard, nil, done)",
+		To:   "_ = last\n\t\tnext = next.Advance(shard, nil, done)",
 		What: "the due cursor is not advanced past the entries taken"},
 	{ID: "monitordb-terminal-not-owed", File: "adapters/monitordb/store.go",
 		From: "update = sparseKey(update, u.Owes(), attrOutboxShard, shard, attrOutboxMS, u.UpdatedMS)",
