@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/localeflow/localeflow/core"
@@ -485,7 +487,10 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 // before, and the evidence record wakes the release then. Without it the
 // sweep would run the release on every pass while it waits. Best effort.
 func (c *Coordinator) deferAwaitingClaims(ctx context.Context, snap *Snapshot, wakeMS int64) {
-	for jobID, j := range snap.Jobs {
+	// In job id order, not map order: the writes are independent, but a
+	// fixed order keeps a run replayable (dev/proof/sim).
+	for _, jobID := range slices.Sorted(maps.Keys(snap.Jobs)) {
+		j := snap.Jobs[jobID]
 		if ms, wakes, _, _ := Wake(j); !wakes || ms >= wakeMS {
 			continue
 		}

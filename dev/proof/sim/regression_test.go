@@ -100,11 +100,11 @@ func answerCrashReclaimFail(r Result) bool {
 }
 
 var regressions = []regression{
-	{"answer_crash_reclaim_then_outage_one_outcome", 1000079, answerCrashReclaimFail},
+	{"answer_crash_reclaim_then_outage_one_outcome", 1000082, answerCrashReclaimFail},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
-	{"outcome_after_integrity_failure", 1000002, func(r Result) bool {
+	{"outcome_after_integrity_failure", 1000003, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
 	{"outcome_after_publish_failure_on_sweep", 1000001, func(r Result) bool {
@@ -119,7 +119,7 @@ var regressions = []regression{
 	{"refused_result_never_delivered", 1000005, func(r Result) bool {
 		return r.Faults.Concurrency > 1 && stepMatches(r, `^job rel-\d+ \S+ \(second result\)`)
 	}},
-	{"approval_announced_after_a_later_failure", 1000004, func(r Result) bool {
+	{"approval_announced_after_a_later_failure", 1000003, func(r Result) bool {
 		return failsAfter(r, `^release\.Put rel-\d+ approval#`)
 	}},
 	{"blocked_release_shows_in_health", 1000009, func(r Result) bool {
@@ -129,10 +129,10 @@ var regressions = []regression{
 	// finishing write refused because its lease ran out under a live
 	// writer, PutEvents answering a failed entry, and a lost answer of an
 	// evidence or delivery call after its effect.
-	{"stale_finishing_write_refused", 1000107, func(r Result) bool {
+	{"stale_finishing_write_refused", 1000144, func(r Result) bool {
 		return r.Stats.StaleRefused > 0 && r.Stats.LeaseExpiredLive > 0
 	}},
-	{"put_events_failed_entry", 1000009, func(r Result) bool {
+	{"put_events_failed_entry", 1000002, func(r Result) bool {
 		return stepMatches(r, `^bus\.Put \S+ \| 1 of 1 entries failed`)
 	}},
 	{"evidence_or_delivery_answer_lost", 1000010, func(r Result) bool {

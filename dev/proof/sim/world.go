@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,12 +85,16 @@ func drawConfig(r *rand.Rand) SimConfig {
 	if r.IntN(3) == 0 {
 		return c
 	}
-	c.CMSTimeout = time.Duration(2+r.IntN(19)) * time.Second // 2..20 s
+	// 2..20 s, off the whole second: a timer of the CMS client never fires
+	// at the very instant a scripted answer delay (whole seconds) ends,
+	// which would leave the outcome to the Go scheduler, not the seed.
+	c.CMSTimeout = time.Duration(2000+r.IntN(18000))*time.Millisecond + 500*time.Microsecond
+	above := c.CMSTimeout.Truncate(time.Millisecond) + time.Millisecond // leases are whole milliseconds
 	switch r.IntN(3) {
 	case 0: // just above the CMS timeout
-		c.Lease = c.CMSTimeout + time.Duration(1+r.IntN(10))*time.Second
+		c.Lease = above + time.Duration(r.IntN(10_000))*time.Millisecond
 	case 1:
-		c.Lease = c.CMSTimeout + time.Duration(10+r.IntN(110))*time.Second
+		c.Lease = above + time.Duration(10+r.IntN(110))*time.Second
 	default:
 		c.Lease = time.Duration(120+r.IntN(600)) * time.Second
 	}
@@ -241,7 +247,24 @@ func invocationOf(ctx context.Context) *Invocation {
 type call struct {
 	inv   *Invocation
 	name  string
+	goid  uint64 // the calling goroutine (tiebreak between equal calls)
 	ready chan struct{}
+}
+
+// goid is the current goroutine's id. Goroutines get increasing ids in
+// the order they are created (on one P: the simulation runs with
+// GOMAXPROCS 1), so two equal calls of one invocation's workers are
+// ordered by the order the invocation started those workers, not by the
+// order they happened to reach the call boundary.
+func goid() uint64 {
+	var buf [32]byte
+	n := runtime.Stack(buf[:], false)
+	f := strings.Fields(string(buf[:n]))
+	if len(f) < 2 {
+		return 0
+	}
+	id, _ := strconv.ParseUint(f[1], 10, 64)
+	return id
 }
 
 // World is the simulated account: one virtual clock (the synctest
@@ -401,7 +424,14 @@ func (w *World) do(ctx context.Context, kind, name string, fail func() error, ef
 		w.record(inv, name, "injected failure")
 		return fail()
 	}
+	began := time.Now()
 	outcome, err := effect()
+	if time.Now().After(began) {
+		// The effect waited on virtual time (a slow peer, a client
+		// timeout): other goroutines may have woken at the same instant,
+		// so go back through the scheduler before drawing from the seed.
+		w.gate(inv, name+" (answer)")
+	}
 	if err != nil && outcome == "" {
 		outcome = "error " + errText(err)
 	}
@@ -422,7 +452,7 @@ func (w *World) do(ctx context.Context, kind, name string, fail func() error, ef
 
 // gate parks the call until the scheduler grants it.
 func (w *World) gate(inv *Invocation, name string) {
-	c := &call{inv: inv, name: name, ready: make(chan struct{})}
+	c := &call{inv: inv, name: name, goid: goid(), ready: make(chan struct{})}
 	w.mu.Lock()
 	w.pending = append(w.pending, c)
 	w.mu.Unlock()
@@ -490,7 +520,10 @@ func (w *World) grant() bool {
 		if a.inv.ID != b.inv.ID {
 			return a.inv.ID - b.inv.ID
 		}
-		return strings.Compare(a.name, b.name)
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.goid, b.goid)
 	})
 	i := w.rng.IntN(len(w.pending))
 	c := w.pending[i]

@@ -16,12 +16,13 @@ import (
 	"github.com/localeflow/localeflow/functions/poller/handler"
 )
 
-// crashingBus puts events on the real bus and sets crashed after the first
-// accepted localeflow.change.terminal of id: the poller dies right after
-// that publish.
+// crashingBus puts events on the real bus and, while armed, sets crashed
+// after the first accepted localeflow.change.terminal of id (and disarms):
+// the poller dies right after that publish.
 type crashingBus struct {
 	real    eventbus.EventBridgeAPI
 	id      string
+	armed   *atomic.Bool
 	crashed *atomic.Bool
 }
 
@@ -30,7 +31,7 @@ func (b crashingBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInp
 	if err == nil && out.FailedEntryCount == 0 {
 		for _, e := range in.Entries {
 			var d map[string]any
-			if json.Unmarshal([]byte(*e.Detail), &d) == nil && d["event_id"] == b.id {
+			if json.Unmarshal([]byte(*e.Detail), &d) == nil && d["event_id"] == b.id && b.armed.CompareAndSwap(true, false) {
 				b.crashed.Store(true)
 			}
 		}
@@ -49,7 +50,8 @@ func (b crashingBus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInp
 // ended failed after being announced terminal.
 func TestIntegrationTerminalCrashReclaimOutageKeepsOneOutcome(t *testing.T) {
 	const id = "evt-poller-0001"
-	crashed := &atomic.Bool{}
+	crashed, armed := &atomic.Bool{}, &atomic.Bool{}
+	armed.Store(true)
 	var ddb *monitordb.Store
 	e := setupStack(t, func(e *stackEnv, _ string, c *handler.Config) {
 		var err error
@@ -61,7 +63,7 @@ func TestIntegrationTerminalCrashReclaimOutageKeepsOneOutcome(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Monitor = svc
-		c.Bus = eventbus.New(crashingBus{real: e.bus, id: id, crashed: crashed}, e.res.bus)
+		c.Bus = eventbus.New(crashingBus{real: e.bus, id: id, armed: armed, crashed: crashed}, e.res.bus)
 	})
 	e.cms.Script(id, append([]cmstest.Step{cmstest.StatusStep("published")}, cmstest.Repeat(cmstest.HTTPStep(503), 10)...)...)
 	ctx := context.Background()
