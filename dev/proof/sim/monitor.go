@@ -403,7 +403,7 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// write scheduled (a hint aside, which resets it). Judged when it is
 	// sent: a stall in flight delays its arrival, not the decision.
 	if nb, ok := t.m.store.notBefore[id]; ok && id != "" && inv != nil && !t.m.store.tampered[id] {
-		if tol := t.w.maxOffset + time.Millisecond; time.Now().Add(tol).Before(nb) {
+		if tol := t.w.maxOffset - t.w.minOffset + time.Millisecond; time.Now().Add(tol).Before(nb) {
 			t.w.violate("the CMS was polled for %s %s before its scheduled next poll", id, time.Until(nb))
 		}
 	}
@@ -453,7 +453,8 @@ func (w *World) newClock(name string) skewClock {
 	at := w.start.Add(time.Duration(w.rng.Int64N(int64(w.faultsEnd.Sub(w.start)))))
 	step := w.rng.Int64N(2*int64(w.Faults.Skew)) - int64(w.Faults.Skew)
 	w.at(at, fmt.Sprintf("clock step %s %+dms", name, step/int64(time.Millisecond)), func() {
-		w.maxOffset = max(w.maxOffset, time.Duration(c.offset.Add(step)))
+		o := time.Duration(c.offset.Add(step))
+		w.maxOffset, w.minOffset = max(w.maxOffset, o), min(w.minOffset, o)
 	})
 	return c
 }
