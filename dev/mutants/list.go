@@ -103,7 +103,9 @@ var List = []Mutant{
 	{ID: "mon-response-invalid-retried", File: "core/monitor/poll.go",
 		From: "if ce.Retryable && ce.Code != CodeResponseInvalid {",
 		To:   "if ce.Retryable {",
-		What: "a contract violation marked retryable by the client is retried"},
+		What: "a contract violation marked retryable by the client is retried",
+		Equivalent: "the only LifecycleReader (adapters/cms) never marks lifecycle_monitor.response_invalid retryable " +
+			"(core.Fail, Wrap(…, false, …)): the guard is for other clients, and the mutated branch is never taken"},
 	{ID: "mon-outcome-id-constant", File: "core/monitor/outbox.go",
 		From: "OutcomeID: OutcomeID(eventID, state, finishedMS),",
 		To:   "OutcomeID: OutcomeID(eventID, state, 0),",
