@@ -723,6 +723,9 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 			m.needOperator = append(m.needOperator, c.id)
 		}
 		m.checkOutcome(c, rec, terminal[c.id])
+		if rec.OutboxMS != 0 {
+			m.w.violate("change %s still owes its outcome (outbox_ms %d) after faults stopped", c.id, rec.OutboxMS)
+		}
 		if strings.Contains(string(rec.Lifecycle), Secret) {
 			m.w.violate("monitor record %s holds change text", c.id)
 		}

@@ -342,6 +342,9 @@ func (r *Release) check(ctx context.Context) {
 		}
 		for _, a := range snap.Approvals {
 			stored[a.ApprovalID] = a
+			if a.OutboxMS != 0 {
+				r.w.violate("release %s: approval of %s still owes its release.approved (outbox_ms %d) after faults stopped", id, a.TargetLocale, a.OutboxMS)
+			}
 			if len(approved[a.ApprovalID]) == 0 {
 				r.w.violate("release %s: approval of %s is stored but localeflow.release.approved was never published", id, a.TargetLocale)
 			}
