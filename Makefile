@@ -125,20 +125,25 @@ SEEDS ?= 10000
 START ?= 1
 JOBS ?= 2
 .PHONY: sim
-sim: ## Deterministic whole-pipeline simulation: SEEDS seeds from START in JOBS processes (VERBOSE=1: full traces; DAY2=kinds: day-2 operations, docs/simulation.md)
+sim: ## Deterministic whole-pipeline simulation: SEEDS seeds from START in JOBS processes (VERBOSE=1: full traces; DAY2=kinds: day-2 operations, docs/simulation.md; ADAPTERS=1: on the DynamoDB adapters)
 	@go test -c -o $(BUILD)/sim.test ./dev/proof/sim
 	@per=$$(( ($(SEEDS) + $(JOBS) - 1) / $(JOBS) )); pids=(); started=$$SECONDS; \
 	for ((j = 0; j < $(JOBS); j++)); do \
 		from=$$(( $(START) + j * per )); n=$$(( $(SEEDS) - j * per < per ? $(SEEDS) - j * per : per )); \
 		(( n > 0 )) || continue; \
 		$(BUILD)/sim.test -test.run '^TestSimSeeds$$' -test.v -test.timeout 0 -sim.start=$$from -sim.seeds=$$n \
-			$(if $(VERBOSE),-sim.verbose,) $(if $(DAY2),-sim.day2=$(DAY2),) >$(BUILD)/sim-$$j.log 2>&1 & pids+=($$!); \
+			$(if $(VERBOSE),-sim.verbose,) $(if $(DAY2),-sim.day2=$(DAY2),) $(if $(ADAPTERS),-sim.adapters,) >$(BUILD)/sim-$$j.log 2>&1 & pids+=($$!); \
 		echo "== seeds $$from..$$((from + n - 1)) → $(BUILD)/sim-$$j.log"; \
 	done; \
 	status=0; for pid in "$${pids[@]}"; do wait $$pid || status=1; done; \
 	cat $(BUILD)/sim-*.log | grep -v -e '^=== RUN' -e '^--- ' -e '^PASS' -e '^FAIL$$' ; \
 	echo "== $(SEEDS) seeds from $(START) in $$((SECONDS - started)) s, $(JOBS) jobs: $$( ((status == 0)) && echo all passed || echo FAILED)"; \
 	rm -f $(BUILD)/sim-*.log; exit $$status
+
+MUTANTS_JOBS ?= 1
+.PHONY: mutants
+mutants: ## Mutation harness: each mutant of dev/mutants (one at a time, via go test -overlay) against the sim's blocks; table in build/mutants.md (ONLY=id,id  MUTANTS_JOBS=n)
+	go run ./dev/cmd/mutants -jobs $(MUTANTS_JOBS) $(if $(ONLY),-only $(ONLY),) -out $(BUILD)/mutants.md
 
 .PHONY: up
 up: install ## Start a long-lived local stack in network namespace "localeflow" (run commands with dev/emulators/exec.sh)

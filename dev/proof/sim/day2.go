@@ -16,6 +16,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/monitor/memstore"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
@@ -261,6 +262,14 @@ func (d *day2) redeploy(what string) {
 	}
 }
 
+// relMem and monMem are the memory stores the day-2 operations reach
+// behind the functions' backs (TTL deletion, text expiry): a seed on the
+// adapters runs without day-2 operations (Run), so they are always the
+// memory stores here.
+func (d *day2) relMem() *releasetest.MemStore { return d.rel.mem.(*releasetest.MemStore) }
+
+func (d *day2) monMem() *memstore.Store { return d.mon.mem.(*memstore.Store) }
+
 // attach wires the seed's day-2 operations into the world: a first cold
 // start with the texts' TTL when Day2Texts is on, and the operations of
 // the fault window at random points.
@@ -269,7 +278,7 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 	d.dep = defaultDeployment(d.w, rel.peers.Fixture)
 	d.approvalSeeds = [][]byte{d.dep.approvalSeed}
 	if d.ttl() {
-		d.dep.texts, d.dep.textRetention = textStore{w: d.w, mem: rel.mem}, handler.DefaultTextRetention
+		d.dep.texts, d.dep.textRetention = textStore{w: d.w, mem: d.relMem()}, handler.DefaultTextRetention
 		d.redeploy("texts expire as deployed")
 	}
 	w := d.w
@@ -552,7 +561,7 @@ func (d *day2) weeks(wait func(), poll func(now time.Time) (bool, time.Time), se
 			d.reap()
 		}
 		if d.monitorRetention > 0 {
-			if gone := d.mon.mem.DeleteExpired(time.Now(), d.monitorRetention, func(id string) time.Duration { return d.ttlLag(id, "monitor") }); len(gone) > 0 {
+			if gone := d.monMem().DeleteExpired(time.Now(), d.monitorRetention, func(id string) time.Duration { return d.ttlLag(id, "monitor") }); len(gone) > 0 {
 				for _, id := range gone {
 					d.monitorExpired[id] = true
 				}
@@ -647,13 +656,13 @@ func (d *day2) noteDelivered() {
 // at its own lag.
 func (d *day2) reap() {
 	for _, spec := range d.rel.releases {
-		for _, exp := range d.rel.mem.TextExpiry(spec.plan.EventID) {
+		for _, exp := range d.relMem().TextExpiry(spec.plan.EventID) {
 			if exp > 0 {
 				d.textsExpired[spec.plan.EventID] = true
 			}
 		}
 	}
-	gone := d.rel.mem.DeleteExpired(time.Now(), d.ttlLag)
+	gone := d.relMem().DeleteExpired(time.Now(), d.ttlLag)
 	if len(gone) == 0 {
 		return
 	}
@@ -686,7 +695,7 @@ func (d *day2) acknowledge() {
 			// What `localeflow ack --release` does after the
 			// acknowledgement once the fix of issue 25 finding 4 is in
 			// (cmd/localeflow expireAckedTexts on branch day2-retention).
-			_ = d.rel.mem.ExpireTexts(ctx, id, time.Now().Add(d.dep.textRetention))
+			_ = d.relMem().ExpireTexts(ctx, id, time.Now().Add(d.dep.textRetention))
 		}
 	}
 }
@@ -903,7 +912,7 @@ func (d *day2) check(logs string) {
 			continue
 		}
 		expiring := d.textsExpired[id]
-		for _, exp := range d.rel.mem.TextExpiry(id) {
+		for _, exp := range d.relMem().TextExpiry(id) {
 			expiring = expiring || exp > 0
 		}
 		blocked := slices.Contains(d.rel.needOperator, id)

@@ -23,7 +23,6 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/core/monitor/memstore"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/logcapture"
 	"github.com/localeflow/localeflow/functions/poller/handler"
@@ -64,7 +63,7 @@ var _ monitor.Store = (*monitorStore)(nil)
 
 type monitorStore struct {
 	w      *World
-	mem    *memstore.Store
+	mem    monitorBacking
 	leases map[string]*lease
 	// altered holds the records whose schema version was changed.
 	altered map[string]bool
@@ -413,7 +412,7 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// write scheduled (a hint aside, which resets it). Judged when it is
 	// sent: a stall in flight delays its arrival, not the decision.
 	if nb, ok := t.m.store.notBefore[id]; ok && id != "" && inv != nil && !t.m.store.tampered[id] {
-		if tol := t.w.maxOffset + time.Millisecond; time.Now().Add(tol).Before(nb) {
+		if tol := t.w.maxOffset - t.w.minOffset + time.Millisecond; time.Now().Add(tol).Before(nb) {
 			t.w.violate("the CMS was polled for %s %s before its scheduled next poll", id, time.Until(nb))
 		}
 	}
@@ -463,7 +462,8 @@ func (w *World) newClock(name string) skewClock {
 	at := w.start.Add(time.Duration(w.rng.Int64N(int64(w.faultsEnd.Sub(w.start)))))
 	step := w.rng.Int64N(2*int64(w.Faults.Skew)) - int64(w.Faults.Skew)
 	w.at(at, fmt.Sprintf("clock step %s %+dms", name, step/int64(time.Millisecond)), func() {
-		w.maxOffset = max(w.maxOffset, time.Duration(c.offset.Add(step)))
+		o := time.Duration(c.offset.Add(step))
+		w.maxOffset, w.minOffset = max(w.maxOffset, o), min(w.minOffset, o)
 	})
 	return c
 }
@@ -484,7 +484,7 @@ type change struct {
 // and bus simulated.
 type Monitor struct {
 	w           *World
-	mem         *memstore.Store
+	mem         monitorBacking
 	store       *monitorStore
 	cms         *cmstest.CMS
 	queue       *Queue
@@ -502,7 +502,11 @@ type Monitor struct {
 
 func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) (*Monitor, error) {
 	top := topology.New("sim")
-	m := &Monitor{w: w, mem: memstore.New(), cms: cmstest.New(cmsKey), bus: bus, log: log, quarantined: quarantined}
+	mem, err := w.newMonitorBacking()
+	if err != nil {
+		return nil, err
+	}
+	m := &Monitor{w: w, mem: mem, cms: cmstest.New(cmsKey), bus: bus, log: log, quarantined: quarantined}
 	sc := w.Faults.Config
 	cfg := monitor.Config{PollInterval: sc.PollInterval, BaseDelay: sc.BaseDelay, MaxDelay: sc.MaxDelay, Lease: sc.Lease,
 		MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults()

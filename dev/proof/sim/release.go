@@ -71,7 +71,7 @@ var (
 // releaseStore gates the real memory release store.
 type releaseStore struct {
 	w   *World
-	mem *releasetest.MemStore
+	mem releaseBacking
 }
 
 func releaseDown() error {
@@ -206,7 +206,7 @@ func (s *releaseSpec) twoResults() bool {
 type Release struct {
 	w           *World
 	peers       *Peers
-	mem         *releasetest.MemStore
+	mem         releaseBacking
 	store       *releaseStore
 	queue       *Queue
 	bus         *Bus
@@ -229,7 +229,7 @@ type issued struct{ kind, issuer string }
 
 func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quarantined *Queue) (*Release, error) {
 	top := topology.New("sim")
-	r := &Release{w: w, peers: peers, mem: releasetest.NewMemStore(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
+	r := &Release{w: w, peers: peers, mem: w.newReleaseBacking(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
 	r.store = &releaseStore{w: w, mem: r.mem}
 	def := top.RelQueue
 	def.VisibilityTimeoutSeconds = 6 * int(w.Faults.Config.FunctionTimeout/time.Second)

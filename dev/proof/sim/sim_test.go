@@ -30,6 +30,7 @@ func runSeed(t *testing.T, seed uint64) Result { t.Helper(); return runSeedWith(
 func runSeedWith(t *testing.T, seed uint64, opts Options) Result {
 	t.Helper()
 	opts.Strict = *flagStrict
+	opts.Adapters = opts.Adapters || *flagAdapters
 	// One P: goroutines are created with increasing ids and are not
 	// scheduled side by side (World.grant's tiebreak; replay).
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*flagProcs))

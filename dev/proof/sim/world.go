@@ -295,6 +295,13 @@ type World struct {
 	// maxOffset is the largest clock offset any instance ever had (the
 	// tolerance of the timing checks between two instances' clocks).
 	maxOffset time.Duration
+	// minOffset is the smallest (≤ 0: a clock stepped back): two
+	// instances' clocks differ by at most maxOffset − minOffset.
+	minOffset time.Duration
+
+	// ddb is the in-memory DynamoDB of a run on the adapters (nil: the
+	// memory stores).
+	ddb *adapterWorld
 
 	// day2 is the seed's day-2 operations (day2.go), nil when it has none.
 	day2 *day2

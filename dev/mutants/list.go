@@ -1,0 +1,261 @@
+// Package mutants is the list of mutants `make mutants` applies to the
+// product code, one at a time, to measure what the deterministic
+// simulation (dev/proof/sim) catches: each is a small, realistic
+// regression (a weakened lease fence, an outbox never cleared, a failure
+// cap off by one, Retry-After ignored, a wrong field in an output event, a
+// dropped condition expression, a wrong shard, …), not syntax noise.
+//
+// A mutant replaces the one occurrence of From in File (relative to the
+// repository root) by To. The runner (dev/cmd/mutants) never edits the
+// checkout: it builds the simulation with `go test -c -overlay`, the
+// mutated file in a temporary directory. TestEveryMutantApplies (in make
+// test) checks that every From still occurs exactly once, so the list
+// cannot rot silently when the code changes: re-anchor the mutant then.
+package mutants
+
+import "strings"
+
+// Mutant is one regression.
+type Mutant struct {
+	ID   string
+	File string
+	From string
+	To   string
+	// What the regression does, in a line.
+	What string
+	// Equivalent, when set, says why the mutant cannot change any history
+	// the simulation (or production) can produce; such a mutant is listed,
+	// not run, and excluded from the score.
+	Equivalent string
+}
+
+// Block is the block of seeds a mutant is judged on: "adapters" for the
+// DynamoDB adapters (only on the simulated path in TestSimAdapterSeeds),
+// "default" for everything else.
+func (m Mutant) Block() string {
+	for _, p := range []string{"adapters/monitordb/", "adapters/releasedb/", "adapters/batchget/"} {
+		if strings.HasPrefix(m.File, p) {
+			return "adapters"
+		}
+	}
+	return "default"
+}
+
+// Area is the part of the product the mutant is in (the first two path
+// elements of its file).
+func (m Mutant) Area() string {
+	parts := strings.SplitN(m.File, "/", 3)
+	if len(parts) < 3 {
+		return parts[0]
+	}
+	return parts[0] + "/" + parts[1]
+}
+
+// List is every mutant, in the order of the report.
+var List = []Mutant{
+	// core/monitor
+	{ID: "mon-fence-expiry-grace", File: "core/monitor/store.go",
+		From: "case !f.Expired && current.LeaseExpiresMS <= f.NowMS:",
+		To:   "case !f.Expired && current.LeaseExpiresMS+5_000 <= f.NowMS:",
+		What: "the lease fence accepts a finishing write up to 5 s after the lease ended"},
+	{ID: "mon-fence-no-token", File: "core/monitor/store.go",
+		From: "return r.State == StateLeased && r.LeaseToken == f.Token && r.LeaseOwner == f.Owner &&",
+		To:   "return r.State == StateLeased && r.LeaseOwner == f.Owner &&",
+		What: "the fence compares the owner but not the lease token (one worker id, two claims)",
+		Equivalent: "the fence is the whole claim: every claim increments poll_attempts and sets a new " +
+			"lease_expires_ms, which SameClaim also compares, so no two claims of one record agree on everything but the token"},
+	{ID: "mon-fence-state-only", File: "core/monitor/store.go",
+		From: "case !SameClaim(current, f):",
+		To:   "case current.State != StateLeased:",
+		What: "the fence checks only state = leased: a writer whose lease was taken over still writes"},
+	{ID: "mon-reclaim-live-lease", File: "core/monitor/store.go",
+		From: "case f.Expired && current.LeaseExpiresMS > f.NowMS:",
+		To:   "case f.Expired && current.LeaseExpiresMS > f.NowMS+60_000:",
+		What: "a reclaim takes a lease up to 60 s before it ends",
+		Equivalent: "the only reclaimer (Service.claim) reclaims only when lease_expires_ms <= now by the same " +
+			"now it puts in the fence, and a record changed since that read fails SameClaim first: this store check is defence in depth"},
+	{ID: "mon-reclaim-early", File: "core/monitor/service.go",
+		From: "if rec.State == StateLeased && rec.LeaseExpiresMS <= now && rec.UpdatedMS <= now {",
+		To:   "if rec.State == StateLeased && rec.LeaseExpiresMS <= now+60_000 && rec.UpdatedMS <= now {",
+		What: "a poller reclaims a lease that still has up to 60 s to run",
+		Equivalent: "the store's fence refuses the early reclaim (claim_lost) and the poller then reports the live " +
+			"lease exactly as without the mutant: one refused write, no other difference in any history"},
+	{ID: "mon-claimable-no-retry-wait", File: "core/monitor/state.go",
+		From: "return s == StatePending || s == StateWatching || s == StateRetryWait",
+		To:   "return s == StatePending || s == StateWatching",
+		What: "a change in retry_wait is never claimed again"},
+	{ID: "mon-failure-cap-off-by-one", File: "core/monitor/service.go",
+		From: "if !retryable || failures >= c.MaxConsecutiveFailures {",
+		To:   "if !retryable || failures > c.MaxConsecutiveFailures {",
+		What: "the consecutive-failure cap is off by one (one poll too many)"},
+	{ID: "mon-reclaim-cap-off-by-one", File: "core/monitor/service.go",
+		From: "if failures >= rec.MaxConsecutiveFailures {",
+		To:   "if failures > rec.MaxConsecutiveFailures {",
+		What: "a reclaim counts the failure cap off by one"},
+	{ID: "mon-retry-after-ignored", File: "core/monitor/poll.go",
+		From: "return s.failure(wctx, c, ce.Code, true, core.RetryAfterOf(readErr))",
+		To:   "return s.failure(wctx, c, ce.Code, true, 0)",
+		What: "the CMS's Retry-After is ignored: the next poll follows the backoff alone"},
+	{ID: "mon-no-backoff", File: "core/monitor/service.go",
+		From: "NextPollMS: now + max(s.cfg.RetryDelay",
+		To:   "NextPollMS: now + max(0*s.cfg.RetryDelay",
+		What: "a failed poll is retried at once (no exponential backoff)"},
+	{ID: "mon-response-invalid-retried", File: "core/monitor/poll.go",
+		From: "if ce.Retryable && ce.Code != CodeResponseInvalid {",
+		To:   "if ce.Retryable {",
+		What: "a contract violation marked retryable by the client is retried",
+		Equivalent: "the only LifecycleReader (adapters/cms) never marks lifecycle_monitor.response_invalid retryable " +
+			"(core.Fail, Wrap(…, false, …)): the guard is for other clients, and the mutated branch is never taken"},
+	{ID: "mon-outcome-id-constant", File: "core/monitor/outbox.go",
+		From: "OutcomeID: OutcomeID(eventID, state, finishedMS),",
+		To:   "OutcomeID: OutcomeID(eventID, state, 0),",
+		What: "the outcome id ignores finished_ms (a wrong field in change.terminal)"},
+	{ID: "mon-hint-in-retry-wait", File: "core/monitor/hint.go",
+		From: "return r.SchemaVersion == SchemaVersion && r.SiteID == h.SiteID && r.State == StateWatching &&",
+		To:   "return r.SchemaVersion == SchemaVersion && r.SiteID == h.SiteID && r.State.Claimable() &&",
+		What: "a change hint shortens a retry_wait backoff"},
+	{ID: "mon-negative-failures-valid", File: "core/monitor/validate.go",
+		From: "r.PollAttempts < 0 || r.ConsecutiveFailures < 0 ||",
+		To:   "r.PollAttempts < 0 ||",
+		What: "a record with an impossible (negative) failure count passes validation"},
+	{ID: "mon-poll-interval-ignored", File: "core/monitor/service.go",
+		From: "State: StateWatching, NextPollMS: now + s.cfg.PollInterval.Milliseconds(),",
+		To:   "State: StateWatching, NextPollMS: now + s.cfg.PollInterval.Milliseconds()/30,",
+		What: "a watching change is polled again after 1 s instead of the poll interval"},
+
+	// core/release
+	{ID: "rel-lease-holds-grace", File: "core/release/lease.go",
+		From: "if l.LeaseExpiresMS <= nowMS {\n\t\treturn core.Fail(expiredCode)",
+		To:   "if l.LeaseExpiresMS+60_000 <= nowMS {\n\t\treturn core.Fail(expiredCode)",
+		What: "a step finishes under a lease that ended up to 60 s ago"},
+	{ID: "rel-expired-cap-off-by-one", File: "core/release/lease.go",
+		From: "\tn.Status = StateRetryWait\n\tif l.Attempts >= l.MaxAttempts {",
+		To:   "\tn.Status = StateRetryWait\n\tif l.Attempts > l.MaxAttempts {",
+		What: "an expired lease on the last attempt is retried instead of failed"},
+	{ID: "rel-failed-cap-off-by-one", File: "core/release/lease.go",
+		From: "if !retryable || l.Attempts >= l.MaxAttempts {",
+		To:   "if !retryable || l.Attempts > l.MaxAttempts {",
+		What: "the attempt cap of evidence and delivery is off by one"},
+	{ID: "rel-retry-after-ignored", File: "core/release/lease.go",
+		From: "n.NextAttemptMS = nowMS + max(backoff(l.Attempts), min(max(retryAfter, 0), MaxRetryAfter).Milliseconds())",
+		To:   "n.NextAttemptMS = nowMS + backoff(l.Attempts)",
+		What: "Retry-After of the evidence provider and the CMS delivery endpoint is ignored"},
+	{ID: "rel-second-result-accepted", File: "core/release/ingest.go",
+		From: "if old.Status == JobSucceeded {\n\t\t\treturn false, core.Fail(CodeJobConflict)",
+		To:   "if old.Status == JobFailed {\n\t\t\treturn false, core.Fail(CodeJobConflict)",
+		What: "a second, different result replaces an accepted one"},
+	{ID: "rel-outbox-never-cleared", File: "core/release/approval.go",
+		From: "\tnext.OutboxMS = 0\n",
+		To:   "\tnext.OutboxMS = a.OutboxMS\n",
+		What: "an approval's owed release.approved is never cleared (re-published on every sweep)"},
+	{ID: "rel-approval-result-unchecked", File: "core/release/approval.go",
+		From: "if res := snap.Results[job.JobID]; res == nil || res.ResultSHA256 != p.ResultSHA256 {",
+		To:   "if res := snap.Results[job.JobID]; res == nil {",
+		What: "an approval is used for a result it was not issued for"},
+	{ID: "rel-ready-without-approvals", File: "core/release/approval.go",
+		From: "\t\t\t\tout.Ready = false\n\t\t\t\tcontinue",
+		To:   "\t\t\t\tcontinue",
+		What: "a release counts as ready with approvals missing"},
+	{ID: "rel-retryable-send-is-success", File: "core/release/coordinator.go",
+		From: "if sendErr == nil {\n\t\tnext.Lease = d.succeeded(finishedMS)",
+		To:   "if sendErr == nil || core.IsRetryable(sendErr) {\n\t\tnext.Lease = d.succeeded(finishedMS)",
+		What: "a delivery answered 503 is recorded as delivered"},
+
+	// functions/poller/handler
+	{ID: "poller-terminal-fields-swapped", File: "functions/poller/handler/handler.go",
+		From: "State: string(a.State), RemoteStatus: optional(a.RemoteStatus), ErrorCode: optional(a.ErrorCode),",
+		To:   "State: string(a.State), RemoteStatus: optional(a.ErrorCode), ErrorCode: optional(a.RemoteStatus),",
+		What: "change.terminal carries remote_status and error_code swapped"},
+	{ID: "poller-outbox-never-cleared", File: "functions/poller/handler/handler.go",
+		From: "if err := h.mon.Announced(ctx, a); err != nil {",
+		To:   "if err := error(nil); err != nil {",
+		What: "a published outcome is never cleared from the outbox"},
+	{ID: "poller-no-follow-up", File: "functions/poller/handler/handler.go",
+		From: "\tcase out.State.Claimable():\n\t\tif err := h.scheduleAt(ctx, KindPoll, out.EventID, out.NextPoll); err != nil {",
+		To:   "\tcase out.State == monitor.StatePending:\n\t\tif err := h.scheduleAt(ctx, KindPoll, out.EventID, out.NextPoll); err != nil {",
+		What: "no follow-up poll message after a poll (only the sweep finds the change again)"},
+	{ID: "poller-owed-not-announced", File: "functions/poller/handler/handler.go",
+		From: "\t\treturn h.announce(ctx, *out.Owed)",
+		To:   "\t\treturn nil",
+		What: "a poll that finished a change leaves its outcome to the sweep (never announced inline)"},
+	{ID: "mon-outbox-grace-ignored", File: "core/monitor/outbox.go",
+		From: "ids, err := s.store.Owed(ctx, now-s.cfg.OutboxGrace.Milliseconds(), limit)",
+		To:   "ids, err := s.store.Owed(ctx, now, limit)",
+		What: "the sweep re-publishes outcomes still being announced by their poll (no outbox grace)"},
+	{ID: "poller-batch-failures-dropped", File: "functions/poller/handler/sqs.go",
+		From: "resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: batch.Records[i].MessageId})",
+		To:   "_ = i",
+		What: "failed messages of a batch are acknowledged (never redelivered)"},
+
+	// functions/coordinator/handler
+	{ID: "coord-ready-as-delivered", File: "functions/coordinator/handler/handler.go",
+		From: "\tcase release.OutcomeDeliveryReady:\n\t\tdetailType = contract.DetailDeliveryReady",
+		To:   "\tcase release.OutcomeDeliveryReady:\n\t\tdetailType = contract.DetailDeliveryDelivered",
+		What: "delivery.ready is published as delivery.delivered"},
+	{ID: "coord-approved-not-published", File: "functions/coordinator/handler/handler.go",
+		From: "if err := h.bus.Publish(ctx, contract.DetailReleaseApproved, d); err != nil {",
+		To:   "if err := error(nil); err != nil {",
+		What: "release.approved is settled without being published"},
+
+	// adapters (default block: on the simulated path with the memory stores)
+	{ID: "eventbus-failed-entry-is-success", File: "adapters/eventbus/eventbus.go",
+		From: "if out.FailedEntryCount > 0 || (len(out.Entries) == 1 && out.Entries[0].ErrorCode != nil) {",
+		To:   "if out.FailedEntryCount > 1 {",
+		What: "a PutEvents failed entry is taken as success"},
+	{ID: "delayqueue-delay-floor", File: "adapters/delayqueue/delayqueue.go",
+		From: "return int32((d + time.Second - 1) / time.Second)",
+		To:   "return int32(d / time.Second / 2)",
+		What: "DelaySeconds is half the wait: messages arrive early"},
+	{ID: "cms-429-not-retryable", File: "adapters/cms/lifecycle.go",
+		From: "retryable := status == http.StatusTooManyRequests || (status >= 500 && status <= 599)",
+		To:   "retryable := status >= 500 && status <= 599",
+		What: "a CMS 429 fails the change instead of retrying"},
+	{ID: "signing-rotation-slip", File: "signing/event.go",
+		From: "\tfor _, k := range keys {\n\t\tif ok(k) {",
+		To:   "\tfor _, k := range keys[1:] {\n\t\tif ok(k) {",
+		What: "a key-rotation slip: events are verified against the previous keys only"},
+
+	// adapters on the adapters block
+	{ID: "monitordb-fence-no-expiry", File: "adapters/monitordb/store.go",
+		From: "expiry := expression.Name(attrLeaseExpiresMS).GreaterThan(now)",
+		To:   "expiry := expression.Name(attrLeaseExpiresMS).GreaterThan(expression.Value(0))",
+		What: "the finishing write's condition drops the lease expiry"},
+	{ID: "monitordb-create-condition-dropped", File: "adapters/monitordb/store.go",
+		From: "WithCondition(expression.AttributeNotExists(expression.Name(attrEventID))))",
+		To:   "WithCondition(expression.AttributeNotExists(expression.Name(attrHintMS))))",
+		What: "Create's attribute_not_exists tests the wrong attribute: a duplicate dispatch overwrites the record"},
+	{ID: "monitordb-claim-ignores-next-poll", File: "adapters/monitordb/store.go",
+		From: "\t\texpression.Name(attrNextPollMS).LessThanEqual(now),\n\t\texpression.Name(attrUpdatedMS).LessThanEqual(now),\n\t)\n\tupdate := expression.Set(expression.Name(attrState), expression.Value(string(monitor.StateLeased))).",
+		To:   "\t\texpression.Name(attrUpdatedMS).LessThanEqual(now),\n\t)\n\tupdate := expression.Set(expression.Name(attrState), expression.Value(string(monitor.StateLeased))).",
+		What: "the claim's condition drops next_poll_ms <= now: a change is polled before it is due"},
+	{ID: "monitordb-hint-wrong-shard", File: "adapters/monitordb/store.go",
+		From: "Set(expression.Name(attrWakeShard), expression.Value(Shard(h.EventID))).",
+		To:   "Set(expression.Name(attrWakeShard), expression.Value(0)).",
+		What: "a hint writes the wake key into the wrong shard"},
+	{ID: "monitordb-cursor-not-advanced", File: "adapters/monitordb/store.go",
+		From: "next = next.Advance(shard, last, done)",
+		To:   "_ = last\n\t\tnext = next.Advance(shard, nil, done)",
+		What: "the due cursor is not advanced past the entries taken"},
+	{ID: "monitordb-terminal-not-owed", File: "adapters/monitordb/store.go",
+		From: "update = sparseKey(update, u.Owes(), attrOutboxShard, shard, attrOutboxMS, u.UpdatedMS)",
+		To:   "update = sparseKey(update, u.State == monitor.StateFailed, attrOutboxShard, shard, attrOutboxMS, u.UpdatedMS)",
+		What: "a terminal outcome gets no outbox key (only failed ones are owed)"},
+	{ID: "releasedb-version-condition-dropped", File: "adapters/releasedb/store.go",
+		From: "cond = expression.Name(attrVersion).Equal(expression.Value(prev))",
+		To:   "cond = expression.AttributeExists(expression.Name(topology.AttrPK))",
+		What: "a versioned write drops its version condition (last writer wins)"},
+	{ID: "releasedb-sweep-skips-deliveries", File: "adapters/releasedb/due.go",
+		From: "Delivery: k.SK == release.SKDelivery,",
+		To:   "Delivery: false,",
+		What: "the release sweep re-enqueues a due delivery as a run step"},
+	{ID: "releasedb-outbox-key-without-shard", File: "adapters/releasedb/store.go",
+		From: "item[topology.AttrOutboxShard] = number(int64(shard))",
+		To:   "_ = shard",
+		What: "an owed approval is written without its outbox shard: the outbox sweep never sees it"},
+	{ID: "monitordb-shard-count", File: "adapters/monitordb/store.go",
+		From: "func Shard(eventID string) int { return core.Shard(topology.WakeShards, eventID) }",
+		To:   "func Shard(eventID string) int { return core.Shard(topology.WakeShards-1, eventID) }",
+		What: "records are spread over 15 of the 16 shards",
+		Equivalent: "every writer and reader derives the shard from this one function and every query reads " +
+			"all 16 shards: the layout changes, no history does"},
+}
