@@ -140,7 +140,7 @@ func TestOutageToleranceFromContext(t *testing.T) {
 	}{
 		// Guaranteed: the sum of the least jittered backoffs (half of each).
 		{"defaults", map[string]any{}, "5", "5m0s", "CMS outage tolerance: 1m15s guaranteed (up to 1m52.5s) "},
-		{"extended", map[string]any{"maxConsecutiveFailures": "10", "retryMaxDelay": "10m"}, "10", "10m0s", "CMS outage tolerance: 15m17.5s guaranteed (up to 30m35s) "},
+		{"extended", map[string]any{"maxConsecutiveFailures": "10", "retryMaxDelay": "10m"}, "10", "10m0s", "CMS outage tolerance: 30m35s guaranteed (up to 45m52.5s) "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := t.TempDir()
