@@ -7,9 +7,12 @@
 package emf
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,4 +165,136 @@ func Names(line []byte) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// Batch aggregates the counts of one invocation: every Add with the same
+// dimension values and the same groups (dimension sets and metric names)
+// is summed into one document, written by Flush. CloudWatch reads a
+// document's metric value as one sample whose Sum is the value, so the
+// dashboard's and alarms' Sum statistics are those of one line per event,
+// for a fraction of the log bytes. A document holds one value per
+// dimension, so a batch writes one document per distinct set of dimension
+// values (a batch of polls that all left their change watching: one).
+// Safe for concurrent use.
+type Batch struct {
+	mu    sync.Mutex
+	docs  map[string]*batchDoc
+	order []string
+}
+
+type batchDoc struct {
+	values map[string]string
+	groups []Group
+}
+
+// Add counts one line (as Writer.Emit would write it) into the batch.
+func (b *Batch) Add(values map[string]string, groups ...Group) {
+	key := batchKey(values, groups)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.docs == nil {
+		b.docs = map[string]*batchDoc{}
+	}
+	d := b.docs[key]
+	if d == nil {
+		d = &batchDoc{values: make(map[string]string, len(values))}
+		for k, v := range values {
+			d.values[k] = v
+		}
+		for _, g := range groups {
+			d.groups = append(d.groups, Group{Dimensions: g.Dimensions, Metrics: append([]Metric(nil), g.Metrics...)})
+		}
+		b.docs[key] = d
+		b.order = append(b.order, key)
+		return
+	}
+	for i, g := range groups {
+		for j, m := range g.Metrics {
+			d.groups[i].Metrics[j].Value += m.Value
+		}
+	}
+}
+
+// batchKey identifies the document a line is summed into: its dimension
+// values, dimension sets and metric names (not the values).
+func batchKey(values map[string]string, groups []Group) string {
+	names := make([]string, 0, len(values))
+	for k := range values {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var sb strings.Builder
+	for _, k := range names {
+		fmt.Fprintf(&sb, "%q=%q;", k, values[k])
+	}
+	for _, g := range groups {
+		fmt.Fprintf(&sb, "|%q:", g.Dimensions)
+		for _, m := range g.Metrics {
+			fmt.Fprintf(&sb, "%q,", m.Name)
+		}
+	}
+	return sb.String()
+}
+
+// Lines are the batch's documents at timestampMS, in the order their
+// first line was added, and empty the batch.
+func (b *Batch) Lines(deployment string, timestampMS int64) [][]byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := make([][]byte, 0, len(b.order))
+	for _, key := range b.order {
+		d := b.docs[key]
+		lines = append(lines, Line(deployment, timestampMS, d.values, d.groups...))
+	}
+	b.docs, b.order = nil, nil
+	return lines
+}
+
+type batchKeyType struct{}
+
+// Scope returns ctx carrying a fresh Batch for Count, and the function
+// that writes its documents (defer it: it runs on every return path,
+// errors and panics included). When ctx already carries a Batch (a
+// nested entry point of the same invocation) it returns ctx and a no-op,
+// so the outermost scope writes once. A nil *Writer gives ctx and a no-op.
+func (w *Writer) Scope(ctx context.Context) (context.Context, func()) {
+	if w == nil || w.w == nil {
+		return ctx, func() {}
+	}
+	if _, ok := ctx.Value(batchKeyType{}).(*Batch); ok {
+		return ctx, func() {}
+	}
+	b := &Batch{}
+	return context.WithValue(ctx, batchKeyType{}, b), func() { w.Flush(b) }
+}
+
+// Count adds one line to ctx's Batch (Scope); without one it writes the
+// line at once (Emit).
+func (w *Writer) Count(ctx context.Context, values map[string]string, groups ...Group) {
+	if w == nil || w.w == nil {
+		return
+	}
+	if b, ok := ctx.Value(batchKeyType{}).(*Batch); ok {
+		b.Add(values, groups...)
+		return
+	}
+	w.Emit(values, groups...)
+}
+
+// Flush writes b's documents, timestamped now, and empties b.
+func (w *Writer) Flush(b *Batch) {
+	if w == nil || w.w == nil || b == nil {
+		return
+	}
+	lines := b.Lines(w.deployment, w.now().UnixMilli())
+	if len(lines) == 0 {
+		return
+	}
+	var buf []byte
+	for _, l := range lines {
+		buf = append(append(buf, l...), '\n')
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = w.w.Write(buf)
 }

@@ -169,6 +169,8 @@ func (h *Handler) hasTime(ctx context.Context, need time.Duration) bool {
 // Handle is the Lambda entry point: a release queue batch, or the event of
 // the release sweep schedule.
 func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	ctx, flush := h.metrics.Scope(ctx)
+	defer flush()
 	var probe struct {
 		Records json.RawMessage `json:"Records"`
 		events.EventBridgeEvent
@@ -248,6 +250,8 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 // HandleSQS processes a release queue batch and reports the messages to
 // redeliver.
 func (h *Handler) HandleSQS(ctx context.Context, batch events.SQSEvent) (events.SQSEventResponse, error) {
+	ctx, flush := h.metrics.Scope(ctx)
+	defer flush()
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	if !h.hasTime(ctx, h.c.Config().EvidenceLease) {
 		// The whole invocation is shorter than one lease: re-enqueueing
@@ -395,7 +399,7 @@ func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool) err
 	} else {
 		o, err = h.c.RunNextRelease(ctx, eventID)
 	}
-	h.stepMetrics(kind, o, err)
+	h.stepMetrics(ctx, kind, o, err)
 	if err != nil && o.Changed && o.ApprovalID != "" {
 		// The step stored an approval and then failed: the approval
 		// stands, so its event is published and the release goes on.

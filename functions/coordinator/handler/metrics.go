@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"context"
+
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
@@ -11,11 +13,13 @@ import (
 // error (its code is the Code dimension of the failures metric).
 const StateError = "error"
 
-// stepMetrics writes one EMF line per release step: an evidence step (run)
-// or a delivery step (deliver) by its outcome (waiting, approved,
-// delivery_ready, delivered, or error) and, for an error, the failures
-// metric by code. Content-free: a state and a stable code.
-func (h *Handler) stepMetrics(kind string, o release.Outcome, err error) {
+// stepMetrics counts a release step: an evidence step (run) or a delivery
+// step (deliver) by its outcome (waiting, approved, delivery_ready,
+// delivered, or error) and, for an error, the failures metric by code.
+// The counts go into the invocation's batch (Handle, HandleSQS) and are
+// written as one EMF document per distinct kind, state and code when the
+// invocation returns. Content-free: a state and a stable code.
+func (h *Handler) stepMetrics(ctx context.Context, kind string, o release.Outcome, err error) {
 	steps, failures := contract.MetricEvidenceSteps, contract.MetricEvidenceFailures
 	if kind == KindDeliver {
 		steps, failures = contract.MetricDeliverySteps, contract.MetricDeliveryFailures
@@ -36,5 +40,5 @@ func (h *Handler) stepMetrics(kind string, o release.Outcome, err error) {
 		state = release.OutcomeWaiting
 	}
 	values[contract.MetricStateDimension] = state
-	h.metrics.Emit(values, groups...)
+	h.metrics.Count(ctx, values, groups...)
 }

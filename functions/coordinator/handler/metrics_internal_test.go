@@ -24,10 +24,10 @@ import (
 func TestStepMetrics(t *testing.T) {
 	var buf bytes.Buffer
 	h := &Handler{metrics: emf.NewWriter(&buf, "dep-a", func() time.Time { return time.UnixMilli(1_764_460_800_000) })}
-	h.stepMetrics(KindRun, release.Outcome{EventID: "evt-1", Status: release.OutcomeApproved}, nil)
-	h.stepMetrics(KindRun, release.Outcome{}, core.Fail("evidence.http_400"))
-	h.stepMetrics(KindDeliver, release.Outcome{EventID: "evt-1", Status: release.OutcomeDelivered}, nil)
-	h.stepMetrics(KindDeliver, release.Outcome{}, errors.New("not a coded error"))
+	h.stepMetrics(context.Background(), KindRun, release.Outcome{EventID: "evt-1", Status: release.OutcomeApproved}, nil)
+	h.stepMetrics(context.Background(), KindRun, release.Outcome{}, core.Fail("evidence.http_400"))
+	h.stepMetrics(context.Background(), KindDeliver, release.Outcome{EventID: "evt-1", Status: release.OutcomeDelivered}, nil)
+	h.stepMetrics(context.Background(), KindDeliver, release.Outcome{}, errors.New("not a coded error"))
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	want := []struct {
 		names []string
@@ -90,4 +90,40 @@ func mustNamesOf(t *testing.T, line []byte) []string {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// TestStepMetricsOneDocumentPerInvocation: the coordinator wrote one EMF
+// line per release step (issue 28). Within an invocation's scope (Handle,
+// HandleSQS) the steps are summed: one document per distinct kind, state
+// and code, written when the scope ends, the counts summing to the steps.
+func TestStepMetricsOneDocumentPerInvocation(t *testing.T) {
+	var buf bytes.Buffer
+	h := &Handler{metrics: emf.NewWriter(&buf, "dep-a", nil)}
+	ctx, flush := h.metrics.Scope(context.Background())
+	for range 5 {
+		h.stepMetrics(ctx, KindRun, release.Outcome{Status: release.OutcomeWaiting}, nil)
+	}
+	h.stepMetrics(ctx, KindDeliver, release.Outcome{}, core.Fail("cms.http_503"))
+	h.stepMetrics(ctx, KindDeliver, release.Outcome{}, core.Fail("cms.http_503"))
+	if buf.Len() != 0 {
+		t.Fatalf("written before the invocation ended: %q", buf.String())
+	}
+	flush()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("lines %q, want 2", lines)
+	}
+	for i, has := range [][]string{
+		{`"EvidenceSteps":5`, `"State":"waiting"`},
+		{`"DeliverySteps":2`, `"DeliveryFailures":2`, `"State":"error"`, `"Code":"cms.http_503"`},
+	} {
+		if _, err := emf.Names([]byte(lines[i])); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range has {
+			if !strings.Contains(lines[i], s) {
+				t.Errorf("%s lacks %s", lines[i], s)
+			}
+		}
+	}
 }

@@ -205,6 +205,8 @@ func New(cfg Config) (*Handler, error) {
 // Handle is the Lambda entry point: an SQS batch (a top-level "Records"
 // array) or a scheduled event (detail-type "Scheduled Event").
 func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, error) {
+	ctx, flush := h.metrics.Scope(ctx)
+	defer flush()
 	var shape struct {
 		Records json.RawMessage `json:"Records"`
 		events.EventBridgeEvent
@@ -250,7 +252,7 @@ func (h *Handler) budget(ctx context.Context) bool {
 // still gets its follow-up (next message, or the outcome if it is still
 // owed), in case the earlier attempt failed after its transition.
 func (h *Handler) afterPoll(ctx context.Context, out monitor.Outcome, redo bool) error {
-	h.pollMetrics(out)
+	h.pollMetrics(ctx, out)
 	switch {
 	case out.Owed != nil:
 		// This call finished the change (poll or reclaim), or found its

@@ -1,16 +1,20 @@
 package handler
 
 import (
+	"context"
+
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/emf"
 )
 
-// pollMetrics writes one EMF line per finished poll (every path — SQS
-// message, sweep, hint — ends in afterPoll): Polls by the state the poll
-// left the change in and, when the poll failed, PollFailures by code.
+// pollMetrics counts a finished poll (every path — SQS message, sweep,
+// hint — ends in afterPoll): Polls by the state the poll left the change
+// in and, when the poll failed, PollFailures by code. The counts go into
+// the invocation's batch (metricsScope) and are written as one EMF
+// document per distinct state and code when the invocation returns.
 // Content-free: a state and a stable code.
-func (h *Handler) pollMetrics(out monitor.Outcome) {
+func (h *Handler) pollMetrics(ctx context.Context, out monitor.Outcome) {
 	if !out.Polled {
 		return
 	}
@@ -20,5 +24,5 @@ func (h *Handler) pollMetrics(out monitor.Outcome) {
 		values[contract.MetricCodeDimension] = out.ErrorCode
 		groups = append(groups, emf.Count(contract.MetricPollFailures, contract.MetricCodeDimension))
 	}
-	h.metrics.Emit(values, groups...)
+	h.metrics.Count(ctx, values, groups...)
 }

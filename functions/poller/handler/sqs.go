@@ -23,6 +23,8 @@ import (
 // SendMessageBatch; a record whose send failed is settled with that
 // failure, as if its own send had failed.
 func (h *Handler) HandleSQS(ctx context.Context, batch events.SQSEvent) events.SQSEventResponse {
+	ctx, flush := h.metrics.Scope(ctx)
+	defer flush()
 	failed := make([]bool, len(batch.Records))
 	sendErr := make([]error, len(batch.Records))
 	sends := &sendBatch{h: h, done: func(owner int, _ string, err error) { sendErr[owner] = err }}

@@ -42,6 +42,8 @@ type SweepResult struct {
 // outcomes still owed (monitor.OutboxGrace after their finishing write).
 // It fails only when the first page of due ids cannot be read.
 func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
+	ctx, flush := h.metrics.Scope(ctx)
+	defer flush()
 	var (
 		res  SweepResult
 		mu   sync.Mutex
