@@ -44,7 +44,10 @@ const (
 	MetricDeliveryFailed        = "DeliveryFailed"
 )
 
-// Work metrics (one line per poll or release step).
+// Work metrics. Polls, PollFailures and the step metrics are summed over
+// an invocation: one EMF document per distinct set of dimension values
+// when the invocation returns (emf.Writer.Scope); MessagesRejected and
+// KeyReloadFailures are one line per event.
 const (
 	// MetricMessagesRejected: a consumer quarantined a message (poller,
 	// coordinator; [Deployment, Function], [Deployment, Function, Code]).
