@@ -196,23 +196,33 @@ func outcome(status string, plan *PlanRecord) Outcome {
 // load reads the event's records and its verified plan: the plan must
 // exist, name the event, hold at least one job and carry a valid seal
 // (docs/design.md "Plan seal").
-func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *PlanRecord, error) {
+//
+// A release that has ended (ended) is reported as it ended before its
+// seal is checked: nothing more is done for it, so a later input (a late
+// duplicate, a redrive, a quarantine replay) neither re-checks records
+// whose keys may have left the set since nor reads texts whose retention
+// has run (docs/design.md "An ended release stays ended").
+func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *PlanRecord, *Outcome, error) {
 	if !core.ValidToken(eventID) {
-		return nil, nil, core.Fail(CodeEventIDInvalid)
+		return nil, nil, nil, core.Fail(CodeEventIDInvalid)
 	}
 	snap, err := c.store.Load(ctx, eventID)
 	if err != nil {
-		return nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
+		return nil, nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	if snap.Plan == nil {
-		return nil, nil, core.Fail(CodePlanMissing)
+		return nil, nil, nil, core.Fail(CodePlanMissing)
 	}
 	if snap.Plan.Event.EventID != eventID || len(snap.Plan.Jobs) == 0 {
-		return nil, nil, core.Fail(CodePlanInvalid)
+		return nil, nil, nil, core.Fail(CodePlanInvalid)
+	}
+	if o, ok := ended(&snap, snap.Plan); ok {
+		c.log().InfoContext(ctx, "release has ended, nothing to do", "event_id", eventID, "status", o.Status)
+		return &snap, snap.Plan, &o, nil
 	}
 	current, err := c.checkPlan(ctx, snap.Plan)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !current || snap.Plan.SealKey == "" {
 		// Sealed under a previous key, or before seal key ids: seal it
@@ -220,7 +230,34 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 		// leave the set.
 		c.reseal(ctx, &snap)
 	}
-	return &snap, snap.Plan, nil
+	return &snap, snap.Plan, nil, nil
+}
+
+// ended reports the outcome of a release that has ended without being
+// blocked: delivered (its delivery record succeeded, a valid record of
+// this event and plan), or left by the operator (a job of the plan failed
+// and its failure was acknowledged: the acknowledgement ended the release
+// and started its texts' retention, docs/design.md "Retention"). The
+// first is reported delivered, the second waiting with no wake. A blocked
+// release is not among them: it meets its stuck error again, which finds
+// its blocked record in place (acknowledged or not) and writes nothing
+// new. A new completion of the failed job replaces its record (no longer
+// acknowledged), and the release resumes.
+func ended(snap *Snapshot, plan *PlanRecord) (Outcome, bool) {
+	if d := snap.Delivery; d != nil && d.Status == StateSucceeded && deliveredRecord(plan, d) == nil {
+		o := outcome(OutcomeDelivered, plan)
+		o.DeliveryID = d.DeliveryID
+		return o, true
+	}
+	if snap.Delivery != nil {
+		return Outcome{}, false
+	}
+	for _, job := range plan.Jobs {
+		if j := snap.Jobs[job.JobID]; j != nil && j.PlanID == plan.PlanID && j.Status == JobFailed && j.AcknowledgedMS != 0 {
+			return outcome(OutcomeWaiting, plan), true
+		}
+	}
+	return Outcome{}, false
 }
 
 // jobSucceeded reports whether the job's stored record says succeeded; a
@@ -368,9 +405,12 @@ func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outco
 	if err != nil {
 		return Outcome{}, err
 	}
-	snap, plan, err := c.load(ctx, eventID)
+	snap, plan, done, err := c.load(ctx, eventID)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if done != nil {
+		return *done, nil
 	}
 	c.settleAwaitingDelivery(ctx, snap)
 	if o, err := c.existingDelivery(snap, plan, now); err != nil || o != nil {
@@ -554,9 +594,12 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 	if err != nil {
 		return Outcome{}, err
 	}
-	snap, plan, err := c.load(ctx, eventID)
+	snap, plan, done, err := c.load(ctx, eventID)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if done != nil {
+		return *done, nil
 	}
 	d := snap.Delivery
 	if d == nil {

@@ -1,6 +1,7 @@
 package release_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,48 @@ func TestAttemptPolicyChangeBlocksVisibly(t *testing.T) {
 	}
 	if due := b.due(t); len(due) != 0 {
 		t.Fatalf("blocked release still due: %+v", due)
+	}
+}
+
+// TestAcknowledgedReleaseStaysEndedAfterTextsExpire (day-2 simulation
+// seeds 955, 1131, 1210, 1369, 1898, 2718, 2877, 2965): a job of the plan
+// failed and the operator acknowledged it, which ends the release and
+// starts its texts' retention; once the texts are gone a late input for
+// the release (a duplicate, a redrive, a quarantine replay) is a no-op,
+// never a new block (health would page for a release already handled).
+func TestAcknowledgedReleaseStaysEndedAfterTextsExpire(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-acked", "de-DE", "fr-FR")
+	b.ingestPlan(t, plan)
+	b.ingestResult(t, plan, "fr-FR", releasetest.ResultOptions{})
+	s := b.snap(t, "evt-acked")
+	var failed *release.JobRecord
+	for _, j := range s.Plan.Jobs {
+		if _, ok := s.Jobs[j.JobID]; !ok {
+			failed = &release.JobRecord{EventID: "evt-acked", PlanID: s.Plan.PlanID, JobID: j.JobID, Status: release.JobFailed,
+				ErrorCode: "provider.down", PayloadSHA256: strings.Repeat("a", 64), ReceivedMS: core.Millis(b.clock.Now()), Version: 1}
+		}
+	}
+	if failed == nil {
+		t.Fatal("no job without a record")
+	}
+	if err := b.store.Put(b.ctx, failed, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := release.Acknowledge(b.ctx, b.store, "evt-acked", "", "arn:aws:iam::123456789012:user/op", "provider gave up", core.Millis(b.clock.Now())); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(8 * 24 * time.Hour)
+	if n := b.store.DeleteTexts("evt-acked"); n == 0 {
+		t.Fatal("no texts deleted")
+	}
+	for i := 0; i < 2; i++ {
+		o, err := b.c.RunNextRelease(b.ctx, "evt-acked")
+		if err != nil || o.Status != release.OutcomeWaiting || o.Changed || !o.WakeAt.IsZero() {
+			t.Fatalf("run after acknowledgement and expiry = %+v, %v", o, err)
+		}
+	}
+	if s := b.snap(t, "evt-acked"); s.Blocked != nil {
+		t.Fatalf("acknowledged release blocked again: %+v", s.Blocked)
 	}
 }
