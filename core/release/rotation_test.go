@@ -289,3 +289,42 @@ func TestReceiptIssuerRotation(t *testing.T) {
 func testPub(label string) ed25519.PublicKey {
 	return ed25519.NewKeyFromSeed(testKey(label)).Public().(ed25519.PublicKey)
 }
+
+// TestDeliveredReleaseIgnoresItsSealAfterEventKeyRotation (day-2
+// simulation seed 2718): a release delivered under OLD is never resealed
+// (no step of it runs again); once OLD leaves the set a late input for it
+// (a late duplicate, a quarantine replay) reports delivered, never
+// coordinator.plan.seal_invalid, and the release is not blocked.
+func TestDeliveredReleaseIgnoresItsSealAfterEventKeyRotation(t *testing.T) {
+	b := setup(t)
+	oldKey, newKey := b.fx.EventKey, testKey("event")
+	plan := releasetest.NewPlan("evt-old-seal", "de-DE")
+	b.ingestPlan(t, plan)
+	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
+	for i := 0; i < 4; i++ {
+		if o := b.run(t, "evt-old-seal"); o.Status == release.OutcomeDeliveryReady {
+			break
+		}
+	}
+	if o, err := b.c.Deliver(b.ctx, "evt-old-seal"); err != nil || o.Status != release.OutcomeDelivered {
+		t.Fatalf("deliver = %+v, %v", o, err)
+	}
+	if k := b.snap(t, "evt-old-seal").Plan.SealKey; k != release.SealKeyID(oldKey) {
+		t.Fatalf("seal key %q", k)
+	}
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) {
+		d.EventKey, d.Events.KeySet = newKey, staticSet{newKey}
+	})
+	for i := 0; i < 2; i++ {
+		o, err := b.c.RunNextRelease(b.ctx, "evt-old-seal")
+		if err != nil || o.Status != release.OutcomeDelivered || o.Changed {
+			t.Fatalf("run after OLD left the set = %+v, %v", o, err)
+		}
+		if o, err = b.c.Deliver(b.ctx, "evt-old-seal"); err != nil || o.Status != release.OutcomeDelivered || o.Changed {
+			t.Fatalf("deliver after OLD left the set = %+v, %v", o, err)
+		}
+	}
+	if s := b.snap(t, "evt-old-seal"); s.Blocked != nil {
+		t.Fatalf("delivered release blocked: %+v", s.Blocked)
+	}
+}

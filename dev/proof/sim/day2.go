@@ -342,16 +342,30 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 			}
 			d.pushDelivery()
 		})
+		// Runbook step 2 (docs/security.md "Approval and publication
+		// keys"): secret OLD,NEW and new environments, so that every
+		// environment still running accepts NEW before any signs with it;
+		// step 3 (NEW,OLD) once no invocation of an older environment is
+		// still running (the function timeout after the update).
+		t3 := t2.Add(w.Faults.Config.FunctionTimeout + time.Duration(d.rng.Int64N(int64(5*time.Minute))))
 		w.at(t2, "day-2 "+kind+" step 2", func() {
 			if kind == Day2ApprovalSeed {
-				d.dep.approvalPrev = append([][]byte{d.dep.approvalSeed}, d.dep.approvalPrev...)
+				d.dep.approvalPrev = append([][]byte{seed}, d.dep.approvalPrev...)
+			} else {
+				d.dep.publicationPrev = append([][]byte{seed}, d.dep.publicationPrev...)
+			}
+			d.redeploy(kind + " secret OLD,NEW")
+		})
+		w.at(t3, "day-2 "+kind+" step 3", func() {
+			if kind == Day2ApprovalSeed {
+				d.dep.approvalPrev = append([][]byte{d.dep.approvalSeed}, d.dep.approvalPrev[1:]...)
 				d.dep.approvalSeed = seed
 				d.approvalSeeds = append(d.approvalSeeds, seed)
 			} else {
-				d.dep.publicationPrev = append([][]byte{d.dep.publicationSeed}, d.dep.publicationPrev...)
+				d.dep.publicationPrev = append([][]byte{d.dep.publicationSeed}, d.dep.publicationPrev[1:]...)
 				d.dep.publicationSeed = seed
 			}
-			d.redeploy(kind + " switched")
+			d.redeploy(kind + " switched (secret NEW,OLD)")
 		})
 	}
 	for _, kind := range []string{Day2EvidenceKey, Day2DeliveryKey} {
