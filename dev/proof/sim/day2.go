@@ -159,6 +159,23 @@ type deployment struct {
 	textRetention time.Duration
 	monitor       monitor.Config
 	cmsTimeout    time.Duration
+	// eventSecret, when set, reads the event key secret as it is now: an
+	// environment re-reads it when it meets a seal under none of its keys
+	// (docs/design.md "Plan seal"), as the deployed secret-backed set does.
+	eventSecret func() [][]byte
+}
+
+// eventKeySet is one environment's event key set: the secret as read at
+// its cold start, re-read (Refresh) from the secret as it is now.
+type eventKeySet struct {
+	env    [][]byte
+	secret func() [][]byte
+}
+
+func (k eventKeySet) Keys(context.Context) ([][]byte, error) { return k.env, nil }
+
+func (k eventKeySet) Refresh(context.Context) ([][]byte, error) {
+	return append([][]byte(nil), k.secret()...), nil
 }
 
 func defaultDeployment(w *World, fx releasetest.Fixture) deployment {
@@ -276,6 +293,7 @@ func (d *day2) monMem() *memstore.Store { return d.mon.mem.(*memstore.Store) }
 func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 	d.mon, d.rel = mon, rel
 	d.dep = defaultDeployment(d.w, rel.peers.Fixture)
+	d.dep.eventSecret = func() [][]byte { return d.dep.eventKeys }
 	d.approvalSeeds = [][]byte{d.dep.approvalSeed}
 	if d.ttl() {
 		d.dep.texts, d.dep.textRetention = textStore{w: d.w, mem: d.relMem()}, handler.DefaultTextRetention

@@ -284,13 +284,17 @@ func (r *Release) deploy(d deployment) error {
 		if err != nil {
 			return err
 		}
+		events := release.EventSettings{PreviousKeys: d.eventKeys[1:]}
+		if d.eventSecret != nil {
+			events.KeySet = eventKeySet{env: append([][]byte(nil), d.eventKeys...), secret: d.eventSecret}
+		}
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
 		cfg.EvidenceLease, cfg.DeliveryLease = d.evidenceLease, d.evidenceLease
 		cfg.EvidenceMaxAttempts, cfg.DeliveryMaxAttempts = d.evidenceMaxAttempts, d.deliveryMaxAttempts
 		c, err := release.NewCoordinator(release.Dependencies{
 			Store: r.store, EventKey: d.eventKeys[0], Evidence: ev, CMS: cms,
 			Verifiers: d.verifiers, Approval: approval, Publication: publication,
-			Events: release.EventSettings{PreviousKeys: d.eventKeys[1:]},
+			Events: events,
 		}, clock, logger, cfg)
 		if err != nil {
 			return err
