@@ -271,7 +271,10 @@ func goid() uint64 {
 // bubble's), one scheduler that lets exactly one gated call proceed at a
 // time, SQS queues, a bus and a history.
 type World struct {
-	rng       *rand.Rand
+	rng *rand.Rand
+	// peerReads is the Retry-After each invocation last received from a
+	// release peer, until its next write of that peer's record (release.go).
+	peerReads map[peerRead]time.Duration
 	Seed      uint64
 	Faults    Faults
 	start     time.Time
