@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -76,6 +77,10 @@ type monitorStore struct {
 	// stored; final names each change's final outcome id.
 	written map[string]monitor.Record
 	final   map[string]string
+	// storedBy is, by outcome id, the invocation whose write stored it;
+	// announcedBy the invocations that put its change.terminal.
+	storedBy    map[string]*Invocation
+	announcedBy map[string]map[int]bool
 	// reads holds the last CMS answer an invocation got for a change (the
 	// next finishing write of that invocation for it must follow it).
 	reads map[readKey]readResult
@@ -270,6 +275,9 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 			}
 			s.final[f.EventID] = id
 			s.written[id] = out
+			if inv != nil {
+				s.storedBy[id] = inv
+			}
 		}
 		delete(s.hinted, f.EventID)
 		if u.State == monitor.StateWatching || u.State == monitor.StateRetryWait {
@@ -512,6 +520,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 		MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults()
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, reclaimed: map[string]bool{},
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
+		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
 		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{}}
 	def := top.PollQueue
@@ -698,6 +707,7 @@ func dispatchedDetail(c *change) json.RawMessage {
 func (m *Monitor) check(ctx context.Context, now time.Time) {
 	nowMS := core.Millis(now)
 	terminal := m.terminalEvents()
+	m.checkAnnouncedInline()
 	due, err := m.mem.Due(ctx, nowMS, 10_000)
 	if err != nil {
 		m.w.violate("due listing failed: %v", err)
@@ -814,9 +824,36 @@ func (m *Monitor) observe(inv *Invocation, e Event) {
 	if json.Unmarshal(e.Detail, &d) != nil {
 		return
 	}
+	if m.store.announcedBy[d.OutcomeID] == nil {
+		m.store.announcedBy[d.OutcomeID] = map[int]bool{}
+	}
+	m.store.announcedBy[d.OutcomeID][inv.ID] = true
 	if _, ok := m.store.written[d.OutcomeID]; !ok {
 		m.w.violate("change %s: localeflow.change.terminal (%s/%s/%s) published before its outcome was stored",
 			d.EventID, d.State, deref(d.RemoteStatus), deref(d.ErrorCode))
+	}
+}
+
+// checkAnnouncedInline checks that the invocation whose finishing write
+// stored an outcome published it itself unless a fault hit it: the poll
+// (or reclaim, or sweep visit) that finishes a change announces the
+// outcome from the record its write returned; the sweep's outbox pass is
+// the safety net for an announcement that failed, not the path
+// (docs/design.md "Monitor outbox", "One outcome per change"). Without it
+// every outcome would wait OutboxGrace and a sweep.
+func (m *Monitor) checkAnnouncedInline() {
+	ids := make([]string, 0, len(m.store.storedBy))
+	for id := range m.store.storedBy {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		inv := m.store.storedBy[id]
+		if inv.faulted.Load() || inv.crashed.Load() || m.store.announcedBy[id][inv.ID] {
+			continue
+		}
+		rec := m.store.written[id]
+		m.w.violate("change %s: invocation #%d stored its outcome (%s) without a fault and did not publish it", rec.EventID, inv.ID, rec.State)
 	}
 }
 
