@@ -81,6 +81,9 @@ type monitorStore struct {
 	// announcedBy the invocations that put its change.terminal.
 	storedBy    map[string]*Invocation
 	announcedBy map[string]map[int]bool
+	// storedAt is, by outcome id, its outbox_ms as virtual time (the
+	// outbox grace check).
+	storedAt map[string]time.Time
 	// reads holds the last CMS answer an invocation got for a change (the
 	// next finishing write of that invocation for it must follow it).
 	reads map[readKey]readResult
@@ -277,6 +280,15 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 			s.written[id] = out
 			if inv != nil {
 				s.storedBy[id] = inv
+			}
+			if _, ok := s.storedAt[id]; !ok && out.OutboxMS > 0 {
+				// outbox_ms is the writer's clock when it decided
+				// (before any stall of the write): → real time.
+				off := time.Duration(0)
+				if inv != nil {
+					off = time.Duration(inv.clock.offset.Load())
+				}
+				s.storedAt[id] = time.UnixMilli(out.OutboxMS).Add(-off)
 			}
 		}
 		delete(s.hinted, f.EventID)
@@ -520,7 +532,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 		MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults()
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, reclaimed: map[string]bool{},
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
-		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{},
+		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
 		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{}}
 	def := top.PollQueue
@@ -828,6 +840,19 @@ func (m *Monitor) observe(inv *Invocation, e Event) {
 		m.store.announcedBy[d.OutcomeID] = map[int]bool{}
 	}
 	m.store.announcedBy[d.OutcomeID][inv.ID] = true
+	// The sweep's outbox pass re-publishes only outcomes owed for at least
+	// OutboxGrace (docs/design.md "Monitor outbox": outbox_ms <= now - 30 s
+	// on the sweep's clock); a younger one is still the finishing path's
+	// to announce. An outcome the sweep itself stored is its own.
+	if inv.Fn == "poller" && inv.What == "schedule sweep" && m.store.storedBy[d.OutcomeID] != inv {
+		if at, ok := m.store.storedAt[d.OutcomeID]; ok {
+			tol := m.w.maxOffset - m.w.minOffset + time.Millisecond
+			if age := time.Since(at); age+tol < m.store.cfg.OutboxGrace {
+				m.w.violate("change %s: the sweep re-published its outcome %s after its outbox_ms, within the outbox grace %s",
+					d.EventID, age, m.store.cfg.OutboxGrace)
+			}
+		}
+	}
 	if _, ok := m.store.written[d.OutcomeID]; !ok {
 		m.w.violate("change %s: localeflow.change.terminal (%s/%s/%s) published before its outcome was stored",
 			d.EventID, d.State, deref(d.RemoteStatus), deref(d.ErrorCode))
