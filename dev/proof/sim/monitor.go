@@ -84,6 +84,9 @@ type monitorStore struct {
 	// storedAt is, by outcome id, its outbox_ms as virtual time (the
 	// outbox grace check).
 	storedAt map[string]time.Time
+	// followUps: an invocation's accepted write scheduled the change's
+	// next poll (watching, retry_wait), by invocation and change.
+	followUps map[readKey]*Invocation
 	// reads holds the last CMS answer an invocation got for a change (the
 	// next finishing write of that invocation for it must follow it).
 	reads map[readKey]readResult
@@ -188,6 +191,10 @@ func (s *monitorStore) Hint(ctx context.Context, h monitor.Hint) (out monitor.Re
 
 func (s *monitorStore) Park(ctx context.Context, id string, nowMS int64) error {
 	return s.w.do(ctx, KindStore, "monitor.Park "+id, storeDown, func() (string, error) {
+		// A parked record leaves the wake index: no follow-up is owed.
+		if inv := invocationOf(ctx); inv != nil {
+			delete(s.followUps, readKey{inv.ID, id})
+		}
 		return "parked", s.mem.Park(ctx, id, nowMS)
 	})
 }
@@ -292,6 +299,9 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 			}
 		}
 		delete(s.hinted, f.EventID)
+		if inv != nil && out.State.Claimable() && out.State != monitor.StatePending {
+			s.followUps[readKey{inv.ID, f.EventID}] = inv
+		}
 		if u.State == monitor.StateWatching || u.State == monitor.StateRetryWait {
 			// The writer's clock → real time.
 			off := time.Duration(0)
@@ -532,7 +542,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 		MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults()
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, reclaimed: map[string]bool{},
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
-		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{},
+		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
 		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{}}
 	def := top.PollQueue
@@ -720,6 +730,7 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 	nowMS := core.Millis(now)
 	terminal := m.terminalEvents()
 	m.checkAnnouncedInline()
+	m.checkFollowUps()
 	due, err := m.mem.Due(ctx, nowMS, 10_000)
 	if err != nil {
 		m.w.violate("due listing failed: %v", err)
@@ -879,6 +890,31 @@ func (m *Monitor) checkAnnouncedInline() {
 		}
 		rec := m.store.written[id]
 		m.w.violate("change %s: invocation #%d stored its outcome (%s) without a fault and did not publish it", rec.EventID, inv.ID, rec.State)
+	}
+}
+
+// checkFollowUps checks that the invocation whose write scheduled a
+// change's next poll (watching, retry_wait) sent the poll message for it
+// unless a fault hit it: whoever writes next_poll_ms sends the message
+// (docs/design.md "A poll that outlived its lease"); the minute sweep is the safety
+// net for a lost one, not the path.
+func (m *Monitor) checkFollowUps() {
+	keys := make([]readKey, 0, len(m.store.followUps))
+	for k := range m.store.followUps {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].inv != keys[j].inv {
+			return keys[i].inv < keys[j].inv
+		}
+		return keys[i].id < keys[j].id
+	})
+	for _, k := range keys {
+		inv := m.store.followUps[k]
+		if inv.faulted.Load() || inv.crashed.Load() || m.w.sendFailed[inv.ID] || m.w.pollSent[k] {
+			continue
+		}
+		m.w.violate("change %s: invocation #%d scheduled its next poll without a fault and sent no poll message for it", k.id, inv.ID)
 	}
 }
 

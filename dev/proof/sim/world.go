@@ -275,10 +275,14 @@ type World struct {
 	// peerReads is the Retry-After each invocation last received from a
 	// release peer, until its next write of that peer's record (release.go).
 	peerReads map[peerRead]time.Duration
-	Seed      uint64
-	Faults    Faults
-	start     time.Time
-	faultsEnd time.Time
+	// pollSent: an invocation sent a poll message for a change;
+	// sendFailed: an entry of one of its send batches failed (aws.go).
+	pollSent   map[readKey]bool
+	sendFailed map[int]bool
+	Seed       uint64
+	Faults     Faults
+	start      time.Time
+	faultsEnd  time.Time
 
 	mu       sync.Mutex
 	pending  []*call
