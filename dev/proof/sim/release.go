@@ -441,6 +441,18 @@ func (r *Release) check(ctx context.Context) {
 				r.checkBundle(spec, snap, b)
 			}
 		}
+		// A delivery stored as delivered was accepted by the CMS delivery
+		// endpoint (an answer lost after the effect still leaves the
+		// bundle there); a 503 is never taken as delivered.
+		if d := snap.Delivery; d != nil && d.Status == release.StateSucceeded {
+			accepted := false
+			for _, b := range bundles {
+				accepted = accepted || (b.EventID == id && b.DeliveryID == d.DeliveryID)
+			}
+			if !accepted {
+				r.w.violate("release %s: delivery %s is stored delivered but the CMS never accepted its bundle", id, d.DeliveryID)
+			}
+		}
 		for _, a := range snap.Approvals {
 			stored[a.ApprovalID] = a
 			if a.OutboxMS != 0 {
