@@ -88,6 +88,7 @@ func (q *Queue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...
 			}
 			n := len(q.msgs)
 			q.put(body, time.Duration(in.DelaySeconds)*time.Second)
+			q.w.noteSent(ctx, body)
 			if a, ok := in.MessageAttributes[quarantine.AttrCode]; ok {
 				for _, m := range q.msgs[n:] {
 					m.code = aws.ToString(a.StringValue)
@@ -123,9 +124,11 @@ func (q *Queue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchIn
 				if q.w.faultsOn() && q.w.chance(q.w.Faults.Fail[KindSQS]) {
 					out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError")})
 					failed = append(failed, envelopeLabel(aws.ToString(e.MessageBody)))
+					q.w.noteSendFailed(ctx)
 					continue
 				}
 				q.put(aws.ToString(e.MessageBody), time.Duration(e.DelaySeconds)*time.Second)
+				q.w.noteSent(ctx, aws.ToString(e.MessageBody))
 				out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id,
 					MessageId: aws.String(fmt.Sprintf("%s-m%d", q.def.Logical, q.sent))})
 			}
@@ -135,6 +138,38 @@ func (q *Queue) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchIn
 			return fmt.Sprintf("%d sent", len(in.Entries)), nil
 		})
 	return out, err
+}
+
+// noteSent records, for the follow-up check (Monitor.checkFollowUps),
+// that the calling invocation sent a message of the envelope's kind for
+// its event id.
+func (w *World) noteSent(ctx context.Context, body string) {
+	inv := invocationOf(ctx)
+	if inv == nil {
+		return
+	}
+	var e struct {
+		Kind    string `json:"kind"`
+		EventID string `json:"event_id"`
+	}
+	if json.Unmarshal([]byte(body), &e) != nil || e.Kind != contract.KindPoll {
+		return
+	}
+	if w.pollSent == nil {
+		w.pollSent = map[readKey]bool{}
+	}
+	w.pollSent[readKey{inv.ID, e.EventID}] = true
+}
+
+// noteSendFailed records that an entry of the calling invocation's send
+// batch failed (an injected fault the invocation may only log).
+func (w *World) noteSendFailed(ctx context.Context) {
+	if inv := invocationOf(ctx); inv != nil {
+		if w.sendFailed == nil {
+			w.sendFailed = map[int]bool{}
+		}
+		w.sendFailed[inv.ID] = true
+	}
 }
 
 func envelopeLabel(body string) string {

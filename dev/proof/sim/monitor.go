@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -76,6 +77,16 @@ type monitorStore struct {
 	// stored; final names each change's final outcome id.
 	written map[string]monitor.Record
 	final   map[string]string
+	// storedBy is, by outcome id, the invocation whose write stored it;
+	// announcedBy the invocations that put its change.terminal.
+	storedBy    map[string]*Invocation
+	announcedBy map[string]map[int]bool
+	// storedAt is, by outcome id, its outbox_ms as virtual time (the
+	// outbox grace check).
+	storedAt map[string]time.Time
+	// followUps: an invocation's accepted write scheduled the change's
+	// next poll (watching, retry_wait), by invocation and change.
+	followUps map[readKey]*Invocation
 	// reads holds the last CMS answer an invocation got for a change (the
 	// next finishing write of that invocation for it must follow it).
 	reads map[readKey]readResult
@@ -180,6 +191,10 @@ func (s *monitorStore) Hint(ctx context.Context, h monitor.Hint) (out monitor.Re
 
 func (s *monitorStore) Park(ctx context.Context, id string, nowMS int64) error {
 	return s.w.do(ctx, KindStore, "monitor.Park "+id, storeDown, func() (string, error) {
+		// A parked record leaves the wake index: no follow-up is owed.
+		if inv := invocationOf(ctx); inv != nil {
+			delete(s.followUps, readKey{inv.ID, id})
+		}
 		return "parked", s.mem.Park(ctx, id, nowMS)
 	})
 }
@@ -270,8 +285,23 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 			}
 			s.final[f.EventID] = id
 			s.written[id] = out
+			if inv != nil {
+				s.storedBy[id] = inv
+			}
+			if _, ok := s.storedAt[id]; !ok && out.OutboxMS > 0 {
+				// outbox_ms is the writer's clock when it decided
+				// (before any stall of the write): → real time.
+				off := time.Duration(0)
+				if inv != nil {
+					off = time.Duration(inv.clock.offset.Load())
+				}
+				s.storedAt[id] = time.UnixMilli(out.OutboxMS).Add(-off)
+			}
 		}
 		delete(s.hinted, f.EventID)
+		if inv != nil && out.State.Claimable() && out.State != monitor.StatePending {
+			s.followUps[readKey{inv.ID, f.EventID}] = inv
+		}
 		if u.State == monitor.StateWatching || u.State == monitor.StateRetryWait {
 			// The writer's clock → real time.
 			off := time.Duration(0)
@@ -512,6 +542,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 		MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults()
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, reclaimed: map[string]bool{},
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
+		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
 		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{}}
 	def := top.PollQueue
@@ -698,6 +729,8 @@ func dispatchedDetail(c *change) json.RawMessage {
 func (m *Monitor) check(ctx context.Context, now time.Time) {
 	nowMS := core.Millis(now)
 	terminal := m.terminalEvents()
+	m.checkAnnouncedInline()
+	m.checkFollowUps()
 	due, err := m.mem.Due(ctx, nowMS, 10_000)
 	if err != nil {
 		m.w.violate("due listing failed: %v", err)
@@ -814,9 +847,74 @@ func (m *Monitor) observe(inv *Invocation, e Event) {
 	if json.Unmarshal(e.Detail, &d) != nil {
 		return
 	}
+	if m.store.announcedBy[d.OutcomeID] == nil {
+		m.store.announcedBy[d.OutcomeID] = map[int]bool{}
+	}
+	m.store.announcedBy[d.OutcomeID][inv.ID] = true
+	// The sweep's outbox pass re-publishes only outcomes owed for at least
+	// OutboxGrace (docs/design.md "Monitor outbox": outbox_ms <= now - 30 s
+	// on the sweep's clock); a younger one is still the finishing path's
+	// to announce. An outcome the sweep itself stored is its own.
+	if inv.Fn == "poller" && inv.What == "schedule sweep" && m.store.storedBy[d.OutcomeID] != inv {
+		if at, ok := m.store.storedAt[d.OutcomeID]; ok {
+			tol := m.w.maxOffset - m.w.minOffset + time.Millisecond
+			if age := time.Since(at); age+tol < m.store.cfg.OutboxGrace {
+				m.w.violate("change %s: the sweep re-published its outcome %s after its outbox_ms, within the outbox grace %s",
+					d.EventID, age, m.store.cfg.OutboxGrace)
+			}
+		}
+	}
 	if _, ok := m.store.written[d.OutcomeID]; !ok {
 		m.w.violate("change %s: localeflow.change.terminal (%s/%s/%s) published before its outcome was stored",
 			d.EventID, d.State, deref(d.RemoteStatus), deref(d.ErrorCode))
+	}
+}
+
+// checkAnnouncedInline checks that the invocation whose finishing write
+// stored an outcome published it itself unless a fault hit it: the poll
+// (or reclaim, or sweep visit) that finishes a change announces the
+// outcome from the record its write returned; the sweep's outbox pass is
+// the safety net for an announcement that failed, not the path
+// (docs/design.md "Monitor outbox", "One outcome per change"). Without it
+// every outcome would wait OutboxGrace and a sweep.
+func (m *Monitor) checkAnnouncedInline() {
+	ids := make([]string, 0, len(m.store.storedBy))
+	for id := range m.store.storedBy {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		inv := m.store.storedBy[id]
+		if inv.faulted.Load() || inv.crashed.Load() || m.store.announcedBy[id][inv.ID] {
+			continue
+		}
+		rec := m.store.written[id]
+		m.w.violate("change %s: invocation #%d stored its outcome (%s) without a fault and did not publish it", rec.EventID, inv.ID, rec.State)
+	}
+}
+
+// checkFollowUps checks that the invocation whose write scheduled a
+// change's next poll (watching, retry_wait) sent the poll message for it
+// unless a fault hit it: whoever writes next_poll_ms sends the message
+// (docs/design.md "A poll that outlived its lease"); the minute sweep is the safety
+// net for a lost one, not the path.
+func (m *Monitor) checkFollowUps() {
+	keys := make([]readKey, 0, len(m.store.followUps))
+	for k := range m.store.followUps {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].inv != keys[j].inv {
+			return keys[i].inv < keys[j].inv
+		}
+		return keys[i].id < keys[j].id
+	})
+	for _, k := range keys {
+		inv := m.store.followUps[k]
+		if inv.faulted.Load() || inv.crashed.Load() || m.w.sendFailed[inv.ID] || m.w.pollSent[k] {
+			continue
+		}
+		m.w.violate("change %s: invocation #%d scheduled its next poll without a fault and sent no poll message for it", k.id, inv.ID)
 	}
 }
 

@@ -94,6 +94,7 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 		if err != nil {
 			return "refused " + core.CodeOf(err), err
 		}
+		s.checkRetryAfter(ctx, rec)
 		return "v" + strconv.FormatInt(rec.RecordVersion(), 10) + " " + recordStatus(rec), nil
 	})
 }
@@ -122,6 +123,9 @@ func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) erro
 	return s.w.do(ctx, KindStore, "release.PutAll "+strings.Join(keys, " + "), releaseDown, func() (string, error) {
 		if err := s.mem.PutAll(ctx, writes...); err != nil {
 			return "refused " + core.CodeOf(err), err
+		}
+		for _, w := range writes {
+			s.checkRetryAfter(ctx, w.Rec)
 		}
 		return "written", nil
 	})
@@ -172,7 +176,68 @@ func (t peerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if inv := invocationOf(req.Context()); inv != nil {
+		var ra time.Duration
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			if t.w.rng.IntN(4) != 0 {
+				// The peer asks for a pause, often longer than the
+				// backoff (5 s, 10 s, ...), which must then wait for it.
+				// (Drawn here, after the scheduled call.)
+				s := 1 + t.w.rng.IntN(120)
+				resp.Header.Set("Retry-After", strconv.Itoa(s))
+				ra = time.Duration(s) * time.Second
+			}
+		}
+		// The answer reached the client: the invocation's next write of
+		// this peer's record must follow its Retry-After.
+		if t.w.peerReads == nil {
+			t.w.peerReads = map[peerRead]time.Duration{}
+		}
+		t.w.peerReads[peerRead{inv.ID, t.name}] = ra
+	}
 	return resp, nil
+}
+
+// peerRead names the last answer of a release peer (evidence, delivery)
+// to one invocation.
+type peerRead struct {
+	inv  int
+	peer string
+}
+
+// checkRetryAfter checks a write of an evidence or delivery record against
+// the last answer its peer gave the writing invocation: a retry_wait after
+// a Retry-After is never due before it (docs/design.md "Evidence and
+// delivery leases": the next attempt waits max(backoff, Retry-After),
+// Retry-After capped at release.MaxRetryAfter). The answer is consumed by
+// the invocation's first write of that peer's record (the finishing write
+// of the attempt that called the peer).
+func (s *releaseStore) checkRetryAfter(ctx context.Context, rec release.Record) {
+	inv := invocationOf(ctx)
+	if inv == nil {
+		return
+	}
+	var peer string
+	var l release.Lease
+	switch r := rec.(type) {
+	case *release.EvidenceRecord:
+		peer, l = "evidence", r.Lease
+	case *release.DeliveryRecord:
+		peer, l = "delivery", r.Lease
+	default:
+		return
+	}
+	key := peerRead{inv.ID, peer}
+	ra, ok := s.w.peerReads[key]
+	if !ok {
+		return
+	}
+	delete(s.w.peerReads, key)
+	ra = min(ra, release.MaxRetryAfter)
+	if l.Status == release.StateRetryWait && ra > 0 && l.NextAttemptMS-l.UpdatedMS < ra.Milliseconds() {
+		pk, sk := rec.Key()
+		s.w.violate("%s %s: retry due %d ms after the failed attempt, before the %s peer's Retry-After %s", pk, sk, l.NextAttemptMS-l.UpdatedMS, peer, ra)
+	}
 }
 
 // releaseJob is one job's scripted results: the payloads published for it
@@ -378,6 +443,18 @@ func (r *Release) check(ctx context.Context) {
 		for _, b := range bundles {
 			if b.EventID == id {
 				r.checkBundle(spec, snap, b)
+			}
+		}
+		// A delivery stored as delivered was accepted by the CMS delivery
+		// endpoint (an answer lost after the effect still leaves the
+		// bundle there); a 503 is never taken as delivered.
+		if d := snap.Delivery; d != nil && d.Status == release.StateSucceeded {
+			accepted := false
+			for _, b := range bundles {
+				accepted = accepted || (b.EventID == id && b.DeliveryID == d.DeliveryID)
+			}
+			if !accepted {
+				r.w.violate("release %s: delivery %s is stored delivered but the CMS never accepted its bundle", id, d.DeliveryID)
 			}
 		}
 		for _, a := range snap.Approvals {

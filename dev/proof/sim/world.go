@@ -271,11 +271,18 @@ func goid() uint64 {
 // bubble's), one scheduler that lets exactly one gated call proceed at a
 // time, SQS queues, a bus and a history.
 type World struct {
-	rng       *rand.Rand
-	Seed      uint64
-	Faults    Faults
-	start     time.Time
-	faultsEnd time.Time
+	rng *rand.Rand
+	// peerReads is the Retry-After each invocation last received from a
+	// release peer, until its next write of that peer's record (release.go).
+	peerReads map[peerRead]time.Duration
+	// pollSent: an invocation sent a poll message for a change;
+	// sendFailed: an entry of one of its send batches failed (aws.go).
+	pollSent   map[readKey]bool
+	sendFailed map[int]bool
+	Seed       uint64
+	Faults     Faults
+	start      time.Time
+	faultsEnd  time.Time
 
 	mu       sync.Mutex
 	pending  []*call
