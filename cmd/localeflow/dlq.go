@@ -278,16 +278,9 @@ func (c *cli) dlqRedrive(ctx context.Context, q SQSAPI, urls dlqQueues, msgs []d
 
 // unhideDLQ makes the messages visible again.
 func unhideDLQ(ctx context.Context, q SQSAPI, url string, msgs []dlqMessage) error {
-	var errs []string
-	for _, m := range msgs {
-		if _, err := q.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-			QueueUrl: aws.String(url), ReceiptHandle: aws.String(m.receipt), VisibilityTimeout: 0,
-		}); err != nil {
-			errs = append(errs, m.MessageID)
-		}
+	held := make([]heldMessage, len(msgs))
+	for i, m := range msgs {
+		held[i] = heldMessage{id: m.MessageID, receipt: m.receipt}
 	}
-	if len(errs) > 0 {
-		return core.Wrap(codeRuntime, true, fmt.Errorf("messages stay hidden for %d s: %s", scanVisibility, strings.Join(errs, ", ")))
-	}
-	return nil
+	return unhideHeld(ctx, q, url, held)
 }

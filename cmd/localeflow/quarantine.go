@@ -138,12 +138,26 @@ func attr(m types.Message, name string) string {
 
 // unhide makes the messages visible again.
 func unhide(ctx context.Context, q SQSAPI, url string, msgs []quarantined) error {
+	held := make([]heldMessage, len(msgs))
+	for i, m := range msgs {
+		held[i] = heldMessage{id: m.QuarantineID, receipt: m.receipt}
+	}
+	return unhideHeld(ctx, q, url, held)
+}
+
+// heldMessage is a message a scan keeps hidden: its id (for the error)
+// and its receipt handle.
+type heldMessage struct{ id, receipt string }
+
+// unhideHeld makes the messages visible again; the ids of those that stay
+// hidden (for scanVisibility) are in the error.
+func unhideHeld(ctx context.Context, q SQSAPI, url string, msgs []heldMessage) error {
 	var errs []string
 	for _, m := range msgs {
 		if _, err := q.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 			QueueUrl: aws.String(url), ReceiptHandle: aws.String(m.receipt), VisibilityTimeout: 0,
 		}); err != nil {
-			errs = append(errs, m.QuarantineID)
+			errs = append(errs, m.id)
 		}
 	}
 	if len(errs) > 0 {
