@@ -9,16 +9,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
-	"github.com/localeflow/localeflow/adapters/cmsdelivery/cmsdeliverytest"
+	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/signing"
 )
 
 // CMSConfig configures a reference CMS.
@@ -34,6 +34,12 @@ type CMSConfig struct {
 	// changes (its first accepted delivery), as a CMS would put
 	// localeflow.change.hint on the bus (*eventbus.Publisher fits).
 	Hinter Hinter
+	// RequestWindow is the accepted distance of a request's timestamp
+	// from the clock (0: peer.RequestWindow, 5 minutes; negative: no
+	// window). Request ids are refused as replays within it.
+	RequestWindow time.Duration
+	// Breaks violate the contract on purpose (conformance tests).
+	Breaks Breaks
 }
 
 // Hinter sends a change hint.
@@ -105,10 +111,12 @@ func contains(list []string, s string) bool {
 // CMS is the reference CMS (an http.Handler).
 type CMS struct {
 	lifecycle *cmstest.CMS
-	delivery  *cmsdeliverytest.Server
-	proxy     *httputil.ReverseProxy
 	handler   http.Handler
 	faults    *faulty
+	guard     *guard
+	key       []byte
+	keys      peer.Keys
+	breaks    Breaks
 
 	hinter Hinter
 
@@ -117,6 +125,12 @@ type CMS struct {
 	delivered map[string]int
 	hints     int
 	hintFails int
+	// Deliveries by delivery_id (the bundle token), calls, refusals and
+	// idempotent repeats.
+	bundles       map[string]string
+	deliveryCalls int
+	rejected      int
+	duplicates    int
 }
 
 // NewCMS returns a reference CMS; Close releases its delivery backend.
@@ -130,26 +144,31 @@ func NewCMS(c CMSConfig) (*CMS, error) {
 	if err := c.Faults.Validate(); err != nil {
 		return nil, err
 	}
+	if err := c.Breaks.Validate(); err != nil {
+		return nil, err
+	}
 	if c.Faults.Code == "" {
 		c.Faults.Code = "cms.unavailable"
 	}
+	window := c.RequestWindow
+	if window == 0 {
+		window = peer.RequestWindow
+	}
 	cms := &CMS{
 		lifecycle: cmstest.New(c.Key),
-		delivery:  cmsdeliverytest.New(c.Key, c.Publication, c.Approval),
+		guard:     newGuard(c.Key, window, c.Breaks),
+		key:       append([]byte(nil), c.Key...),
+		keys:      peer.Keys{Publication: []ed25519.PublicKey{c.Publication}, Approval: []ed25519.PublicKey{c.Approval}},
+		breaks:    c.Breaks,
 		specs:     map[string]ChangeSpec{},
 		delivered: map[string]int{},
+		bundles:   map[string]string{},
 		hinter:    c.Hinter,
 	}
-	target, err := url.Parse(cms.delivery.URL)
-	if err != nil {
-		cms.delivery.Close()
-		return nil, fmt.Errorf("reference: delivery backend: %w", err)
-	}
-	cms.proxy = httputil.NewSingleHostReverseProxy(target)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /_admin/v1/changes", cms.admin)
 	mux.HandleFunc("POST /v1/sites/{site}/changes/{event}/deliveries", cms.deliver)
-	mux.Handle("/", cms.lifecycle)
+	mux.HandleFunc("/", cms.serveLifecycle)
 	cms.faults = newFaulty(c.Faults, mux)
 	cms.handler = cms.faults
 	return cms, nil
@@ -158,8 +177,9 @@ func NewCMS(c CMSConfig) (*CMS, error) {
 // ServeHTTP implements http.Handler.
 func (c *CMS) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
-// Close stops the delivery backend.
-func (c *CMS) Close() { c.delivery.Close() }
+// Close releases the CMS (nothing to release since deliveries are
+// verified in process; kept for callers).
+func (c *CMS) Close() {}
 
 // Put registers (or replaces) a change and its lifecycle script.
 func (c *CMS) Put(spec ChangeSpec) error {
@@ -198,16 +218,67 @@ func (c *CMS) scriptLocked(eventID string) {
 	c.lifecycle.Script(eventID, append(steps, final)...)
 }
 
-// deliver forwards a delivery to the verifying backend and, when it is
-// accepted, moves the change's lifecycle on.
+// deliverStatus is the answer to each failed delivery check
+// (docs/integrating.md "Verifying a delivery").
+var deliverStatus = map[string]int{
+	peer.CodeDeliveryRequestInvalid: http.StatusBadRequest, peer.CodeBundleSignature: http.StatusForbidden,
+	peer.CodeBundleInvalid: http.StatusBadRequest, peer.CodeBundleDeliveryID: http.StatusBadRequest,
+	peer.CodeBundleApproval: http.StatusForbidden, peer.CodeBundleApprovalMismatch: http.StatusForbidden,
+	peer.CodeBundleApprovalExpired: http.StatusForbidden, peer.CodeBundleText: http.StatusBadRequest,
+}
+
+// deliver verifies a delivery as docs/integrating.md "Verifying a
+// delivery" says (contract/peer: request, then bundle), records it
+// idempotently by delivery_id and, when it is new, moves the change's
+// lifecycle on.
 func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
-	event := r.PathValue("event")
-	rec := &statusRecorder{ResponseWriter: w}
-	c.proxy.ServeHTTP(rec, r)
-	if rec.status/100 != 2 {
+	site, event := r.PathValue("site"), r.PathValue("event")
+	c.mu.Lock()
+	c.deliveryCalls++
+	c.mu.Unlock()
+	reject := func(status int, code string) {
+		c.mu.Lock()
+		c.rejected++
+		c.mu.Unlock()
+		refuse(w, status, code)
+	}
+	body, err := readBody(r, 4<<20)
+	if err != nil {
+		reject(http.StatusBadRequest, "cms.body_unreadable")
+		return
+	}
+	if status, code, _ := c.guard.check(r, body); status != 0 {
+		reject(status, code)
+		return
+	}
+	_, err = peer.VerifyDelivery(c.keys, site, event, body, time.Now())
+	if err != nil && !c.breaks.skips(err) {
+		reject(deliverStatus[core.CodeOf(err)], core.CodeOf(err))
+		return
+	}
+	var req release.DeliveryRequest
+	if json.Unmarshal(body, &req) != nil || !core.ValidToken(req.DeliveryID) {
+		reject(http.StatusBadRequest, peer.CodeDeliveryRequestInvalid)
 		return
 	}
 	c.mu.Lock()
+	prev, known := c.bundles[req.DeliveryID]
+	switch {
+	case known && prev == req.Bundle && c.breaks.Has(BreakNotIdempotent):
+		c.mu.Unlock()
+		reject(http.StatusConflict, "cms.delivery_conflict")
+		return
+	case known && prev == req.Bundle:
+		c.duplicates++
+		c.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"delivery_id": req.DeliveryID, "duplicate": true})
+		return
+	case known && !c.breaks.Has(BreakAcceptConflict):
+		c.mu.Unlock()
+		reject(http.StatusConflict, "cms.delivery_conflict")
+		return
+	}
+	c.bundles[req.DeliveryID] = req.Bundle
 	spec, ok := c.specs[event]
 	changed := false
 	if ok {
@@ -216,9 +287,54 @@ func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
 		changed = c.delivered[event] == 1 && spec.AfterDelivery != spec.Before
 	}
 	c.mu.Unlock()
+	writeJSON(w, http.StatusCreated, map[string]any{"delivery_id": req.DeliveryID})
 	if changed && c.hinter != nil {
 		c.hint(r.Context(), spec)
 	}
+}
+
+// serveLifecycle makes the request checks, then lets the lifecycle test
+// server answer, applying the answer breaks.
+func (c *CMS) serveLifecycle(w http.ResponseWriter, r *http.Request) {
+	status, code, skipped := c.guard.check(r, nil)
+	if status != 0 {
+		refuse(w, status, code)
+		return
+	}
+	if skipped {
+		resign(c.key, r, nil)
+	}
+	rec := record(c.lifecycle, r)
+	body := rec.Body.Bytes()
+	retryAfterBreak(c.breaks, rec)
+	if rec.Code == http.StatusOK {
+		rid := r.Header.Get(signing.HeaderRequestID)
+		if c.breaks.Has(BreakAnswerNotStrict) {
+			body = withExtraMember(body)
+			rec.Header().Set(signing.HeaderSignature, signing.SignResponse(c.key, rid, body))
+		}
+		switch {
+		case c.breaks.Has(BreakAnswerUnsigned):
+			rec.Header().Del(signing.HeaderSignature)
+		case c.breaks.Has(BreakAnswerWrongSignature):
+			rec.Header().Set(signing.HeaderSignature, signing.SignResponse([]byte("not-the-cms-key-0123456789"), rid, body))
+		}
+	}
+	rec.flush(w, body)
+}
+
+// withExtraMember adds "extra": true to a JSON object.
+func withExtraMember(body []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil || m == nil {
+		return body
+	}
+	m["extra"] = json.RawMessage("true")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // hint tells the hinter that spec's status changed.
@@ -232,23 +348,6 @@ func (c *CMS) hint(ctx context.Context, spec ChangeSpec) {
 	if err != nil {
 		c.hintFails++
 	}
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
 }
 
 // admin registers a change from a ChangeSpec JSON body.
@@ -304,8 +403,8 @@ func (c *CMS) Stats() CMSStats {
 		st.Deliveries[k] = v
 	}
 	st.Hints, st.HintFailures = c.hints, c.hintFails
+	st.DeliveryCalls, st.Rejected, st.Duplicates = c.deliveryCalls, c.rejected, c.duplicates
 	c.mu.Unlock()
-	st.DeliveryCalls, st.Rejected, st.Duplicates, _ = c.delivery.Stats()
 	st.Injected = c.faults.Injected()
 	return st
 }

@@ -4,11 +4,18 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"time"
+
+	"github.com/localeflow/localeflow/adapters/signedhttp"
+	"github.com/localeflow/localeflow/contract/peer"
+	"github.com/localeflow/localeflow/signing"
 
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
 	"github.com/localeflow/localeflow/contract"
@@ -37,6 +44,9 @@ type EvidenceConfig struct {
 	// review-beta); it is signed into the independent review receipt.
 	Reviewer string
 	Faults   Faults
+	// RequestWindow and Breaks as in CMSConfig.
+	RequestWindow time.Duration
+	Breaks        Breaks
 }
 
 // ReceiptIssuers are the coordinator's per-kind trusted issuer values,
@@ -60,6 +70,10 @@ type Evidence struct {
 	responder *releasetest.Responder
 	issuers   ReceiptIssuers
 	faults    *faulty
+	proxy     http.Handler
+	guard     *guard
+	key       []byte
+	breaks    Breaks
 }
 
 // NewEvidence returns a reference evidence provider; Close releases its
@@ -80,8 +94,15 @@ func NewEvidence(c EvidenceConfig) (*Evidence, error) {
 	if err := c.Faults.Validate(); err != nil {
 		return nil, err
 	}
+	if err := c.Breaks.Validate(); err != nil {
+		return nil, err
+	}
 	if c.Faults.Code == "" {
 		c.Faults.Code = "evidence.unavailable"
+	}
+	window := c.RequestWindow
+	if window == 0 {
+		window = peer.RequestWindow
 	}
 	fx := releasetest.Fixture{
 		Issuer: c.Issuer, IssuerKey: ed25519.NewKeyFromSeed(c.IssuerSeed),
@@ -92,22 +113,82 @@ func NewEvidence(c EvidenceConfig) (*Evidence, error) {
 		name, key := fx.IssuerFor(kind)
 		return name + "=" + hex.EncodeToString(key.Public().(ed25519.PublicKey))
 	}
-	r := &releasetest.Responder{Fixture: fx, Review: releasetest.ReviewAuto, Reviewer: c.Reviewer}
-	e := &Evidence{backend: evidencetest.New(c.Key, r), responder: r, issuers: ReceiptIssuers{
+	issuers := ReceiptIssuers{
 		Quality: trusted(release.KindQuality), HumanReview: trusted(release.KindHumanReview),
 		IndependentReview: trusted(release.KindIndependentModelReview),
-	}}
+	}
+	if c.Breaks.Has(BreakWrongIssuer) {
+		// Quality receipts signed by the human-review issuer; the
+		// advertised issuers stay the right ones.
+		fx.Issuer, fx.IssuerKey = fx.HumanIssuer, fx.HumanIssuerKey
+	}
+	r := &releasetest.Responder{Fixture: fx, Review: releasetest.ReviewAuto, Reviewer: c.Reviewer}
+	e := &Evidence{backend: evidencetest.New(c.Key, r), responder: r, issuers: issuers,
+		guard: newGuard(c.Key, window, c.Breaks), key: append([]byte(nil), c.Key...), breaks: c.Breaks}
 	target, err := url.Parse(e.backend.URL)
 	if err != nil {
 		e.backend.Close()
 		return nil, fmt.Errorf("reference: evidence backend: %w", err)
 	}
-	e.faults = newFaulty(c.Faults, httputil.NewSingleHostReverseProxy(target))
+	e.proxy = httputil.NewSingleHostReverseProxy(target)
+	e.faults = newFaulty(c.Faults, http.HandlerFunc(e.serve))
 	return e, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (e *Evidence) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.faults.ServeHTTP(w, r) }
+
+// serve makes the request checks of docs/integrating.md "The evidence
+// provider API" (signature, window, replay, then the request itself:
+// contract/peer.CheckEvidenceRequest) and lets the test provider answer,
+// applying the breaks.
+func (e *Evidence) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r, 2<<20)
+	if err != nil {
+		refuse(w, http.StatusBadRequest, "evidence.body_unreadable")
+		return
+	}
+	if status, code, _ := e.guard.check(r, body); status != 0 {
+		refuse(w, status, code)
+		return
+	}
+	req, err := peer.CheckEvidenceRequest(body)
+	if err != nil && !e.breaks.skips(err) {
+		refuse(w, http.StatusBadRequest, core.CodeOf(err))
+		return
+	}
+	if e.breaks.Has(BreakReceiptNotBound) && err == nil {
+		body = bytes.Replace(body, []byte(`"request_id":"`+req.RequestID+`"`), []byte(`"request_id":"`+req.RequestID+`-other"`), 1)
+	}
+	// The backend sees a fresh request id: the replay check is the
+	// guard's (a break may let a replay through).
+	fresh, ferr := signedhttp.NewRequestID()
+	if ferr != nil {
+		refuse(w, http.StatusServiceUnavailable, "evidence.unavailable")
+		return
+	}
+	r.Header.Set(signing.HeaderRequestID, fresh)
+	resign(e.key, r, body)
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	rec := record(e.proxy, r)
+	out := rec.Body.Bytes()
+	retryAfterBreak(e.breaks, rec)
+	if rec.Code == http.StatusOK {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(out, &m) == nil && m != nil {
+			if e.breaks.Has(BreakReceiptNotBound) && err == nil {
+				m["request_id"], _ = json.Marshal(req.RequestID)
+			}
+			if e.breaks.Has(BreakAnswerNotStrict) {
+				m["extra"] = json.RawMessage("true")
+			}
+			if b, merr := json.Marshal(m); merr == nil {
+				out = b
+			}
+		}
+	}
+	rec.flush(w, out)
+}
 
 // Close stops the backend.
 func (e *Evidence) Close() { e.backend.Close() }
