@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -143,6 +144,10 @@ func resigned(key []byte, req peer.Request) peer.Request {
 	if !core.ValidToken(req.RequestID) {
 		req.RequestID = "req-resigned-" + core.SHA256Hex([]byte(req.Signature + req.Timestamp))[:16]
 	}
+	if req.Timestamp == "" {
+		// A server that ignores signatures has no timestamp to check.
+		req.Timestamp = strconv.FormatInt(time.Now().Unix(), 10)
+	}
 	req.Signature = signing.SignRequest(key, req.Method, req.Path, req.RequestID, req.Timestamp, req.Body)
 	return req
 }
@@ -152,6 +157,7 @@ func resign(key []byte, r *http.Request, body []byte) {
 	req := resigned(key, peer.Request{Method: r.Method, Path: r.URL.EscapedPath(), RequestID: r.Header.Get(signing.HeaderRequestID),
 		Timestamp: r.Header.Get(signing.HeaderTimestamp), Signature: r.Header.Get(signing.HeaderSignature), Body: body})
 	r.Header.Set(signing.HeaderRequestID, req.RequestID)
+	r.Header.Set(signing.HeaderTimestamp, req.Timestamp)
 	r.Header.Set(signing.HeaderSignature, req.Signature)
 }
 
