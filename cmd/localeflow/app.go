@@ -74,8 +74,14 @@ commands:
                                       replay the bus archive's input events of a window (RFC 3339) to their rules
   conformance event [--detail-type DT] [--key-hex HEX] FILE...
                                       check a producer's signed events offline as the functions would
+  conformance cms --base-url URL --key-hex HEX --site S --change EVENT_ID [--deliver]
+                                      check a CMS's lifecycle (and, with --deliver, delivery) API
+                                      from outside; --deliver POSTs deliveries (use a test change)
+  conformance evidence --base-url URL --key-hex HEX [--issuers-… I=HEX]
+                                      check an evidence provider's API from outside
 
 exit codes: 0 ok, 1 blocked/invalid/refused, 2 usage, 3 runtime error
+(conformance cms/evidence: 3 the server could not be reached, 4 only SHOULD checks failed)
 `
 
 // usageError is a command-line mistake (exit 2).
@@ -113,6 +119,14 @@ type cli struct {
 	// replayDetailType's flag).
 	keyHex, nowUnix, maxAge, detailType string
 	refuseV1                            bool
+	// conformance cms and evidence (conformance_servers.go).
+	baseURL, siteID, changeID, busyChange            string
+	planID, websiteVersion, sourceSequence, jobCount string
+	approvalSeedHex, publicationSeedHex              string
+	issuersQuality, issuersHuman, issuersIndependent string
+	deliver                                          bool
+	// setFlags are the flags given on the line.
+	setFlags []string
 	// identity returns the caller's AWS identity (an ARN); nil means STS
 	// GetCallerIdentity.
 	identity func(ctx context.Context) (string, error)
@@ -378,6 +392,15 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.nowUnix, "now", "", "")
 	fs.StringVar(&c.maxAge, "max-age", "", "")
 	fs.BoolVar(&c.refuseV1, "refuse-v1", false, "")
+	for name, v := range map[string]*string{
+		"base-url": &c.baseURL, "site": &c.siteID, "change": &c.changeID, "busy-change": &c.busyChange,
+		"plan-id": &c.planID, "website-version": &c.websiteVersion, "source-sequence": &c.sourceSequence, "job-count": &c.jobCount,
+		"approval-seed-hex": &c.approvalSeedHex, "publication-seed-hex": &c.publicationSeedHex,
+		"issuers-quality": &c.issuersQuality, "issuers-human-review": &c.issuersHuman, "issuers-independent-review": &c.issuersIndependent,
+	} {
+		fs.StringVar(v, name, "", "")
+	}
+	fs.BoolVar(&c.deliver, "deliver", false, "")
 	fs.StringVar(&c.region, "region", "", "")
 	fs.StringVar(&c.profile, "profile", "", "")
 	fs.BoolVar(&c.serve, "serve", false, "")
@@ -401,6 +424,7 @@ func (c *cli) parse(args []string) error {
 	if len(c.args) == 0 {
 		return usagef("no command")
 	}
+	fs.Visit(func(f *flag.Flag) { c.setFlags = append(c.setFlags, f.Name) })
 	if allowed, ok := commandFlags[c.args[0]]; ok {
 		var wrong []string
 		fs.Visit(func(f *flag.Flag) {
@@ -457,6 +481,9 @@ func (c *cli) dispatch(ctx context.Context) error {
 	}
 	if cmd == "conformance" {
 		c.detailType = c.replayDetailType
+		if len(rest) > 0 && (rest[0] == "cms" || rest[0] == "evidence") {
+			return c.conformanceServer(ctx, rest[0], rest[1:])
+		}
 		return c.conformance(rest)
 	}
 	if cmd == "replay" {
@@ -652,6 +679,10 @@ func (c *cli) report(err error) int {
 	var bad badError
 	if errors.As(err, &bad) {
 		return exitBad
+	}
+	var exitCode exitCodeError
+	if errors.As(err, &exitCode) {
+		return exitCode.exit
 	}
 	var usage usageError
 	code, exit := core.CodeOf(err), exitRuntime

@@ -27,7 +27,7 @@ const (
 )
 
 func init() {
-	commandFlags["conformance"] = []string{"detail-type", "key-hex", "now", "max-age", "refuse-v1"}
+	commandFlags["conformance"] = append(append(append([]string(nil), eventFlags...), cmsFlags...), evidenceFlags...)
 	commandHelp["conformance"] = `usage: localeflow [global flags] conformance event [--detail-type DT] [--key-hex HEX[,HEX…]]
            [--now UNIX_S] [--max-age DURATION] [--refuse-v1] FILE...
 
@@ -51,8 +51,8 @@ Checks: read, event (one JSON object; the detail-type known), envelope
 (signature under one key, timestamp window, exact members), payload (the
 function's strict parser), v2 (WARN only: a v1 signature is accepted until
 v1 is refused).
-Exit: 0 every file passes, 1 a check failed, 2 usage.
-` + globalHelp
+Exit (event): 0 every file passes, 1 a check failed, 2 usage.
+` + conformanceServersHelp + globalHelp
 }
 
 // conformanceCheck is one line of the report.
@@ -72,10 +72,13 @@ type conformanceFile struct {
 
 func (c *cli) conformance(rest []string) error {
 	if len(rest) == 0 {
-		return usagef("conformance: name what to check: event (cms and evidence are not available yet)")
+		return usagef("conformance: name what to check: event, cms or evidence")
 	}
 	if rest[0] != "event" {
-		return usagef("conformance: %q is not available (only: event)", rest[0])
+		return usagef("conformance: %q is not a check (event, cms, evidence)", rest[0])
+	}
+	if err := c.onlyFlags("conformance event", eventFlags); err != nil {
+		return err
 	}
 	files := rest[1:]
 	if len(files) == 0 {
