@@ -18,7 +18,7 @@ import (
 )
 
 // DefaultTimeout bounds one request of a check.
-const DefaultTimeout = 10 * time.Second
+const DefaultTimeout = 30 * time.Second
 
 // maxAnswer is the most of an answer read.
 const maxAnswer = 2 << 20
