@@ -84,7 +84,7 @@ evidence:
                        deployment's LOCALEFLOW_RECEIPT_ISSUERS_QUALITY,
                        _HUMAN_REVIEW and _INDEPENDENT_REVIEW (their default)
   It sends synthetic evidence requests (ids lf-conformance-…); a provider
-  that bills per request bills about 12.
+  that bills per request bills 10.
 Checks (cms): lifecycle.answer, lifecycle.signature, lifecycle.strict,
 lifecycle.unknown_change, lifecycle.refuse_unsigned, lifecycle.refuse_bad_signature,
 lifecycle.refuse_tampered, lifecycle.refuse_stale, lifecycle.refuse_replay,

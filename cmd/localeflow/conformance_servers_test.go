@@ -10,6 +10,7 @@ import (
 	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/reference"
+	"github.com/localeflow/localeflow/internal/conformance"
 )
 
 const refCMSKeyHex = "636f6e666f726d616e63652d636c692d636d732d6b65792d30303030303031" // conformance-cli-cms-key-0000001
@@ -154,5 +155,14 @@ func TestConformanceServersUsage(t *testing.T) {
 	r := runCLI(nil, "conformance", "--help")
 	if r.code != exitOK || !strings.Contains(r.out, "--deliver            ALSO RUN THE DELIVERY CHECKS, WHICH CHANGE THE CMS") || !strings.Contains(r.out, "4 only SHOULD checks failed") {
 		t.Fatalf("help: %d %s", r.code, r.out)
+	}
+	// The help names every check.
+	help := strings.Join(strings.Fields(r.out), " ")
+	for _, list := range [][]struct{ Name, Level string }{conformance.CMSChecks, conformance.EvidenceChecks} {
+		for _, c := range list {
+			if !strings.Contains(help, " "+c.Name+",") && !strings.Contains(help, " "+c.Name+".") {
+				t.Errorf("help does not name %s", c.Name)
+			}
+		}
 	}
 }

@@ -6,9 +6,11 @@
 //   - CMS: one base URL serving both the lifecycle API
 //     (GET /v1/sites/{site}/changes/{event}/lifecycle, adapters/cms/cmstest:
 //     HMAC-verified requests, signed responses bound to the request id) and
-//     the delivery API (POST …/deliveries, adapters/cmsdelivery/cmsdeliverytest:
-//     HMAC-verified request, Ed25519-verified bundle and approvals,
-//     idempotent on delivery_id). The lifecycle follows the deliveries: a
+//     the delivery API (POST …/deliveries: every check of
+//     docs/integrating.md "Verifying a delivery", with contract/peer
+//     (VerifyDelivery: bundle signature, each approval, its binding and
+//     expiry, sha256(text) = target_sha256), idempotent on delivery_id, 409
+//     for another bundle under a known delivery_id). The lifecycle follows the deliveries: a
 //     change answers its Before status (processing) until a verified
 //     delivery for it arrives, then its AfterDelivery status (published, or
 //     e.g. publication_blocked). A change can fail its first FailFirst
@@ -19,6 +21,16 @@
 //     signed with its own issuer's Ed25519 key (quality, human review,
 //     independent review), as the coordinator trusts each issuer for one
 //     kind only; the independent review receipt names the reviewer.
+//
+// Both make the request checks docs/integrating.md recommends, in front of
+// everything else: the signature (401), a timestamp within RequestWindow
+// (5 minutes by default; 401) and a request id not accepted before (409).
+// The evidence provider also checks the request's request_id derivation
+// and text hashes (contract/peer.CheckEvidenceRequest; 400).
+//
+// Breaks (tests only) make a server violate the contract one named way
+// each, so that `localeflow conformance cms|evidence` can be shown to
+// report each violation by its own check (internal/conformance).
 //
 // Both take Faults: a fixed latency plus jitter, and a rate of requests
 // answered with HTTP 503 {"code":…,"retryable":true} before they reach the
