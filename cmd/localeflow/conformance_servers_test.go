@@ -85,6 +85,18 @@ func TestConformanceCMSCommand(t *testing.T) {
 	if rep.Checks[1].Check != "lifecycle.signature" || rep.Checks[1].Result != "FAIL" {
 		t.Fatalf("%+v", rep.Checks[1])
 	}
+	// A pinned identity: the right one passes, another plan fails
+	// lifecycle.strict.
+	url, env = refCMS(t)
+	pin := []string{"conformance", "cms", "--base-url", url, "--site", "site-1", "--change", "evt-cli", "--website-version", "v1", "--source-sequence", "2", "--job-count", "1"}
+	r = runCLI(env, append(pin, "--plan-id", "plan-cli")...)
+	if r.code != exitOK || !strings.Contains(r.out, "PASS  MUST    lifecycle.strict  (status processing, 1 locale(s); identity pinned by the flags)") {
+		t.Fatalf("exit %d\n%s", r.code, r.out)
+	}
+	r = runCLI(env, append(pin, "--plan-id", "plan-other")...)
+	if r.code != exitBad || !strings.Contains(r.out, "FAIL  MUST    lifecycle.strict  lifecycle_monitor.response_invalid") {
+		t.Fatalf("exit %d\n%s", r.code, r.out)
+	}
 	// Unreachable: exit 3.
 	_, env = refCMS(t)
 	r = runCLI(env, "conformance", "cms", "--base-url", "http://127.0.0.1:1", "--site", "site-1", "--change", "evt-cli")

@@ -52,8 +52,7 @@ type client struct {
 
 type retryAfterSeen struct {
 	status int
-	value  string
-	has    bool
+	values []string
 }
 
 // newClient validates the base URL and key.
@@ -140,14 +139,13 @@ func (c *client) send(method, rel string, body []byte, h *headers) answer {
 		return answer{err: errors.New("answer unreadable")}
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		v, has := resp.Header.Values("Retry-After"), len(resp.Header.Values("Retry-After")) > 0
-		c.retryAfter = append(c.retryAfter, retryAfterSeen{status: resp.StatusCode, value: strings.Join(v, ", "), has: has})
+		c.retryAfter = append(c.retryAfter, retryAfterSeen{status: resp.StatusCode, values: resp.Header.Values("Retry-After")})
 	}
 	return out
 }
 
-// retryAfterCheck judges every Retry-After seen: each must be
-// delta-seconds or an HTTP-date (RFC 9110 10.2.3), at most once.
+// retryAfterCheck judges every Retry-After seen: absent, or one value,
+// delta-seconds or an HTTP-date (RFC 9110 10.2.3).
 func (c *client) retryAfterCheck(r *Report, busyAsked bool) {
 	const check = "retry_after"
 	if len(c.retryAfter) == 0 {
@@ -160,12 +158,12 @@ func (c *client) retryAfterCheck(r *Report, busyAsked bool) {
 	}
 	missing := 0
 	for _, s := range c.retryAfter {
-		if !s.has {
+		if len(s.values) == 0 {
 			missing++
 			continue
 		}
-		if !validRetryAfter(s.value) {
-			r.fail(check, Must, CodeRetryAfter, fmt.Sprintf("%d with Retry-After %q: not delta-seconds nor an HTTP-date", s.status, truncate(s.value, 40)))
+		if !validRetryAfter(s.values) {
+			r.fail(check, Must, CodeRetryAfter, fmt.Sprintf("%d with Retry-After %q: not one delta-seconds or HTTP-date value", s.status, truncate(strings.Join(s.values, ", "), 40)))
 			return
 		}
 	}
@@ -176,9 +174,13 @@ func (c *client) retryAfterCheck(r *Report, busyAsked bool) {
 	r.pass(check, Must, d)
 }
 
-func validRetryAfter(v string) bool {
-	v = strings.TrimSpace(v)
-	if v == "" || strings.Contains(v, ",") && !strings.HasSuffix(v, "GMT") {
+// validRetryAfter: one Retry-After value, delta-seconds or an HTTP-date.
+func validRetryAfter(values []string) bool {
+	if len(values) != 1 {
+		return false
+	}
+	v := strings.TrimSpace(values[0])
+	if v == "" {
 		return false
 	}
 	digits := true
