@@ -157,3 +157,22 @@ func evidenceBody(t *testing.T, requestID string) []byte {
 	}
 	return body
 }
+
+func TestBreaksValidate(t *testing.T) {
+	if err := (Breaks{"skip:" + "bundle.text_mismatch", BreakWrongIssuer}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []Breaks{{"skip:request.nope"}, {"nope"}, {""}} {
+		if err := b.Validate(); err == nil {
+			t.Errorf("%v accepted", b)
+		}
+	}
+	c := NewCommand("x", "x", "127.0.0.1:0", "X_KEY")
+	if _, err := c.Parse([]string{"-break", "accept-everything"}, func(string) string { return "00112233445566778899aabbccddeeff" }); err == nil {
+		t.Error("unknown -break accepted")
+	}
+	c = NewCommand("x", "x", "127.0.0.1:0", "X_KEY")
+	if _, err := c.Parse([]string{"-break", "answer-unsigned,skip:request.stale"}, func(string) string { return "00112233445566778899aabbccddeeff" }); err != nil || len(c.Breaks) != 2 {
+		t.Errorf("%v %v", err, c.Breaks)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -20,6 +21,10 @@ type Command struct {
 	// before Parse.
 	Flags  *flag.FlagSet
 	Faults Faults
+	// Breaks are the -break names (comma separated): contract violations
+	// on purpose, to try a conformance checker by hand.
+	Breaks Breaks
+	breaks *string
 	what   string
 	keyEnv string
 	addr   *string
@@ -34,6 +39,7 @@ func NewCommand(name, what, addr, keyEnv string) *Command {
 	c.addr = c.Flags.String("addr", addr, "listen address (loopback only)")
 	c.keyHex = c.Flags.String("key-hex", "", "HMAC key shared with localeflow, hex (default $"+keyEnv+")")
 	FaultFlags(c.Flags, &c.Faults)
+	c.breaks = c.Flags.String("break", "", "violate the contract on purpose, comma separated (conformance tests only; names: dev/reference Breaks)")
 	return c
 }
 
@@ -41,6 +47,12 @@ func NewCommand(name, what, addr, keyEnv string) *Command {
 func (c *Command) Parse(args []string, getenv func(string) string) ([]byte, error) {
 	if err := c.Flags.Parse(args); err != nil {
 		return nil, err
+	}
+	if *c.breaks != "" {
+		c.Breaks = strings.Split(*c.breaks, ",")
+		if err := c.Breaks.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	return HexKey(*c.keyHex, c.keyEnv, getenv, 16)
 }

@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	cfg := reference.CMSConfig{Key: key, Publication: pub, Approval: apv, Faults: cmd.Faults}
+	cfg := reference.CMSConfig{Key: key, Publication: pub, Approval: apv, Faults: cmd.Faults, Breaks: cmd.Breaks}
 	if *hintBus != "" {
 		awsCfg, err := awsconfig.Load(ctx)
 		if err != nil {

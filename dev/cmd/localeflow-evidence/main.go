@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	}
 	ev, err := reference.NewEvidence(reference.EvidenceConfig{
 		Key: key, Issuer: *issuer, IssuerSeed: seed, HumanIssuer: *humanIssuer, HumanIssuerSeed: humanSeed,
-		ReviewIssuer: *reviewIssuer, ReviewIssuerSeed: reviewSeed, Reviewer: *reviewer, Faults: cmd.Faults,
+		ReviewIssuer: *reviewIssuer, ReviewIssuerSeed: reviewSeed, Reviewer: *reviewer, Faults: cmd.Faults, Breaks: cmd.Breaks,
 	})
 	if err != nil {
 		return err
