@@ -23,6 +23,10 @@
 //	                                      127.0.0.1:8765 or written to FILE
 //	localeflow --prefix P keys            what to hand to the CMS, the producer and the evidence
 //	                                      provider (HMAC keys by secret reference, Ed25519 public keys)
+//	localeflow conformance event|cms|evidence …
+//	                                      check a producer's events offline, or a team's running CMS
+//	                                      or evidence provider from outside (docs/integrating.md);
+//	                                      cms --deliver POSTs deliveries (use a test change)
 //
 // Flags (before or after the command):
 //
@@ -42,6 +46,8 @@
 //	   id that is not a token
 //	3  runtime error: AWS unreachable, throttled, access denied
 //	   (cli.credentials_missing: no AWS credentials at all, nothing called)
+//	4  conformance cms|evidence only: every MUST check passed, a SHOULD
+//	   check failed (3 there: the server could not be reached)
 //
 // Errors go to stderr as "localeflow: <detail>" naming the code once (a
 // stable localeflow error code); with --json, {"code":..., "error":...}.
