@@ -39,3 +39,19 @@ func TestDocsListEveryCheck(t *testing.T) {
 		t.Fatalf("docs/integrating.md lists\n%s\nthe code has\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestDocsNameEveryCode: every code of the checker is in the guide.
+func TestDocsNameEveryCode(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/integrating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(raw)), " ")
+	for _, code := range []string{conformance.CodeUnreachable, conformance.CodeStatus, conformance.CodeNotRefused, conformance.CodeWrongRefusal,
+		conformance.CodeRetryAfter, conformance.CodeNotIdempotent, conformance.CodeSignature, conformance.CodeBusyNotBusy,
+		conformance.CodeRequestBuild, conformance.CodeReviewerUnbound} {
+		if !strings.Contains(doc, "`"+code+"`") {
+			t.Errorf("docs/integrating.md does not name %s", code)
+		}
+	}
+}
