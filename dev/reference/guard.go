@@ -92,8 +92,9 @@ type guard struct {
 	breaks Breaks
 	now    func() time.Time
 
-	mu   sync.Mutex
-	seen map[string]time.Time // accepted request ids, by when
+	mu     sync.Mutex
+	seen   map[string]time.Time // accepted request ids, by when
+	pruned time.Time            // last sweep of seen (at most one a second)
 }
 
 func newGuard(key []byte, window time.Duration, breaks Breaks) *guard {
@@ -124,9 +125,13 @@ func (g *guard) check(r *http.Request, body []byte) (status int, code string, sk
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for id, at := range g.seen {
-		if g.window > 0 && now.Sub(at) > 2*g.window {
-			delete(g.seen, id)
+	if g.window > 0 && now.Sub(g.pruned) > time.Second {
+		// Ids older than the window can no longer pass the window check.
+		g.pruned = now
+		for id, at := range g.seen {
+			if now.Sub(at) > 2*g.window {
+				delete(g.seen, id)
+			}
 		}
 	}
 	if _, dup := g.seen[req.RequestID]; dup && req.RequestID != "" && !g.breaks.Has("skip:"+peer.CodeRequestReplayed) {
