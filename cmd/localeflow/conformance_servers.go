@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -182,7 +183,7 @@ func (c *cli) conformanceServer(ctx context.Context, what string, rest []string)
 func (c *cli) onlyFlags(cmd string, allowed []string) error {
 	var wrong []string
 	for _, f := range c.setFlags {
-		if !containsString(allowed, f) && !containsString(globalFlags, f) {
+		if !slices.Contains(allowed, f) && !slices.Contains(globalFlags, f) {
 			wrong = append(wrong, "--"+f)
 		}
 	}
@@ -190,15 +191,6 @@ func (c *cli) onlyFlags(cmd string, allowed []string) error {
 		return usagef("%s: %s is not a flag of %s", cmd, strings.Join(wrong, ", "), cmd)
 	}
 	return nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *cli) cmsOptions(keys [][]byte) (conformance.CMSOptions, error) {

@@ -88,11 +88,7 @@ func CMS(ctx context.Context, o CMSOptions) (Report, error) {
 		first, firstHeaders = c.signed(http.MethodGet, lcPath, nil)
 	}
 	if first.err != nil {
-		rep.Unreachable = true
-		rep.fail("lifecycle.answer", Must, CodeUnreachable, first.err.Error())
-		for _, ch := range CMSChecks[1:] {
-			rep.skip(ch.Name, ch.Level, "the server could not be reached")
-		}
+		rep.unreachable(CMSChecks, first.err)
 		return rep, nil
 	}
 	var parsed *lifecycle.Response

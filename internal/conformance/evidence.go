@@ -60,11 +60,7 @@ func Evidence(ctx context.Context, o EvidenceOptions) (Report, error) {
 	body, _ := plain.Canonical()
 	first, firstHeaders := c.signed(http.MethodPost, evidencePath, body)
 	if first.err != nil {
-		rep.Unreachable = true
-		rep.fail("evidence.answer", Must, CodeUnreachable, first.err.Error())
-		for _, ch := range EvidenceChecks[1:] {
-			rep.skip(ch.Name, ch.Level, "the server could not be reached")
-		}
+		rep.unreachable(EvidenceChecks, first.err)
 		return rep, nil
 	}
 	var ev *release.Evidence

@@ -113,6 +113,16 @@ func (r *Report) fail(check, level, code, detail string) { r.add(check, level, F
 
 func (r *Report) skip(check, level, why string) { r.add(check, level, Skip, "", why) }
 
+// unreachable reports a first request that got no answer: its check
+// fails, every other check is skipped.
+func (r *Report) unreachable(checks []struct{ Name, Level string }, err error) {
+	r.Unreachable = true
+	r.fail(checks[0].Name, checks[0].Level, CodeUnreachable, err.Error())
+	for _, ch := range checks[1:] {
+		r.skip(ch.Name, ch.Level, "the server could not be reached")
+	}
+}
+
 // refusal checks that a request was refused with want (0: any final
 // 4xx, that is 400..499 but 429) and records the line.
 func (r *Report) refusal(check, level string, got answer, want int, suggested string) {
