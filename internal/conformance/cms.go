@@ -140,7 +140,9 @@ func CMS(ctx context.Context, o CMSOptions) (Report, error) {
 	// retry_after
 	if o.BusyEventID != "" {
 		busy, _ := c.signed(http.MethodGet, lifecyclePath(o.SiteID, o.BusyEventID), nil)
-		if busy.err == nil && busy.status != http.StatusTooManyRequests && busy.status != http.StatusServiceUnavailable {
+		if busy.err != nil {
+			rep.fail("retry_after", Must, CodeUnreachable, busy.err.Error())
+		} else if busy.status != http.StatusTooManyRequests && busy.status != http.StatusServiceUnavailable {
 			rep.fail("retry_after", Must, CodeBusyNotBusy, fmt.Sprintf("the busy change answered %d, not 429/503", busy.status))
 		} else {
 			c.retryAfterCheck(&rep, true)
