@@ -33,6 +33,19 @@ const (
 	DetailHealthBlocked = "localeflow.health.blocked"
 )
 
+// Schema versions of the output event details: every output detail
+// carries one in its "schema" member. An additive change (a new optional
+// member) keeps the version; consumers ignore members they do not know.
+// A change that removes, renames or retypes a member, or changes its
+// meaning, is a new version (…v2), announced in docs/design.md.
+const (
+	SchemaChangeTerminal  = "localeflow.change-terminal.v1"
+	SchemaReleaseApproved = "localeflow.release-approved.v1"
+	SchemaDelivery        = "localeflow.delivery.v1"
+	// SchemaHealthBlocked is core/health.Schema (the health document's).
+	SchemaHealthBlocked = "localeflow.health.v1"
+)
+
 // InputDetailTypes lists every input detail-type.
 var InputDetailTypes = []string{DetailChangeDispatched, DetailPlanAccepted, DetailJobCompleted, DetailChangeHint}
 
@@ -70,6 +83,8 @@ type ChangeHint struct {
 // gave up). Every key is always present; absent values are null. The event
 // is published at least once: consumers dedupe on OutcomeID.
 type ChangeTerminal struct {
+	// Schema is SchemaChangeTerminal.
+	Schema  string `json:"schema"`
 	EventID string `json:"event_id"`
 	// OutcomeID is stable across re-publishes of one outcome (SHA-256 hex
 	// of the event id, the final state and the finishing write's time).
@@ -92,6 +107,7 @@ type ChangeTerminal struct {
 // ReleaseApproved is the detail of localeflow.release.approved: one
 // locale job of a plan is approved (consumers dedupe on ApprovalID).
 type ReleaseApproved struct {
+	Schema       string `json:"schema"` // SchemaReleaseApproved
 	EventID      string `json:"event_id"`
 	PlanID       string `json:"plan_id"`
 	JobID        string `json:"job_id"`
@@ -103,6 +119,7 @@ type ReleaseApproved struct {
 // localeflow.delivery.delivered (consumers dedupe on DeliveryID and
 // Status).
 type Delivery struct {
+	Schema     string `json:"schema"` // SchemaDelivery
 	EventID    string `json:"event_id"`
 	PlanID     string `json:"plan_id"`
 	DeliveryID string `json:"delivery_id"`

@@ -38,7 +38,7 @@ func TestPublish(t *testing.T) {
 	sha := "ab" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd"
 	site, plan := "site-1", "plan-1"
 	outcome := "cd" + sha[2:]
-	detail := contract.ChangeTerminal{EventID: "evt-1", OutcomeID: outcome, SiteID: &site, PlanID: &plan, State: "terminal", RemoteStatus: &status, LifecycleSHA256: &sha}
+	detail := contract.ChangeTerminal{Schema: contract.SchemaChangeTerminal, EventID: "evt-1", OutcomeID: outcome, SiteID: &site, PlanID: &plan, State: "terminal", RemoteStatus: &status, LifecycleSHA256: &sha}
 	tests := []struct {
 		name      string
 		bus       fakeBus
@@ -70,7 +70,7 @@ func TestPublish(t *testing.T) {
 			if err := json.Unmarshal([]byte(*e.Detail), &got); err != nil {
 				t.Fatal(err)
 			}
-			want := map[string]any{"event_id": "evt-1", "outcome_id": outcome, "site_id": "site-1", "plan_id": "plan-1", "state": "terminal",
+			want := map[string]any{"schema": contract.SchemaChangeTerminal, "event_id": "evt-1", "outcome_id": outcome, "site_id": "site-1", "plan_id": "plan-1", "state": "terminal",
 				"remote_status": "published", "error_code": nil, "lifecycle_sha256": sha}
 			if len(got) != len(want) {
 				t.Fatalf("detail keys %v, want %v", got, want)

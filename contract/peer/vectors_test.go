@@ -19,6 +19,7 @@ import (
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -62,6 +63,7 @@ func TestVectors(t *testing.T) {
 		"receipts.json":            receiptVectors(t),
 		"approval_tokens.json":     approvalVectors(t),
 		"delivery_bundles.json":    bundleVectors(t),
+		"output_events.json":       outputEventVectors(t),
 	}
 	for name, f := range files {
 		var buf bytes.Buffer
@@ -673,5 +675,49 @@ func bundleVectors(t *testing.T) file {
 		Common: map[string]any{"publication_public_hex": hexOf(r.publicationPub), "approval_public_hex": hexOf(r.approvalPub),
 			"publication_seed_hex": hexOf(fx.PublicationKey), "approval_seed_hex": hexOf(fx.ApprovalSeed)},
 		Vectors: vs,
+	}
+}
+
+// ---- output event details ----
+
+// outputEventVectors: one detail per output detail-type as the functions
+// build it (the contract structs, ids from a real coordinator run and
+// monitor.OutcomeID), each with the schema version it carries. A consumer
+// checks it reads them; the schema tests validate them.
+func outputEventVectors(t *testing.T) file {
+	r := runRelease(t)
+	b := r.bundle
+	str := func(s string) *string { return &s }
+	type section = map[string]int
+	vector := func(name, detailType, schemaVersion string, detail any) any {
+		raw := mustJSON(t, detail)
+		var probe struct {
+			Schema string `json:"schema"`
+		}
+		if err := json.Unmarshal(raw, &probe); err != nil || probe.Schema != schemaVersion {
+			t.Fatalf("%s: schema %q, want %q", detailType, probe.Schema, schemaVersion)
+		}
+		return map[string]any{"name": name, "detail_type": detailType, "schema": schemaVersion, "detail": string(raw)}
+	}
+	l := b.Locales[0]
+	return file{
+		Description: "Output event details (consumer side): each carries its schema version in \"schema\"; consumers ignore members they do not know (docs/design.md \"Versions of the output details\").",
+		Vectors: []any{
+			vector("change terminal", contract.DetailChangeTerminal, contract.SchemaChangeTerminal, contract.ChangeTerminal{
+				Schema: contract.SchemaChangeTerminal, EventID: b.EventID, OutcomeID: monitor.OutcomeID(b.EventID, monitor.StateTerminal, core.Millis(t0)),
+				SiteID: str(b.SiteID), PlanID: str(b.PlanID), State: string(monitor.StateTerminal), RemoteStatus: str("published"),
+				LifecycleSHA256: str(strings.Repeat("ab", 32))}),
+			vector("change failed, invalid record", contract.DetailChangeTerminal, contract.SchemaChangeTerminal, contract.ChangeTerminal{
+				Schema: contract.SchemaChangeTerminal, EventID: "evt-2026-0002", OutcomeID: monitor.OutcomeID("evt-2026-0002", monitor.StateFailed, core.Millis(t0)),
+				State: string(monitor.StateFailed), ErrorCode: str(monitor.CodeStateInvalid)}),
+			vector("release approved", contract.DetailReleaseApproved, contract.SchemaReleaseApproved, contract.ReleaseApproved{
+				Schema: contract.SchemaReleaseApproved, EventID: b.EventID, PlanID: b.PlanID, JobID: l.JobID, TargetLocale: l.TargetLocale, ApprovalID: l.ApprovalID}),
+			vector("delivery ready", contract.DetailDeliveryReady, contract.SchemaDelivery, contract.Delivery{
+				Schema: contract.SchemaDelivery, EventID: b.EventID, PlanID: b.PlanID, DeliveryID: b.DeliveryID, Status: release.OutcomeDeliveryReady}),
+			vector("delivery delivered", contract.DetailDeliveryDelivered, contract.SchemaDelivery, contract.Delivery{
+				Schema: contract.SchemaDelivery, EventID: b.EventID, PlanID: b.PlanID, DeliveryID: b.DeliveryID, Status: release.OutcomeDelivered}),
+			vector("health blocked, check failed", contract.DetailHealthBlocked, contract.SchemaHealthBlocked, contract.HealthBlocked[section, section]{
+				Schema: health.Schema, CheckedAtMS: core.Millis(t0), Reasons: []string{"health.unavailable"}}),
+		},
 	}
 }

@@ -2,54 +2,19 @@ package schema_test
 
 import (
 	"bytes"
-	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/localeflow/localeflow/contract/schema"
-)
-
-var (
-	compileOnce sync.Once
-	compiled    map[string]*jsonschema.Schema
-	errCompile  error
+	"github.com/localeflow/localeflow/contract/schema/schematest"
 )
 
 // schemas compiles every schema file once (draft 2020-12).
 func schemas(t *testing.T) map[string]*jsonschema.Schema {
 	t.Helper()
-	compileOnce.Do(func() {
-		c := jsonschema.NewCompiler()
-		c.DefaultDraft(jsonschema.Draft2020)
-		compiled = map[string]*jsonschema.Schema{}
-		for _, name := range schema.Names() {
-			raw, err := schema.Read(name)
-			if err != nil {
-				errCompile = err
-				return
-			}
-			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-			if err != nil {
-				errCompile = err
-				return
-			}
-			if err := c.AddResource(name, doc); err != nil {
-				errCompile = err
-				return
-			}
-		}
-		for _, name := range schema.Names() {
-			s, err := c.Compile(name)
-			if err != nil {
-				errCompile = err
-				return
-			}
-			compiled[name] = s
-		}
-	})
-	if errCompile != nil {
-		t.Fatalf("compile schemas: %v", errCompile)
+	compiled, err := schematest.Schemas()
+	if err != nil {
+		t.Fatalf("compile schemas: %v", err)
 	}
 	return compiled
 }

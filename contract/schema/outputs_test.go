@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/contract/schema"
+	"github.com/localeflow/localeflow/contract/schema/schematest"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -176,11 +179,11 @@ func TestReleaseOutputsValidate(t *testing.T) {
 		switch o.Status {
 		case release.OutcomeApproved, release.OutcomeDeliveryReady:
 			mustValidate(t, schema.ReleaseApproved, marshal(t, contract.ReleaseApproved{
-				EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
+				Schema: contract.SchemaReleaseApproved, EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
 			}))
 		}
 		if o.DeliveryID != "" {
-			mustValidate(t, schema.DeliveryEvent, marshal(t, contract.Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}))
+			mustValidate(t, schema.DeliveryEvent, marshal(t, contract.Delivery{Schema: contract.SchemaDelivery, EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}))
 		}
 	}
 }
@@ -208,9 +211,9 @@ func TestOutputEventsValidate(t *testing.T) {
 	str := func(s string) *string { return &s }
 	outcome := monitor.OutcomeID("evt-1", monitor.StateTerminal, core.Millis(t0))
 	for _, d := range []contract.ChangeTerminal{
-		{EventID: "evt-1", OutcomeID: outcome, SiteID: str("site-1"), PlanID: str("plan-1"), State: string(monitor.StateTerminal),
+		{Schema: contract.SchemaChangeTerminal, EventID: "evt-1", OutcomeID: outcome, SiteID: str("site-1"), PlanID: str("plan-1"), State: string(monitor.StateTerminal),
 			RemoteStatus: str("published"), LifecycleSHA256: str(strings.Repeat("a", 64))},
-		{EventID: "evt-2", OutcomeID: monitor.OutcomeID("evt-2", monitor.StateFailed, 1), State: string(monitor.StateFailed),
+		{Schema: contract.SchemaChangeTerminal, EventID: "evt-2", OutcomeID: monitor.OutcomeID("evt-2", monitor.StateFailed, 1), State: string(monitor.StateFailed),
 			ErrorCode: str("lifecycle_monitor.state_invalid")},
 	} {
 		mustValidate(t, schema.ChangeTerminal, marshal(t, d))
@@ -219,4 +222,73 @@ func TestOutputEventsValidate(t *testing.T) {
 	mustValidate(t, schema.HealthBlocked, marshal(t, blocked{Schema: "localeflow.health.v1", CheckedAtMS: 1, Reasons: []string{"health.unavailable"}}))
 	mustValidate(t, schema.HealthBlocked, marshal(t, blocked{Schema: "localeflow.health.v1", CheckedAtMS: 1, Reasons: []string{"monitor.failed"},
 		Monitor: &health.MonitorHealth{}, Release: &health.ReleaseHealth{}}))
+}
+
+// TestOutputVectorsCarryTheirSchema: output_events.json has a detail for
+// every output detail-type, each validates against its schema and carries
+// the version the schema's "schema" const names.
+func TestOutputVectorsCarryTheirSchema(t *testing.T) {
+	if contract.SchemaHealthBlocked != health.Schema {
+		t.Fatalf("contract.SchemaHealthBlocked %q, health.Schema %q", contract.SchemaHealthBlocked, health.Schema)
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", "output_events.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Vectors []struct {
+			DetailType string `json:"detail_type"`
+			Schema     string `json:"schema"`
+			Detail     string `json:"detail"`
+		} `json:"vectors"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, v := range f.Vectors {
+		seen[v.DetailType] = true
+		if err := schematest.ValidateDetail(v.DetailType, []byte(v.Detail)); err != nil {
+			t.Fatal(err)
+		}
+		if got := schemaConst(t, schema.ForDetailType[v.DetailType]); got != v.Schema {
+			t.Fatalf("%s: vector schema %q, the schema file's const %q", v.DetailType, v.Schema, got)
+		}
+	}
+	for _, dt := range contract.OutputDetailTypes {
+		if !seen[dt] {
+			t.Errorf("no output vector for %s", dt)
+		}
+		// Every output schema requires a "schema" member with a const.
+		if schemaConst(t, schema.ForDetailType[dt]) == "" {
+			t.Errorf("%s: the schema has no required \"schema\" const", dt)
+		}
+	}
+}
+
+// schemaConst is the const of the schema file's required "schema" member
+// ("" when there is none or it is not required).
+func schemaConst(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := schema.Read(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Properties struct {
+			Schema struct {
+				Const string `json:"const"`
+			} `json:"schema"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Required {
+		if r == "schema" {
+			return s.Properties.Schema.Const
+		}
+	}
+	return ""
 }

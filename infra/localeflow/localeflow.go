@@ -237,6 +237,7 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 	}
 	b.addEventDLQ()
 	b.addArchive()
+	b.addSchemaRegistry()
 	for _, s := range secretSpecs {
 		b.addSecret(s)
 	}

@@ -244,6 +244,10 @@ type stackConfig struct {
 	// outputs.
 	host    HostProps
 	outputs bool
+
+	// eventSchemas is the registry content per detail-type
+	// (schema.RegistrySchema of the embedded contract/schema files).
+	eventSchemas map[string]string
 }
 
 func resolve(props *Props) (stackConfig, error) {
@@ -323,6 +327,9 @@ func resolve(props *Props) (stackConfig, error) {
 		return stackConfig{}, err
 	}
 	if cfg.assetDir, err = checkAssets(props.AssetDir, cfg.topo.Functions); err != nil {
+		return stackConfig{}, err
+	}
+	if cfg.eventSchemas, err = eventSchemas(); err != nil {
 		return stackConfig{}, err
 	}
 	return cfg, nil

@@ -5,7 +5,8 @@
 //
 // It signs events (v2), computes RFC 8785 hashes, signs and verifies HTTP
 // requests and lifecycle answers, derives and checks evidence request ids,
-// verifies receipts, approval tokens and delivery bundles. For signed
+// verifies receipts, approval tokens and delivery bundles, and reads the
+// output event details by their schema version. For signed
 // events it checks the envelope fully and, of the payload rules, the two
 // hashes (dispatch.payload_sha256, job target_sha256): the vectors'
 // other payload cases are left to the JSON Schemas.
@@ -282,6 +283,31 @@ function checkEvidenceRequest(body) {
 
 // ---------- the runner ----------
 
+// ---------- output events (consumer side) ----------
+
+// The output detail versions this consumer understands, and the members it
+// dedupes on. A detail of another version is not interpreted; members it
+// does not know are ignored (an additive change keeps the version).
+const OUTPUT_SCHEMAS = {
+  'localeflow.change.terminal': ['localeflow.change-terminal.v1', ['event_id', 'outcome_id']],
+  'localeflow.release.approved': ['localeflow.release-approved.v1', ['approval_id']],
+  'localeflow.delivery.ready': ['localeflow.delivery.v1', ['event_id', 'delivery_id', 'status']],
+  'localeflow.delivery.delivered': ['localeflow.delivery.v1', ['event_id', 'delivery_id', 'status']],
+  'localeflow.health.blocked': ['localeflow.health.v1', ['checked_at_ms']],
+};
+
+// readOutput returns the dedupe key of an output detail, or an error code.
+export function readOutput(detailType, text) {
+  const known = OUTPUT_SCHEMAS[detailType];
+  if (!known) return [null, 'output.detail_type_unknown'];
+  let d;
+  try { d = parseStrict(text); } catch { return [null, 'output.invalid']; }
+  if (d === null || typeof d !== 'object' || Array.isArray(d)) return [null, 'output.invalid'];
+  if (d.schema !== known[0]) return [null, 'output.schema_unknown'];
+  if (known[1].some((k) => d[k] === undefined || d[k] === null)) return [null, 'output.invalid'];
+  return [known[1].map((k) => String(d[k])).join('|'), null];
+}
+
 const outcome = (v, err) => (v.valid === true ? err === null : err === v.error);
 
 function run(dir) {
@@ -371,6 +397,17 @@ function run(dir) {
   for (const v of f.vectors) {
     const err = verifyDelivery(f.common, v);
     check('delivery_bundles', v, outcome(v, err), err);
+  }
+
+  f = load('output_events.json');
+  for (const v of f.vectors) {
+    const [key, err] = readOutput(v.detail_type, v.detail);
+    // The same detail with a member this consumer does not know (an
+    // additive change) reads the same.
+    const extended = v.detail.replace(/}$/, ',"member_added_later":1}');
+    const [key2, err2] = readOutput(v.detail_type, extended);
+    check('output_events', v, err === null && err2 === null && key === key2 &&
+      parseStrict(v.detail).schema === v.schema && OUTPUT_SCHEMAS[v.detail_type][0] === v.schema, err || err2);
   }
 
   for (const line of failures) console.log('FAIL ' + line);

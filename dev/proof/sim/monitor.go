@@ -931,7 +931,7 @@ func expectedTerminal(rec monitor.Record, outcomeID string) contract.ChangeTermi
 		}
 		return &s
 	}
-	t := contract.ChangeTerminal{EventID: rec.EventID, OutcomeID: outcomeID, State: string(rec.State),
+	t := contract.ChangeTerminal{Schema: contract.SchemaChangeTerminal, EventID: rec.EventID, OutcomeID: outcomeID, State: string(rec.State),
 		SiteID: opt(rec.SiteID), PlanID: opt(rec.PlanID), RemoteStatus: opt(rec.RemoteStatus),
 		ErrorCode: opt(rec.LastErrorCode), LifecycleSHA256: opt(rec.LifecycleSHA256)}
 	if rec.State == monitor.StateFailed && rec.LastErrorCode == monitor.CodeStateInvalid {

@@ -515,7 +515,7 @@ func (r *Release) check(ctx context.Context) {
 			r.w.violate("localeflow.release.approved for approval %s, which is not stored", aid)
 			continue
 		}
-		want := contract.ReleaseApproved{EventID: a.EventID, PlanID: a.PlanID, JobID: a.JobID, TargetLocale: a.TargetLocale, ApprovalID: a.ApprovalID}
+		want := contract.ReleaseApproved{Schema: contract.SchemaReleaseApproved, EventID: a.EventID, PlanID: a.PlanID, JobID: a.JobID, TargetLocale: a.TargetLocale, ApprovalID: a.ApprovalID}
 		for _, e := range evs {
 			if !equalJSON(e, want) {
 				r.w.violate("release %s: localeflow.release.approved %s differs from the stored approval %s", a.EventID, jsonOf(e), jsonOf(want))
@@ -589,7 +589,7 @@ func (r *Release) checkDeliveryEvents(id string, snap release.Snapshot, evs []co
 	}
 	count := map[string]int{}
 	for _, e := range evs {
-		want := contract.Delivery{EventID: d.EventID, PlanID: d.PlanID, DeliveryID: d.DeliveryID, Status: e.Status}
+		want := contract.Delivery{Schema: contract.SchemaDelivery, EventID: d.EventID, PlanID: d.PlanID, DeliveryID: d.DeliveryID, Status: e.Status}
 		if !equalJSON(e, want) {
 			r.w.violate("release %s: delivery event %s differs from the stored delivery %s", id, jsonOf(e), jsonOf(want))
 		}

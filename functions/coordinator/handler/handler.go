@@ -515,12 +515,12 @@ func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
 	}
 	if o.ApprovalID != "" {
 		if err := h.publishApproved(ctx, contract.ReleaseApproved{
-			EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
+			Schema: contract.SchemaReleaseApproved, EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
 		}, true); err != nil {
 			return err
 		}
 	}
-	d := contract.Delivery{EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}
+	d := contract.Delivery{Schema: contract.SchemaDelivery, EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}
 	if err := h.publishDelivery(ctx, d); err != nil {
 		return err
 	}
@@ -601,7 +601,7 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 	if d := snap.Delivery; d != nil && d.EventID == eventID && d.PlanID == plan.PlanID && core.ValidToken(d.DeliveryID) &&
 		d.Announced != release.AnnouncedStatus(d.Status) {
 		status = release.AnnouncedStatus(d.Status)
-		dd := contract.Delivery{EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}
+		dd := contract.Delivery{Schema: contract.SchemaDelivery, EventID: eventID, PlanID: plan.PlanID, DeliveryID: d.DeliveryID, Status: status}
 		if err := h.publishDelivery(ctx, dd); err != nil {
 			return err
 		}
@@ -640,7 +640,7 @@ func (h *Handler) republishApprovals(ctx context.Context, snap release.Snapshot,
 			continue
 		}
 		if err := h.publishApproved(ctx, contract.ReleaseApproved{
-			EventID: plan.Event.EventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
+			Schema: contract.SchemaReleaseApproved, EventID: plan.Event.EventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
 		}, rec.OutboxMS > 0); err != nil {
 			return n, err
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/contract/schema/schematest"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -88,6 +89,11 @@ func (b *fakeBus) Publish(_ context.Context, detailType string, detail any) erro
 	raw, err := json.Marshal(detail)
 	if err != nil {
 		return err
+	}
+	// Every detail the coordinator publishes validates against its
+	// schema (contract/schema); a mismatch is a defect, not a bus failure.
+	if err := schematest.ValidateDetail(detailType, raw); err != nil {
+		panic(err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -96,7 +96,7 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 	if n := b.bus.details(t, contract.DetailReleaseApproved, &ra); n != 1 {
 		t.Fatalf("approved published %d times", n)
 	}
-	want := contract.ReleaseApproved{EventID: eventID, PlanID: "plan-" + eventID, JobID: approval.JobID, TargetLocale: "de-DE", ApprovalID: approval.ApprovalID}
+	want := contract.ReleaseApproved{Schema: contract.SchemaReleaseApproved, EventID: eventID, PlanID: "plan-" + eventID, JobID: approval.JobID, TargetLocale: "de-DE", ApprovalID: approval.ApprovalID}
 	if ra != want {
 		t.Fatalf("approved detail %+v, want %+v", ra, want)
 	}
@@ -104,7 +104,7 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 	if n := b.bus.details(t, contract.DetailDeliveryReady, &ready); n != 1 {
 		t.Fatalf("ready published %d times", n)
 	}
-	if want := (contract.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDeliveryReady}); ready != want {
+	if want := (contract.Delivery{Schema: contract.SchemaDelivery, EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDeliveryReady}); ready != want {
 		t.Fatalf("ready detail %+v, want %+v", ready, want)
 	}
 	deliver := b.queue.take(t)
@@ -128,7 +128,7 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 	if n := b.bus.details(t, contract.DetailDeliveryDelivered, &delivered); n != 1 || b.cms.Sends != 1 {
 		t.Fatalf("delivered published %d times, %d sends", n, b.cms.Sends)
 	}
-	if want := (contract.Delivery{EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDelivered}); delivered != want {
+	if want := (contract.Delivery{Schema: contract.SchemaDelivery, EventID: eventID, PlanID: "plan-" + eventID, DeliveryID: snap.Delivery.DeliveryID, Status: release.OutcomeDelivered}); delivered != want {
 		t.Fatalf("delivered detail %+v, want %+v", delivered, want)
 	}
 	// Once delivered, a redelivery re-publishes the current state only:

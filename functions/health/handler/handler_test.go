@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/contract/schema/schematest"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/health/healthtest"
@@ -51,6 +52,10 @@ func (b *recordingBus) Publish(_ context.Context, detailType string, detail any)
 	raw, err := json.Marshal(detail)
 	if err != nil {
 		return err
+	}
+	// Every detail health publishes validates against its schema.
+	if err := schematest.ValidateDetail(detailType, raw); err != nil {
+		panic(err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -337,7 +337,7 @@ func (h *Handler) poll(ctx context.Context, eventID string) (monitor.Outcome, er
 // publish puts localeflow.change.terminal for a on the bus.
 func (h *Handler) publish(ctx context.Context, a monitor.Announcement) error {
 	detail := contract.ChangeTerminal{
-		EventID: a.EventID, OutcomeID: a.OutcomeID, SiteID: optional(a.SiteID), PlanID: optional(a.PlanID),
+		Schema: contract.SchemaChangeTerminal, EventID: a.EventID, OutcomeID: a.OutcomeID, SiteID: optional(a.SiteID), PlanID: optional(a.PlanID),
 		State: string(a.State), RemoteStatus: optional(a.RemoteStatus), ErrorCode: optional(a.ErrorCode),
 		LifecycleSHA256: optional(a.LifecycleSHA256),
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
 	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/contract/schema/schematest"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -140,6 +141,12 @@ func (f *fakeBus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _
 	for _, e := range in.Entries {
 		if *e.DetailType != contract.DetailChangeTerminal || *e.Source != "localeflow" {
 			return nil, errors.New("unexpected entry")
+		}
+		// Every detail the poller publishes validates against its
+		// schema (contract/schema): a test double that cannot fail the
+		// handler's publish panics instead.
+		if err := schematest.ValidateDetail(*e.DetailType, []byte(*e.Detail)); err != nil {
+			panic(err)
 		}
 		var d map[string]any
 		if err := json.Unmarshal([]byte(*e.Detail), &d); err != nil {
