@@ -195,8 +195,9 @@ func (s *Service) Due(ctx context.Context, limit int) ([]string, error) {
 }
 
 // DuePage lists up to limit due ids after cursor and the cursor after
-// them (an empty page: nothing more is due). A sweep pages through the
-// whole wake index once, so entries it cannot claim never hide others.
+// them (an empty page: nothing more is due). A listing pages through the
+// whole wake index once, so entries it cannot claim never hide others;
+// the scheduled sweep lists with SweepPage (the same, past the grace).
 func (s *Service) DuePage(ctx context.Context, limit int, cursor DueCursor) ([]string, DueCursor, error) {
 	now, err := s.now()
 	if err != nil {
