@@ -205,7 +205,13 @@ func check(root string, docs []string, run bool, results string, w io.Writer) er
 		}
 	}
 	if run {
+		ran := map[string]bool{}
 		for _, t := range targets {
+			// A benchmark two documents cite runs once.
+			if ran[t.Pkg+" "+t.Name] {
+				continue
+			}
+			ran[t.Pkg+" "+t.Name] = true
 			cmd := exec.Command("go", "test", "-count=1", "-run", "^$", "-bench", "^"+t.Name+"$", "-benchtime", "1x", "-timeout", "30m", t.Pkg)
 			cmd.Dir = root
 			out, err := cmd.CombinedOutput()
