@@ -109,7 +109,16 @@ bench: install ## Run every benchmark (with the local stack up) into build/bench
 	if [[ -z "$$pkgs" ]]; then echo "no benchmarks yet"; exit 0; fi; \
 	go test -count=1 -run '^$$' -exec true $$pkgs >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }; \
 	dev/emulators/with-stack.sh go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $$pkgs | tee $(BUILD)/bench.txt; \
-	echo "== results in $(BUILD)/bench.txt"
+	echo "== results in $(BUILD)/bench.txt"; \
+	go run ./dev/cmd/benchcited -results $(BUILD)/bench.txt
+
+.PHONY: bench-cited
+bench-cited: install ## Run each benchmark docs/performance.md and docs/scale.md cite once (-benchtime 1x, local stack); fails unless each passes
+	go test -count=1 -run '^$$' -exec true ./... >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	go build -o $(BUILD)/benchcited ./dev/cmd/benchcited
+	@echo "== load before: $$(cat /proc/loadavg)"
+	dev/emulators/with-stack.sh $(BUILD)/benchcited -run | tee $(BUILD)/bench-cited.txt
+	@echo "== load after: $$(cat /proc/loadavg)"
 
 .PHONY: fuzz
 fuzz: ## Run each Fuzz target for FUZZTIME (default 10s)

@@ -15,6 +15,11 @@ const (
 	DefaultMaxConsecutiveFailures = 5
 	DefaultWorkerID               = "worker"
 	DefaultHintMinGap             = 5 * time.Second
+	// DefaultSweepGrace is how long past its wake time a change is left to
+	// its queued message before a sweep polls it (docs/design.md "The
+	// sweep's grace period"). MaxSweepGrace is the SQS DelaySeconds cap.
+	DefaultSweepGrace = 30 * time.Second
+	MaxSweepGrace     = 900 * time.Second
 
 	MaxDelay    = 86_400 * time.Second
 	MaxLease    = 86_400 * time.Second
@@ -44,6 +49,15 @@ type Config struct {
 	// change's next poll forward (DefaultHintMinGap when zero): a burst of
 	// hints for one change costs at most one extra poll per gap.
 	HintMinGap time.Duration
+	// SweepGrace is how long a due change is left to its queued SQS
+	// message before a sweep claims it: a sweep lists only wake times at
+	// or before now − SweepGrace (DefaultSweepGrace when zero; whole
+	// milliseconds in (0, MaxSweepGrace]). A message due at T is visible
+	// by T + 1 s (whole DelaySeconds) and claimed at once; the grace
+	// keeps the sweep from polling ahead of it (the message's claim would
+	// then be refused, a billed write), and a change whose message was
+	// lost is still polled, one grace later.
+	SweepGrace time.Duration
 }
 
 // DefaultConfig is the configuration with every default.
@@ -75,11 +89,14 @@ func (c Config) WithDefaults() Config {
 	if c.HintMinGap == 0 {
 		c.HintMinGap = DefaultHintMinGap
 	}
+	if c.SweepGrace == 0 {
+		c.SweepGrace = DefaultSweepGrace
+	}
 	return c
 }
 
 // Validate checks every limit: delays in (0, 86,400 s]
-// with base ≤ max, lease in (0, 86,400 s], hint gap in (0, 86,400 s]
+// with base ≤ max, the sweep grace in (0, 900 s], lease in (0, 86,400 s], hint gap in (0, 86,400 s]
 // (lifecycle_monitor.hint_gap_invalid), failures in 1..20, a worker
 // id token. Durations are whole milliseconds (storage is integer ms).
 func (c Config) Validate() error {
@@ -95,6 +112,9 @@ func (c Config) Validate() error {
 		return core.Fail(CodeLeaseInvalid)
 	}
 	if !validDuration(c.OutboxGrace, MaxDelay) {
+		return core.Fail(CodeDelayInvalid)
+	}
+	if !validDuration(c.SweepGrace, MaxSweepGrace) {
 		return core.Fail(CodeDelayInvalid)
 	}
 	if !validDuration(c.HintMinGap, MaxDelay) {

@@ -11,7 +11,8 @@ import (
 func TestDefaultConfigIsTheDesignDefaults(t *testing.T) {
 	c := monitor.DefaultConfig()
 	if c.PollInterval != 30*time.Second || c.BaseDelay != 5*time.Second || c.MaxDelay != 300*time.Second ||
-		c.Lease != 600*time.Second || c.MaxConsecutiveFailures != 5 || c.OutboxGrace != 30*time.Second {
+		c.Lease != 600*time.Second || c.MaxConsecutiveFailures != 5 || c.OutboxGrace != 30*time.Second ||
+		c.SweepGrace != 30*time.Second {
 		t.Fatalf("defaults = %+v", c)
 	}
 	if err := c.Validate(); err != nil {
@@ -34,6 +35,10 @@ func TestConfigValidate(t *testing.T) {
 		{"max over limit", func(c *monitor.Config) { c.MaxDelay = day + time.Second }, monitor.CodeDelayInvalid},
 		{"base above max", func(c *monitor.Config) { c.BaseDelay, c.MaxDelay = 10*time.Second, 5*time.Second }, monitor.CodeDelayInvalid},
 		{"base equals max", func(c *monitor.Config) { c.BaseDelay, c.MaxDelay = 5*time.Second, 5*time.Second }, ""},
+		{"sweep grace at limit", func(c *monitor.Config) { c.SweepGrace = monitor.MaxSweepGrace }, ""},
+		{"sweep grace over limit", func(c *monitor.Config) { c.SweepGrace = monitor.MaxSweepGrace + time.Millisecond }, monitor.CodeDelayInvalid},
+		{"sweep grace negative", func(c *monitor.Config) { c.SweepGrace = -time.Second }, monitor.CodeDelayInvalid},
+		{"sweep grace sub-millisecond", func(c *monitor.Config) { c.SweepGrace = time.Microsecond }, monitor.CodeDelayInvalid},
 		{"lease at limit", func(c *monitor.Config) { c.Lease = day }, ""},
 		{"lease over limit", func(c *monitor.Config) { c.Lease = day + time.Millisecond }, monitor.CodeLeaseInvalid},
 		{"lease negative", func(c *monitor.Config) { c.Lease = -1 }, monitor.CodeLeaseInvalid},

@@ -195,8 +195,9 @@ func (s *Service) Due(ctx context.Context, limit int) ([]string, error) {
 }
 
 // DuePage lists up to limit due ids after cursor and the cursor after
-// them (an empty page: nothing more is due). A sweep pages through the
-// whole wake index once, so entries it cannot claim never hide others.
+// them (an empty page: nothing more is due). A listing pages through the
+// whole wake index once, so entries it cannot claim never hide others;
+// the scheduled sweep lists with SweepPage (the same, past the grace).
 func (s *Service) DuePage(ctx context.Context, limit int, cursor DueCursor) ([]string, DueCursor, error) {
 	now, err := s.now()
 	if err != nil {
@@ -206,6 +207,28 @@ func (s *Service) DuePage(ctx context.Context, limit int, cursor DueCursor) ([]s
 		return nil, cursor, nil
 	}
 	ids, next, err := s.store.DuePage(ctx, now, limit, cursor)
+	if err != nil {
+		return nil, cursor, fmt.Errorf("due: %w", err)
+	}
+	return ids, next, nil
+}
+
+// SweepPage is DuePage for the scheduled sweep: it lists only entries
+// whose wake time is at least Config.SweepGrace in the past, so the sweep
+// leaves a change that just became due to its queued message (which would
+// otherwise find it claimed or rescheduled: a refused claim) and still
+// polls one whose message was lost, a grace later (docs/design.md "The
+// sweep's grace period"). A lease expired more than the grace after its
+// wake time is listed as before.
+func (s *Service) SweepPage(ctx context.Context, limit int, cursor DueCursor) ([]string, DueCursor, error) {
+	now, err := s.now()
+	if err != nil {
+		return nil, cursor, err
+	}
+	if limit <= 0 {
+		return nil, cursor, nil
+	}
+	ids, next, err := s.store.DuePage(ctx, now-s.cfg.SweepGrace.Milliseconds(), limit, cursor)
 	if err != nil {
 		return nil, cursor, fmt.Errorf("due: %w", err)
 	}

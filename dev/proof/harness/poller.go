@@ -33,10 +33,12 @@ var EventKey = []byte("proof-event-key-0123456789abcdef")
 // FastMonitor is a monitor configuration for real-time runs: polls every
 // PollInterval, retries after 100 ms·2^(n-1) (≤ 1 s), 5 s leases (a CMS
 // client timeout of CMSTimeout fits), up to MaxFailures consecutive
-// failures, owed outcomes re-published by a sweep after 1 s.
+// failures, owed outcomes re-published by a sweep after 1 s, due changes
+// left to their message for 1 s before a sweep takes them (SweepGrace).
 func FastMonitor(worker string, pollInterval time.Duration, maxFailures int) monitor.Config {
 	return monitor.Config{WorkerID: worker, PollInterval: pollInterval, BaseDelay: 100 * time.Millisecond,
-		MaxDelay: time.Second, Lease: 5 * time.Second, MaxConsecutiveFailures: maxFailures, OutboxGrace: time.Second}
+		MaxDelay: time.Second, Lease: 5 * time.Second, MaxConsecutiveFailures: maxFailures, OutboxGrace: time.Second,
+		SweepGrace: time.Second}
 }
 
 // CMSTimeout is the lifecycle client's timeout in FastMonitor runs.

@@ -100,14 +100,14 @@ func answerCrashReclaimFail(r Result) bool {
 }
 
 var regressions = []regression{
-	{"answer_crash_reclaim_then_outage_one_outcome", 1000225, answerCrashReclaimFail},
+	{"answer_crash_reclaim_then_outage_one_outcome", 1000060, answerCrashReclaimFail},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
 	{"outcome_after_integrity_failure", 1000003, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
-	{"outcome_after_publish_failure_on_sweep", 1000001, func(r Result) bool {
+	{"outcome_after_publish_failure_on_sweep", 1000004, func(r Result) bool {
 		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
 	}},
 	{"schema_altered_record_not_left_leased", 1000001, func(r Result) bool {

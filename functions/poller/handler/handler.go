@@ -62,6 +62,7 @@ type Monitor interface {
 	Status(ctx context.Context, eventID string) (monitor.Status, error)
 	Due(ctx context.Context, limit int) ([]string, error)
 	DuePage(ctx context.Context, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error)
+	SweepPage(ctx context.Context, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error)
 	PollOnce(ctx context.Context, eventID string, reader monitor.LifecycleReader) (monitor.Outcome, error)
 	Hint(ctx context.Context, d monitor.HintDetail) (monitor.HintResult, error)
 	OwedOutcomes(ctx context.Context, limit int) ([]string, error)

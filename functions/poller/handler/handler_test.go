@@ -194,6 +194,12 @@ func setupWith(t testing.TB, mcfg monitor.Config, opts ...func(*handler.Config))
 	t.Helper()
 	e := &env{t: t, clock: &clock{now: t0}, store: memstore.New(), sqs: &fakeSQS{}, bus: &fakeBus{}, logs: &logcapture.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
+	if mcfg.SweepGrace == 0 {
+		// Unit tests sweep right after registering: e.sweep advances the
+		// fake clock by the grace first (TestSweepLeavesChangeInsideGrace
+		// checks the default grace).
+		mcfg.SweepGrace = time.Millisecond
+	}
 	svc, err := monitor.NewService(e.store, e.clock, log, mcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -576,6 +582,7 @@ func TestSweep(t *testing.T) {
 			e.cms.Script(id, cmstest.StatusStep("published"))
 		}
 	}
+	e.clock.Advance(e.svc.Config().SweepGrace)
 	out, err := e.invoke(testdata(t, "scheduled.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -422,6 +422,9 @@ func TestIntegrationSweep(t *testing.T) {
 			SourceSequence: 1, RequiredLocales: []string{"de-DE"}})
 	}
 	e.cms.SetLatency(50 * time.Millisecond)
+	// The sweep lists a change once it has been due for the sweep grace
+	// (30 s by default): it runs that much later.
+	e.clock.Advance(e.svc.Config().SweepGrace)
 	raw, err := e.invoke.Invoke(context.Background(), testdata(t, "scheduled.json"))
 	if err != nil {
 		t.Fatal(err)

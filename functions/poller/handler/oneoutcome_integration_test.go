@@ -58,7 +58,7 @@ func TestIntegrationTerminalCrashReclaimOutageKeepsOneOutcome(t *testing.T) {
 		if ddb, err = monitordb.New(e.ddb, e.res.table); err != nil {
 			t.Fatal(err)
 		}
-		svc, err := monitor.NewService(crashStore{Store: ddb, crashed: crashed}, e.clock, nil, monitor.Config{WorkerID: "poller-it"})
+		svc, err := monitor.NewService(crashStore{Store: ddb, crashed: crashed}, e.clock, nil, monitor.Config{WorkerID: "poller-it", SweepGrace: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,6 +69,7 @@ func TestIntegrationTerminalCrashReclaimOutageKeepsOneOutcome(t *testing.T) {
 	ctx := context.Background()
 	sweep := func() {
 		t.Helper()
+		e.clock.Advance(time.Millisecond) // past the sweep grace
 		if _, err := e.invoke.Invoke(ctx, testdata(t, "scheduled.json")); err != nil {
 			t.Fatalf("sweep: %v", err)
 		}

@@ -97,7 +97,7 @@ func (e *env) sweepUntilFinal(id string) {
 func TestTerminalPublishedThenCrashReclaimOutageKeepsOneOutcome(t *testing.T) {
 	crashed := &atomic.Bool{}
 	e := setup(t)
-	svc, err := monitor.NewService(crashStore{Store: e.store, crashed: crashed}, e.clock, nil, monitor.Config{WorkerID: "poller-test"})
+	svc, err := monitor.NewService(crashStore{Store: e.store, crashed: crashed}, e.clock, nil, monitor.Config{WorkerID: "poller-test", SweepGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

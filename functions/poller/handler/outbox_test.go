@@ -18,6 +18,9 @@ import (
 
 func (e *env) sweep() handler.SweepResult {
 	e.t.Helper()
+	// The scheduled sweep lists only changes due for at least the sweep
+	// grace (monitor.Config.SweepGrace): it runs that much later.
+	e.clock.Advance(e.svc.Config().SweepGrace)
 	out, err := e.invoke(testdata(e.t, "scheduled.json"))
 	if err != nil {
 		e.t.Fatal(err)
@@ -183,6 +186,7 @@ func TestSweepPagesPastUnclaimableHead(t *testing.T) {
 			r.UpdatedMS = e.clock.Now().Add(time.Hour).UnixMilli()
 		})
 	}
+	e.clock.Advance(e.svc.Config().SweepGrace)
 	res, err := e.h.Sweep(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -102,14 +102,24 @@ type realPathEnv struct {
 	sqs   *fakeSQS
 	// reader is the CMS client the handler uses.
 	reader *cms.Client
+	// table is the monitor table's name.
+	table string
 }
 
 func realPathSetup(b testing.TB) *realPathEnv {
 	b.Helper()
+	// The paths advance the clock 1 s after registering: past this sweep
+	// grace (the grace moves what a sweep lists, not what a poll costs).
+	return realPathSetupWith(b, monitor.Config{WorkerID: "bench", SweepGrace: time.Millisecond})
+}
+
+// realPathSetupWith is realPathSetup with the monitor configured by mcfg.
+func realPathSetupWith(b testing.TB, mcfg monitor.Config) *realPathEnv {
+	b.Helper()
 	localtest.Require(b)
 	_, spec := localtest.Table(b, func(t topology.Topology) topology.Table { return t.Monitor })
 	e := &realPathEnv{clock: &clock{now: time.Now().UTC().Truncate(time.Millisecond)}, meter: meter.New(),
-		units: &unitsByTarget{units: map[string]float64{}}, sqs: &fakeSQS{}}
+		units: &unitsByTarget{units: map[string]float64{}}, sqs: &fakeSQS{}, table: spec.Name}
 	db := awsclient.DynamoDB(localtest.Config(b), func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, e.meter.Install, e.units.install)
 	})
@@ -117,7 +127,7 @@ func realPathSetup(b testing.TB) *realPathEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.svc, err = monitor.NewService(store, e.clock, nil, monitor.Config{WorkerID: "bench"})
+	e.svc, err = monitor.NewService(store, e.clock, nil, mcfg)
 	if err != nil {
 		b.Fatal(err)
 	}

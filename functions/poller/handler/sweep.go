@@ -147,8 +147,9 @@ func (h *Handler) announceOne(ctx context.Context, id string) oneResult {
 	return oneResult{announced: ok}
 }
 
-// feed pages through the due ids with a cursor (per wake shard) and hands
-// each new one to a worker; an empty page ends the sweep. Entries that
+// feed pages through the due ids with a cursor (per wake shard), past
+// the sweep grace (monitor.Config.SweepGrace), and hands each new one to
+// a worker; an empty page ends the sweep. Entries that
 // cannot be claimed stay behind the cursor, so they never hide due changes
 // after them.
 func (h *Handler) feed(ctx context.Context, work chan<- sweepItem) (stopped string, listed int, err error) {
@@ -158,7 +159,7 @@ func (h *Handler) feed(ctx context.Context, work chan<- sweepItem) (stopped stri
 		if !h.budget(ctx) {
 			return StopDeadline, listed, nil
 		}
-		ids, next, err := h.mon.DuePage(ctx, h.pageSize, cursor)
+		ids, next, err := h.mon.SweepPage(ctx, h.pageSize, cursor)
 		if err != nil {
 			h.log.ErrorContext(ctx, "poller sweep listing failed", "code", codeOr(err, CodeUnexpected))
 			return StopError, listed, err

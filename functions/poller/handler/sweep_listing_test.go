@@ -25,11 +25,11 @@ type countingMonitor struct {
 	pages int
 }
 
-func (c *countingMonitor) DuePage(ctx context.Context, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error) {
+func (c *countingMonitor) SweepPage(ctx context.Context, limit int, cursor monitor.DueCursor) ([]string, monitor.DueCursor, error) {
 	c.mu.Lock()
 	c.pages++
 	c.mu.Unlock()
-	return c.Monitor.DuePage(ctx, limit, cursor)
+	return c.Monitor.SweepPage(ctx, limit, cursor)
 }
 
 // TestSweepListingCostsAtMostFiveHundredthsOfAQueryPerPoll: a listing page
@@ -39,7 +39,7 @@ func (c *countingMonitor) DuePage(ctx context.Context, limit int, cursor monitor
 // of 100 it listed 11.
 func TestSweepListingCostsAtMostFiveHundredthsOfAQueryPerPoll(t *testing.T) {
 	const items = 1000
-	svc, err := monitor.NewService(memstore.New(), core.SystemClock{}, nil, monitor.Config{WorkerID: "listing"})
+	svc, err := monitor.NewService(memstore.New(), core.SystemClock{}, nil, monitor.Config{WorkerID: "listing", SweepGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +62,7 @@ func TestSweepListingCostsAtMostFiveHundredthsOfAQueryPerPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(2 * time.Millisecond) // past the sweep grace
 	res, err := h.Sweep(context.Background())
 	if err != nil || res.Polled != items {
 		t.Fatalf("sweep %+v: %v", res, err)
