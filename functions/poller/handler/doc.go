@@ -17,7 +17,8 @@
 // (LOCALEFLOW_OWED_LAYOUT=wake) an owed final record stays in the wake
 // index until its outcome is announced (docs/design.md "Owed outcomes in
 // the wake index"), so the due listing meets it too: its claim is refused
-// and the sweep announces what it owes. The sweep is the safety net for a
+// and the sweep announces what it owes once it is owed for OutboxGrace
+// (younger, it is the finishing path's). The sweep is the safety net for a
 // lost delayed message and a lost terminal event.
 //
 // # Outcomes

@@ -203,3 +203,69 @@ func readerOf(t *testing.T, e *stackEnv, url string) *cms.Client {
 	}
 	return r
 }
+
+// With the wake layout an owed final record stays in the wake index, so
+// the sweep's due listing meets it at once; the sweep must still leave a
+// young owed outcome (finished less than OutboxGrace ago) to the path that
+// finished it, as its owed pass does, and re-publish it only after the
+// grace. Found by the simulation on the adapters (seeds 6, 10, 14, …: "the
+// sweep re-published its outcome 26.7s after its outbox_ms, within the
+// outbox grace 30s"). On DynamoDB Local, the local bus and the handler's
+// scheduled sweep.
+func TestIntegrationSweepLeavesYoungWakeLayoutOutcome(t *testing.T) {
+	var url string
+	e := setupStack(t, func(_ *stackEnv, u string, _ *handler.Config) { url = u })
+	ctx := context.Background()
+	const id = "evt-young-owed"
+	e.cms.Put(cmstest.Change{EventID: id, SiteID: "site-fleet", PlanID: "plan-" + id, WebsiteVersion: "v1",
+		SourceSequence: 1, RequiredLocales: []string{"de-DE"}})
+	e.cms.Script(id, cmstest.StatusStep("published"))
+	registerDirect(t, e.svc, id, "site-fleet", 1)
+	// The finishing poll; its publish never happens (a crash after the
+	// write).
+	out, err := e.svc.PollOnce(ctx, id, readerOf(t, e, url))
+	if err != nil || out.Owed == nil {
+		t.Fatalf("terminal poll: %+v, %v", out, err)
+	}
+	published := func() int {
+		n := 0
+		for _, d := range e.bus.Details() {
+			if d["event_id"] == id {
+				n++
+			}
+		}
+		return n
+	}
+	sweep := func() {
+		t.Helper()
+		if _, err := e.invoke.Invoke(ctx, testdata(t, "scheduled.json")); err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+	}
+	e.clock.Advance(monitor.OutboxGrace - time.Second)
+	sweep()
+	if n := published(); n != 0 {
+		t.Fatalf("the sweep re-published an outcome owed for %s (< OutboxGrace %s): %d events", monitor.OutboxGrace-time.Second, monitor.OutboxGrace, n)
+	}
+	if owed, err := monitordbOwed(t, e); err != nil || len(owed) != 1 {
+		t.Fatalf("owed after the early sweep: %v, %v", owed, err)
+	}
+	e.clock.Advance(2 * time.Second)
+	sweep()
+	if n := published(); n != 1 {
+		t.Fatalf("after the grace the sweep published %d events, want 1", n)
+	}
+	if owed, err := monitordbOwed(t, e); err != nil || len(owed) != 0 {
+		t.Fatalf("owed after the announcement: %v, %v", owed, err)
+	}
+}
+
+// monitordbOwed lists every owed outcome of the env's table.
+func monitordbOwed(t *testing.T, e *stackEnv) ([]string, error) {
+	t.Helper()
+	s, err := monitordb.New(e.ddb, e.res.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Owed(context.Background(), 1<<62, 10)
+}
