@@ -28,9 +28,10 @@ type Store interface {
 	// leased ones (a claim does not move the wake key, so a leased record
 	// stays listed; its claim is refused while the lease lives and reclaims
 	// it once expired). A store may also list a final record whose
-	// outcome is still owed (adapters/monitordb keeps it at its claim's
-	// wake key until Announced, docs/design.md "Owed outcomes in the wake
-	// index"): its claim is refused and the caller announces what it owes.
+	// outcome is still owed (adapters/monitordb with the wake layout keeps
+	// it at its claim's wake key until Announced, docs/design.md "Owed
+	// outcomes in the wake index"): its claim is refused and the caller
+	// announces what it owes (a sweep once it is OutboxGrace old).
 	// It may be stale (eventually consistent); the conditional writes
 	// decide.
 	Due(ctx context.Context, nowMS int64, limit int) ([]string, error)
