@@ -55,6 +55,10 @@ const (
 	EnvMaxConsecutiveFailures = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
 	EnvHintMinGap             = "LOCALEFLOW_HINT_MIN_GAP"
 	EnvPollConcurrency        = "LOCALEFLOW_POLL_CONCURRENCY"
+	// EnvOwedLayout is where the poller's finishing writes leave owed
+	// outcomes: "wake" (default) or "outbox", the earlier layout
+	// (docs/design.md "Owed outcomes in the wake index": deploy order).
+	EnvOwedLayout = "LOCALEFLOW_OWED_LAYOUT"
 
 	// Coordinator settings (core/release.Config).
 	EnvEvidenceRevision    = "LOCALEFLOW_EVIDENCE_REVISION"
@@ -146,6 +150,7 @@ var PollerEnv = concat([]EnvVar{
 	{EnvMonitorTable, Stack}, {EnvPollQueueURL, Stack}, {EnvQuarantineQueueURL, Stack}, {EnvEventBus, Stack},
 	{EnvDeployment, Stack}, {EnvCMSBaseURL, Stack},
 	{EnvMaxConsecutiveFailures, Stack}, {EnvRetryMaxDelay, Stack}, {EnvMonitorRetention, Stack},
+	{EnvOwedLayout, Stack},
 	{EnvAllowInsecureHTTP, Local},
 	{EnvWorkerID, Local},
 	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},

@@ -20,6 +20,8 @@
 #   ALARM_EMAIL            e-mail address subscribed to the created alarm topic (optional)
 #   MAX_CONSECUTIVE_FAILURES  poller failure budget, 1..20 (default 5)
 #   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
+#   OWED_LAYOUT            wake|outbox (default wake): where the poller leaves owed outcomes; outbox for the
+#                          first deploy over code older than the setting (docs/runbook.md "Switching the owed-outcome layout")
 #   SETTINGS               function settings left to the operator, VAR=value separated by spaces
 #                          (e.g. "LOCALEFLOW_POLL_INTERVAL=60s LOCALEFLOW_LOG_LEVEL=WARN"); README.md, "Configuration"
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
@@ -47,6 +49,7 @@ ALARM_TOPIC_ARN ?=
 ALARM_EMAIL ?=
 MAX_CONSECUTIVE_FAILURES ?=
 RETRY_MAX_DELAY ?=
+OWED_LAYOUT ?=
 SETTINGS ?=
 CDK_FLAGS ?=
 ASSET_DIR ?= $(CURDIR)/build
@@ -63,6 +66,7 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(MAX_CONSECUTIVE_FAILURES),-c maxConsecutiveFailures=$(MAX_CONSECUTIVE_FAILURES)) \
 	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY)) \
 	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY)) \
+	$(if $(OWED_LAYOUT),-c owedLayout=$(OWED_LAYOUT)) \
 	$(foreach s,$(SETTINGS),-c $(s))
 
 .PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings deploy-next-steps

@@ -46,6 +46,8 @@ const (
 	ctxTextRetention = "textRetention"
 	// How long finished monitor records stay (Go duration, default 2160h).
 	ctxMonitorRetention = "monitorRetention"
+	// Where the poller leaves owed outcomes: wake (default) or outbox.
+	ctxOwedLayout = "owedLayout"
 	// ctxCustomerManagedKey: true (default) or false, see
 	// localeflow.Props.CustomerManagedKey.
 	ctxCustomerManagedKey = "customerManagedKey"
@@ -157,6 +159,7 @@ func run(appProps *awscdk.AppProps) error {
 		RetryMaxDelay:          retryMaxDelay,
 		TextRetention:          textRetention,
 		MonitorRetention:       monitorRetention,
+		OwedLayout:             ctx(ctxOwedLayout, ""),
 		SettingsEnv:            settings,
 	}
 	lf, err := localeflow.NewStack(app, stackName, &localeflow.StackProps{Props: props})

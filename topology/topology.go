@@ -37,7 +37,10 @@ const (
 	// records whose output event is owed (stored, not yet known to be
 	// published); publishing removes both keys and the sweep re-publishes
 	// what is left. On the monitor table outbox_ms is the time of the
-	// finishing write (it versions the outcome).
+	// finishing write (it versions the outcome); with the default
+	// owed-outcome layout (wake) an outcome owed by a finishing write
+	// carries outbox_ms without outbox_shard and stays in the wake index
+	// instead (docs/design.md "Owed outcomes in the wake index").
 	AttrOutboxShard = "outbox_shard"
 	AttrOutboxMS    = "outbox_ms"
 	// Records that expire carry a TTL attribute in epoch seconds.

@@ -249,6 +249,17 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 
 func indexKeysAgree(rec monitor.Record, it item) bool {
 	shard := Shard(rec.EventID)
+	if rec.State.Final() && rec.OutboxMS != 0 && it.OutboxShard == nil {
+		// An owed outcome in the wake index (docs/design.md "Owed outcomes
+		// in the wake index"): the wake keys the claim left, at most the
+		// outbox key; the attention keys as for any record.
+		if it.WakeShard == nil || it.WakeMS == nil || *it.WakeShard != shard || *it.WakeMS > rec.OutboxMS {
+			return false
+		}
+		attention := rec.NeedsAttention()
+		return attention == (it.AttentionShard != nil && it.AttentionMS != nil) && (it.AttentionShard == nil) == (it.AttentionMS == nil) &&
+			(!attention || *it.AttentionShard == shard)
+	}
 	wake, wakes := rec.WakeMS()
 	if wakes != (it.WakeShard != nil && it.WakeMS != nil) || (it.WakeShard == nil) != (it.WakeMS == nil) {
 		return false

@@ -47,6 +47,21 @@ type Store struct {
 	// table's TTL attribute, epoch seconds) to the write's time plus
 	// retention. Zero keeps every record.
 	retention time.Duration
+	// owed is where a finishing write leaves the outcome it makes owed
+	// (monitor.OwedLayout; the zero value writes monitor.OwedInWake).
+	// Whatever it is, the store reads, announces, clears and counts
+	// records of both layouts, so stores of different layouts can share
+	// one table (a deployment switching layouts).
+	owed monitor.OwedLayout
+}
+
+// WithOwedLayout returns s writing owed outcomes in layout l
+// (monitor.OwedLayout, docs/design.md "Owed outcomes in the wake index");
+// anything but monitor.OwedInOutbox writes monitor.OwedInWake.
+func (s *Store) WithOwedLayout(l monitor.OwedLayout) *Store {
+	c := *s
+	c.owed = l
+	return &c
 }
 
 // WithRetention returns s with the retention of finished records (see
@@ -339,8 +354,19 @@ func (s *Store) transitionUpdate(eventID string, u monitor.Update) (expression.U
 		update = update.Set(expression.Name(AttrExpiresAt), expression.Value(ExpiresAt(u.UpdatedMS, s.retention)))
 	}
 	shard := expression.Value(Shard(eventID))
-	update = sparseKey(update, u.State.CanWake(), attrWakeShard, shard, attrWakeMS, u.NextPollMS)
 	update = sparseKey(update, u.Attention(""), attrAttentionShard, shard, attrAttentionMS, u.UpdatedMS)
+	if u.Owes() && s.owed != monitor.OwedInOutbox {
+		// A final write leaves the wake keys where the claim left them (no
+		// wake index write) and sets outbox_ms without outbox_shard (no
+		// outbox index entry): the owed outcome is found through the wake
+		// index until Announced removes both (docs/design.md "Owed outcomes
+		// in the wake index").
+		return update.Set(expression.Name(attrOutboxMS), expression.Value(u.UpdatedMS)).
+			Remove(expression.Name(attrOutboxShard)), nil
+	}
+	update = sparseKey(update, u.State.CanWake(), attrWakeShard, shard, attrWakeMS, u.NextPollMS)
+	// The earlier layout (monitor.OwedInOutbox): a final record leaves the wake
+	// index and an owed one enters the outbox index.
 	update = sparseKey(update, u.Owes(), attrOutboxShard, shard, attrOutboxMS, u.UpdatedMS)
 	return update, nil
 }
@@ -424,11 +450,15 @@ func (s *Store) Park(ctx context.Context, eventID string, nowMS int64) error {
 }
 
 // Announced implements monitor.Store: one UpdateItem conditional on the
-// outbox key, removing it.
+// outbox key (and a final state), removing it with the wake keys an owed
+// final record keeps (docs/design.md "Owed outcomes in the wake index") and
+// the outbox_shard of the earlier layout: one index write either way.
 func (s *Store) Announced(ctx context.Context, eventID string, finishedMS int64) error {
-	update := expression.Remove(expression.Name(attrOutboxShard)).Remove(expression.Name(attrOutboxMS))
-	expr, err := build(expression.NewBuilder().
-		WithCondition(expression.Name(attrOutboxMS).Equal(expression.Value(finishedMS))).WithUpdate(update))
+	update := expression.Remove(expression.Name(attrOutboxShard)).Remove(expression.Name(attrOutboxMS)).
+		Remove(expression.Name(attrWakeShard)).Remove(expression.Name(attrWakeMS))
+	cond := expression.And(expression.Name(attrOutboxMS).Equal(expression.Value(finishedMS)),
+		expression.Name(attrState).In(expression.Value(string(monitor.StateTerminal)), expression.Value(string(monitor.StateFailed))))
+	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
 	if err != nil {
 		return err
 	}
@@ -450,9 +480,16 @@ func (s *Store) Announced(ctx context.Context, eventID string, finishedMS int64)
 	return nil
 }
 
-// Owed implements monitor.Store: one paginated KEYS_ONLY Query per shard of
-// the sparse outbox index (outbox_shard = s AND outbox_ms <= before),
-// merged in outbox order.
+// Owed implements monitor.Store. Owed outcomes live in two places: final
+// records written by Transition keep their wake keys and carry outbox_ms
+// without outbox_shard (docs/design.md "Owed outcomes in the wake index"),
+// and records marked invalid, final at registration, or written by the
+// earlier layout carry both outbox keys. So, per shard, one paginated
+// KEYS_ONLY Query of the sparse outbox index (outbox_shard = s AND
+// outbox_ms <= before), and one of the wake index (wake_shard = s AND
+// wake_ms <= before: an owed record's wake_ms is at most its outbox_ms)
+// whose entries are read (one projected GetItem each) and kept when final
+// with outbox_ms <= before; merged in outbox order.
 func (s *Store) Owed(ctx context.Context, beforeMS int64, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
@@ -464,13 +501,99 @@ func (s *Store) Owed(ctx context.Context, beforeMS int64, limit int) ([]string, 
 			return nil, err
 		}
 		all = append(all, keys...)
+		woken, err := s.owedInWake(ctx, shard, beforeMS, limit)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, woken...)
 	}
 	sortKeys(all)
+	all = dedupKeys(all)
 	ids := make([]string, 0, min(limit, len(all)))
 	for _, k := range all[:min(limit, len(all))] {
 		ids = append(ids, k.EventID)
 	}
 	return ids, nil
+}
+
+// owedInWake lists up to limit owed final records of one wake index shard
+// (wake_ms <= beforeMS), keyed by their outbox_ms. Entries of records that
+// can still wake are read and skipped; the listing pages on until limit
+// owed records are found or the shard has no more entries up to beforeMS.
+func (s *Store) owedInWake(ctx context.Context, shard int, beforeMS int64, limit int) ([]wakeKey, error) {
+	var owed []wakeKey
+	var start map[string]types.AttributeValue
+	const page = 100
+	for len(owed) < limit {
+		keys, err := s.rangeShard(ctx, topology.IndexWake, attrWakeShard, attrWakeMS, shard, beforeMS, page, start)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			ms, ok, err := s.owedOutbox(ctx, k.EventID)
+			if err != nil {
+				return nil, err
+			}
+			if ok && ms <= beforeMS && len(owed) < limit {
+				owed = append(owed, wakeKey{EventID: k.EventID, WakeMS: ms})
+			}
+		}
+		if len(keys) < page {
+			break
+		}
+		last := keys[len(keys)-1]
+		start = map[string]types.AttributeValue{
+			attrEventID:   &types.AttributeValueMemberS{Value: last.EventID},
+			attrWakeShard: &types.AttributeValueMemberN{Value: strconv.Itoa(shard)},
+			attrWakeMS:    &types.AttributeValueMemberN{Value: strconv.FormatInt(last.WakeMS, 10)},
+		}
+	}
+	return owed, nil
+}
+
+// owedOutbox reads the state and outbox key of eventID (one GetItem
+// projected onto them): its outbox_ms and true when it is final and owes
+// its outcome.
+func (s *Store) owedOutbox(ctx context.Context, eventID string) (int64, bool, error) {
+	expr, err := build(expression.NewBuilder().WithProjection(
+		expression.NamesList(expression.Name(attrState), expression.Name(attrOutboxMS))))
+	if err != nil {
+		return 0, false, err
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(eventID),
+		ProjectionExpression:     expr.Projection(),
+		ExpressionAttributeNames: expr.Names(),
+		ReturnConsumedCapacity:   s.capacity.mode(),
+	})
+	if err != nil {
+		return 0, false, unavailable("owed get", err)
+	}
+	s.capacity.add(out.ConsumedCapacity, false)
+	st, _ := out.Item[attrState].(*types.AttributeValueMemberS)
+	n, _ := out.Item[attrOutboxMS].(*types.AttributeValueMemberN)
+	if st == nil || n == nil || !monitor.State(st.Value).Final() {
+		return 0, false, nil
+	}
+	ms, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return 0, false, nil
+	}
+	return ms, true, nil
+}
+
+// dedupKeys drops repeated event ids from sorted keys (a record found in
+// both indexes while a write moves it), keeping the first.
+func dedupKeys(all []wakeKey) []wakeKey {
+	seen := map[string]bool{}
+	out := all[:0]
+	for _, k := range all {
+		if !seen[k.EventID] {
+			seen[k.EventID] = true
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func sortKeys(all []wakeKey) {
@@ -736,7 +859,14 @@ func (s *Store) batchGet(ctx context.Context, ids []string) ([]monitor.Record, e
 	}
 	recs := make([]monitor.Record, 0, len(items))
 	for _, av := range items {
-		recs = append(recs, decode(av))
+		rec := decode(av)
+		if rec.State.Final() && !rec.NeedsAttention() && !rec.Corrupt {
+			// Listed by the wake index only while its outcome is owed
+			// (docs/design.md "Owed outcomes in the wake index"): neither
+			// wakes nor needs attention, so not part of the census.
+			continue
+		}
+		recs = append(recs, rec)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].EventID < recs[j].EventID })
 	return recs, nil

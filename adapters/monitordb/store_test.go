@@ -63,6 +63,30 @@ func TestStoreConformance(t *testing.T) {
 	})
 }
 
+// TestStoreConformanceOutboxLayout: the port's suite on a store writing
+// owed outcomes in the earlier layout (monitor.OwedInOutbox, the first
+// deploy over older code; docs/design.md "Owed outcomes in the wake
+// index").
+func TestStoreConformanceOutboxLayout(t *testing.T) {
+	monitortest.RunStoreSuite(t, monitortest.Harness{
+		New: func(t *testing.T) monitor.Store {
+			s, _, _ := newStore(t)
+			return s.WithOwedLayout(monitor.OwedInOutbox)
+		},
+		Tamper: func(t *testing.T, st monitor.Store, id string, edit func(*monitor.Record)) {
+			s := st.(*Store)
+			db := s.db.(*dynamodb.Client)
+			rec := decode(getRaw(t, db, s.table, id))
+			edit(&rec)
+			av, err := encode(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			putRaw(t, db, s.table, av)
+		},
+	})
+}
+
 // TestRawItemTampering plants items that only a DynamoDB table can hold
 // (wrong attribute types, unknown attributes, index keys that disagree):
 // each is state_invalid, gets marked failed, and never panics.

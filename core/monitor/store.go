@@ -27,8 +27,13 @@ type Store interface {
 	// next_poll_ms) is ≤ nowMS, earliest first: claimable records and
 	// leased ones (a claim does not move the wake key, so a leased record
 	// stays listed; its claim is refused while the lease lives and reclaims
-	// it once expired). It may be stale (eventually consistent); the
-	// conditional writes decide.
+	// it once expired). A store may also list a final record whose
+	// outcome is still owed (adapters/monitordb with the wake layout keeps
+	// it at its claim's wake key until Announced, docs/design.md "Owed
+	// outcomes in the wake index"): its claim is refused and the caller
+	// announces what it owes (a sweep once it is OutboxGrace old).
+	// It may be stale (eventually consistent); the conditional writes
+	// decide.
 	Due(ctx context.Context, nowMS int64, limit int) ([]string, error)
 	// DuePage is Due continued from cursor: it lists up to limit due ids
 	// that come after the cursor's positions and returns the cursor after
@@ -69,8 +74,9 @@ type Store interface {
 	// earliest first (a sparse index of final records whose outcome was
 	// not announced yet). It may be stale.
 	Owed(ctx context.Context, beforeMS int64, limit int) ([]string, error)
-	// Announced clears the outbox key of eventID if it equals finishedMS;
-	// it does nothing otherwise (cleared already, or no record).
+	// Announced clears the outbox key of eventID (and any wake position
+	// the owed final record kept) if it equals finishedMS; it does nothing
+	// otherwise (cleared already, or no record).
 	Announced(ctx context.Context, eventID string, finishedMS int64) error
 	// Census returns every record that can wake or needs attention (see
 	// Record.NeedsAttention); its cost never depends on other records.

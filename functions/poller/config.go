@@ -43,4 +43,5 @@ const (
 	envWorkerID     = contract.EnvWorkerID
 	envLogLevel     = contract.EnvLogLevel
 	envRetention    = contract.EnvMonitorRetention // finished records expire after (default 2160h)
+	envOwedLayout   = contract.EnvOwedLayout       // where finishing writes leave owed outcomes (default wake)
 )

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/monitor"
 )
 
 // TestConfigErrorsNameVariableValueAndRule: a bad setting said only
@@ -61,5 +64,33 @@ func TestConfigErrorsNameVariableValueAndRule(t *testing.T) {
 	c, err := loadConfig(func(k string) string { return env[k] })
 	if err != nil || c.Retention != DefaultMonitorRetention || c.Deployment != "localeflow" || DefaultMonitorRetention != 90*24*time.Hour {
 		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+}
+
+// TestOwedLayoutSetting: LOCALEFLOW_OWED_LAYOUT defaults to wake, accepts
+// outbox (the earlier layout, deploy order in docs/design.md "Owed outcomes
+// in the wake index"), and refuses anything else — another spelling
+// included — with the variable, the value and the stable code, so a typo
+// never silently picks a layout.
+func TestOwedLayoutSetting(t *testing.T) {
+	for value, want := range map[string]monitor.OwedLayout{"": monitor.OwedInWake, "wake": monitor.OwedInWake, "outbox": monitor.OwedInOutbox, " outbox ": monitor.OwedInOutbox} {
+		env := baseEnv()
+		env[envOwedLayout] = value
+		c, err := loadConfig(func(k string) string { return env[k] })
+		if err != nil || c.OwedLayout != want {
+			t.Errorf("%q: layout %q, %v; want %q", value, c.OwedLayout, err, want)
+		}
+	}
+	for _, value := range []string{"Wake", "OUTBOX", "wake-index", "1", "outbox,wake"} {
+		env := baseEnv()
+		env[envOwedLayout] = value
+		_, err := loadConfig(func(k string) string { return env[k] })
+		if err == nil {
+			t.Errorf("%q accepted", value)
+			continue
+		}
+		if !core.HasCode(err, monitor.CodeOwedLayoutInvalid) || !strings.Contains(err.Error(), envOwedLayout+` ("`+value+`") must be wake or outbox`) {
+			t.Errorf("%q: %v", value, err)
+		}
 	}
 }

@@ -122,7 +122,7 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 	if err != nil {
 		return nil, wired{}, fmt.Errorf("monitor store: %w", err)
 	}
-	store := base.WithRetention(cfg.Retention)
+	store := base.WithRetention(cfg.Retention).WithOwedLayout(cfg.OwedLayout)
 	clock := core.SystemClock{}
 	svc, err := monitor.NewService(store, clock, log, cfg.Monitor)
 	if err != nil {

@@ -396,6 +396,8 @@ func (b *builder) env(dir string) map[string]*string {
 		env[EnvMaxFailures] = jsii.String(fmt.Sprint(b.cfg.monitor.MaxConsecutiveFailures))
 		env[EnvRetryMaxDelay] = jsii.String(b.cfg.monitor.MaxDelay.String())
 		env[EnvMonitorRetention] = jsii.String(b.cfg.monitorRetention.String())
+		// Always explicit: the template states the layout it writes.
+		env[EnvOwedLayout] = jsii.String(string(b.cfg.owedLayout))
 	case "coordinator":
 		env[EnvReleaseTable] = b.tables[topo.Release.Logical].TableName()
 		env[EnvReleaseQueueURL] = b.queues[topo.RelQueue.Logical].QueueUrl()

@@ -152,6 +152,7 @@ func checkSettings(cfg stackConfig, dir string, settings map[string]string) erro
 		contract.EnvMaxConsecutiveFailures: strconv.Itoa(cfg.monitor.MaxConsecutiveFailures),
 		contract.EnvRetryMaxDelay:          cfg.monitor.MaxDelay.String(),
 		contract.EnvMonitorRetention:       cfg.monitorRetention.String(),
+		contract.EnvOwedLayout:             string(cfg.owedLayout),
 		contract.EnvTextRetention:          cfg.textRetention.String(),
 	}
 	issuers := cfg.receiptIssuers

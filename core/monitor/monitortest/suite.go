@@ -354,6 +354,12 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		if _, err := s.Transition(ctx, monitor.FenceOf(he, T0), monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1, LastErrorCode: "cms.http_404", NextPollMS: T0, UpdatedMS: T0}); err != nil {
 			t.Fatal(err)
 		}
+		// Its outcome announced: until then a store may keep the owed
+		// final record in its wake listing (docs/design.md "Owed outcomes
+		// in the wake index").
+		if err := s.Announced(ctx, "evt-e", T0); err != nil {
+			t.Fatal(err)
+		}
 		create(t, s, NewRecord("evt-f", T0))
 		lf := lease("w", T0)
 		heldF := claim(t, s, "evt-f", lf)

@@ -124,6 +124,9 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 			// Accelerated for the demo (defaults: 5 s..300 s backoff); the
 			// poll interval and hint gap come from pollerTiming.
 			contract.EnvRetryBaseDelay + "=1s", contract.EnvRetryMaxDelay + "=4s",
+			// As the stack sets it (docs/design.md "Owed outcomes in the
+			// wake index").
+			contract.EnvOwedLayout + "=wake",
 		},
 		"coordinator": {
 			contract.EnvReleaseTable + "=" + names.ReleaseTable, contract.EnvReleaseQueueURL + "=" + names.ReleaseQueueURL,

@@ -25,7 +25,8 @@
 //   - wake keys: an item carries wake_shard/wake_ms exactly when it can
 //     wake, with wake_ms = next_poll_ms (next_attempt_ms) or the lease
 //     expiry when leased, and wake_shard the store's shard; terminal,
-//     failed and succeeded items never wake (RuleFinalWakes);
+//     failed and succeeded items never wake, except a final monitor record
+//     owing its outcome, which keeps its claim's wake keys (RuleFinalWakes);
 //   - attention keys exactly when an operator is needed (failed, or
 //     terminal with a CMS failure status);
 //   - the wake and attention indexes, read by Query over every shard, hold

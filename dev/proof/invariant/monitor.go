@@ -61,7 +61,10 @@ func checkMonitor(ctx context.Context, o Options, c *collector, rep *Report) err
 	if err != nil {
 		return err
 	}
-	indexAgrees(c, table, topology.IndexOutbox, topology.AttrOutboxMS, outbox, byIndexKey(byID))
+	// An item is in the outbox index when it carries outbox_shard: an owed
+	// outcome in the wake index carries outbox_ms alone (RuleOutboxKeys
+	// checks that outbox_shard never comes without outbox_ms).
+	indexAgrees(c, table, topology.IndexOutbox, topology.AttrOutboxShard, outbox, byIndexKey(byID))
 	indexAgrees(c, table, topology.IndexWake, topology.AttrWakeMS, wake, byIndexKey(byID))
 	indexAgrees(c, table, topology.IndexAttention, topology.AttrAttentionMS, attention, byIndexKey(byID))
 	return nil
@@ -80,10 +83,11 @@ func byIndexKey(byID map[string]map[string]types.AttributeValue) map[indexKey]ma
 }
 
 // indexAgrees checks that the sparse index holds exactly the items that
-// carry its sort-key attribute.
-func indexAgrees(c *collector, table, index, msAttr string, inIndex map[indexKey]bool, items map[indexKey]map[string]types.AttributeValue) {
+// carry keyAttr (its sort key, or for the monitor outbox its partition
+// key).
+func indexAgrees(c *collector, table, index, keyAttr string, inIndex map[indexKey]bool, items map[indexKey]map[string]types.AttributeValue) {
 	for k, it := range items {
-		_, carries := it[msAttr]
+		_, carries := it[keyAttr]
 		if carries != inIndex[k] {
 			c.add(table, k.String(), RuleIndexContents, "index %s: item carries keys %v, found by Query %v", index, carries, inIndex[k])
 		}
@@ -141,7 +145,17 @@ func checkMonitorItem(c *collector, table, id string, it map[string]types.Attrib
 	nextPoll, _ := num(it, "next_poll_ms")
 	wakeShard, hasWakeShard := num(it, topology.AttrWakeShard)
 	wakeMS, hasWakeMS := num(it, topology.AttrWakeMS)
+	outShard, hasOutShard := num(it, topology.AttrOutboxShard)
+	outMS, hasOutMS := num(it, topology.AttrOutboxMS)
+	// An owed outcome in the wake index (docs/design.md "Owed outcomes in
+	// the wake index"): a final record with outbox_ms and no outbox_shard
+	// keeps the wake keys its claim left, at most its outbox key.
+	owedInWake := state.Final() && hasOutMS && !hasOutShard
 	switch {
+	case owedInWake && (!hasWakeShard || !hasWakeMS || wakeShard != shard || wakeMS > outMS):
+		c.add(table, id, RuleFinalWakes, "state %s owes outcome %d: wake keys (%v,%v) at (%d,%d), want shard %d at most the outbox key",
+			state, outMS, hasWakeShard, hasWakeMS, wakeShard, wakeMS, shard)
+	case owedInWake:
 	case state.Final() && (hasWakeShard || hasWakeMS):
 		c.add(table, id, RuleFinalWakes, "state %s carries wake keys", state)
 	case state.CanWake() && (!hasWakeShard || !hasWakeMS):
@@ -158,13 +172,13 @@ func checkMonitorItem(c *collector, table, id string, it map[string]types.Attrib
 	if needs != (hasAttShard && hasAttMS) || hasAttShard != hasAttMS || (needs && attShard != shard) {
 		c.add(table, id, RuleAttentionKeys, "state %s remote %q: attention keys (%v,%v) shard %d", state, remote, hasAttShard, hasAttMS, attShard)
 	}
-	outShard, hasOutShard := num(it, topology.AttrOutboxShard)
-	outMS, hasOutMS := num(it, topology.AttrOutboxMS)
 	updated, _ := num(it, "updated_ms")
 	switch {
-	case hasOutShard != hasOutMS:
+	case hasOutShard && !hasOutMS:
 		c.add(table, id, RuleOutboxKeys, "outbox keys (%v,%v)", hasOutShard, hasOutMS)
-	case hasOutMS && (!state.Final() || outShard != shard || outMS != updated):
+	case hasOutMS && !state.Final():
+		c.add(table, id, RuleOutboxKeys, "state %s carries outbox_ms %d", state, outMS)
+	case hasOutMS && (outMS != updated || (hasOutShard && outShard != shard)):
 		c.add(table, id, RuleOutboxKeys, "state %s outbox (%d,%d), want a final record at (%d, updated_ms %d)", state, outShard, outMS, shard, updated)
 	case hasOutMS && o.OutcomesAnnounced:
 		c.add(table, id, RuleOutcomeOwed, "state %s: outcome of %d never announced", state, outMS)

@@ -54,6 +54,7 @@ const (
 	envWorkerID     = contract.EnvWorkerID
 	envLogLevel     = contract.EnvLogLevel
 	envRetention    = contract.EnvMonitorRetention // finished records expire after (default 2160h)
+	envOwedLayout   = contract.EnvOwedLayout       // where finishing writes leave owed outcomes (default wake)
 )
 
 // Retention of finished monitor records that need no attention.
@@ -92,6 +93,11 @@ type Config struct {
 	InsecureHTTP bool
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
+	// OwedLayout is where the store's finishing writes leave owed
+	// outcomes (LOCALEFLOW_OWED_LAYOUT: wake, the default, or outbox, the
+	// earlier layout; docs/design.md "Owed outcomes in the wake index").
+	// The store reads both whatever it is.
+	OwedLayout monitor.OwedLayout
 }
 
 // Load reads the environment through getenv (os.Getenv in main).
@@ -124,6 +130,11 @@ func Load(getenv func(string) string) (Config, error) {
 	c.Retention = DefaultMonitorRetention
 	env.Duration(envRetention, &c.Retention)
 	errs := []error{env.Err()}
+	layout, err := monitor.ParseOwedLayout(env.String(envOwedLayout))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s (%q) must be wake or outbox: %w", envOwedLayout, env.String(envOwedLayout), err))
+	}
+	c.OwedLayout = layout
 	// v1 signatures carry no time: a replayed v1 input is accepted at any
 	// age, so registration would stop being idempotent once its record
 	// expired. They are refused unless the variable is 0 (a producer
