@@ -131,6 +131,28 @@ func (fx *findings) noteHintWrite(w *World, inv *Invocation, id string) {
 	}
 }
 
+// freezeHinted freezes, on one hinted poll in three while faults last,
+// the invocation just before its finishing write until its lease ran out
+// (a frozen Lambda environment that wakes later, as stallFor's longest
+// stall, aimed at the hint path): the fence refuses the write, and the
+// hint path must follow it up as the SQS and sweep paths do
+// (docs/design.md "Hints"; a hint message is never quarantined for it).
+func (fx *findings) freezeHinted(w *World, inv *Invocation, f monitor.Fence) {
+	if inv == nil || f.Expired || fx.hintMsgs[readKey{inv.ID, f.EventID}] == 0 || !w.faultsOn() || fx.rng.IntN(3) != 0 {
+		return
+	}
+	left := time.Duration(f.LeaseExpiresMS-f.NowMS) * time.Millisecond
+	d := left + time.Duration(1+fx.rng.IntN(30))*time.Second
+	if left <= 0 || !time.Now().Add(d).Before(inv.deadline) {
+		return
+	}
+	w.Stats.Stalls++
+	w.Stats.Frozen++
+	inv.faulted.Store(true)
+	w.record(inv, "monitor.Transition "+f.EventID, "hinted poll frozen "+d.String())
+	time.Sleep(d)
+}
+
 // noteHinted notes a hint that moved a change's next poll.
 func (fx *findings) noteHinted(h monitor.Hint) { fx.lastHintMS[h.EventID] = h.NowMS }
 

@@ -249,6 +249,7 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (out monitor.Record, err error) {
 	inv := invocationOf(ctx)
 	s.checkSchedule(inv, f, u)
+	s.fx.freezeHinted(s.w, inv, f)
 	err = s.w.do(ctx, KindStore, "monitor.Transition "+f.EventID+" → "+string(u.State), storeDown, func() (string, error) {
 		var e error
 		out, e = s.mem.Transition(ctx, f, u)
