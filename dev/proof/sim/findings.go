@@ -22,7 +22,7 @@ import (
 // findings that the rest of the simulator left alone (docs/simulation.md
 // "Issue 24's other findings"):
 //   - every hint message costs exactly one conditional write, also for a
-//     change whose lease is held (checkHintWrites);
+//     change whose lease is held (noteHintWrite);
 //   - a record whose stored snapshot carries bytes after its DEFLATE
 //     stream (a "trailing" tamper, adapters block only) is never leased as
 //     valid and ends failed state_invalid (checkTrailing);
@@ -93,7 +93,7 @@ func retryAfterOf(v string) time.Duration {
 
 // countHints wraps the poller's entry point: it notes how many hint
 // messages for each change the invocation's batch holds (the bound of
-// checkHintWrites).
+// noteHintWrite).
 func (m *Monitor) countHints(handle HandleFunc) HandleFunc {
 	return func(ctx context.Context, payload json.RawMessage) (any, error) {
 		if inv := invocationOf(ctx); inv != nil {
