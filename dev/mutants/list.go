@@ -258,4 +258,36 @@ var List = []Mutant{
 		What: "records are spread over 15 of the 16 shards",
 		Equivalent: "every writer and reader derives the shard from this one function and every query reads " +
 			"all 16 shards: the layout changes, no history does"},
+	// Issue 24's other findings (a)–(f), each its fix reverted: found by
+	// the simulation (docs/simulation.md "Issue 24's other findings").
+	{ID: "poller-hint-refused-not-rescheduled", File: "functions/poller/handler/hint.go",
+		From: "\t\tif leaseLost(err) {\n\t\t\t// Not an input error: acknowledged (never quarantined) once\n\t\t\t// the next poll is scheduled, as on the SQS and sweep paths.\n\t\t\treturn h.afterLostLease(ctx, d.EventID, err)\n\t\t}\n",
+		To:   "",
+		What: "a hinted poll whose finishing write is refused is quarantined with nothing scheduled (only the sweep rescues the change)"},
+	{ID: "poller-hint-waits-for-lease", File: "functions/poller/handler/hint.go",
+		From: "\tres, err := h.mon.Hint(ctx, d)\n\tif err != nil {\n\t\treturn fmt.Errorf(\"hint: %w\", err)\n\t}\n",
+		To: "\tres, err := h.mon.Hint(ctx, d)\n\tif err != nil {\n\t\treturn fmt.Errorf(\"hint: %w\", err)\n\t}\n" +
+			"\tdeadline := h.clock.Now().Add(h.reader.Timeout())\n" +
+			"\tfor res.State == monitor.StateLeased && h.clock.Now().Before(deadline) && h.budget(ctx) {\n" +
+			"\t\twait, cancel := context.WithTimeout(ctx, DefaultMargin/25)\n" +
+			"\t\t<-wait.Done()\n\t\tcancel()\n" +
+			"\t\tif ctx.Err() != nil {\n\t\t\treturn core.Retry(CodeDeadline)\n\t\t}\n" +
+			"\t\tif res, err = h.mon.Hint(ctx, d); err != nil {\n\t\t\treturn fmt.Errorf(\"hint: %w\", err)\n\t\t}\n\t}\n",
+		What: "a hint for a leased change is tried again every 200 ms for the whole CMS timeout (many writes per hint)"},
+	{ID: "monitordb-snapshot-trailing-bytes", File: "adapters/monitordb/snapshot.go",
+		From: "len(out) > lifecycle.MaxSnapshotBytes || src.Len() != 0 {",
+		To:   "len(out) > lifecycle.MaxSnapshotBytes {",
+		What: "bytes after the DEFLATE snapshot are ignored: a tampered record passes the integrity check"},
+	{ID: "signedhttp-huge-retry-after-ignored", File: "adapters/signedhttp/signedhttp.go",
+		From: "secs, err := strconv.ParseUint(v, 10, 64)\n\t\tif err != nil || secs >= uint64(MaxRetryAfter/time.Second) {",
+		To:   "secs, err := strconv.ParseUint(v, 10, 32)\n\t\tif err != nil {\n\t\t\treturn 0\n\t\t}\n\t\tif secs >= uint64(MaxRetryAfter/time.Second) {",
+		What: "a Retry-After of 2^32 s or more is ignored instead of capped at 1 h (CMS, evidence and delivery clients)"},
+	{ID: "mon-hint-raced-as-clock-regressed", File: "core/monitor/hint.go",
+		From: "\t\treturn CodeHintRaced\n",
+		To:   "\t\treturn CodeClockRegressed\n",
+		What: "a hint that lost the race to another poller's write is logged clock_regressed"},
+	{ID: "mon-hinted-early-failure-counted", File: "core/monitor/service.go",
+		From: "if regular, ok := hintedEarly(c, now, s.cfg.PollInterval); ok && retryable {",
+		To:   "if regular, ok := hintedEarly(c, now, s.cfg.PollInterval); ok && retryable && c.HintMS < 0 {",
+		What: "a hinted poll that fails during a CMS outage before the regular poll time spends the failure budget"},
 }

@@ -104,6 +104,8 @@ type monitorStore struct {
 	// this invocation claimed it (its finishing write is judged by what
 	// it claimed, even when a reclaim in between cleared hinted).
 	claimHinted map[readKey]bool
+	// fx: the checks of issue 24's other findings (findings.go).
+	fx *findings
 }
 
 type readKey struct {
@@ -166,6 +168,7 @@ func (s *monitorStore) DuePage(ctx context.Context, nowMS int64, limit int, curs
 }
 
 func (s *monitorStore) Hint(ctx context.Context, h monitor.Hint) (out monitor.Record, ok bool, err error) {
+	s.fx.noteHintWrite(s.w, invocationOf(ctx), h.EventID)
 	err = s.w.do(ctx, KindStore, "monitor.Hint "+h.EventID, storeDown, func() (string, error) {
 		before, getErr := s.mem.Get(ctx, h.EventID)
 		var e error
@@ -184,6 +187,7 @@ func (s *monitorStore) Hint(ctx context.Context, h monitor.Hint) (out monitor.Re
 		}
 		s.notBefore[h.EventID] = time.Now()
 		s.hinted[h.EventID] = true
+		s.fx.noteHinted(h)
 		return "hinted", nil
 	})
 	return out, ok, err
@@ -233,6 +237,7 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 			s.w.violate("two live leases on %s: #%d holds one until %d, claimed again at %d", id, prev.inv, prev.expires, l.NowMS)
 		}
 		s.leases[id] = &lease{token: l.Token, expires: l.ExpiresMS, open: true, inv: invID(inv)}
+		s.fx.checkClaimed(s.w, id, out)
 		if inv != nil {
 			s.claimHinted[readKey{inv.ID, id}] = s.hinted[id]
 		}
@@ -244,6 +249,7 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (out monitor.Record, err error) {
 	inv := invocationOf(ctx)
 	s.checkSchedule(inv, f, u)
+	s.fx.freezeHinted(s.w, inv, f)
 	err = s.w.do(ctx, KindStore, "monitor.Transition "+f.EventID+" → "+string(u.State), storeDown, func() (string, error) {
 		var e error
 		out, e = s.mem.Transition(ctx, f, u)
@@ -299,6 +305,7 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 			}
 		}
 		delete(s.hinted, f.EventID)
+		s.fx.noteWrite(f, u)
 		if inv != nil && out.State.Claimable() && out.State != monitor.StatePending {
 			s.followUps[readKey{inv.ID, f.EventID}] = inv
 		}
@@ -380,6 +387,7 @@ func (s *monitorStore) checkSchedule(inv *Invocation, f monitor.Fence, u monitor
 			s.w.violate("%s: a hinted poll's failure scheduled the next poll %d ms before the regular poll time", id, s.regular[id]-u.NextPollMS)
 		}
 	case read.retryable:
+		s.fx.checkHintedEarly(s, f, u, hinted)
 		retry(f.ConsecutiveFailures+1, read.retryAfter)
 	default:
 		if u.State != monitor.StateFailed {
@@ -464,12 +472,12 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// must then wait for it. (Drawn here, after the scheduled call:
 		// never while another goroutine may run.)
 		resp.Header.Set("Retry-After", strconv.Itoa(1+t.w.rng.IntN(2*int(t.m.store.cfg.MaxDelay/time.Second)+2)))
+		t.m.store.fx.hugeRetryAfter(resp.Header, resp.Header.Get("Retry-After"))
 	}
 	if inv != nil && id != "" {
 		// The answer reached the client: what it said is what the
 		// poller's next write must follow.
-		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		t.m.store.reads[readKey{inv.ID, id}] = readResult{status: resp.StatusCode, retryAfter: time.Duration(ra) * time.Second}
+		t.m.store.reads[readKey{inv.ID, id}] = readResult{status: resp.StatusCode, retryAfter: retryAfterOf(resp.Header.Get("Retry-After"))}
 	}
 	return resp, nil
 }
@@ -536,6 +544,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 	if err != nil {
 		return nil, err
 	}
+	w.fx = newFindings(w.Seed)
 	m := &Monitor{w: w, mem: mem, cms: cmstest.New(cmsKey), bus: bus, log: log, quarantined: quarantined}
 	sc := w.Faults.Config
 	cfg := monitor.Config{PollInterval: sc.PollInterval, BaseDelay: sc.BaseDelay, MaxDelay: sc.MaxDelay, Lease: sc.Lease,
@@ -544,7 +553,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
 		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
-		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{}}
+		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{}, fx: w.fx}
 	def := top.PollQueue
 	def.VisibilityTimeoutSeconds = 6 * int(sc.FunctionTimeout/time.Second)
 	m.queue = newQueue(w, def, "poller")
@@ -599,7 +608,7 @@ func (m *Monitor) deploy(d deployment) error {
 		if err != nil {
 			return err
 		}
-		m.fn.instances = append(m.fn.instances, instance{h.Handle, clock})
+		m.fn.instances = append(m.fn.instances, instance{m.countHints(h.Handle), clock})
 		m.services = append(m.services, svc)
 	}
 	return nil
@@ -687,6 +696,7 @@ func (m *Monitor) script(n int, window time.Duration) {
 			m.w.at(at, "tamper "+c.tamper+" "+c.id, func() { m.tamper(c) })
 		}
 	}
+	m.scriptFindings()
 }
 
 // tamper edits a stored record behind the service's back, as an operator
@@ -731,6 +741,7 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 	terminal := m.terminalEvents()
 	m.checkAnnouncedInline()
 	m.checkFollowUps()
+	m.checkTrailing(ctx)
 	due, err := m.mem.Due(ctx, nowMS, 10_000)
 	if err != nil {
 		m.w.violate("due listing failed: %v", err)

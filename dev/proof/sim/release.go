@@ -185,7 +185,7 @@ func (t peerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 				// (Drawn here, after the scheduled call.)
 				s := 1 + t.w.rng.IntN(120)
 				resp.Header.Set("Retry-After", strconv.Itoa(s))
-				ra = time.Duration(s) * time.Second
+				ra = retryAfterOf(t.w.fx.hugeRetryAfter(resp.Header, strconv.Itoa(s)))
 			}
 		}
 		// The answer reached the client: the invocation's next write of

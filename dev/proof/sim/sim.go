@@ -117,6 +117,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 		w.day2.check(log.String())
 	}
 	checkContentFree(w, log.String())
+	checkHintCodes(w, log.String())
 	calls := 0
 	for _, s := range w.trace {
 		if s.Inv != 0 {

@@ -312,6 +312,8 @@ type World struct {
 
 	// day2 is the seed's day-2 operations (day2.go), nil when it has none.
 	day2 *day2
+	// fx: the draws and checks of issue 24's other findings (findings.go).
+	fx *findings
 
 	// dry makes violate only count (a trial run of the end checks).
 	dry           bool
