@@ -29,6 +29,7 @@ const attrVersion = "v"
 // DynamoDBAPI is the part of *dynamodb.Client the store uses.
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
@@ -191,12 +192,59 @@ func (s *Store) PutAll(ctx context.Context, writes ...release.Write) error {
 // Load implements release.Store with one consistent Query of the event's
 // collection.
 func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, error) {
+	return s.query(ctx, eventID, expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))))
+}
+
+// LoadState implements release.Store with one consistent Query of the
+// collection's sort keys below "result#": every record but the texts
+// (source# and result# sort after every other kind).
+func (s *Store) LoadState(ctx context.Context, eventID string) (release.Snapshot, error) {
+	return s.query(ctx, eventID, expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))).
+		And(expression.Key(topology.AttrSK).LessThan(expression.Value(release.SKResultPrefix))))
+}
+
+// LoadKeys implements release.Store with one consistent GetItem per key
+// (each billed by its own item's size).
+func (s *Store) LoadKeys(ctx context.Context, eventID string, sortKeys ...string) (release.Snapshot, error) {
 	if !core.ValidToken(eventID) {
 		return release.Snapshot{}, core.Fail(release.CodeEventIDInvalid)
 	}
-	expr, err := expression.NewBuilder().WithKeyCondition(
-		expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))),
-	).Build()
+	if len(sortKeys) > release.MaxLoadKeys {
+		return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
+	}
+	snap := release.NewSnapshot()
+	for _, sk := range sortKeys {
+		if release.NewRecord(sk) == nil {
+			return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
+		}
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(s.table),
+			Key: map[string]types.AttributeValue{
+				topology.AttrPK: &types.AttributeValueMemberS{Value: PK(eventID)},
+				topology.AttrSK: &types.AttributeValueMemberS{Value: sk},
+			},
+			ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return release.Snapshot{}, core.Wrap(CodeUnavailable, true, fmt.Errorf("get %s %s: %w", eventID, sk, err))
+		}
+		if len(out.Item) == 0 {
+			continue
+		}
+		rec, err := Decode(out.Item)
+		if err != nil {
+			return release.Snapshot{}, err
+		}
+		snap.Add(rec)
+	}
+	return snap, nil
+}
+
+func (s *Store) query(ctx context.Context, eventID string, key expression.KeyConditionBuilder) (release.Snapshot, error) {
+	if !core.ValidToken(eventID) {
+		return release.Snapshot{}, core.Fail(release.CodeEventIDInvalid)
+	}
+	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
 	if err != nil {
 		return release.Snapshot{}, core.Wrap(CodeUnavailable, false, err)
 	}

@@ -50,6 +50,15 @@ type Store interface {
 	// Load returns every record of one event in one read (one DynamoDB
 	// Query). An event without records is an empty Snapshot, not an error.
 	Load(ctx context.Context, eventID string) (Snapshot, error)
+	// LoadState returns every record of one event except the text records
+	// (source#, result#: IsTextKey), in one strongly consistent read (one
+	// DynamoDB Query of the sort keys below SKResultPrefix). A step reads
+	// the release's state with it and only the texts it uses with
+	// LoadKeys (docs/design.md "Release reads").
+	LoadState(ctx context.Context, eventID string) (Snapshot, error)
+	// LoadKeys returns the event's records with the given sort keys
+	// (strongly consistent; a missing record is simply absent).
+	LoadKeys(ctx context.Context, eventID string, sortKeys ...string) (Snapshot, error)
 	// Put writes rec if the stored version equals prev (0: absent), else
 	// returns an error with CodeStoreConflict and changes nothing.
 	Put(ctx context.Context, rec Record, prev int64) error
@@ -59,6 +68,15 @@ type Store interface {
 	// MaxWrites records of one event, each key at most once.
 	PutAll(ctx context.Context, writes ...Write) error
 }
+
+// IsTextKey reports whether a sort key names a text record (source# or
+// result#), the records LoadState leaves out.
+func IsTextKey(sk string) bool {
+	return strings.HasPrefix(sk, SKSourcePrefix) || strings.HasPrefix(sk, SKResultPrefix)
+}
+
+// MaxLoadKeys bounds one LoadKeys.
+const MaxLoadKeys = 100
 
 // Write is one conditional write of a PutAll.
 type Write struct {

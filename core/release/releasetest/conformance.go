@@ -51,6 +51,52 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 		}
 	})
 
+	t.Run("LoadStateLeavesOutTextsAndLoadKeysReadsTheNamedRecords", func(t *testing.T) {
+		s := newStore(t)
+		recs := SampleRecords("evt-part")
+		for _, r := range recs {
+			if err := s.Put(ctx, r, 0); err != nil {
+				t.Fatalf("put %T: %v", r, err)
+			}
+		}
+		// Another event's records are never read.
+		if err := s.Put(ctx, SampleRecords("evt-part2")[0], 0); err != nil {
+			t.Fatal(err)
+		}
+		state, err := s.LoadState(ctx, "evt-part")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState, texts := release.NewSnapshot(), []string{}
+		for _, r := range recs {
+			if _, sk := r.Key(); release.IsTextKey(sk) {
+				texts = append(texts, sk)
+				continue
+			}
+			wantState.Add(r)
+		}
+		if len(texts) == 0 || !reflect.DeepEqual(state, wantState) {
+			t.Fatalf("LoadState differs:\n got %+v\nwant %+v (texts %v)", state, wantState, texts)
+		}
+		keys := append([]string{release.SKPlan, "approval#missing"}, texts...)
+		got, err := s.LoadKeys(ctx, "evt-part", keys...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := release.NewSnapshot()
+		for _, r := range recs {
+			if _, sk := r.Key(); sk == release.SKPlan || release.IsTextKey(sk) {
+				want.Add(r)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("LoadKeys differs:\n got %+v\nwant %+v", got, want)
+		}
+		if none, err := s.LoadKeys(ctx, "evt-none", release.SKPlan); err != nil || none.Plan != nil {
+			t.Fatalf("LoadKeys of an empty event = %+v, %v", none, err)
+		}
+	})
+
 	t.Run("CreateIsConditional", func(t *testing.T) {
 		s := newStore(t)
 		rec := SampleRecords("evt-c")[0]

@@ -100,7 +100,7 @@ func answerCrashReclaimFail(r Result) bool {
 }
 
 var regressions = []regression{
-	{"answer_crash_reclaim_then_outage_one_outcome", 1000225, answerCrashReclaimFail},
+	{"answer_crash_reclaim_then_outage_one_outcome", 1000053, answerCrashReclaimFail},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
