@@ -203,6 +203,16 @@ func (s *Store) LoadState(ctx context.Context, eventID string) (release.Snapshot
 		And(expression.Key(topology.AttrSK).LessThan(expression.Value(release.SKResultPrefix))))
 }
 
+// LoadPrefix implements release.Store with one consistent Query of the
+// collection's sort keys that begin with prefix.
+func (s *Store) LoadPrefix(ctx context.Context, eventID, prefix string) (release.Snapshot, error) {
+	if prefix == "" {
+		return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
+	}
+	return s.query(ctx, eventID, expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))).
+		And(expression.Key(topology.AttrSK).BeginsWith(prefix)))
+}
+
 // LoadKeys implements release.Store with one consistent GetItem per key
 // (each billed by its own item's size).
 func (s *Store) LoadKeys(ctx context.Context, eventID string, sortKeys ...string) (release.Snapshot, error) {

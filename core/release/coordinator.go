@@ -265,32 +265,45 @@ func (c *Coordinator) withTexts(ctx context.Context, snap *Snapshot, jobIDs ...s
 	return nil
 }
 
-// allTexts adds every text record of the release to snap: the delivery
-// bundle holds every locale's text. Texts do not change once their job
-// succeeded (a succeeded job refuses another result), and every use checks
-// a result against its job record and approval, so texts read after the
-// state are as good as texts read with it.
+// allResults adds every result record of the release to snap (one Query
+// of the result# range): the delivery bundle holds every locale's result.
+// Results do not change once their job succeeded (a succeeded job refuses
+// another result), and every use checks a result against its job record
+// and approval, so results read after the state are as good as results
+// read with it.
+func (c *Coordinator) allResults(ctx context.Context, snap *Snapshot) error {
+	return c.addTexts(ctx, snap, SKResultPrefix)
+}
+
+// allTexts adds every result and source record of the release to snap:
+// preparing the delivery checks every result against its source.
 func (c *Coordinator) allTexts(ctx context.Context, snap *Snapshot) error {
-	ids := make([]string, 0, len(snap.Plan.Jobs))
+	if err := c.addTexts(ctx, snap, SKResultPrefix); err != nil {
+		return err
+	}
+	return c.addTexts(ctx, snap, SKSourcePrefix)
+}
+
+func (c *Coordinator) addTexts(ctx context.Context, snap *Snapshot, prefix string) error {
+	missing := false
 	for _, job := range snap.Plan.Jobs {
-		if snap.Sources[job.JobID] == nil || snap.Results[job.JobID] == nil {
-			ids = append(ids, job.JobID)
+		if (prefix == SKResultPrefix && snap.Results[job.JobID] == nil) || (prefix == SKSourcePrefix && snap.Sources[job.JobID] == nil) {
+			missing = true
 		}
 	}
-	if len(ids) == 0 {
+	if !missing {
 		return nil
 	}
-	// One Query of the collection: cheaper than a read per text.
-	full, err := c.store.Load(ctx, snap.Plan.Event.EventID)
+	texts, err := c.store.LoadPrefix(ctx, snap.Plan.Event.EventID, prefix)
 	if err != nil {
 		return core.Wrap(CodeStoreReadFailed, true, err)
 	}
-	for id, src := range full.Sources {
+	for id, src := range texts.Sources {
 		if snap.Sources[id] == nil {
 			snap.Sources[id] = src
 		}
 	}
-	for id, res := range full.Results {
+	for id, res := range texts.Results {
 		if snap.Results[id] == nil {
 			snap.Results[id] = res
 		}
@@ -479,9 +492,9 @@ func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outco
 	}
 	c.settleAwaitingDelivery(ctx, snap)
 	if snap.Delivery != nil && snap.Delivery.Status != StateSucceeded {
-		// The prepared delivery is checked against every text
-		// (existingDelivery).
-		if err := c.allTexts(ctx, snap); err != nil {
+		// The prepared delivery is checked against every result
+		// (existingDelivery rebuilds its bundle).
+		if err := c.allResults(ctx, snap); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -694,8 +707,8 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 		return Outcome{}, core.Fail(CodeDeliveryMissing)
 	}
 	if d.Status != StateSucceeded {
-		// The bundle is rebuilt from every text before it is sent.
-		if err := c.allTexts(ctx, snap); err != nil {
+		// The bundle is rebuilt from every result before it is sent.
+		if err := c.allResults(ctx, snap); err != nil {
 			return Outcome{}, err
 		}
 	}

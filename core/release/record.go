@@ -59,6 +59,10 @@ type Store interface {
 	// LoadKeys returns the event's records with the given sort keys
 	// (strongly consistent; a missing record is simply absent).
 	LoadKeys(ctx context.Context, eventID string, sortKeys ...string) (Snapshot, error)
+	// LoadPrefix returns the event's records whose sort key starts with
+	// prefix (SKResultPrefix or SKSourcePrefix: one strongly consistent
+	// DynamoDB Query of that range).
+	LoadPrefix(ctx context.Context, eventID, prefix string) (Snapshot, error)
 	// Put writes rec if the stored version equals prev (0: absent), else
 	// returns an error with CodeStoreConflict and changes nothing.
 	Put(ctx context.Context, rec Record, prev int64) error

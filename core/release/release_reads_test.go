@@ -19,6 +19,7 @@ type readCounter struct {
 	*releasetest.MemStore
 	full, state int
 	keys        []string
+	prefixes    []string
 }
 
 func (s *readCounter) Load(ctx context.Context, eventID string) (release.Snapshot, error) {
@@ -36,7 +37,12 @@ func (s *readCounter) LoadKeys(ctx context.Context, eventID string, sortKeys ...
 	return s.MemStore.LoadKeys(ctx, eventID, sortKeys...)
 }
 
-func (s *readCounter) reset() { s.full, s.state, s.keys = 0, 0, nil }
+func (s *readCounter) LoadPrefix(ctx context.Context, eventID, prefix string) (release.Snapshot, error) {
+	s.prefixes = append(s.prefixes, prefix)
+	return s.MemStore.LoadPrefix(ctx, eventID, prefix)
+}
+
+func (s *readCounter) reset() { s.full, s.state, s.keys, s.prefixes = 0, 0, nil, nil }
 
 // A step reads the release's state and the texts of the one locale it
 // approves, not every text of the release; a job input reads its plan, its
@@ -77,16 +83,21 @@ func TestStepsReadOnlyWhatTheyUse(t *testing.T) {
 	}
 	b.run(t, "evt-reads")
 	rc.reset()
-	// The step that completes the plan reads every text once, for the
-	// bundle.
+	// The step that completes the plan reads every text once: the results
+	// for the bundle, the sources to check them.
 	if o := b.run(t, "evt-reads"); o.Status != release.OutcomeDeliveryReady {
 		t.Fatalf("last run: %+v", o)
 	}
-	if rc.full != 1 || rc.state != 1 {
-		t.Fatalf("preparing step read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
+	if rc.full != 0 || rc.state != 1 || strings.Join(rc.prefixes, " ") != "result# source#" {
+		t.Fatalf("preparing step read: %d full, %d state reads, keys %v, prefixes %v", rc.full, rc.state, rc.keys, rc.prefixes)
 	}
+	rc.reset()
+	// Sending rebuilds the bundle from the results (no source).
 	if _, err := b.c.Deliver(b.ctx, "evt-reads"); err != nil {
 		t.Fatal(err)
+	}
+	if rc.full != 0 || rc.state != 1 || strings.Join(rc.prefixes, " ") != "result#" || len(rc.keys) != 0 {
+		t.Fatalf("delivering step read: %d full, %d state reads, keys %v, prefixes %v", rc.full, rc.state, rc.keys, rc.prefixes)
 	}
 	rc.reset()
 	// A delivered release ends on its state: no text is read again.
@@ -96,8 +107,8 @@ func TestStepsReadOnlyWhatTheyUse(t *testing.T) {
 	if o := b.run(t, "evt-reads"); o.Status != release.OutcomeDelivered {
 		t.Fatalf("run after delivery: %+v", o)
 	}
-	if rc.full != 0 || len(rc.keys) != 0 {
-		t.Fatalf("after delivery read: %d full, keys %v", rc.full, rc.keys)
+	if rc.full != 0 || len(rc.keys) != 0 || len(rc.prefixes) != 0 {
+		t.Fatalf("after delivery read: %d full, keys %v, prefixes %v", rc.full, rc.keys, rc.prefixes)
 	}
 }
 

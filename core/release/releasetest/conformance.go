@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,6 +92,21 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("LoadKeys differs:\n got %+v\nwant %+v", got, want)
+		}
+		for _, prefix := range []string{release.SKResultPrefix, release.SKSourcePrefix} {
+			got, err := s.LoadPrefix(ctx, "evt-part", prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := release.NewSnapshot()
+			for _, r := range recs {
+				if _, sk := r.Key(); strings.HasPrefix(sk, prefix) {
+					want.Add(r)
+				}
+			}
+			if !reflect.DeepEqual(got, want) || len(got.Sources)+len(got.Results) == 0 {
+				t.Fatalf("LoadPrefix %s differs:\n got %+v\nwant %+v", prefix, got, want)
+			}
 		}
 		if none, err := s.LoadKeys(ctx, "evt-none", release.SKPlan); err != nil || none.Plan != nil {
 			t.Fatalf("LoadKeys of an empty event = %+v, %v", none, err)

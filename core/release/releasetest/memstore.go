@@ -204,6 +204,14 @@ func (m *MemStore) LoadKeys(_ context.Context, eventID string, sortKeys ...strin
 	return m.load(eventID, func(sk string) bool { return want[sk] })
 }
 
+// LoadPrefix implements release.Store.
+func (m *MemStore) LoadPrefix(_ context.Context, eventID, prefix string) (release.Snapshot, error) {
+	if prefix == "" {
+		return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
+	}
+	return m.load(eventID, func(sk string) bool { return strings.HasPrefix(sk, prefix) })
+}
+
 func (m *MemStore) load(eventID string, keep func(sk string) bool) (release.Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

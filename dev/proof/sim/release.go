@@ -105,6 +105,15 @@ func (s *releaseStore) LoadKeys(ctx context.Context, id string, sortKeys ...stri
 	return snap, err
 }
 
+func (s *releaseStore) LoadPrefix(ctx context.Context, id, prefix string) (snap release.Snapshot, err error) {
+	err = s.w.do(ctx, KindStore, "release.LoadPrefix "+id+" "+prefix, releaseDown, func() (string, error) {
+		var e error
+		snap, e = s.mem.LoadPrefix(ctx, id, prefix)
+		return "", e
+	})
+	return snap, err
+}
+
 func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) error {
 	pk, sk := rec.Key()
 	return s.w.do(ctx, KindStore, "release.Put "+pk+" "+sk, releaseDown, func() (string, error) {
