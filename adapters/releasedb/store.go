@@ -29,7 +29,6 @@ const attrVersion = "v"
 // DynamoDBAPI is the part of *dynamodb.Client the store uses.
 type DynamoDBAPI interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
@@ -213,8 +212,9 @@ func (s *Store) LoadPrefix(ctx context.Context, eventID, prefix string) (release
 		And(expression.Key(topology.AttrSK).BeginsWith(prefix)))
 }
 
-// LoadKeys implements release.Store with one consistent GetItem per key
-// (each billed by its own item's size).
+// LoadKeys implements release.Store with one consistent Query per key
+// (pk = :pk AND sk = :sk; billed as a GetItem of that item would be, and
+// the coordinator's role allows Query, not GetItem, on the table).
 func (s *Store) LoadKeys(ctx context.Context, eventID string, sortKeys ...string) (release.Snapshot, error) {
 	if !core.ValidToken(eventID) {
 		return release.Snapshot{}, core.Fail(release.CodeEventIDInvalid)
@@ -227,25 +227,12 @@ func (s *Store) LoadKeys(ctx context.Context, eventID string, sortKeys ...string
 		if release.NewRecord(sk) == nil {
 			return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
 		}
-		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName: aws.String(s.table),
-			Key: map[string]types.AttributeValue{
-				topology.AttrPK: &types.AttributeValueMemberS{Value: PK(eventID)},
-				topology.AttrSK: &types.AttributeValueMemberS{Value: sk},
-			},
-			ConsistentRead: aws.Bool(true),
-		})
-		if err != nil {
-			return release.Snapshot{}, core.Wrap(CodeUnavailable, true, fmt.Errorf("get %s %s: %w", eventID, sk, err))
-		}
-		if len(out.Item) == 0 {
-			continue
-		}
-		rec, err := Decode(out.Item)
+		one, err := s.query(ctx, eventID, expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))).
+			And(expression.Key(topology.AttrSK).Equal(expression.Value(sk))))
 		if err != nil {
 			return release.Snapshot{}, err
 		}
-		snap.Add(rec)
+		one.Each(snap.Add)
 	}
 	return snap, nil
 }

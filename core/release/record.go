@@ -142,6 +142,37 @@ type Snapshot struct {
 	Acks map[string]*AckRecord
 }
 
+// Each calls f with every record of the snapshot.
+func (s *Snapshot) Each(f func(Record)) {
+	if s.Plan != nil {
+		f(s.Plan)
+	}
+	for _, r := range s.Jobs {
+		f(r)
+	}
+	for _, r := range s.Sources {
+		f(r)
+	}
+	for _, r := range s.Results {
+		f(r)
+	}
+	for _, r := range s.Evidence {
+		f(r)
+	}
+	for _, r := range s.Approvals {
+		f(r)
+	}
+	if s.Delivery != nil {
+		f(s.Delivery)
+	}
+	if s.Blocked != nil {
+		f(s.Blocked)
+	}
+	for _, r := range s.Acks {
+		f(r)
+	}
+}
+
 // NewSnapshot returns an empty snapshot with its maps allocated.
 func NewSnapshot() Snapshot {
 	return Snapshot{

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -321,17 +322,20 @@ func Label(p any) string {
 			return "Query index " + *in.IndexName
 		}
 		l := "Query table"
-		if in.KeyConditionExpression != nil && strings.Contains(*in.KeyConditionExpression, "<") {
-			l += " sk<"
-		}
-		if in.KeyConditionExpression != nil && strings.Contains(*in.KeyConditionExpression, "begins_with") {
-			l += " prefix"
-			for _, v := range in.ExpressionAttributeValues {
-				if s, ok := v.(*types.AttributeValueMemberS); ok && !strings.HasPrefix(s.Value, "event#") {
-					k, _, _ := strings.Cut(s.Value, "#")
-					l += " " + k
-				}
+		cond := aws.ToString(in.KeyConditionExpression)
+		skKind := ""
+		for _, v := range in.ExpressionAttributeValues {
+			if s, ok := v.(*types.AttributeValueMemberS); ok && !strings.HasPrefix(s.Value, "event#") {
+				skKind, _, _ = strings.Cut(s.Value, "#")
 			}
+		}
+		switch {
+		case strings.Contains(cond, "<"):
+			l += " sk<"
+		case strings.Contains(cond, "begins_with"):
+			l += " prefix " + skKind
+		case skKind != "":
+			l += " one " + skKind
 		}
 		return l
 	case *dynamodb.BatchGetItemInput:
