@@ -4,7 +4,10 @@
 // pk = "event#" + event id, sk = "plan" | "job#<job>" | "source#<job>" |
 // "result#<job>" | "evidence#<request>" | "approval#<job>" | "delivery".
 // Load reads the whole collection with one strongly consistent Query (more
-// pages only past 1 MB). Put is a PutItem conditional on the version the
+// pages only past 1 MB); LoadState reads every record but the texts (sort
+// keys below "result#": source# and result# sort last), LoadPrefix one
+// kind of record (begins_with) and LoadKeys named records with one
+// consistent single-key Query each (docs/design.md "Release reads"). Put is a PutItem conditional on the version the
 // caller read (attribute_not_exists(pk) for a new record, else v = :prev),
 // so every state change is a conditional write and a duplicate or stale
 // writer changes nothing; ConditionalCheckFailedException becomes

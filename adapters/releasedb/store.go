@@ -191,12 +191,57 @@ func (s *Store) PutAll(ctx context.Context, writes ...release.Write) error {
 // Load implements release.Store with one consistent Query of the event's
 // collection.
 func (s *Store) Load(ctx context.Context, eventID string) (release.Snapshot, error) {
+	return s.query(ctx, eventID, expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))))
+}
+
+// LoadState implements release.Store with one consistent Query of the
+// collection's sort keys below "result#": every record but the texts
+// (source# and result# sort after every other kind).
+func (s *Store) LoadState(ctx context.Context, eventID string) (release.Snapshot, error) {
+	return s.query(ctx, eventID, expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))).
+		And(expression.Key(topology.AttrSK).LessThan(expression.Value(release.SKResultPrefix))))
+}
+
+// LoadPrefix implements release.Store with one consistent Query of the
+// collection's sort keys that begin with prefix.
+func (s *Store) LoadPrefix(ctx context.Context, eventID, prefix string) (release.Snapshot, error) {
+	if prefix == "" {
+		return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
+	}
+	return s.query(ctx, eventID, expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))).
+		And(expression.Key(topology.AttrSK).BeginsWith(prefix)))
+}
+
+// LoadKeys implements release.Store with one consistent Query per key
+// (pk = :pk AND sk = :sk; billed as a GetItem of that item would be, and
+// the coordinator's role allows Query, not GetItem, on the table).
+func (s *Store) LoadKeys(ctx context.Context, eventID string, sortKeys ...string) (release.Snapshot, error) {
 	if !core.ValidToken(eventID) {
 		return release.Snapshot{}, core.Fail(release.CodeEventIDInvalid)
 	}
-	expr, err := expression.NewBuilder().WithKeyCondition(
-		expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))),
-	).Build()
+	if len(sortKeys) > release.MaxLoadKeys {
+		return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
+	}
+	snap := release.NewSnapshot()
+	for _, sk := range sortKeys {
+		if release.NewRecord(sk) == nil {
+			return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
+		}
+		one, err := s.query(ctx, eventID, expression.Key(topology.AttrPK).Equal(expression.Value(PK(eventID))).
+			And(expression.Key(topology.AttrSK).Equal(expression.Value(sk))))
+		if err != nil {
+			return release.Snapshot{}, err
+		}
+		one.Each(snap.Add)
+	}
+	return snap, nil
+}
+
+func (s *Store) query(ctx context.Context, eventID string, key expression.KeyConditionBuilder) (release.Snapshot, error) {
+	if !core.ValidToken(eventID) {
+		return release.Snapshot{}, core.Fail(release.CodeEventIDInvalid)
+	}
+	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
 	if err != nil {
 		return release.Snapshot{}, core.Wrap(CodeUnavailable, false, err)
 	}

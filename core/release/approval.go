@@ -210,13 +210,27 @@ func (c *Coordinator) lookupApproval(snap *Snapshot, plan *PlanRecord, job PlanJ
 		p.ResultSHA256 != rec.ResultSHA256 || p.ExpiresAtMS != rec.ExpiresMS {
 		return nil, core.Fail(CodeApprovalInvalid)
 	}
-	if res := snap.Results[job.JobID]; res == nil || res.ResultSHA256 != p.ResultSHA256 {
+	if sha, ok := acceptedResultSHA(snap, job.JobID); !ok || sha != p.ResultSHA256 {
 		return nil, core.Fail(CodeApprovalResultMismatch)
 	}
 	if p.ExpiresAtMS <= core.Millis(now) {
 		return nil, core.Fail(CodeApprovalExpired)
 	}
 	return rec, nil
+}
+
+// acceptedResultSHA is the hash of the job's current result: the stored
+// result's when the snapshot holds it (a full read), else the one its job
+// record accepted (the job record and its result are one write, and every
+// use of the result checks the two agree: validatedResult).
+func acceptedResultSHA(snap *Snapshot, jobID string) (string, bool) {
+	if res := snap.Results[jobID]; res != nil {
+		return res.ResultSHA256, true
+	}
+	if j := snap.Jobs[jobID]; j != nil && j.ResultSHA256 != "" {
+		return j.ResultSHA256, true
+	}
+	return "", false
 }
 
 // completesPlan says whether every job of the plan but jobID holds a
@@ -273,7 +287,10 @@ func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approval
 	if !core.ValidToken(eventID) {
 		return core.Fail(CodeEventIDInvalid)
 	}
-	snap, err := c.store.Load(ctx, eventID)
+	if !core.ValidToken(jobID) {
+		return nil // no approval has that key
+	}
+	snap, err := c.store.LoadKeys(ctx, eventID, SKApprovalPrefix+jobID)
 	if err != nil {
 		return core.Wrap(CodeStoreReadFailed, true, err)
 	}

@@ -65,7 +65,7 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 	if !core.ValidErrorCode(code) {
 		return stepErr
 	}
-	snap, err := c.store.Load(ctx, eventID)
+	snap, err := c.store.LoadState(ctx, eventID)
 	if err != nil {
 		c.log().WarnContext(ctx, "release not blocked: read failed", "event_id", eventID, "code", code)
 		return stepErr
@@ -89,7 +89,7 @@ func (c *Coordinator) Blocked(ctx context.Context, eventID string) (bool, error)
 	if !core.ValidToken(eventID) {
 		return false, core.Fail(CodeEventIDInvalid)
 	}
-	snap, err := c.store.Load(ctx, eventID)
+	snap, err := c.store.LoadKeys(ctx, eventID, SKBlocked)
 	if err != nil {
 		return false, core.Wrap(CodeStoreReadFailed, true, err)
 	}

@@ -202,11 +202,19 @@ func outcome(status string, plan *PlanRecord) Outcome {
 // duplicate, a redrive, a quarantine replay) neither re-checks records
 // whose keys may have left the set since nor reads texts whose retention
 // has run (docs/design.md "An ended release stays ended").
-func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *PlanRecord, *Outcome, error) {
+//
+// full reads the texts too (Store.Load); otherwise only the release's
+// state is read (Store.LoadState) and a step reads the texts it uses with
+// withTexts or allTexts (docs/design.md "Release reads").
+func (c *Coordinator) load(ctx context.Context, eventID string, full bool) (*Snapshot, *PlanRecord, *Outcome, error) {
 	if !core.ValidToken(eventID) {
 		return nil, nil, nil, core.Fail(CodeEventIDInvalid)
 	}
-	snap, err := c.store.Load(ctx, eventID)
+	read := c.store.LoadState
+	if full {
+		read = c.store.Load
+	}
+	snap, err := read(ctx, eventID)
 	if err != nil {
 		return nil, nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
 	}
@@ -231,6 +239,76 @@ func (c *Coordinator) load(ctx context.Context, eventID string) (*Snapshot, *Pla
 		c.reseal(ctx, &snap)
 	}
 	return &snap, snap.Plan, nil, nil
+}
+
+// withTexts adds the source and result records of jobIDs to snap (one
+// LoadKeys), unless snap holds them already.
+func (c *Coordinator) withTexts(ctx context.Context, snap *Snapshot, jobIDs ...string) error {
+	var keys []string
+	for _, id := range jobIDs {
+		if snap.Sources[id] == nil {
+			keys = append(keys, SKSourcePrefix+id)
+		}
+		if snap.Results[id] == nil {
+			keys = append(keys, SKResultPrefix+id)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	texts, err := c.store.LoadKeys(ctx, snap.Plan.Event.EventID, keys...)
+	if err != nil {
+		return core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	maps.Copy(snap.Sources, texts.Sources)
+	maps.Copy(snap.Results, texts.Results)
+	return nil
+}
+
+// allResults adds every result record of the release to snap (one Query
+// of the result# range): the delivery bundle holds every locale's result.
+// Results do not change once their job succeeded (a succeeded job refuses
+// another result), and every use checks a result against its job record
+// and approval, so results read after the state are as good as results
+// read with it.
+func (c *Coordinator) allResults(ctx context.Context, snap *Snapshot) error {
+	return c.addTexts(ctx, snap, SKResultPrefix)
+}
+
+// allTexts adds every result and source record of the release to snap:
+// preparing the delivery checks every result against its source.
+func (c *Coordinator) allTexts(ctx context.Context, snap *Snapshot) error {
+	if err := c.addTexts(ctx, snap, SKResultPrefix); err != nil {
+		return err
+	}
+	return c.addTexts(ctx, snap, SKSourcePrefix)
+}
+
+func (c *Coordinator) addTexts(ctx context.Context, snap *Snapshot, prefix string) error {
+	missing := false
+	for _, job := range snap.Plan.Jobs {
+		if (prefix == SKResultPrefix && snap.Results[job.JobID] == nil) || (prefix == SKSourcePrefix && snap.Sources[job.JobID] == nil) {
+			missing = true
+		}
+	}
+	if !missing {
+		return nil
+	}
+	texts, err := c.store.LoadPrefix(ctx, snap.Plan.Event.EventID, prefix)
+	if err != nil {
+		return core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	for id, src := range texts.Sources {
+		if snap.Sources[id] == nil {
+			snap.Sources[id] = src
+		}
+	}
+	for id, res := range texts.Results {
+		if snap.Results[id] == nil {
+			snap.Results[id] = res
+		}
+	}
+	return nil
 }
 
 // ended reports the outcome of a release that has ended without being
@@ -405,7 +483,7 @@ func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outco
 	if err != nil {
 		return Outcome{}, err
 	}
-	snap, plan, done, err := c.load(ctx, eventID)
+	snap, plan, done, err := c.load(ctx, eventID, false)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -413,6 +491,13 @@ func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outco
 		return *done, nil
 	}
 	c.settleAwaitingDelivery(ctx, snap)
+	if snap.Delivery != nil && snap.Delivery.Status != StateSucceeded {
+		// The prepared delivery is checked against every result
+		// (existingDelivery rebuilds its bundle).
+		if err := c.allResults(ctx, snap); err != nil {
+			return Outcome{}, err
+		}
+	}
 	if o, err := c.existingDelivery(snap, plan, now); err != nil || o != nil {
 		if o == nil {
 			return Outcome{}, err
@@ -429,7 +514,8 @@ func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outco
 		if !ok {
 			continue
 		}
-		if _, err := c.lookupApproval(snap, plan, job, now); err != nil {
+		approval, err := c.lookupApproval(snap, plan, job, now)
+		if err != nil {
 			if !core.HasCode(err, CodeApprovalMissing) && !core.HasCode(err, CodeApprovalExpired) {
 				return Outcome{}, err
 			}
@@ -439,11 +525,10 @@ func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outco
 			}
 			continue
 		}
-		_, resultSHA, _, err := validatedResult(snap, plan, job)
-		if err != nil {
-			return Outcome{}, err
-		}
-		if err := state.MarkApproved(ctx, snap, plan.Event.EventID, plan.PlanID, job.JobID, resultSHA, now); err != nil {
+		// The current approval binds the result its job record accepted
+		// (lookupApproval); the result itself is checked again, with its
+		// text, when the delivery is prepared (prepareDelivery).
+		if err := state.MarkApproved(ctx, snap, plan.Event.EventID, plan.PlanID, job.JobID, approval.ResultSHA256, now); err != nil {
 			return Outcome{}, err
 		}
 	}
@@ -467,6 +552,19 @@ func (c *Coordinator) prepareIfReady(ctx context.Context, snap *Snapshot, plan *
 		}
 		return outcome(OutcomeWaiting, plan), nil
 	}
+	if snap.Delivery == nil {
+		// Every text goes into the bundle: read them, and check each
+		// result against its job record, plan job and source as the step
+		// that approved it did (result.* codes, which block the release).
+		if err := c.allTexts(ctx, snap); err != nil {
+			return Outcome{}, err
+		}
+		for _, job := range plan.Jobs {
+			if _, _, _, err := validatedResult(snap, plan, job); err != nil {
+				return Outcome{}, err
+			}
+		}
+	}
 	d, created, err := c.prepareDelivery(ctx, snap, plan, c.now())
 	if err != nil {
 		return Outcome{}, core.Wrap(externalCode(core.CodeOf(err), "cms"), core.IsRetryable(err), err)
@@ -483,6 +581,9 @@ func (c *Coordinator) prepareIfReady(ctx context.Context, snap *Snapshot, plan *
 }
 
 func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time) (Outcome, error) {
+	if err := c.withTexts(ctx, snap, job.JobID); err != nil {
+		return Outcome{}, err
+	}
 	result, resultSHA, sourceText, err := validatedResult(snap, plan, job)
 	if err != nil {
 		return Outcome{}, err
@@ -594,7 +695,7 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 	if err != nil {
 		return Outcome{}, err
 	}
-	snap, plan, done, err := c.load(ctx, eventID)
+	snap, plan, done, err := c.load(ctx, eventID, false)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -604,6 +705,12 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 	d := snap.Delivery
 	if d == nil {
 		return Outcome{}, core.Fail(CodeDeliveryMissing)
+	}
+	if d.Status != StateSucceeded {
+		// The bundle is rebuilt from every result before it is sent.
+		if err := c.allResults(ctx, snap); err != nil {
+			return Outcome{}, err
+		}
 	}
 	nowMS := core.Millis(now)
 	if l, changed := d.Lease.expired(nowMS); changed {
@@ -706,7 +813,7 @@ func (c *Coordinator) NextWake(ctx context.Context, eventID string) (time.Time, 
 	if !core.ValidToken(eventID) {
 		return time.Time{}, false, core.Fail(CodeEventIDInvalid)
 	}
-	snap, err := c.store.Load(ctx, eventID)
+	snap, err := c.store.LoadState(ctx, eventID)
 	if err != nil {
 		return time.Time{}, false, core.Wrap(CodeStoreReadFailed, true, err)
 	}

@@ -234,7 +234,7 @@ func (c *Coordinator) SettleAnnounced(ctx context.Context, eventID, deliveryID, 
 	if !core.ValidToken(eventID) {
 		return core.Fail(CodeEventIDInvalid)
 	}
-	snap, err := c.store.Load(ctx, eventID)
+	snap, err := c.store.LoadKeys(ctx, eventID, SKDelivery)
 	if err != nil {
 		return core.Wrap(CodeStoreReadFailed, true, err)
 	}
@@ -259,21 +259,9 @@ func (c *Coordinator) SettleAnnounced(ctx context.Context, eventID, deliveryID, 
 // authority's signature. A delivery that has not succeeded must still hold
 // current approvals at now.
 func (c *Coordinator) deliveryBody(snap *Snapshot, plan *PlanRecord, d *DeliveryRecord, now time.Time) ([]byte, error) {
-	if !d.Lease.valid() || !core.ValidToken(d.DeliveryID) || d.EventID != plan.Event.EventID || d.PlanID != plan.PlanID {
-		return nil, core.Fail(CodeDeliveryInvalid)
-	}
-	approvals := make([]*ApprovalRecord, 0, len(plan.Jobs))
-	for _, job := range plan.Jobs {
-		check := now
-		if d.Status == StateSucceeded {
-			// A completed delivery is immutable history.
-			check = core.FromMillis(0)
-		}
-		rec, err := c.lookupApproval(snap, plan, job, check)
-		if err != nil {
-			return nil, core.Wrap(externalCode(core.CodeOf(err), "cms"), false, err)
-		}
-		approvals = append(approvals, rec)
+	approvals, err := c.preparedApprovals(snap, plan, d, now)
+	if err != nil {
+		return nil, err
 	}
 	raw, err := buildBundle(snap, plan, approvals, d.DeliveryID, d.PreparedMS)
 	if err != nil {
@@ -293,4 +281,27 @@ func (c *Coordinator) deliveryBody(snap *Snapshot, plan *PlanRecord, d *Delivery
 		return nil, core.Wrap(CodeDeliveryJSONInvalid, false, err)
 	}
 	return body, nil
+}
+
+// preparedApprovals checks the stored delivery's record and the current
+// approvals it is built from (the part of deliveryBody that needs no
+// text).
+func (c *Coordinator) preparedApprovals(snap *Snapshot, plan *PlanRecord, d *DeliveryRecord, now time.Time) ([]*ApprovalRecord, error) {
+	if !d.Lease.valid() || !core.ValidToken(d.DeliveryID) || d.EventID != plan.Event.EventID || d.PlanID != plan.PlanID {
+		return nil, core.Fail(CodeDeliveryInvalid)
+	}
+	approvals := make([]*ApprovalRecord, 0, len(plan.Jobs))
+	for _, job := range plan.Jobs {
+		check := now
+		if d.Status == StateSucceeded {
+			// A completed delivery is immutable history.
+			check = core.FromMillis(0)
+		}
+		rec, err := c.lookupApproval(snap, plan, job, check)
+		if err != nil {
+			return nil, core.Wrap(externalCode(core.CodeOf(err), "cms"), false, err)
+		}
+		approvals = append(approvals, rec)
+	}
+	return approvals, nil
 }

@@ -148,15 +148,28 @@ func (s EvidenceState) Claim(ctx context.Context, snap *Snapshot, req *EvidenceR
 	nowMS := core.Millis(now)
 	rec := snap.Evidence[req.RequestID]
 	if rec == nil {
+		// A new request is due at once: it is created leased (its first
+		// attempt claimed), one write where a pending record and its
+		// claim were two. A crash after it leaves the lease to expire,
+		// exactly as a crash after a claim does.
 		fresh := EvidenceRecord{
 			RequestID: req.RequestID, EventID: req.EventID, PlanID: req.PlanID, JobID: req.JobID,
 			ResultSHA256: req.ResultSHA256, EvidenceRevision: req.EvidenceRevision,
 			Lease: Lease{Status: StatePending, MaxAttempts: maxAttempts, NextAttemptMS: nowMS, CreatedMS: nowMS, UpdatedMS: nowMS},
 		}
-		var err error
+		token, err := newLeaseToken()
+		if err != nil {
+			return nil, err
+		}
+		fresh.Lease = fresh.claimed(workerID, token, nowMS, lease.Milliseconds())
 		if rec, err = s.create(ctx, snap, fresh); err != nil {
 			return nil, err
 		}
+		return &Claim{
+			RequestID: rec.RequestID, LeaseOwner: workerID, LeaseToken: token,
+			ExpiresAt: core.FromMillis(rec.LeaseExpiresMS), Attempt: rec.Attempts, MaxAttempts: rec.MaxAttempts,
+			record: rec,
+		}, nil
 	}
 	if err := ValidateEvidenceRecord(rec); err != nil {
 		return nil, err
@@ -231,7 +244,7 @@ func (s EvidenceState) finish(ctx context.Context, snap *Snapshot, c *Claim, now
 		// Lost a race: re-read once and apply the same checks to the
 		// current record (it may have been marked approved, which ends
 		// the finish as a no-op).
-		fresh, lerr := s.Store.Load(ctx, rec.EventID)
+		fresh, lerr := s.Store.LoadKeys(ctx, rec.EventID, SKEvidencePrefix+c.RequestID)
 		if lerr != nil {
 			return core.Wrap(CodeEvidenceFinishLost, false, lerr)
 		}

@@ -95,7 +95,9 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 }
 
 func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.Time) (bool, error) {
-	snap, err := c.store.Load(ctx, j.EventID)
+	// The plan, the job's record and its result: nothing of the other
+	// locales (docs/design.md "Release reads").
+	snap, err := c.store.LoadKeys(ctx, j.EventID, SKPlan, SKJobPrefix+j.JobID, SKResultPrefix+j.JobID)
 	if err != nil {
 		return false, core.Wrap(CodeStoreReadFailed, true, err)
 	}

@@ -50,6 +50,19 @@ type Store interface {
 	// Load returns every record of one event in one read (one DynamoDB
 	// Query). An event without records is an empty Snapshot, not an error.
 	Load(ctx context.Context, eventID string) (Snapshot, error)
+	// LoadState returns every record of one event except the text records
+	// (source#, result#: IsTextKey), in one strongly consistent read (one
+	// DynamoDB Query of the sort keys below SKResultPrefix). A step reads
+	// the release's state with it and only the texts it uses with
+	// LoadKeys (docs/design.md "Release reads").
+	LoadState(ctx context.Context, eventID string) (Snapshot, error)
+	// LoadKeys returns the event's records with the given sort keys
+	// (strongly consistent; a missing record is simply absent).
+	LoadKeys(ctx context.Context, eventID string, sortKeys ...string) (Snapshot, error)
+	// LoadPrefix returns the event's records whose sort key starts with
+	// prefix (SKResultPrefix or SKSourcePrefix: one strongly consistent
+	// DynamoDB Query of that range).
+	LoadPrefix(ctx context.Context, eventID, prefix string) (Snapshot, error)
 	// Put writes rec if the stored version equals prev (0: absent), else
 	// returns an error with CodeStoreConflict and changes nothing.
 	Put(ctx context.Context, rec Record, prev int64) error
@@ -59,6 +72,15 @@ type Store interface {
 	// MaxWrites records of one event, each key at most once.
 	PutAll(ctx context.Context, writes ...Write) error
 }
+
+// IsTextKey reports whether a sort key names a text record (source# or
+// result#), the records LoadState leaves out.
+func IsTextKey(sk string) bool {
+	return strings.HasPrefix(sk, SKSourcePrefix) || strings.HasPrefix(sk, SKResultPrefix)
+}
+
+// MaxLoadKeys bounds one LoadKeys.
+const MaxLoadKeys = 100
 
 // Write is one conditional write of a PutAll.
 type Write struct {
@@ -118,6 +140,37 @@ type Snapshot struct {
 	// Acks are the acknowledgement journal records, by the sort key of the
 	// record they acknowledged.
 	Acks map[string]*AckRecord
+}
+
+// Each calls f with every record of the snapshot.
+func (s *Snapshot) Each(f func(Record)) {
+	if s.Plan != nil {
+		f(s.Plan)
+	}
+	for _, r := range s.Jobs {
+		f(r)
+	}
+	for _, r := range s.Sources {
+		f(r)
+	}
+	for _, r := range s.Results {
+		f(r)
+	}
+	for _, r := range s.Evidence {
+		f(r)
+	}
+	for _, r := range s.Approvals {
+		f(r)
+	}
+	if s.Delivery != nil {
+		f(s.Delivery)
+	}
+	if s.Blocked != nil {
+		f(s.Blocked)
+	}
+	for _, r := range s.Acks {
+		f(r)
+	}
 }
 
 // NewSnapshot returns an empty snapshot with its maps allocated.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,67 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 		}
 		if !reflect.DeepEqual(snap, want) {
 			t.Fatalf("round trip differs:\n got %+v\nwant %+v", snap, want)
+		}
+	})
+
+	t.Run("LoadStateLeavesOutTextsAndLoadKeysReadsTheNamedRecords", func(t *testing.T) {
+		s := newStore(t)
+		recs := SampleRecords("evt-part")
+		for _, r := range recs {
+			if err := s.Put(ctx, r, 0); err != nil {
+				t.Fatalf("put %T: %v", r, err)
+			}
+		}
+		// Another event's records are never read.
+		if err := s.Put(ctx, SampleRecords("evt-part2")[0], 0); err != nil {
+			t.Fatal(err)
+		}
+		state, err := s.LoadState(ctx, "evt-part")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState, texts := release.NewSnapshot(), []string{}
+		for _, r := range recs {
+			if _, sk := r.Key(); release.IsTextKey(sk) {
+				texts = append(texts, sk)
+				continue
+			}
+			wantState.Add(r)
+		}
+		if len(texts) == 0 || !reflect.DeepEqual(state, wantState) {
+			t.Fatalf("LoadState differs:\n got %+v\nwant %+v (texts %v)", state, wantState, texts)
+		}
+		keys := append([]string{release.SKPlan, "approval#missing"}, texts...)
+		got, err := s.LoadKeys(ctx, "evt-part", keys...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := release.NewSnapshot()
+		for _, r := range recs {
+			if _, sk := r.Key(); sk == release.SKPlan || release.IsTextKey(sk) {
+				want.Add(r)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("LoadKeys differs:\n got %+v\nwant %+v", got, want)
+		}
+		for _, prefix := range []string{release.SKResultPrefix, release.SKSourcePrefix} {
+			got, err := s.LoadPrefix(ctx, "evt-part", prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := release.NewSnapshot()
+			for _, r := range recs {
+				if _, sk := r.Key(); strings.HasPrefix(sk, prefix) {
+					want.Add(r)
+				}
+			}
+			if !reflect.DeepEqual(got, want) || len(got.Sources)+len(got.Results) == 0 {
+				t.Fatalf("LoadPrefix %s differs:\n got %+v\nwant %+v", prefix, got, want)
+			}
+		}
+		if none, err := s.LoadKeys(ctx, "evt-none", release.SKPlan); err != nil || none.Plan != nil {
+			t.Fatalf("LoadKeys of an empty event = %+v, %v", none, err)
 		}
 	})
 

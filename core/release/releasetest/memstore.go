@@ -184,13 +184,44 @@ func (m *MemStore) PutAll(_ context.Context, writes ...release.Write) error {
 
 // Load implements release.Store.
 func (m *MemStore) Load(_ context.Context, eventID string) (release.Snapshot, error) {
+	return m.load(eventID, func(string) bool { return true })
+}
+
+// LoadState implements release.Store.
+func (m *MemStore) LoadState(_ context.Context, eventID string) (release.Snapshot, error) {
+	return m.load(eventID, func(sk string) bool { return !release.IsTextKey(sk) })
+}
+
+// LoadKeys implements release.Store.
+func (m *MemStore) LoadKeys(_ context.Context, eventID string, sortKeys ...string) (release.Snapshot, error) {
+	if len(sortKeys) > release.MaxLoadKeys {
+		return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
+	}
+	want := map[string]bool{}
+	for _, sk := range sortKeys {
+		want[sk] = true
+	}
+	return m.load(eventID, func(sk string) bool { return want[sk] })
+}
+
+// LoadPrefix implements release.Store.
+func (m *MemStore) LoadPrefix(_ context.Context, eventID, prefix string) (release.Snapshot, error) {
+	if prefix == "" {
+		return release.Snapshot{}, core.Fail(release.CodeRecordInvalid)
+	}
+	return m.load(eventID, func(sk string) bool { return strings.HasPrefix(sk, prefix) })
+}
+
+func (m *MemStore) load(eventID string, keep func(sk string) bool) (release.Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.loads++
 	snap := release.NewSnapshot()
 	keys := make([]string, 0, len(m.items[eventID]))
 	for sk := range m.items[eventID] {
-		keys = append(keys, sk)
+		if keep(sk) {
+			keys = append(keys, sk)
+		}
 	}
 	sort.Strings(keys)
 	for _, sk := range keys {

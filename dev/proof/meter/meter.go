@@ -18,8 +18,10 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -37,10 +39,18 @@ type Meter struct {
 	events            int64
 	calls             int64
 	indexUnits        float64
+	byLabel           map[string]*LabelCount
+}
+
+// LabelCount is what the DynamoDB calls of one label (Label) cost.
+type LabelCount struct {
+	Calls      int64
+	ReadUnits  float64
+	WriteUnits float64
 }
 
 // New returns an empty meter.
-func New() *Meter { return &Meter{requests: map[string]int64{}} }
+func New() *Meter { return &Meter{requests: map[string]int64{}, byLabel: map[string]*LabelCount{}} }
 
 // Install adds the meter to a client's stack (an APIOptions entry).
 func (m *Meter) Install(stack *middleware.Stack) error {
@@ -60,6 +70,7 @@ func (m *Meter) countAttempt(ctx context.Context, in middleware.DeserializeInput
 
 func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 	write := askCapacity(in.Parameters)
+	label := Label(in.Parameters)
 	m.mu.Lock()
 	m.calls++
 	m.mu.Unlock()
@@ -76,12 +87,15 @@ func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, nex
 	if errors.As(err, &ccf) || errors.As(err, &tcx) {
 		m.conditionFailures++
 	}
+	lc := m.label(label)
 	for _, c := range consumed(out.Result) {
 		if c.ReadCapacityUnits != nil {
 			m.readUnits += *c.ReadCapacityUnits
+			lc.ReadUnits += *c.ReadCapacityUnits
 		}
 		if c.WriteCapacityUnits != nil {
 			m.writeUnits += *c.WriteCapacityUnits
+			lc.WriteUnits += *c.WriteCapacityUnits
 		}
 		for _, ix := range c.GlobalSecondaryIndexes {
 			if ix.CapacityUnits != nil {
@@ -92,8 +106,10 @@ func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, nex
 			// TOTAL reports only CapacityUnits: the operation says which.
 			if write {
 				m.writeUnits += *c.CapacityUnits
+				lc.WriteUnits += *c.CapacityUnits
 			} else {
 				m.readUnits += *c.CapacityUnits
+				lc.ReadUnits += *c.CapacityUnits
 			}
 		}
 	}
@@ -189,6 +205,8 @@ type Snapshot struct {
 	// IndexUnits is the part of the units spent on global secondary
 	// indexes (included in ReadUnits/WriteUnits).
 	IndexUnits float64
+	// ByLabel splits the DynamoDB calls and units by Label.
+	ByLabel map[string]LabelCount
 }
 
 // Attempts is the number of HTTP attempts of every service.
@@ -209,6 +227,10 @@ func (m *Meter) Snapshot() Snapshot {
 	for k, v := range m.requests {
 		s.Requests[k] = v
 	}
+	s.ByLabel = make(map[string]LabelCount, len(m.byLabel))
+	for k, v := range m.byLabel {
+		s.ByLabel[k] = *v
+	}
 	return s
 }
 
@@ -217,6 +239,7 @@ func (m *Meter) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.requests = map[string]int64{}
+	m.byLabel = map[string]*LabelCount{}
 	m.readUnits, m.writeUnits, m.conditionFailures, m.events, m.calls, m.indexUnits = 0, 0, 0, 0, 0, 0
 }
 
@@ -240,4 +263,85 @@ func (s Snapshot) Operations() []string {
 	}
 	sort.Strings(ops)
 	return ops
+}
+
+// label returns the count of one label (m.mu held); calls counted once
+// per call.
+func (m *Meter) label(l string) *LabelCount {
+	if l == "" {
+		return &LabelCount{}
+	}
+	lc := m.byLabel[l]
+	if lc == nil {
+		lc = &LabelCount{}
+		m.byLabel[l] = lc
+	}
+	lc.Calls++
+	return lc
+}
+
+// Label names a DynamoDB call for the cost breakdown: the operation and
+// the kinds of the items it names (the sort key up to its first '#'), or
+// the index it reads; "" for other services.
+func Label(p any) string {
+	kind := func(item map[string]types.AttributeValue) string {
+		sk, ok := item["sk"].(*types.AttributeValueMemberS)
+		if !ok {
+			return "?"
+		}
+		k, _, _ := strings.Cut(sk.Value, "#")
+		return k
+	}
+	switch in := p.(type) {
+	case *dynamodb.PutItemInput:
+		return "PutItem " + kind(in.Item)
+	case *dynamodb.UpdateItemInput:
+		return "UpdateItem " + kind(in.Key)
+	case *dynamodb.DeleteItemInput:
+		return "DeleteItem " + kind(in.Key)
+	case *dynamodb.GetItemInput:
+		return "GetItem " + kind(in.Key)
+	case *dynamodb.TransactWriteItemsInput:
+		var kinds []string
+		for _, it := range in.TransactItems {
+			switch {
+			case it.Put != nil:
+				kinds = append(kinds, "put:"+kind(it.Put.Item))
+			case it.Update != nil:
+				kinds = append(kinds, "update:"+kind(it.Update.Key))
+			case it.Delete != nil:
+				kinds = append(kinds, "delete:"+kind(it.Delete.Key))
+			case it.ConditionCheck != nil:
+				kinds = append(kinds, "check:"+kind(it.ConditionCheck.Key))
+			}
+		}
+		sort.Strings(kinds)
+		return "TransactWriteItems " + strings.Join(kinds, "+")
+	case *dynamodb.QueryInput:
+		if in.IndexName != nil {
+			return "Query index " + *in.IndexName
+		}
+		l := "Query table"
+		cond := aws.ToString(in.KeyConditionExpression)
+		skKind := ""
+		for _, v := range in.ExpressionAttributeValues {
+			if s, ok := v.(*types.AttributeValueMemberS); ok && !strings.HasPrefix(s.Value, "event#") {
+				skKind, _, _ = strings.Cut(s.Value, "#")
+			}
+		}
+		switch {
+		case strings.Contains(cond, "<"):
+			l += " sk<"
+		case strings.Contains(cond, "begins_with"):
+			l += " prefix " + skKind
+		case skKind != "":
+			l += " one " + skKind
+		}
+		return l
+	case *dynamodb.BatchGetItemInput:
+		return "BatchGetItem"
+	case *dynamodb.BatchWriteItemInput:
+		return "BatchWriteItem"
+	}
+	return ""
 }

@@ -204,10 +204,17 @@ func (g *gatedDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 
 func (g *gatedDB) Query(ctx context.Context, in *dynamodb.QueryInput, opt ...func(*dynamodb.Options)) (out *dynamodb.QueryOutput, err error) {
 	what := tableText(in.TableName) + " " + aws.ToString(in.IndexName)
+	// The string values sorted (map order is not stable: a release
+	// state read names its partition and its sort key bound).
+	var strs []string
 	for _, v := range in.ExpressionAttributeValues {
 		if s, ok := v.(*types.AttributeValueMemberS); ok {
-			what += " " + s.Value
+			strs = append(strs, s.Value)
 		}
+	}
+	slices.Sort(strs)
+	for _, v := range strs {
+		what += " " + v
 	}
 	// The shard (the first number of the key condition's values is not
 	// ordered): name it by the values, sorted, so concurrent shard reads

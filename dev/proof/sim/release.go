@@ -87,6 +87,33 @@ func (s *releaseStore) Load(ctx context.Context, id string) (snap release.Snapsh
 	return snap, err
 }
 
+func (s *releaseStore) LoadState(ctx context.Context, id string) (snap release.Snapshot, err error) {
+	err = s.w.do(ctx, KindStore, "release.LoadState "+id, releaseDown, func() (string, error) {
+		var e error
+		snap, e = s.mem.LoadState(ctx, id)
+		return "", e
+	})
+	return snap, err
+}
+
+func (s *releaseStore) LoadKeys(ctx context.Context, id string, sortKeys ...string) (snap release.Snapshot, err error) {
+	err = s.w.do(ctx, KindStore, "release.LoadKeys "+id+" "+strings.Join(sortKeys, " "), releaseDown, func() (string, error) {
+		var e error
+		snap, e = s.mem.LoadKeys(ctx, id, sortKeys...)
+		return "", e
+	})
+	return snap, err
+}
+
+func (s *releaseStore) LoadPrefix(ctx context.Context, id, prefix string) (snap release.Snapshot, err error) {
+	err = s.w.do(ctx, KindStore, "release.LoadPrefix "+id+" "+prefix, releaseDown, func() (string, error) {
+		var e error
+		snap, e = s.mem.LoadPrefix(ctx, id, prefix)
+		return "", e
+	})
+	return snap, err
+}
+
 func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) error {
 	pk, sk := rec.Key()
 	return s.w.do(ctx, KindStore, "release.Put "+pk+" "+sk, releaseDown, func() (string, error) {

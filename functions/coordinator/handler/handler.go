@@ -618,7 +618,8 @@ func (h *Handler) stored(ctx context.Context, eventID string) (release.Snapshot,
 	if !core.ValidToken(eventID) {
 		return release.Snapshot{}, nil, nil // the step reports the invalid id
 	}
-	snap, err := h.c.Store().Load(ctx, eventID)
+	// The state only: approvals, the delivery and the plan (no texts).
+	snap, err := h.c.Store().LoadState(ctx, eventID)
 	if err != nil {
 		return release.Snapshot{}, nil, core.Wrap(CodeRepublishRead, true, fmt.Errorf("republish %s: %w", eventID, err))
 	}

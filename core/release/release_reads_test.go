@@ -1,0 +1,233 @@
+package release_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
+)
+
+// readCounter counts the reads a coordinator makes, by kind, on the memory
+// store: full collection reads (Load), state reads (LoadState) and the
+// records read by key (LoadKeys).
+type readCounter struct {
+	*releasetest.MemStore
+	full, state int
+	keys        []string
+	prefixes    []string
+}
+
+func (s *readCounter) Load(ctx context.Context, eventID string) (release.Snapshot, error) {
+	s.full++
+	return s.MemStore.Load(ctx, eventID)
+}
+
+func (s *readCounter) LoadState(ctx context.Context, eventID string) (release.Snapshot, error) {
+	s.state++
+	return s.MemStore.LoadState(ctx, eventID)
+}
+
+func (s *readCounter) LoadKeys(ctx context.Context, eventID string, sortKeys ...string) (release.Snapshot, error) {
+	s.keys = append(s.keys, sortKeys...)
+	return s.MemStore.LoadKeys(ctx, eventID, sortKeys...)
+}
+
+func (s *readCounter) LoadPrefix(ctx context.Context, eventID, prefix string) (release.Snapshot, error) {
+	s.prefixes = append(s.prefixes, prefix)
+	return s.MemStore.LoadPrefix(ctx, eventID, prefix)
+}
+
+func (s *readCounter) reset() { s.full, s.state, s.keys, s.prefixes = 0, 0, nil, nil }
+
+// A step reads the release's state and the texts of the one locale it
+// approves, not every text of the release; a job input reads its plan, its
+// own job record and result; clearing an owed approval event reads that
+// approval only. Before (issue 29) every one of them read the whole item
+// collection: each step's reads grew with the release, quadratic over it.
+func TestStepsReadOnlyWhatTheyUse(t *testing.T) {
+	b := setup(t)
+	rc := &readCounter{MemStore: b.store}
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = rc })
+	plan := releasetest.NewPlan("evt-reads", "de-DE", "fr-FR", "it-IT")
+	b.ingestPlan(t, plan)
+	for _, l := range []string{"de-DE", "fr-FR"} {
+		b.ingestResult(t, plan, l, releasetest.ResultOptions{})
+	}
+	rc.reset()
+	b.ingestResult(t, plan, "it-IT", releasetest.ResultOptions{})
+	if rc.full != 0 || rc.state != 0 || strings.Join(rc.keys, " ") != "plan job#job-it-IT result#job-it-IT" {
+		t.Fatalf("job input read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
+	}
+	rc.reset()
+	o := b.run(t, "evt-reads")
+	if o.Status != release.OutcomeApproved || o.TargetLocale != "de-DE" {
+		t.Fatalf("first run: %+v", o)
+	}
+	if rc.full != 0 || rc.state != 1 || strings.Join(rc.keys, " ") != "source#job-de-DE result#job-de-DE" {
+		t.Fatalf("approving step read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
+	}
+	rc.reset()
+	if err := b.c.SettleOutbox(b.ctx, "evt-reads", "job-de-DE", o.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	if rc.full != 0 || rc.state != 0 || strings.Join(rc.keys, " ") != "approval#job-de-DE" {
+		t.Fatalf("outbox clear read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
+	}
+	if a := b.snap(t, "evt-reads").Approvals["job-de-DE"]; a.OutboxMS != 0 {
+		t.Fatalf("outbox not cleared: %+v", a)
+	}
+	b.run(t, "evt-reads")
+	rc.reset()
+	// The step that completes the plan reads every text once: the results
+	// for the bundle, the sources to check them.
+	if o := b.run(t, "evt-reads"); o.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("last run: %+v", o)
+	}
+	if rc.full != 0 || rc.state != 1 || strings.Join(rc.prefixes, " ") != "result# source#" {
+		t.Fatalf("preparing step read: %d full, %d state reads, keys %v, prefixes %v", rc.full, rc.state, rc.keys, rc.prefixes)
+	}
+	rc.reset()
+	// Sending rebuilds the bundle from the results (no source).
+	if _, err := b.c.Deliver(b.ctx, "evt-reads"); err != nil {
+		t.Fatal(err)
+	}
+	if rc.full != 0 || rc.state != 1 || strings.Join(rc.prefixes, " ") != "result#" || len(rc.keys) != 0 {
+		t.Fatalf("delivering step read: %d full, %d state reads, keys %v, prefixes %v", rc.full, rc.state, rc.keys, rc.prefixes)
+	}
+	rc.reset()
+	// A delivered release ends on its state: no text is read again.
+	if o, err := b.c.Deliver(b.ctx, "evt-reads"); err != nil || o.Status != release.OutcomeDelivered {
+		t.Fatalf("deliver again: %+v %v", o, err)
+	}
+	if o := b.run(t, "evt-reads"); o.Status != release.OutcomeDelivered {
+		t.Fatalf("run after delivery: %+v", o)
+	}
+	if rc.full != 0 || len(rc.keys) != 0 || len(rc.prefixes) != 0 {
+		t.Fatalf("after delivery read: %d full, keys %v, prefixes %v", rc.full, rc.keys, rc.prefixes)
+	}
+}
+
+// A new evidence request is created leased, its first attempt claimed, in
+// one write (before: a pending record, then its claim, two writes and a
+// wake index entry moved twice).
+func TestNewEvidenceRequestIsCreatedLeased(t *testing.T) {
+	b := setup(t)
+	var evidence []release.EvidenceRecord
+	b.store.FailPuts(func(rec release.Record) error {
+		if e, ok := rec.(*release.EvidenceRecord); ok {
+			evidence = append(evidence, *e)
+		}
+		return nil
+	})
+	plan := releasetest.NewPlan("evt-lease", "de-DE")
+	b.ingestPlan(t, plan)
+	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
+	if o := b.run(t, "evt-lease"); o.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("%+v", o)
+	}
+	if len(evidence) != 2 || evidence[0].Status != release.StateLeased || evidence[0].Version != 1 ||
+		evidence[0].Attempts != 1 || evidence[0].LeaseOwner != "worker-1" || evidence[0].LeaseToken == "" ||
+		evidence[0].LeaseExpiresMS != core.Millis(t0.Add(release.DefaultEvidenceLease)) ||
+		evidence[1].Status != release.StateSucceeded || evidence[1].Version != 2 {
+		t.Fatalf("evidence writes: %+v", evidence)
+	}
+}
+
+// A release half done under the previous code (issue 29): the layout of
+// every item is unchanged, but the previous code created an evidence
+// request pending and claimed it with a second write, and cleared a job's
+// never-claimed mark after. A release left with such a pending request, a
+// job still marked never claimed, an approval whose event is still owed
+// and a leased request whose holder died finishes under the new code, each
+// locale approved once and the release delivered once.
+func TestReleaseHalfDoneByThePreviousCodeFinishes(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-old", "de-DE", "fr-FR", "it-IT")
+	b.ingestPlan(t, plan)
+	for _, l := range []string{"de-DE", "fr-FR", "it-IT"} {
+		b.ingestResult(t, plan, l, releasetest.ResultOptions{})
+	}
+	// de-DE approved, its event still owed (the previous code's step
+	// stored it and died before publishing).
+	first := b.run(t, "evt-old")
+	if first.TargetLocale != "de-DE" || b.snap(t, "evt-old").Approvals["job-de-DE"].OutboxMS == 0 {
+		t.Fatalf("%+v", first)
+	}
+	// fr-FR: the previous code's pending request, not claimed, its job
+	// still marked never claimed.
+	s := b.snap(t, "evt-old")
+	fr := s.Jobs["job-fr-FR"]
+	if !fr.AwaitingClaim {
+		t.Fatalf("fr-FR job: %+v", fr)
+	}
+	frSHA := fr.ResultSHA256
+	req := release.EvidenceRecord{
+		RequestID: requestIDOf(t, b, plan, "fr-FR", frSHA), EventID: "evt-old", PlanID: plan.PlanID, JobID: "job-fr-FR",
+		ResultSHA256: frSHA, EvidenceRevision: "rev-1",
+		Lease: release.Lease{Status: release.StatePending, MaxAttempts: release.DefaultEvidenceMaxAttempts,
+			NextAttemptMS: core.Millis(b.clock.Now()), CreatedMS: core.Millis(b.clock.Now()), UpdatedMS: core.Millis(b.clock.Now())},
+		Version: 1,
+	}
+	if err := b.store.Put(b.ctx, &req, 0); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	o := b.run(t, "evt-old")
+	if o.Status != release.OutcomeApproved || o.TargetLocale != "fr-FR" {
+		t.Fatalf("fr-FR run: %+v", o)
+	}
+	s = b.snap(t, "evt-old")
+	if e := s.Evidence[req.RequestID]; e == nil || e.Status != release.StateSucceeded || e.Attempts != 1 || len(s.Evidence) != 2 {
+		t.Fatalf("the previous code's pending request was not the one used: %+v", s.Evidence)
+	}
+	if s.Jobs["job-fr-FR"].AwaitingClaim {
+		t.Fatal("never-claimed mark left")
+	}
+	b.clock.Advance(time.Second)
+	if o := b.run(t, "evt-old"); o.Status != release.OutcomeDeliveryReady || o.TargetLocale != "it-IT" {
+		t.Fatalf("it-IT run: %+v", o)
+	}
+	if d, err := b.c.Deliver(b.ctx, "evt-old"); err != nil || d.Status != release.OutcomeDelivered {
+		t.Fatalf("deliver: %+v %v", d, err)
+	}
+	s = b.snap(t, "evt-old")
+	if len(s.Approvals) != 3 || b.cms.Sends != 1 || s.Approvals["job-de-DE"].ApprovalID != first.ApprovalID {
+		t.Fatalf("approvals %d, sends %d", len(s.Approvals), b.cms.Sends)
+	}
+	// The owed event of the approval the previous code stored is still
+	// owed, and clears as before.
+	if s.Approvals["job-de-DE"].OutboxMS == 0 {
+		t.Fatal("owed event lost")
+	}
+	if err := b.c.SettleOutbox(b.ctx, "evt-old", "job-de-DE", first.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	if b.snap(t, "evt-old").Approvals["job-de-DE"].OutboxMS != 0 {
+		t.Fatal("owed event not cleared")
+	}
+}
+
+// requestIDOf is the evidence request id the coordinator derives for a
+// locale's current result.
+func requestIDOf(t *testing.T, b *bundle, plan releasetest.PlanSpec, locale, resultSHA string) string {
+	t.Helper()
+	s := b.snap(t, plan.EventID)
+	job, ok := s.Plan.Job("job-" + locale)
+	if !ok {
+		t.Fatalf("no job for %s", locale)
+	}
+	var r release.Result
+	if err := json.Unmarshal([]byte(s.Results[job.JobID].ResultJSON), &r); err != nil {
+		t.Fatal(err)
+	}
+	req, err := release.BuildEvidenceRequest(plan.EventID, plan.PlanID, job, s.Sources[job.JobID].Text, &r, resultSHA, "rev-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req.RequestID
+}
