@@ -59,6 +59,11 @@ const (
 	// outcomes: "wake" (default) or "outbox", the earlier layout
 	// (docs/design.md "Owed outcomes in the wake index": deploy order).
 	EnvOwedLayout = "LOCALEFLOW_OWED_LAYOUT"
+	// EnvSweepGrace is how long past its wake time a due change is left
+	// to its queued message before the poller's sweep claims it
+	// (core/monitor.Config.SweepGrace: default 30s, whole milliseconds in
+	// (0, 900s]; docs/design.md "The sweep's grace period").
+	EnvSweepGrace = "LOCALEFLOW_SWEEP_GRACE"
 
 	// Coordinator settings (core/release.Config).
 	EnvEvidenceRevision    = "LOCALEFLOW_EVIDENCE_REVISION"
@@ -150,7 +155,7 @@ var PollerEnv = concat([]EnvVar{
 	{EnvMonitorTable, Stack}, {EnvPollQueueURL, Stack}, {EnvQuarantineQueueURL, Stack}, {EnvEventBus, Stack},
 	{EnvDeployment, Stack}, {EnvCMSBaseURL, Stack},
 	{EnvMaxConsecutiveFailures, Stack}, {EnvRetryMaxDelay, Stack}, {EnvMonitorRetention, Stack},
-	{EnvOwedLayout, Stack},
+	{EnvOwedLayout, Stack}, {EnvSweepGrace, Stack},
 	{EnvAllowInsecureHTTP, Local},
 	{EnvWorkerID, Local},
 	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},

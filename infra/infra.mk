@@ -22,6 +22,8 @@
 #   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
 #   OWED_LAYOUT            wake|outbox (default wake): where the poller leaves owed outcomes; outbox for the
 #                          first deploy over code older than the setting (docs/runbook.md "Switching the owed-outcome layout")
+#   SWEEP_GRACE            poller sweep grace, Go duration, whole ms in (0, 900s] (default 30s): how long a due change
+#                          is left to its queued message before the sweep polls it (docs/design.md "The sweep's grace period")
 #   SETTINGS               function settings left to the operator, VAR=value separated by spaces
 #                          (e.g. "LOCALEFLOW_POLL_INTERVAL=60s LOCALEFLOW_LOG_LEVEL=WARN"); README.md, "Configuration"
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
@@ -50,6 +52,7 @@ ALARM_EMAIL ?=
 MAX_CONSECUTIVE_FAILURES ?=
 RETRY_MAX_DELAY ?=
 OWED_LAYOUT ?=
+SWEEP_GRACE ?=
 SETTINGS ?=
 CDK_FLAGS ?=
 ASSET_DIR ?= $(CURDIR)/build
@@ -67,6 +70,7 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY)) \
 	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY)) \
 	$(if $(OWED_LAYOUT),-c owedLayout=$(OWED_LAYOUT)) \
+	$(if $(SWEEP_GRACE),-c sweepGrace=$(SWEEP_GRACE)) \
 	$(foreach s,$(SETTINGS),-c $(s))
 
 .PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings deploy-next-steps

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/infra/localeflow"
 )
 
@@ -48,6 +49,9 @@ const (
 	ctxMonitorRetention = "monitorRetention"
 	// Where the poller leaves owed outcomes: wake (default) or outbox.
 	ctxOwedLayout = "owedLayout"
+	// How long the poller's sweep leaves a due change to its message (Go
+	// duration, default 30s; LOCALEFLOW_SWEEP_GRACE).
+	ctxSweepGrace = "sweepGrace"
 	// ctxCustomerManagedKey: true (default) or false, see
 	// localeflow.Props.CustomerManagedKey.
 	ctxCustomerManagedKey = "customerManagedKey"
@@ -127,6 +131,14 @@ func run(appProps *awscdk.AppProps) error {
 	if err != nil {
 		return fmt.Errorf("infra: context %s: %w", ctxMonitorRetention, err)
 	}
+	sweepGrace, err := time.ParseDuration(ctx(ctxSweepGrace, "0s"))
+	if err != nil {
+		return fmt.Errorf("infra: context %s: %w", ctxSweepGrace, err)
+	}
+	if ctx(ctxSweepGrace, "") != "" && sweepGrace == 0 {
+		// 0 would silently take the default, as it does for the variable.
+		return fmt.Errorf("infra: context %s (%s) must be more than 0 (whole milliseconds up to %s)", ctxSweepGrace, ctx(ctxSweepGrace, ""), monitor.MaxSweepGrace)
+	}
 	// The functions' settings left to the operator: one context key per
 	// variable, named as the variable (-c LOCALEFLOW_POLL_INTERVAL=60s);
 	// the functions' config loaders check them at synth.
@@ -160,6 +172,7 @@ func run(appProps *awscdk.AppProps) error {
 		TextRetention:          textRetention,
 		MonitorRetention:       monitorRetention,
 		OwedLayout:             ctx(ctxOwedLayout, ""),
+		SweepGrace:             sweepGrace,
 		SettingsEnv:            settings,
 	}
 	lf, err := localeflow.NewStack(app, stackName, &localeflow.StackProps{Props: props})

@@ -119,6 +119,9 @@ func TestAppRejectsBadContext(t *testing.T) {
 		"missing bootstrap":            {"assetDir": t.TempDir()},
 		"retired shared issuers":       {"assetDir": assetDir, "receiptIssuers": "qa=" + issuerKey},
 		"bad function setting":         {"assetDir": assetDir, "LOCALEFLOW_POLL_CONCURRENCY": "999"},
+		"sweep grace not a duration":   {"assetDir": assetDir, "sweepGrace": "soon"},
+		"sweep grace zero":             {"assetDir": assetDir, "sweepGrace": "0s"},
+		"sweep grace over 900s":        {"assetDir": assetDir, "sweepGrace": "16m"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())}); err == nil {
@@ -165,6 +168,23 @@ func TestOutageToleranceFromContext(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSweepGraceFromContext: -c sweepGrace (make deploy SWEEP_GRACE=...)
+// reaches the poller's LOCALEFLOW_SWEEP_GRACE in the template.
+func TestSweepGraceFromContext(t *testing.T) {
+	out := t.TempDir()
+	ctx := map[string]any{"assetDir": assetDir, "stackName": "Grace", "deletionProtection": "false", "nag": "false", ctxSweepGrace: "2m"}
+	if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(out)}); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "Grace.template.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv := `"` + localeflow.EnvSweepGrace + `":"2m0s"`; !strings.Contains(strings.Join(strings.Fields(string(raw)), ""), kv) {
+		t.Errorf("template lacks %s", kv)
 	}
 }
 

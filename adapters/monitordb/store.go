@@ -488,7 +488,7 @@ func (s *Store) Announced(ctx context.Context, eventID string, finishedMS int64)
 // KEYS_ONLY Query of the sparse outbox index (outbox_shard = s AND
 // outbox_ms <= before), and one of the wake index (wake_shard = s AND
 // wake_ms <= before: an owed record's wake_ms is at most its outbox_ms)
-// whose entries are read (one projected GetItem each) and kept when final
+// whose entries are read (one projected BatchGetItem per page) and kept when final
 // with outbox_ms <= before; merged in outbox order.
 func (s *Store) Owed(ctx context.Context, beforeMS int64, limit int) ([]string, error) {
 	if limit <= 0 {
@@ -520,6 +520,10 @@ func (s *Store) Owed(ctx context.Context, beforeMS int64, limit int) ([]string, 
 // (wake_ms <= beforeMS), keyed by their outbox_ms. Entries of records that
 // can still wake are read and skipped; the listing pages on until limit
 // owed records are found or the shard has no more entries up to beforeMS.
+// Each page of up to 100 entries is read with one projected BatchGetItem
+// (owedOutboxes), not one GetItem per entry: the read units are the same,
+// the requests and round trips a hundredth (docs/performance.md "The owed
+// pass's reads").
 func (s *Store) owedInWake(ctx context.Context, shard int, beforeMS int64, limit int) ([]wakeKey, error) {
 	var owed []wakeKey
 	var start map[string]types.AttributeValue
@@ -529,12 +533,12 @@ func (s *Store) owedInWake(ctx context.Context, shard int, beforeMS int64, limit
 		if err != nil {
 			return nil, err
 		}
+		outbox, err := s.owedOutboxes(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
 		for _, k := range keys {
-			ms, ok, err := s.owedOutbox(ctx, k.EventID)
-			if err != nil {
-				return nil, err
-			}
-			if ok && ms <= beforeMS && len(owed) < limit {
+			if ms, ok := outbox[k.EventID]; ok && ms <= beforeMS && len(owed) < limit {
 				owed = append(owed, wakeKey{EventID: k.EventID, WakeMS: ms})
 			}
 		}
@@ -551,35 +555,57 @@ func (s *Store) owedInWake(ctx context.Context, shard int, beforeMS int64, limit
 	return owed, nil
 }
 
-// owedOutbox reads the state and outbox key of eventID (one GetItem
-// projected onto them): its outbox_ms and true when it is final and owes
-// its outcome.
-func (s *Store) owedOutbox(ctx context.Context, eventID string) (int64, bool, error) {
-	expr, err := build(expression.NewBuilder().WithProjection(
-		expression.NamesList(expression.Name(attrState), expression.Name(attrOutboxMS))))
+// owedProjection reads what owedOutboxes needs of a record: its id, state
+// and outbox key.
+var owedProjection = func() expression.Expression {
+	expr, err := expression.NewBuilder().WithProjection(
+		expression.NamesList(expression.Name(attrEventID), expression.Name(attrState), expression.Name(attrOutboxMS))).Build()
 	if err != nil {
-		return 0, false, err
+		panic(err) // constant expression
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: key(eventID),
-		ProjectionExpression:     expr.Projection(),
-		ExpressionAttributeNames: expr.Names(),
-		ReturnConsumedCapacity:   s.capacity.mode(),
+	return expr
+}()
+
+// owedOutboxes reads the records of keys (eventually consistent
+// BatchGetItem calls of up to 100 keys, batchget.Items, projected onto
+// owedProjection) and returns the outbox_ms of each one that is final and
+// owes its outcome, by event id.
+func (s *Store) owedOutboxes(ctx context.Context, keys []wakeKey) (map[string]int64, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	avKeys := make([]map[string]types.AttributeValue, len(keys))
+	for i, k := range keys {
+		avKeys[i] = key(k.EventID)
+	}
+	items, err := batchget.Items(ctx, s.db, batchget.Input{
+		Table: s.table, Keys: avKeys,
+		Read:                   types.KeysAndAttributes{ProjectionExpression: owedProjection.Projection(), ExpressionAttributeNames: owedProjection.Names()},
+		ReturnConsumedCapacity: s.capacity.mode(),
+		Consumed: func(cs []types.ConsumedCapacity) {
+			for _, c := range cs {
+				s.capacity.add(&c, false)
+			}
+		},
 	})
 	if err != nil {
-		return 0, false, unavailable("owed get", err)
+		return nil, unavailable("owed get", err)
 	}
-	s.capacity.add(out.ConsumedCapacity, false)
-	st, _ := out.Item[attrState].(*types.AttributeValueMemberS)
-	n, _ := out.Item[attrOutboxMS].(*types.AttributeValueMemberN)
-	if st == nil || n == nil || !monitor.State(st.Value).Final() {
-		return 0, false, nil
+	out := make(map[string]int64, len(items))
+	for _, item := range items {
+		id, _ := item[attrEventID].(*types.AttributeValueMemberS)
+		st, _ := item[attrState].(*types.AttributeValueMemberS)
+		n, _ := item[attrOutboxMS].(*types.AttributeValueMemberN)
+		if id == nil || st == nil || n == nil || !monitor.State(st.Value).Final() {
+			continue
+		}
+		ms, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			continue
+		}
+		out[id.Value] = ms
 	}
-	ms, err := strconv.ParseInt(n.Value, 10, 64)
-	if err != nil {
-		return 0, false, nil
-	}
-	return ms, true, nil
+	return out, nil
 }
 
 // dedupKeys drops repeated event ids from sorted keys (a record found in

@@ -94,3 +94,40 @@ func TestOwedLayoutSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepGraceSetting: LOCALEFLOW_SWEEP_GRACE sets the sweep's grace
+// (monitor.Config.SweepGrace; default 30s when unset) and refuses, with the
+// variable, the value and monitor's stable code, every value outside whole
+// milliseconds in (0, 900s] — zero included, which would otherwise
+// silently take the default.
+func TestSweepGraceSetting(t *testing.T) {
+	for value, want := range map[string]time.Duration{
+		"": monitor.DefaultSweepGrace, "30s": 30 * time.Second, "1ms": time.Millisecond,
+		"2m": 2 * time.Minute, "900s": monitor.MaxSweepGrace, " 45s ": 45 * time.Second,
+	} {
+		env := baseEnv()
+		env[envSweepGrace] = value
+		c, err := loadConfig(func(k string) string { return env[k] })
+		if err != nil || c.Monitor.SweepGrace != want {
+			t.Errorf("%q: grace %s, %v; want %s", value, c.Monitor.SweepGrace, err, want)
+		}
+	}
+	for _, value := range []string{"0", "0s", "-1s", "900001ms", "16m", "1500us", "1us"} {
+		env := baseEnv()
+		env[envSweepGrace] = value
+		_, err := loadConfig(func(k string) string { return env[k] })
+		if err == nil {
+			t.Errorf("%q accepted", value)
+			continue
+		}
+		if !core.HasCode(err, monitor.CodeDelayInvalid) || !strings.Contains(err.Error(), envSweepGrace+" (") ||
+			!strings.Contains(err.Error(), "whole milliseconds from 1ms to 15m0s") {
+			t.Errorf("%q: %v", value, err)
+		}
+	}
+	env := baseEnv()
+	env[envSweepGrace] = "soon"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), envSweepGrace+` ("soon") is not a Go duration`) {
+		t.Errorf("soon: %v", err)
+	}
+}

@@ -398,6 +398,8 @@ func (b *builder) env(dir string) map[string]*string {
 		env[EnvMonitorRetention] = jsii.String(b.cfg.monitorRetention.String())
 		// Always explicit: the template states the layout it writes.
 		env[EnvOwedLayout] = jsii.String(string(b.cfg.owedLayout))
+		// Always explicit: the template states the sweep's grace.
+		env[EnvSweepGrace] = jsii.String(b.cfg.monitor.SweepGrace.String())
 	case "coordinator":
 		env[EnvReleaseTable] = b.tables[topo.Release.Logical].TableName()
 		env[EnvReleaseQueueURL] = b.queues[topo.RelQueue.Logical].QueueUrl()

@@ -43,6 +43,7 @@ const (
 	// last write once they need nothing more.
 	EnvMonitorRetention     = contract.EnvMonitorRetention
 	EnvOwedLayout           = contract.EnvOwedLayout
+	EnvSweepGrace           = contract.EnvSweepGrace
 	EnvReleaseQueueURL      = contract.EnvReleaseQueueURL
 	EnvEventBus             = contract.EnvEventBus
 	EnvCMSBaseURL           = contract.EnvCMSBaseURL
@@ -184,6 +185,13 @@ type Props struct {
 	// after (docs/design.md "Owed outcomes in the wake index", deploy
 	// order; docs/runbook.md "Switching the owed-outcome layout").
 	OwedLayout string
+	// SweepGrace is how long past its wake time a due change is left to
+	// its queued message before the poller's sweep claims it
+	// (LOCALEFLOW_SWEEP_GRACE, monitor.Config.SweepGrace); 0 means
+	// monitor.DefaultSweepGrace (30 s). Whole milliseconds up to 900 s,
+	// else synth fails with lifecycle_monitor.delay_invalid
+	// (docs/design.md "The sweep's grace period").
+	SweepGrace time.Duration
 	// Settings are the functions' settings left to the operator (poll
 	// interval, leases, timeouts, attempt bounds, approval TTL, log
 	// level, ...), set on every function that reads them; zero fields keep
@@ -310,6 +318,12 @@ func resolve(props *Props) (stackConfig, error) {
 	cfg.monitor = monitor.Config{WorkerID: "synth", MaxConsecutiveFailures: props.MaxConsecutiveFailures, MaxDelay: props.RetryMaxDelay}.WithDefaults()
 	if err := cfg.monitor.Validate(); err != nil {
 		return stackConfig{}, fmt.Errorf("infra: MaxConsecutiveFailures/RetryMaxDelay: %w", err)
+	}
+	if props.SweepGrace != 0 {
+		cfg.monitor.SweepGrace = props.SweepGrace
+		if err := cfg.monitor.Validate(); err != nil {
+			return stackConfig{}, fmt.Errorf("infra: SweepGrace %s must be whole milliseconds in (0, %s]: %w", props.SweepGrace, monitor.MaxSweepGrace, err)
+		}
 	}
 	cfg.textRetention = props.TextRetention
 	if cfg.textRetention == 0 {

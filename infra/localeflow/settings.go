@@ -153,6 +153,7 @@ func checkSettings(cfg stackConfig, dir string, settings map[string]string) erro
 		contract.EnvRetryMaxDelay:          cfg.monitor.MaxDelay.String(),
 		contract.EnvMonitorRetention:       cfg.monitorRetention.String(),
 		contract.EnvOwedLayout:             string(cfg.owedLayout),
+		contract.EnvSweepGrace:             cfg.monitor.SweepGrace.String(),
 		contract.EnvTextRetention:          cfg.textRetention.String(),
 	}
 	issuers := cfg.receiptIssuers

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -96,6 +97,7 @@ func TestFunctionEnvironment(t *testing.T) {
 			EnvCMSBaseURL: "https://cms.example.com", EnvCMSKeySecret: ref("CMSKeySecret"),
 			EnvEventKeySecret: ref("EventKeySecret"), EnvMaxFailures: "5", EnvRetryMaxDelay: "5m0s",
 			EnvDeployment: "localeflow", EnvMonitorRetention: "2160h0m0s", EnvOwedLayout: "wake",
+			EnvSweepGrace: "30s",
 		},
 		"coordinator": {
 			EnvReleaseTable: release, EnvReleaseQueueURL: relURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,
@@ -919,6 +921,9 @@ func TestInvalidPropsRejected(t *testing.T) {
 		}, "share a key"},
 		{"retention below the event max age", func(p *Props) { p.MonitorRetention = 168 * 3600e9 }, "max age"},
 		{"unknown owed layout", func(p *Props) { p.OwedLayout = "Wake" }, "lifecycle_monitor.owed_layout_invalid"},
+		{"sweep grace over 900s", func(p *Props) { p.SweepGrace = 901 * time.Second }, "lifecycle_monitor.delay_invalid"},
+		{"sweep grace negative", func(p *Props) { p.SweepGrace = -time.Second }, "SweepGrace -1s"},
+		{"sweep grace sub-millisecond", func(p *Props) { p.SweepGrace = 1500 * time.Microsecond }, "lifecycle_monitor.delay_invalid"},
 		{"bad alarm topic", func(p *Props) { p.AlarmTopicArn = "arn:aws:sqs:eu-west-1:1:q" }, "SNS"},
 		{"bad alarm e-mail", func(p *Props) { p.AlarmEmail = "not-an-address" }, "AlarmEmail"},
 		{"alarm e-mail with a topic ARN", func(p *Props) {
@@ -957,6 +962,24 @@ func TestOwedLayoutOutboxReachesThePoller(t *testing.T) {
 		v, ok := env[EnvOwedLayout]
 		if want := fn.Dir == "poller"; ok != want || (want && v != "outbox") {
 			t.Errorf("%s: %s = %v (set %v)", fn.Dir, EnvOwedLayout, v, ok)
+		}
+	}
+}
+
+// TestSweepGraceReachesThePoller: the SweepGrace prop is set on the poller
+// alone, as the variable its config loader reads; the default is 30s
+// (TestFunctionEnvironment). The upper bound itself is accepted.
+func TestSweepGraceReachesThePoller(t *testing.T) {
+	for grace, want := range map[time.Duration]string{2 * time.Minute: "2m0s", 900 * time.Second: "15m0s", 1500 * time.Millisecond: "1.5s"} {
+		props := testProps()
+		props.SweepGrace = grace
+		s := synth(t, props)
+		for _, fn := range s.topo.Functions {
+			env := s.props(t, "AWS::Lambda::Function", fn.Logical)["Environment"].(map[string]any)["Variables"].(map[string]any)
+			v, ok := env[EnvSweepGrace]
+			if set := fn.Dir == "poller"; ok != set || (set && v != want) {
+				t.Errorf("%s: %s = %v (set %v), want %q", fn.Dir, EnvSweepGrace, v, ok, want)
+			}
 		}
 	}
 }

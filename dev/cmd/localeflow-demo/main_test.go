@@ -285,15 +285,16 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-// The demo's poller runs the AWS interval (default 60 s) and hint gap
-// (5 s) scaled down by -speedup, and the poller's own config accepts them.
+// The demo's poller runs the AWS interval (default 60 s), hint gap (5 s)
+// and sweep grace (30 s) scaled down by -speedup, and the poller's own
+// config accepts them.
 func TestPollerTimingIsScaled(t *testing.T) {
 	o, err := parse([]string{"-rie", "/bin/true"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(pollerTiming(o.pollInterval, o.speedup), " ")
-	if got != "LOCALEFLOW_POLL_INTERVAL=5s LOCALEFLOW_HINT_MIN_GAP=417ms" || !o.hints {
+	if got != "LOCALEFLOW_POLL_INTERVAL=5s LOCALEFLOW_HINT_MIN_GAP=417ms LOCALEFLOW_SWEEP_GRACE=2.5s" || !o.hints {
 		t.Fatalf("poller timing %q (hints %v)", got, o.hints)
 	}
 }

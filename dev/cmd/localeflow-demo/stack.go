@@ -122,7 +122,7 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 			// The demo's fake CMS and evidence provider listen on plain http.
 			contract.EnvAllowInsecureHTTP + "=1",
 			// Accelerated for the demo (defaults: 5 s..300 s backoff); the
-			// poll interval and hint gap come from pollerTiming.
+			// poll interval, hint gap and sweep grace come from pollerTiming.
 			contract.EnvRetryBaseDelay + "=1s", contract.EnvRetryMaxDelay + "=4s",
 			// As the stack sets it (docs/design.md "Owed outcomes in the
 			// wake index").
@@ -147,12 +147,14 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 	return env
 }
 
-// pollerTiming is the poller's interval and hint gap: the AWS values
-// (interval as given, gap the default 5 s) divided by speedup.
+// pollerTiming is the poller's interval, hint gap and sweep grace: the
+// AWS values (interval as given, gap the default 5 s, grace the default
+// 30 s) divided by speedup, as the sweep's schedule is.
 func pollerTiming(interval time.Duration, speedup float64) []string {
 	return []string{
 		contract.EnvPollInterval + "=" + scaled(interval, speedup).String(),
 		contract.EnvHintMinGap + "=" + scaled(monitor.DefaultHintMinGap, speedup).String(),
+		contract.EnvSweepGrace + "=" + scaled(monitor.DefaultSweepGrace, speedup).String(),
 	}
 }
 

@@ -55,6 +55,7 @@ const (
 	envLogLevel     = contract.EnvLogLevel
 	envRetention    = contract.EnvMonitorRetention // finished records expire after (default 2160h)
 	envOwedLayout   = contract.EnvOwedLayout       // where finishing writes leave owed outcomes (default wake)
+	envSweepGrace   = contract.EnvSweepGrace       // due changes left to their message this long before a sweep (default 30s)
 )
 
 // Retention of finished monitor records that need no attention.
@@ -124,12 +125,19 @@ func Load(getenv func(string) string) (Config, error) {
 	env.Duration(envMargin, &c.Margin)
 	env.Duration(envHintMinGap, &c.Monitor.HintMinGap)
 	env.Int(envMaxFailures, &c.Monitor.MaxConsecutiveFailures)
+	env.Duration(envSweepGrace, &c.Monitor.SweepGrace)
 	env.Int(envConcurrency, &c.Concurrency)
 	env.Duration(envEventMaxAge, &c.EventMaxAge)
 	env.Duration(envKeyTTL, &c.KeyTTL)
 	c.Retention = DefaultMonitorRetention
 	env.Duration(envRetention, &c.Retention)
 	errs := []error{env.Err()}
+	if env.String(envSweepGrace) != "" && c.Monitor.SweepGrace == 0 {
+		// Zero would silently take the default: a value that is set must
+		// be a grace (monitor.Config.SweepGrace: (0, MaxSweepGrace]).
+		errs = append(errs, fmt.Errorf("%s (%s) must be a Go duration of whole milliseconds from 1ms to %s: %w",
+			envSweepGrace, env.String(envSweepGrace), monitor.MaxSweepGrace, core.Fail(monitor.CodeDelayInvalid)))
+	}
 	layout, err := monitor.ParseOwedLayout(env.String(envOwedLayout))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("%s (%q) must be wake or outbox: %w", envOwedLayout, env.String(envOwedLayout), err))
@@ -249,6 +257,9 @@ func monitorSettingError(m monitor.Config, err error) error {
 		return fmt.Errorf("%s (%s) must not exceed %s (%s): %w", envBaseDelay, m.BaseDelay, envMaxDelay, m.MaxDelay, err)
 	}
 	if e := bounded(envLease, m.Lease, monitor.MaxLease); e != nil {
+		return e
+	}
+	if e := bounded(envSweepGrace, m.SweepGrace, monitor.MaxSweepGrace); e != nil {
 		return e
 	}
 	if m.MaxConsecutiveFailures < 1 || m.MaxConsecutiveFailures > monitor.MaxFailures {
