@@ -17,8 +17,8 @@ import (
 
 // TestIntegrationBootstrapUnderRIE runs the real Lambda binary (built as
 // for deployment) under aws-lambda-rie against the local stack: an SQS
-// intake batch registers the testdata change, a scheduled event sweeps and
-// polls it against the signed test CMS until it is terminal.
+// intake batch registers the testdata change, a scheduled event sweeps
+// (with a 1 ms sweep grace) and polls it against the signed test CMS until it is terminal.
 func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 	localtest.Require(t)
 	bin := rietest.Build(t)
@@ -43,6 +43,9 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 		// Those details are v1-signed: v1 is refused unless accepted.
 		envEventV1+"=0",
 		envCMSTimeout+"=2s",
+		// The sweep below runs right after registering: with the default
+		// grace (30 s) it would leave the change to its queued message.
+		envSweepGrace+"=1ms",
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=60",
 	)
 
