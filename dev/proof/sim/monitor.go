@@ -104,6 +104,10 @@ type monitorStore struct {
 	// this invocation claimed it (its finishing write is judged by what
 	// it claimed, even when a reclaim in between cleared hinted).
 	claimHinted map[readKey]bool
+	// corrupt follows the records the simulator corrupted (invariants.go).
+	corrupt corruptTrack
+	// takeover freezes finishing writes until a take-over (invariants.go).
+	takeover takeoverFaults
 }
 
 type readKey struct {
@@ -142,6 +146,9 @@ func (s *monitorStore) Get(ctx context.Context, id string) (out monitor.Record, 
 	err = s.w.do(ctx, KindStore, "monitor.Get "+id, storeDown, func() (string, error) {
 		var e error
 		out, e = s.mem.Get(ctx, id)
+		if e == nil {
+			s.corrupt.read(invocationOf(ctx), id)
+		}
 		return string(out.State), e
 	})
 	return out, err
@@ -223,6 +230,9 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 	err = s.w.do(ctx, KindStore, "monitor.Claim "+id, storeDown, func() (string, error) {
 		var e error
 		out, ok, e = s.mem.Claim(ctx, id, l)
+		if e == nil {
+			s.corrupt.read(inv, id)
+		}
 		if e != nil || !ok {
 			return "not claimed, " + string(out.State), e
 		}
@@ -233,6 +243,7 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 			s.w.violate("two live leases on %s: #%d holds one until %d, claimed again at %d", id, prev.inv, prev.expires, l.NowMS)
 		}
 		s.leases[id] = &lease{token: l.Token, expires: l.ExpiresMS, open: true, inv: invID(inv)}
+		s.takeover.claimed(id, l.Token)
 		if inv != nil {
 			s.claimHinted[readKey{inv.ID, id}] = s.hinted[id]
 		}
@@ -257,6 +268,7 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 			}
 			return "refused " + core.CodeOf(e), e
 		}
+		s.checkCorruptBasis(inv, f, out)
 		switch {
 		case l == nil || l.token != f.Token:
 			s.w.violate("write to %s accepted under a lease that is not the current one", f.EventID)
@@ -396,6 +408,7 @@ func (s *monitorStore) MarkInvalid(ctx context.Context, id string, nowMS int64) 
 		if err := s.mem.MarkInvalid(ctx, id, nowMS); err != nil {
 			return "refused", err
 		}
+		s.corrupt.written(invocationOf(ctx), id)
 		if rec, err := s.mem.Get(ctx, id); err == nil && rec.State.Final() && rec.OutboxMS != 0 {
 			oid := monitor.OutcomeID(id, rec.State, rec.OutboxMS)
 			if prev, ok := s.final[id]; !ok || prev != oid {
@@ -445,6 +458,9 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if tol := t.w.maxOffset - t.w.minOffset + time.Millisecond; time.Now().Add(tol).Before(nb) {
 			t.w.violate("the CMS was polled for %s %s before its scheduled next poll", id, time.Until(nb))
 		}
+	}
+	if l := t.m.store.leases[id]; l != nil && inv != nil && l.open && l.inv == inv.ID {
+		t.m.store.freezeForTakeover(inv, id, l.token, l.expires)
 	}
 	err := t.w.do(req.Context(), KindHTTP, name, func() error { return fmt.Errorf("dial %s: %w", req.URL.Host, errInjected) },
 		func() (string, error) {
@@ -705,6 +721,7 @@ func (m *Monitor) tamper(c *change) {
 			r.SchemaVersion = monitor.SchemaVersion + 1
 		} else {
 			r.ConsecutiveFailures = -1
+			m.store.corrupt.corrupted(c.id)
 		}
 	})
 	if !c.tampered {
