@@ -106,8 +106,10 @@ type monitorStore struct {
 	claimHinted map[readKey]bool
 	// corrupt follows the records the simulator corrupted (invariants.go).
 	corrupt corruptTrack
-	// takeover freezes finishing writes until a take-over (invariants.go).
+	// takeover freezes CMS reads until a take-over (invariants.go).
 	takeover takeoverFaults
+	// owedListed: the invocation's outbox pass (Owed) listed the change.
+	owedListed map[readKey]bool
 }
 
 type readKey struct {
@@ -210,6 +212,14 @@ func (s *monitorStore) Owed(ctx context.Context, beforeMS int64, limit int) (ids
 	err = s.w.do(ctx, KindStore, "monitor.Owed", storeDown, func() (string, error) {
 		var e error
 		ids, e = s.mem.Owed(ctx, beforeMS, limit)
+		if inv := invocationOf(ctx); inv != nil && e == nil {
+			if s.owedListed == nil {
+				s.owedListed = map[readKey]bool{}
+			}
+			for _, id := range ids {
+				s.owedListed[readKey{inv.ID, id}] = true
+			}
+		}
 		return strings.Join(ids, ","), e
 	})
 	return ids, err
@@ -871,8 +881,11 @@ func (m *Monitor) observe(inv *Invocation, e Event) {
 	// The sweep's outbox pass re-publishes only outcomes owed for at least
 	// OutboxGrace (docs/design.md "Monitor outbox": outbox_ms <= now - 30 s
 	// on the sweep's clock); a younger one is still the finishing path's
-	// to announce. An outcome the sweep itself stored is its own.
-	if inv.Fn == "poller" && inv.What == "schedule sweep" && m.store.storedBy[d.OutcomeID] != inv {
+	// to announce. An outcome the sweep itself stored is its own, and one
+	// its poll part found owed (a claim lost to the write that finished the
+	// change) is not the outbox pass's: judged only when its Owed listed it.
+	if inv.Fn == "poller" && inv.What == "schedule sweep" && m.store.storedBy[d.OutcomeID] != inv &&
+		m.store.owedListed[readKey{inv.ID, d.EventID}] {
 		if at, ok := m.store.storedAt[d.OutcomeID]; ok {
 			tol := m.w.maxOffset - m.w.minOffset + time.Millisecond
 			if age := time.Since(at); age+tol < m.store.cfg.OutboxGrace {
