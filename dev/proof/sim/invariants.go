@@ -125,9 +125,9 @@ func (s *releaseStore) checkReleaseLease(ctx context.Context, rec release.Record
 	}
 }
 
-// checkVersion checks an accepted versioned write against the version
-// stored before it (read outside the invocation, so no call boundary):
-// prev 0 creates, any other prev replaces exactly that version.
+// storedVersion reads the version stored under rec's key (0: none),
+// outside the invocation (no call boundary, no fault); false when the
+// read failed.
 func (s *releaseStore) storedVersion(rec release.Record) (int64, bool) {
 	pk, sk := rec.Key()
 	snap, err := s.mem.Load(context.Background(), pk)
@@ -170,6 +170,9 @@ func (s *releaseStore) storedVersion(rec release.Record) (int64, bool) {
 	return found, true
 }
 
+// checkVersion checks an accepted versioned write against the version
+// stored just before it: prev 0 creates, any other prev replaces exactly
+// that version (no lost update).
 func (s *releaseStore) checkVersion(rec release.Record, prev, before int64, known bool) {
 	if !known || before == prev {
 		return
