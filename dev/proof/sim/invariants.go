@@ -411,3 +411,44 @@ func (r *Release) checkApprovedResult(id string, snap release.Snapshot, l releas
 			id, l.TargetLocale, p.ResultSHA256, res.ResultSHA256, r.forged[p.ApprovalID])
 	}
 }
+
+// leaseFreezeStream is the draw stream of freezePastLease.
+const leaseFreezeStream = 0x6c65617365667a21
+
+// freezePastLease may freeze a coordinator invocation in its evidence or
+// delivery call until 1–50 s after the lease it holds ended (a GC pause, a
+// frozen execution environment), when that is still before its Lambda
+// timeout: the step then comes back to a lease that is gone and must not
+// finish under it (checkReleaseLease). At 3× the seed's stall rate, from a
+// stream of its own.
+func (s *releaseStore) freezePastLease(inv *Invocation, peer string) {
+	w := s.w
+	if inv == nil || !w.faultsOn() || w.Faults.Stall == 0 {
+		return
+	}
+	var expires int64
+	for _, l := range s.leases {
+		if l.inv == inv.ID && l.expiresMS > expires {
+			expires = l.expiresMS
+		}
+	}
+	if expires == 0 {
+		return
+	}
+	if s.freezeRng == nil {
+		s.freezeRng = rand.New(rand.NewPCG(w.Seed, w.Seed^leaseFreezeStream))
+	}
+	if s.freezeRng.Float64() >= 3*w.Faults.Stall {
+		return
+	}
+	// The lease's end on the holder's clock → real time.
+	end := time.UnixMilli(expires).Add(-time.Duration(inv.clock.offset.Load()))
+	wake := end.Add(time.Duration(1000+s.freezeRng.IntN(49_000)) * time.Millisecond)
+	if !wake.Before(inv.deadline) || !wake.After(time.Now()) {
+		return
+	}
+	w.Stats.Frozen++
+	inv.faulted.Store(true)
+	w.record(inv, "http "+peer, "frozen until "+wake.Sub(end).String()+" after the lease ended")
+	time.Sleep(time.Until(wake))
+}
