@@ -73,10 +73,8 @@ var (
 type releaseStore struct {
 	w   *World
 	mem releaseBacking
-	// leases are the evidence and delivery leases stored (invariants.go);
-	// freezeRng draws the freezes past them.
-	leases    map[string]relLease
-	freezeRng *rand.Rand
+	// leases are the evidence and delivery leases stored (invariants.go).
+	leases map[string]relLease
 }
 
 func releaseDown() error {
@@ -173,8 +171,6 @@ type peerTransport struct {
 	w       *World
 	name    string
 	handler http.Handler
-	// store freezes a call past its lease (invariants.go).
-	store *releaseStore
 }
 
 func (t peerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -182,9 +178,6 @@ func (t peerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	label := req.URL.Path
 	if i := strings.Index(label, "/changes/"); i >= 0 {
 		label = label[i+len("/changes/"):]
-	}
-	if t.store != nil {
-		t.store.freezePastLease(invocationOf(req.Context()), t.name)
 	}
 	err := t.w.do(req.Context(), KindHTTP, "http "+t.name+" "+label, func() error { return fmt.Errorf("dial %s: %w", t.name, errInjected) },
 		func() (string, error) {
@@ -356,12 +349,12 @@ func (r *Release) deploy(d deployment) error {
 		clock := w.newClock(fmt.Sprintf("coordinator-%d", i+1))
 		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		ev, err := evidence.New(evidence.Config{BaseURL: "https://evidence.sim.invalid", Key: d.evidenceKeys[0], PreviousKeys: d.evidenceKeys[1:], Timeout: 30 * time.Second,
-			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "evidence", handler: evidenceHandler, store: r.store}}})
+			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "evidence", handler: evidenceHandler}}})
 		if err != nil {
 			return err
 		}
 		cms, err := cmsdelivery.New(cmsdelivery.Config{BaseURL: "https://cms.sim.invalid", Key: d.deliveryKeys[0], PreviousKeys: d.deliveryKeys[1:], Timeout: 30 * time.Second,
-			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "delivery", handler: peers.Delivery.Config.Handler, store: r.store}}})
+			Clock: clock, HTTPClient: &http.Client{Transport: peerTransport{w: w, name: "delivery", handler: peers.Delivery.Config.Handler}}})
 		if err != nil {
 			return err
 		}
