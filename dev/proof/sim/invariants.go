@@ -97,8 +97,9 @@ func leaseOf(rec release.Record) (release.Lease, bool) {
 // through their accepted writes: a lease's holder (the invocation whose
 // write stored it) finishes it only with updated_ms before its expiry,
 // both read from the holder's own clock (docs/design.md "Evidence and
-// delivery leases": a finishing write requires the live lease). An
-// expiry (lease_expired) is the only write after the end, by anyone.
+// delivery leases": a finishing write requires the live lease). After the
+// end only an expiry (lease_expired), by anyone, or mark_approved of an
+// evidence record is written.
 func (s *releaseStore) checkReleaseLease(ctx context.Context, rec release.Record) {
 	l, ok := leaseOf(rec)
 	if !ok {
@@ -117,6 +118,13 @@ func (s *releaseStore) checkReleaseLease(ctx context.Context, rec release.Record
 		return
 	}
 	if !held || inv == nil || prev.inv != inv.ID || l.LastErrorCode == "lease_expired" {
+		return
+	}
+	if _, evidence := rec.(*release.EvidenceRecord); evidence && l.Status == release.StateSucceeded {
+		// mark_approved: an evidence record of an approved job is marked
+		// succeeded by whoever sees the approval, without its lease
+		// (docs/design.md "Evidence and delivery leases"), its holder
+		// included.
 		return
 	}
 	if l.UpdatedMS >= prev.expiresMS {
