@@ -247,7 +247,12 @@ var List = []Mutant{
 	{ID: "releasedb-sweep-skips-deliveries", File: "adapters/releasedb/due.go",
 		From: "Delivery: k.SK == release.SKDelivery,",
 		To:   "Delivery: false,",
-		What: "the release sweep re-enqueues a due delivery as a run step"},
+		What: "the release sweep re-enqueues a due delivery as a run step",
+		Equivalent: "a run step of a release that holds a delivery does nothing but hand it on: RunNextRelease " +
+			"finds it first (existingDelivery: delivered → the delivered outcome; failed → delivery_failed, blocked " +
+			"as Deliver blocks it; otherwise delivery_ready, Changed false, so nothing is published) and the handler's " +
+			"next sends the deliver step at the delivery's wake time, which then runs exactly as the sweep's deliver " +
+			"step would. One more queue hop: no write, event, outcome or documented bound differs"},
 	{ID: "releasedb-outbox-key-without-shard", File: "adapters/releasedb/store.go",
 		From: "item[topology.AttrOutboxShard] = number(int64(shard))",
 		To:   "_ = shard",

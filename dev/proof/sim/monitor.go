@@ -106,6 +106,12 @@ type monitorStore struct {
 	claimHinted map[readKey]bool
 	// fx: the checks of issue 24's other findings (findings.go).
 	fx *findings
+	// corrupt follows the records the simulator corrupted (invariants.go).
+	corrupt corruptTrack
+	// takeover freezes CMS reads until a take-over (invariants.go).
+	takeover takeoverFaults
+	// owedListed: the invocation's outbox pass (Owed) listed the change.
+	owedListed map[readKey]bool
 }
 
 type readKey struct {
@@ -144,6 +150,9 @@ func (s *monitorStore) Get(ctx context.Context, id string) (out monitor.Record, 
 	err = s.w.do(ctx, KindStore, "monitor.Get "+id, storeDown, func() (string, error) {
 		var e error
 		out, e = s.mem.Get(ctx, id)
+		if e == nil {
+			s.corrupt.read(invocationOf(ctx), id)
+		}
 		return string(out.State), e
 	})
 	return out, err
@@ -207,6 +216,14 @@ func (s *monitorStore) Owed(ctx context.Context, beforeMS int64, limit int) (ids
 	err = s.w.do(ctx, KindStore, "monitor.Owed", storeDown, func() (string, error) {
 		var e error
 		ids, e = s.mem.Owed(ctx, beforeMS, limit)
+		if inv := invocationOf(ctx); inv != nil && e == nil {
+			if s.owedListed == nil {
+				s.owedListed = map[readKey]bool{}
+			}
+			for _, id := range ids {
+				s.owedListed[readKey{inv.ID, id}] = true
+			}
+		}
 		return strings.Join(ids, ","), e
 	})
 	return ids, err
@@ -227,6 +244,9 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 	err = s.w.do(ctx, KindStore, "monitor.Claim "+id, storeDown, func() (string, error) {
 		var e error
 		out, ok, e = s.mem.Claim(ctx, id, l)
+		if e == nil {
+			s.corrupt.read(inv, id)
+		}
 		if e != nil || !ok {
 			return "not claimed, " + string(out.State), e
 		}
@@ -238,6 +258,7 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 		}
 		s.leases[id] = &lease{token: l.Token, expires: l.ExpiresMS, open: true, inv: invID(inv)}
 		s.fx.checkClaimed(s.w, id, out)
+		s.takeover.claimed(id, l.Token)
 		if inv != nil {
 			s.claimHinted[readKey{inv.ID, id}] = s.hinted[id]
 		}
@@ -263,6 +284,7 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 			}
 			return "refused " + core.CodeOf(e), e
 		}
+		s.checkCorruptBasis(inv, f, out)
 		switch {
 		case l == nil || l.token != f.Token:
 			s.w.violate("write to %s accepted under a lease that is not the current one", f.EventID)
@@ -404,6 +426,7 @@ func (s *monitorStore) MarkInvalid(ctx context.Context, id string, nowMS int64) 
 		if err := s.mem.MarkInvalid(ctx, id, nowMS); err != nil {
 			return "refused", err
 		}
+		s.corrupt.written(invocationOf(ctx), id)
 		if rec, err := s.mem.Get(ctx, id); err == nil && rec.State.Final() && rec.OutboxMS != 0 {
 			oid := monitor.OutcomeID(id, rec.State, rec.OutboxMS)
 			if prev, ok := s.final[id]; !ok || prev != oid {
@@ -453,6 +476,9 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if tol := t.w.maxOffset - t.w.minOffset + time.Millisecond; time.Now().Add(tol).Before(nb) {
 			t.w.violate("the CMS was polled for %s %s before its scheduled next poll", id, time.Until(nb))
 		}
+	}
+	if l := t.m.store.leases[id]; l != nil && inv != nil && l.open && l.inv == inv.ID {
+		t.m.store.freezeForTakeover(inv, id, l.token, l.expires)
 	}
 	err := t.w.do(req.Context(), KindHTTP, name, func() error { return fmt.Errorf("dial %s: %w", req.URL.Host, errInjected) },
 		func() (string, error) {
@@ -715,6 +741,7 @@ func (m *Monitor) tamper(c *change) {
 			r.SchemaVersion = monitor.SchemaVersion + 1
 		} else {
 			r.ConsecutiveFailures = -1
+			m.store.corrupt.corrupted(c.id)
 		}
 	})
 	if !c.tampered {
@@ -865,8 +892,11 @@ func (m *Monitor) observe(inv *Invocation, e Event) {
 	// The sweep's outbox pass re-publishes only outcomes owed for at least
 	// OutboxGrace (docs/design.md "Monitor outbox": outbox_ms <= now - 30 s
 	// on the sweep's clock); a younger one is still the finishing path's
-	// to announce. An outcome the sweep itself stored is its own.
-	if inv.Fn == "poller" && inv.What == "schedule sweep" && m.store.storedBy[d.OutcomeID] != inv {
+	// to announce. An outcome the sweep itself stored is its own, and one
+	// its poll part found owed (a claim lost to the write that finished the
+	// change) is not the outbox pass's: judged only when its Owed listed it.
+	if inv.Fn == "poller" && inv.What == "schedule sweep" && m.store.storedBy[d.OutcomeID] != inv &&
+		m.store.owedListed[readKey{inv.ID, d.EventID}] {
 		if at, ok := m.store.storedAt[d.OutcomeID]; ok {
 			tol := m.w.maxOffset - m.w.minOffset + time.Millisecond
 			if age := time.Since(at); age+tol < m.store.cfg.OutboxGrace {

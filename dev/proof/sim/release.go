@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -72,6 +73,8 @@ var (
 type releaseStore struct {
 	w   *World
 	mem releaseBacking
+	// leases are the evidence and delivery leases stored (invariants.go).
+	leases map[string]relLease
 }
 
 func releaseDown() error {
@@ -117,10 +120,13 @@ func (s *releaseStore) LoadPrefix(ctx context.Context, id, prefix string) (snap 
 func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) error {
 	pk, sk := rec.Key()
 	return s.w.do(ctx, KindStore, "release.Put "+pk+" "+sk, releaseDown, func() (string, error) {
+		before, known := s.storedVersion(rec)
 		err := s.mem.Put(ctx, rec, prev)
 		if err != nil {
 			return "refused " + core.CodeOf(err), err
 		}
+		s.checkVersion(rec, prev, before, known)
+		s.checkReleaseLease(ctx, rec)
 		s.checkRetryAfter(ctx, rec)
 		return "v" + strconv.FormatInt(rec.RecordVersion(), 10) + " " + recordStatus(rec), nil
 	})
@@ -148,10 +154,17 @@ func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) erro
 	// map, so the label lists them sorted (a seed replays its trace).
 	sort.Strings(keys)
 	return s.w.do(ctx, KindStore, "release.PutAll "+strings.Join(keys, " + "), releaseDown, func() (string, error) {
+		before := make([]int64, len(writes))
+		known := make([]bool, len(writes))
+		for i, w := range writes {
+			before[i], known[i] = s.storedVersion(w.Rec)
+		}
 		if err := s.mem.PutAll(ctx, writes...); err != nil {
 			return "refused " + core.CodeOf(err), err
 		}
-		for _, w := range writes {
+		for i, w := range writes {
+			s.checkVersion(w.Rec, w.Prev, before[i], known[i])
+			s.checkReleaseLease(ctx, w.Rec)
 			s.checkRetryAfter(ctx, w.Rec)
 		}
 		return "written", nil
@@ -314,6 +327,10 @@ type Release struct {
 	// evidenceHandler is the provider's handler, its receipts captured.
 	evidenceHandler http.Handler
 	log             *logcapture.Buffer
+	// forged are the approvals the simulator stored for another result
+	// (invariants.go), by approval id; forgeRng draws them.
+	forged   map[string]bool
+	forgeRng *rand.Rand
 }
 
 // issued is what a receipt's signed payload says.
@@ -449,6 +466,9 @@ func (r *Release) script(n int, window time.Duration) {
 					r.bus.put(contract.DetailJobCompleted, signedDetail(contract.DetailJobCompleted, p))
 				})
 			}
+			if !job.failed {
+				r.maybeForgeApproval(spec, l, at)
+			}
 			spec.jobs = append(spec.jobs, job)
 		}
 		r.releases = append(r.releases, spec)
@@ -489,7 +509,7 @@ func (r *Release) check(ctx context.Context) {
 			if a.OutboxMS != 0 {
 				r.w.violate("release %s: approval of %s still owes its release.approved (outbox_ms %d) after faults stopped", id, a.TargetLocale, a.OutboxMS)
 			}
-			if len(approved[a.ApprovalID]) == 0 {
+			if len(approved[a.ApprovalID]) == 0 && !r.forged[a.ApprovalID] {
 				r.w.violate("release %s: approval of %s is stored but localeflow.release.approved was never published", id, a.TargetLocale)
 			}
 		}
@@ -747,6 +767,7 @@ func (r *Release) checkBundle(spec *releaseSpec, snap release.Snapshot, b releas
 				r.checkApproval(id, j, l.Approval)
 			}
 		}
+		r.checkApprovedResult(id, snap, l)
 	}
 }
 

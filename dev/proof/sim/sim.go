@@ -95,7 +95,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 		w.day2.attach(mon, rel, opts.FaultWindow)
 	}
 	w.every(time.Minute, until, "schedule poller sweep", mon.fn.schedule)
-	w.every(5*time.Minute, until, "schedule release sweep", rel.fn.schedule)
+	w.every(5*time.Minute, until, "schedule release sweep", rel.sweep)
 	poll := func(now time.Time) (bool, time.Time) {
 		started := mon.fn.poll(now)
 		started = rel.fn.poll(now) || started
