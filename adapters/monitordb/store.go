@@ -398,8 +398,14 @@ func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) er
 		// An invalid record needs attention: never expired, not acknowledged.
 		Remove(expression.Name(AttrExpiresAt)).
 		Remove(expression.Name(AttrAcknowledgedMS))
-	expr, err := build(expression.NewBuilder().
-		WithCondition(expression.AttributeExists(expression.Name(attrEventID))).WithUpdate(update))
+	// A record already marked invalid keeps its outcome: a second marking
+	// (a reader that saw the corrupt record before another marked it)
+	// would give it a new outbox_ms, so a new outcome_id, announced again.
+	cond := expression.And(expression.AttributeExists(expression.Name(attrEventID)),
+		expression.Not(expression.And(
+			expression.Name(attrState).Equal(expression.Value(string(monitor.StateFailed))),
+			expression.Name(attrLastErrorCode).Equal(expression.Value(monitor.CodeStateInvalid)))))
+	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
 	if err != nil {
 		return err
 	}

@@ -160,7 +160,7 @@ func (s *Service) validated(ctx context.Context, rec Record, now int64) (*lifecy
 		}
 	}
 	if core.HasCode(err, CodeStateInvalid) && core.ValidToken(rec.EventID) &&
-		!(rec.State == StateFailed && rec.LastErrorCode == CodeStateInvalid) {
+		!MarkedInvalid(rec) {
 		if merr := s.store.MarkInvalid(context.WithoutCancel(ctx), rec.EventID, now); merr != nil {
 			return nil, errors.Join(err, fmt.Errorf("mark %s invalid: %w", rec.EventID, merr))
 		}

@@ -57,7 +57,9 @@ type Store interface {
 	// MarkInvalid sets a record that failed validation to failed with
 	// CodeStateInvalid at nowMS, dropping its lease and wake position and
 	// setting its outbox key to nowMS (the outcome is owed). It does
-	// nothing when the record does not exist.
+	// nothing when the record does not exist or is already MarkedInvalid
+	// (one outcome per change: a second marking would owe a second
+	// outcome_id).
 	MarkInvalid(ctx context.Context, eventID string, nowMS int64) error
 	// Hint moves the next poll of a watching record forward to h.NowMS if,
 	// at write time, Hintable(current, h) holds: it applies ApplyHint and
@@ -274,6 +276,12 @@ func ApplyUpdate(r Record, u Update) Record {
 // Owes reports whether the write leaves the outcome owed: every final
 // state (an outcome is published only after the write that decided it).
 func (u Update) Owes() bool { return u.State.Final() }
+
+// MarkedInvalid reports a record MarkInvalid already wrote: failed with
+// CodeStateInvalid. MarkInvalid leaves such a record as it is.
+func MarkedInvalid(r Record) bool {
+	return r.State == StateFailed && r.LastErrorCode == CodeStateInvalid
+}
 
 // ApplyInvalid is the record MarkInvalid writes.
 func ApplyInvalid(r Record, nowMS int64) Record {

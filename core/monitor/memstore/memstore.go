@@ -137,7 +137,7 @@ func (s *Store) MarkInvalid(_ context.Context, eventID string, nowMS int64) erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.records[eventID]
-	if !ok {
+	if !ok || monitor.MarkedInvalid(cur) {
 		return nil
 	}
 	s.records[eventID] = monitor.ApplyInvalid(cur, nowMS)

@@ -571,6 +571,24 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		if ids, _ := s.Owed(ctx, T0+2, 10); strings.Join(ids, ",") != "evt-1" {
 			t.Fatalf("record marked invalid owes no outcome: Owed = %v", ids)
 		}
+		// A second marking (a reader that saw the corrupt record before the
+		// first) keeps the first outcome: the same outbox_ms, so the same
+		// outcome_id, and nothing owed again once it was announced.
+		if err := s.MarkInvalid(ctx, "evt-1", T0+5); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := s.Get(ctx, "evt-1"); again.OutboxMS != T0+2 || again.UpdatedMS != T0+2 {
+			t.Fatalf("a second MarkInvalid changed the outcome: %+v", again)
+		}
+		if err := s.Announced(ctx, "evt-1", T0+2); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkInvalid(ctx, "evt-1", T0+9); err != nil {
+			t.Fatal(err)
+		}
+		if ids, _ := s.Owed(ctx, T0+1_000_000, 10); len(ids) != 0 {
+			t.Fatalf("an announced invalid record is owed again after a second MarkInvalid: %v", ids)
+		}
 		if err := s.MarkInvalid(ctx, "evt-none", T0); err != nil {
 			t.Fatalf("MarkInvalid of a missing record: %v", err)
 		}

@@ -121,7 +121,26 @@ func sweepPollAnnouncesAfterTakeOver(r Result) bool {
 	return false
 }
 
+// markedInvalidTwice reports a change two invocations marked invalid: one
+// read the tampered record, stalled, and wrote its marking after another
+// had marked it and announced the outcome.
+func markedInvalidTwice(r Result) bool {
+	n := map[string]int{}
+	for _, s := range r.Trace {
+		if id, ok := strings.CutPrefix(s.Call, "monitor.MarkInvalid "); ok && s.Outcome == "failed" {
+			if n[id]++; n[id] == 2 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 var regressions = []regression{
+	// Seed 1581 of the long seed run on 1112668 (seeds 1–3,000 of the
+	// merged code): the second marking
+	// gave the record a new outbox_ms, so a second, different outcome_id.
+	{"second_mark_invalid_keeps_the_outcome", 1581, markedInvalidTwice},
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
 	{"answer_crash_reclaim_then_outage_one_outcome", 1000060, answerCrashReclaimFail},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
