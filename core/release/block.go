@@ -100,6 +100,11 @@ func (c *Coordinator) Blocked(ctx context.Context, eventID string) (bool, error)
 // the next run or sweep blocks it again.
 const CodeBlockLost = "release.block.lost"
 
+// CodeReleaseBlocked: a deliver step met the release's blocked record and
+// sent nothing (final; the release stays blocked until an operator removes
+// the record).
+const CodeReleaseBlocked = "release.blocked"
+
 // block marks the release blocked for good with code (a blocked record in
 // the attention index, which health shows) and takes every other record of
 // the release out of the wake index: evidence and delivery records are

@@ -2,6 +2,7 @@ package release_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,46 @@ func TestWaitingReleaseIsNotDueBeforeItsBackoff(t *testing.T) {
 	}
 	if s := b.snap(t, "evt-wait"); s.Delivery == nil {
 		t.Fatal("release did not complete")
+	}
+}
+
+// TestBlockedReleaseIsNotDelivered: a release is blocked for good (here:
+// its blocked record and its parked delivery, as block writes them) while
+// a deliver step for its prepared delivery is still queued. The deliver
+// step must not send: blocked wins, with the final code release.blocked,
+// and the delivery stays parked and unclaimed. Before the fix the step
+// claimed the parked delivery (clearing parked) and sent it to the CMS.
+func TestBlockedReleaseIsNotDelivered(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-bd", "de-DE")
+	b.ingestPlan(t, plan)
+	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
+	if o := b.run(t, "evt-bd"); o.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("%+v", o)
+	}
+	s := b.snap(t, "evt-bd")
+	d := *s.Delivery
+	d.Parked, d.Version = true, s.Delivery.Version+1
+	blocked := &release.BlockedRecord{EventID: "evt-bd", Code: "result.invalid", BlockedMS: core.Millis(b.clock.Now()), Version: 1}
+	if err := b.store.PutAll(b.ctx, release.Write{Rec: blocked}, release.Write{Rec: &d, Prev: s.Delivery.Version}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := b.c.Deliver(b.ctx, "evt-bd")
+	wantCode(t, err, release.CodeReleaseBlocked)
+	if core.IsRetryable(err) || o.Status != "" {
+		t.Fatalf("%+v %v: want a final error and no outcome", o, err)
+	}
+	if b.cms.Sends != 0 {
+		t.Fatalf("a blocked release was sent to the CMS (%d sends)", b.cms.Sends)
+	}
+	after := b.snap(t, "evt-bd")
+	if got := after.Delivery; got.Status != release.StatePending || !got.Parked || got.Attempts != 0 || got.Version != d.Version {
+		t.Fatalf("delivery changed: %+v", got)
+	}
+	if due := b.due(t); len(due) != 0 {
+		t.Fatalf("the blocked release wakes again: %+v", due)
+	}
+	if !strings.Contains(b.logs.String(), `"code":"release.blocked"`) {
+		t.Fatal("the refused deliver step is not logged with its code")
 	}
 }
