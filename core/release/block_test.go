@@ -173,3 +173,42 @@ func TestBlockedReleaseIsNotDelivered(t *testing.T) {
 		t.Fatal("the refused deliver step is not logged with its code")
 	}
 }
+
+// TestDeliveryOutOfAttemptsBlocks: the deliver step whose send uses up the
+// last attempt fails with the CMS's code (cms.http_503, final), not with
+// cms.delivery.failed. It must block the release then, with the failed
+// delivery, so that one acknowledgement covers both; before the fix only a
+// later step (a job event sent again days later, dev/proof/sim seed 955)
+// met cms.delivery.failed and blocked it, showing health blocked again
+// after the operator had acknowledged the failed delivery.
+func TestDeliveryOutOfAttemptsBlocks(t *testing.T) {
+	b := setup(t)
+	b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.DeliveryMaxAttempts = 2 })
+	plan := releasetest.NewPlan("evt-dx", "de-DE")
+	b.ingestPlan(t, plan)
+	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
+	b.run(t, "evt-dx")
+	b.cms.FailFirst = 100
+	_, err := b.c.Deliver(b.ctx, "evt-dx")
+	wantCode(t, err, "cms.http_503")
+	b.clock.Advance(time.Minute)
+	_, err = b.c.Deliver(b.ctx, "evt-dx")
+	wantCode(t, err, "cms.http_503")
+	if core.IsRetryable(err) {
+		t.Fatal("the last attempt's failure must be final")
+	}
+	s := b.snap(t, "evt-dx")
+	if s.Delivery.Status != release.StateFailed {
+		t.Fatalf("delivery %+v", s.Delivery)
+	}
+	if s.Blocked == nil || s.Blocked.Code != "cms.http_503" {
+		t.Fatalf("the release is not blocked when its delivery failed for good: %+v", s.Blocked)
+	}
+	// A later step (a job event sent again) finds it blocked already and
+	// adds no attention item.
+	b.clock.Advance(time.Hour)
+	b.runErr(t, "evt-dx", release.CodeDeliveryFailed)
+	if again := b.snap(t, "evt-dx").Blocked; again.BlockedMS != s.Blocked.BlockedMS || again.Version != s.Blocked.Version {
+		t.Fatalf("blocked again: %+v, was %+v", again, s.Blocked)
+	}
+}
