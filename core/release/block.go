@@ -52,6 +52,16 @@ func (c *Coordinator) stuckEvidence(snap *Snapshot, now time.Time) bool {
 	return false
 }
 
+// stuckDelivery reports whether the snapshot holds a prepared delivery
+// that failed for good: every later step of the release can only answer
+// cms.delivery.failed. The step whose send used up the last attempt ends
+// with the CMS's own code (cms.http_503, final): without this check the
+// release was blocked only by a later step, after an operator may already
+// have acknowledged the failed delivery (dev/proof/sim seed 955).
+func stuckDelivery(snap *Snapshot) bool {
+	return snap.Delivery != nil && snap.Delivery.Status == StateFailed
+}
+
 // blockIfStuck ends a step that failed for good: when the failure is one
 // every later run would meet again, the release is marked blocked and
 // leaves the wake index (block). It returns stepErr unchanged; blocking is
@@ -71,7 +81,7 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 		return stepErr
 	}
 	now := c.now()
-	if !stuckCode(code) && !c.stuckEvidence(&snap, now) {
+	if !stuckCode(code) && !c.stuckEvidence(&snap, now) && !stuckDelivery(&snap) {
 		return stepErr
 	}
 	if err := c.block(ctx, eventID, &snap, code, now); err != nil {
@@ -99,6 +109,11 @@ func (c *Coordinator) Blocked(ctx context.Context, eventID string) (bool, error)
 // CodeBlockLost: a record changed while the release was being blocked;
 // the next run or sweep blocks it again.
 const CodeBlockLost = "release.block.lost"
+
+// CodeReleaseBlocked: a deliver step met the release's blocked record and
+// sent nothing (final; the release stays blocked until an operator removes
+// the record).
+const CodeReleaseBlocked = "release.blocked"
 
 // block marks the release blocked for good with code (a blocked record in
 // the attention index, which health shows) and takes every other record of

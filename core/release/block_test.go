@@ -2,6 +2,7 @@ package release_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,85 @@ func TestWaitingReleaseIsNotDueBeforeItsBackoff(t *testing.T) {
 	}
 	if s := b.snap(t, "evt-wait"); s.Delivery == nil {
 		t.Fatal("release did not complete")
+	}
+}
+
+// TestBlockedReleaseIsNotDelivered: a release is blocked for good (here:
+// its blocked record and its parked delivery, as block writes them) while
+// a deliver step for its prepared delivery is still queued. The deliver
+// step must not send: blocked wins, with the final code release.blocked,
+// and the delivery stays parked and unclaimed. Before the fix the step
+// claimed the parked delivery (clearing parked) and sent it to the CMS.
+func TestBlockedReleaseIsNotDelivered(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-bd", "de-DE")
+	b.ingestPlan(t, plan)
+	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
+	if o := b.run(t, "evt-bd"); o.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("%+v", o)
+	}
+	s := b.snap(t, "evt-bd")
+	d := *s.Delivery
+	d.Parked, d.Version = true, s.Delivery.Version+1
+	blocked := &release.BlockedRecord{EventID: "evt-bd", Code: "result.invalid", BlockedMS: core.Millis(b.clock.Now()), Version: 1}
+	if err := b.store.PutAll(b.ctx, release.Write{Rec: blocked}, release.Write{Rec: &d, Prev: s.Delivery.Version}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := b.c.Deliver(b.ctx, "evt-bd")
+	wantCode(t, err, release.CodeReleaseBlocked)
+	if core.IsRetryable(err) || o.Status != "" {
+		t.Fatalf("%+v %v: want a final error and no outcome", o, err)
+	}
+	if b.cms.Sends != 0 {
+		t.Fatalf("a blocked release was sent to the CMS (%d sends)", b.cms.Sends)
+	}
+	after := b.snap(t, "evt-bd")
+	if got := after.Delivery; got.Status != release.StatePending || !got.Parked || got.Attempts != 0 || got.Version != d.Version {
+		t.Fatalf("delivery changed: %+v", got)
+	}
+	if due := b.due(t); len(due) != 0 {
+		t.Fatalf("the blocked release wakes again: %+v", due)
+	}
+	if !strings.Contains(b.logs.String(), `"code":"release.blocked"`) {
+		t.Fatal("the refused deliver step is not logged with its code")
+	}
+}
+
+// TestDeliveryOutOfAttemptsBlocks: the deliver step whose send uses up the
+// last attempt fails with the CMS's code (cms.http_503, final), not with
+// cms.delivery.failed. It must block the release then, with the failed
+// delivery, so that one acknowledgement covers both; before the fix only a
+// later step (a job event sent again days later, dev/proof/sim seed 955)
+// met cms.delivery.failed and blocked it, showing health blocked again
+// after the operator had acknowledged the failed delivery.
+func TestDeliveryOutOfAttemptsBlocks(t *testing.T) {
+	b := setup(t)
+	b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.DeliveryMaxAttempts = 2 })
+	plan := releasetest.NewPlan("evt-dx", "de-DE")
+	b.ingestPlan(t, plan)
+	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
+	b.run(t, "evt-dx")
+	b.cms.FailFirst = 100
+	_, err := b.c.Deliver(b.ctx, "evt-dx")
+	wantCode(t, err, "cms.http_503")
+	b.clock.Advance(time.Minute)
+	_, err = b.c.Deliver(b.ctx, "evt-dx")
+	wantCode(t, err, "cms.http_503")
+	if core.IsRetryable(err) {
+		t.Fatal("the last attempt's failure must be final")
+	}
+	s := b.snap(t, "evt-dx")
+	if s.Delivery.Status != release.StateFailed {
+		t.Fatalf("delivery %+v", s.Delivery)
+	}
+	if s.Blocked == nil || s.Blocked.Code != "cms.http_503" {
+		t.Fatalf("the release is not blocked when its delivery failed for good: %+v", s.Blocked)
+	}
+	// A later step (a job event sent again) finds it blocked already and
+	// adds no attention item.
+	b.clock.Advance(time.Hour)
+	b.runErr(t, "evt-dx", release.CodeDeliveryFailed)
+	if again := b.snap(t, "evt-dx").Blocked; again.BlockedMS != s.Blocked.BlockedMS || again.Version != s.Blocked.Version {
+		t.Fatalf("blocked again: %+v, was %+v", again, s.Blocked)
 	}
 }

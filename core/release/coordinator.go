@@ -737,6 +737,17 @@ func (c *Coordinator) deliver(ctx context.Context, eventID string) (Outcome, err
 	case StateFailed:
 		return Outcome{}, core.Fail(CodeDeliveryFailed)
 	}
+	if b := snap.Blocked; b != nil {
+		// Blocked wins: a deliver step queued before the release was
+		// blocked (or before the operator's fix) never claims its parked
+		// delivery, and says so. The conditional claim below makes this
+		// atomic with block, which parks the delivery (a version bump) in
+		// the transaction that writes the blocked record. A delivered,
+		// failed or tampered delivery keeps its own outcome or code
+		// (above).
+		c.log().WarnContext(ctx, "blocked release not delivered", "event_id", eventID, "code", CodeReleaseBlocked, "blocked_code", b.Code)
+		return Outcome{}, core.Fail(CodeReleaseBlocked)
+	}
 	if !d.claimable(nowMS) {
 		o.WakeAt, _ = deliveryWake(d)
 		return o, nil

@@ -419,3 +419,71 @@ func (r *Release) checkApprovedResult(id string, snap release.Snapshot, l releas
 			id, l.TargetLocale, p.ResultSHA256, res.ResultSHA256, r.forged[p.ApprovalID])
 	}
 }
+
+// checkBlockedCode checks a blocked record as it is written: a release is
+// never blocked with result.missing while a job of its plan has simply
+// not completed yet (no job record, or one that is not succeeded). A
+// release waits for its inputs (docs/design.md "Release steps": jobs
+// without a succeeded job record are skipped); result.missing blocks only
+// a job whose record accepted a result that is not stored. (Kills
+// rel-ready-without-approvals: counted ready with approvals missing, the
+// release tried to prepare its delivery at the plan's arrival, met the
+// results not yet received and was blocked for good.)
+func (s *releaseStore) checkBlockedCode(rec release.Record) {
+	b, ok := rec.(*release.BlockedRecord)
+	if !ok || b.Code != "result.missing" {
+		return
+	}
+	snap, err := s.mem.Load(context.Background(), b.EventID)
+	if err != nil || snap.Plan == nil {
+		return
+	}
+	for _, job := range snap.Plan.Jobs {
+		if j := snap.Jobs[job.JobID]; j == nil || j.Status != release.JobSucceeded {
+			s.w.violate("release %s: blocked for good with result.missing while job %s (%s) has not completed: a release waits for its inputs",
+				b.EventID, job.JobID, job.TargetLocale)
+			return
+		}
+	}
+}
+
+// leaseFreezeStream is the draw stream of freezePastLease.
+const leaseFreezeStream = 0x6c65617365667a21
+
+// freezePastLease may freeze a coordinator invocation in its evidence or
+// delivery call until 1–50 s after the lease it holds ended (a GC pause, a
+// frozen execution environment), when that is still before its Lambda
+// timeout: the step then comes back to a lease that is gone and must not
+// finish under it (checkReleaseLease). At 3× the seed's stall rate, from a
+// stream of its own.
+func (s *releaseStore) freezePastLease(inv *Invocation, peer string) {
+	w := s.w
+	if inv == nil || !w.faultsOn() || w.Faults.Stall == 0 {
+		return
+	}
+	var expires int64
+	for _, l := range s.leases {
+		if l.inv == inv.ID && l.expiresMS > expires {
+			expires = l.expiresMS
+		}
+	}
+	if expires == 0 {
+		return
+	}
+	if s.freezeRng == nil {
+		s.freezeRng = rand.New(rand.NewPCG(w.Seed, w.Seed^leaseFreezeStream))
+	}
+	if s.freezeRng.Float64() >= 3*w.Faults.Stall {
+		return
+	}
+	// The lease's end on the holder's clock → real time.
+	end := time.UnixMilli(expires).Add(-time.Duration(inv.clock.offset.Load()))
+	wake := end.Add(time.Duration(1000+s.freezeRng.IntN(49_000)) * time.Millisecond)
+	if !wake.Before(inv.deadline) || !wake.After(time.Now()) {
+		return
+	}
+	w.Stats.Frozen++
+	inv.faulted.Store(true)
+	w.record(inv, "http "+peer, "frozen until "+wake.Sub(end).String()+" after the lease ended")
+	time.Sleep(time.Until(wake))
+}
