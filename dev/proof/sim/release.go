@@ -823,4 +823,38 @@ func (r *Release) blockedVisibly(spec *releaseSpec, snap release.Snapshot) bool 
 	return false
 }
 
+// peerRetryAfterWake is the latest wake of a release that, when the run
+// would end, is not stranded but still honouring a peer's capped
+// Retry-After: an evidence or delivery record waits in retry_wait until
+// after now for the whole release.MaxRetryAfter (the peer asked for an
+// hour or more; the scripted evidence and delivery failures are the
+// peers', not the fault window's, so two capped answers in a row outlast
+// the recovery: seed 5859), and a queued step of the release wakes it.
+// Run lets such a release run on until then, so the end checks judge
+// what it did, never excuse it.
+func (r *Release) peerRetryAfterWake(ctx context.Context) (time.Time, bool) {
+	nowMS := core.Millis(time.Now())
+	var latest int64
+	capped := func(l release.Lease) {
+		if l.Status == release.StateRetryWait && l.NextAttemptMS > nowMS &&
+			l.NextAttemptMS-l.UpdatedMS >= release.MaxRetryAfter.Milliseconds() {
+			latest = max(latest, l.NextAttemptMS)
+		}
+	}
+	for _, spec := range r.releases {
+		id := spec.plan.EventID
+		snap, err := r.mem.Load(ctx, id)
+		if err != nil || !holds(r.queue.msgs, id) {
+			continue
+		}
+		for _, e := range snap.Evidence {
+			capped(e.Lease)
+		}
+		if snap.Delivery != nil {
+			capped(snap.Delivery.Lease)
+		}
+	}
+	return core.FromMillis(latest), latest != 0
+}
+
 func quarantinedOf(r *Release) []*message { return r.quarantined.msgs }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/dev/logcapture"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -109,6 +110,17 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 		return mon.queue.empty() && rel.queue.empty() && w.settledBy(func() { endChecks(w, mon, rel) })
 	}
 	w.loop(wait, until, poll, settled)
+	// A release still honouring a peer's capped Retry-After runs on until
+	// that wait is over and a hop has run it (peerRetryAfterWake); each
+	// round needs a new capped answer, and the peers' scripted failures
+	// are few, so the rounds are bounded.
+	for range 4 {
+		at, ok := rel.peerRetryAfterWake(context.Background())
+		if !ok || len(w.violations) > 0 {
+			break
+		}
+		w.loop(wait, at.Add(2*delayqueue.MaxDelay), poll, settled)
+	}
 	if w.day2 != nil {
 		w.day2.weeks(wait, poll, settled)
 	}
