@@ -104,6 +104,11 @@ type monitorStore struct {
 	// this invocation claimed it (its finishing write is judged by what
 	// it claimed, even when a reclaim in between cleared hinted).
 	claimHinted map[readKey]bool
+	// claimRegular: regular as it stood when this invocation claimed the
+	// change. A hinted early failure is judged against it: after a
+	// take-over, a later holder's completed poll moves regular, but the
+	// stale holder decided (rightly) from the record it claimed.
+	claimRegular map[readKey]int64
 	// fx: the checks of issue 24's other findings (findings.go).
 	fx *findings
 	// corrupt follows the records the simulator corrupted (invariants.go).
@@ -265,6 +270,7 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 		s.takeover.claimed(id, l.Token)
 		if inv != nil {
 			s.claimHinted[readKey{inv.ID, id}] = s.hinted[id]
+			s.claimRegular[readKey{inv.ID, id}] = s.regular[id]
 		}
 		return fmt.Sprintf("leased until +%dms", l.ExpiresMS-l.NowMS), nil
 	})
@@ -390,7 +396,12 @@ func (s *monitorStore) checkSchedule(inv *Invocation, f monitor.Fence, u monitor
 	}
 	delete(s.reads, key)
 	hinted := s.hinted[id] || s.claimHinted[key]
+	regular, claimed := s.claimRegular[key]
+	if !claimed {
+		regular = s.regular[id]
+	}
 	delete(s.claimHinted, key)
+	delete(s.claimRegular, key)
 	switch {
 	case !read.err:
 		if u.State == monitor.StateWatching {
@@ -409,8 +420,9 @@ func (s *monitorStore) checkSchedule(inv *Invocation, f monitor.Fence, u monitor
 			s.w.violate("%s: a retryable failure was not counted (%s) although no hint brought the poll forward", id, read.code)
 		case d < ra:
 			s.w.violate("%s: a hinted poll's failure scheduled the next poll in %s, before the Retry-After %s", id, d, ra)
-		case s.regular[id] != 0 && u.NextPollMS < s.regular[id]-s.cfg.PollInterval.Milliseconds()/2:
-			s.w.violate("%s: a hinted poll's failure scheduled the next poll %d ms before the regular poll time", id, s.regular[id]-u.NextPollMS)
+		case regular != 0 && u.NextPollMS < regular-s.cfg.PollInterval.Milliseconds()/2:
+			// regular as of the claim (claimRegular).
+			s.w.violate("%s: a hinted poll's failure scheduled the next poll %d ms before the regular poll time", id, regular-u.NextPollMS)
 		}
 	case read.retryable:
 		s.fx.checkHintedEarly(s, f, u, hinted)
@@ -583,7 +595,8 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
 		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
-		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{}, fx: w.fx}
+		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{},
+		claimRegular: map[readKey]int64{}, fx: w.fx}
 	def := top.PollQueue
 	def.VisibilityTimeoutSeconds = 6 * int(sc.FunctionTimeout/time.Second)
 	m.queue = newQueue(w, def, "poller")

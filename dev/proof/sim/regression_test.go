@@ -144,12 +144,61 @@ func peerAnswerThenExpiry(r Result) bool {
 	return false
 }
 
+// hintedEarlyFailureAfterTakeOver reports the seed-9408 shape: an
+// invocation claimed a change after a hint moved its poll, its CMS read
+// failed (no 200), another invocation took the change over and completed
+// a poll (watching, no code) meanwhile, and the first then decided a
+// hinted early failure (watching). checkSchedule judged that decision
+// against the regular poll time the later holder's completion set, not
+// the one of the record the first invocation claimed.
+func hintedEarlyFailureAfterTakeOver(r Result) bool {
+	type claim struct {
+		id              string
+		failed, overrun bool
+	}
+	hinted := map[int]string{} // invocation -> change it hinted
+	claims := map[int]*claim{} // invocation -> hinted claim in flight
+	for _, s := range r.Trace {
+		if s.Inv == 0 {
+			continue
+		}
+		f := strings.Fields(s.Call)
+		switch {
+		case len(f) == 2 && f[0] == "monitor.Hint" && s.Outcome == "hinted":
+			hinted[s.Inv] = f[1]
+		case len(f) == 2 && f[0] == "monitor.Claim" && strings.HasPrefix(s.Outcome, "leased") && hinted[s.Inv] == f[1]:
+			claims[s.Inv] = &claim{id: f[1]}
+		case strings.HasPrefix(s.Call, "http GET ") && strings.HasSuffix(s.Call, "/lifecycle") && s.Outcome != "200":
+			if c := claims[s.Inv]; c != nil && strings.Contains(s.Call, "/"+c.id+"/") {
+				c.failed = true
+			}
+		case len(f) == 4 && f[0] == "monitor.Transition" && f[3] == "watching":
+			if c := claims[s.Inv]; c != nil && c.id == f[1] {
+				if c.failed && c.overrun {
+					return true
+				}
+				delete(claims, s.Inv)
+				continue
+			}
+			if strings.HasPrefix(s.Outcome, "watching  ") {
+				for inv, c := range claims {
+					if inv != s.Inv && c.id == f[1] {
+						c.overrun = true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
 	{"expiry_after_peer_retry_after_not_judged_as_finish", 2299, peerAnswerThenExpiry},
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
 	{"answer_crash_reclaim_then_outage_one_outcome", 1000060, answerCrashReclaimFail},
+	{"hinted_early_failure_after_take_over_judged_by_its_claim", 9408, hintedEarlyFailureAfterTakeOver},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
