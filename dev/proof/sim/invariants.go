@@ -148,33 +148,7 @@ func (s *releaseStore) storedVersion(rec release.Record) (int64, bool) {
 			found = r.RecordVersion()
 		}
 	}
-	if snap.Plan != nil {
-		each(snap.Plan)
-	}
-	for _, r := range snap.Jobs {
-		each(r)
-	}
-	for _, r := range snap.Sources {
-		each(r)
-	}
-	for _, r := range snap.Results {
-		each(r)
-	}
-	for _, r := range snap.Evidence {
-		each(r)
-	}
-	for _, r := range snap.Approvals {
-		each(r)
-	}
-	if snap.Delivery != nil {
-		each(snap.Delivery)
-	}
-	if snap.Blocked != nil {
-		each(snap.Blocked)
-	}
-	for _, r := range snap.Acks {
-		each(r)
-	}
+	snap.Each(each)
 	return found, true
 }
 
