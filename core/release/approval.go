@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/localeflow/localeflow/core"
@@ -233,6 +234,16 @@ func acceptedResultSHA(snap *Snapshot, jobID string) (string, bool) {
 	return "", false
 }
 
+// completes says whether jobID's approval completes the plan: from the
+// state read (completesPlan), or for a named step from the tally read
+// (tallyCompletes).
+func (c *Coordinator) completes(snap *Snapshot, plan *PlanRecord, jobID string, now time.Time, named bool) bool {
+	if named {
+		return tallyCompletes(snap.Tally, plan, jobID)
+	}
+	return c.completesPlan(snap, plan, jobID, now)
+}
+
 // completesPlan says whether every job of the plan but jobID holds a
 // current approval at now.
 func (c *Coordinator) completesPlan(snap *Snapshot, plan *PlanRecord, jobID string, now time.Time) bool {
@@ -283,14 +294,38 @@ const CodeOutboxLost = "release.outbox.lost"
 // write conditional on the approval read (same id, still owed). An
 // approval that is no longer owed, or is another approval now, is left as
 // it is.
+//
+// When the release keeps a tally (docs/design.md "Release reads") the
+// approval is added to it first: the step that stored the approval may
+// have died before its own tally write, and the marker is what makes the
+// addition happen (the sweep and redelivered messages settle owed
+// approvals). If the tally is complete after it, the clearing write also
+// marks the approval AwaitingDelivery: it wakes the release, and the run
+// the sweep schedules prepares the delivery (or clears the mark when a
+// delivery exists). Use ClearOutbox when the step tallied the approval
+// itself (Outcome.Tallied).
 func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approvalID string) error {
+	return c.settleOutbox(ctx, eventID, jobID, approvalID, true)
+}
+
+// ClearOutbox is SettleOutbox without the tally: for an approval whose
+// step reported it Tallied.
+func (c *Coordinator) ClearOutbox(ctx context.Context, eventID, jobID, approvalID string) error {
+	return c.settleOutbox(ctx, eventID, jobID, approvalID, false)
+}
+
+func (c *Coordinator) settleOutbox(ctx context.Context, eventID, jobID, approvalID string, tally bool) error {
 	if !core.ValidToken(eventID) {
 		return core.Fail(CodeEventIDInvalid)
 	}
 	if !core.ValidToken(jobID) {
 		return nil // no approval has that key
 	}
-	snap, err := c.store.LoadKeys(ctx, eventID, SKApprovalPrefix+jobID)
+	keys := []string{SKApprovalPrefix + jobID}
+	if tally {
+		keys = append(keys, SKTally)
+	}
+	snap, err := c.store.LoadKeys(ctx, eventID, keys...)
 	if err != nil {
 		return core.Wrap(CodeStoreReadFailed, true, err)
 	}
@@ -300,6 +335,19 @@ func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approval
 	}
 	next := *a
 	next.OutboxMS = 0
+	if snap.Tally != nil {
+		// Only a tallied release has a tally; no tally yet means the
+		// step that creates it seeds it from the approvals stored, this
+		// one included.
+		complete, err := c.tallyOwed(ctx, &snap, a)
+		if err != nil {
+			// Left owed: the next settling tries again.
+			return err
+		}
+		if complete && !a.AwaitingDelivery {
+			next.AwaitingDelivery = true
+		}
+	}
 	next.Version = a.Version + 1
 	if err := c.store.Put(ctx, &next, a.Version); err != nil {
 		if errors.Is(err, ErrConflict) {
@@ -308,4 +356,32 @@ func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approval
 		return core.Wrap(CodeStoreWriteFailed, true, err)
 	}
 	return nil
+}
+
+// tallyOwed adds an owed approval's job to the release's tally and reports
+// whether the tally is complete. The plan is read only when the tally does
+// not hold the job yet (a step died before its tally write).
+func (c *Coordinator) tallyOwed(ctx context.Context, snap *Snapshot, a *ApprovalRecord) (bool, error) {
+	t := snap.Tally
+	if _, found := slices.BinarySearch(t.Approved, a.JobID); found {
+		return t.complete(), nil
+	}
+	p, err := c.store.LoadKeys(ctx, a.EventID, SKPlan)
+	if err != nil {
+		return false, core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	plan := p.Plan
+	if plan == nil || !validTally(t, plan) || plan.PlanID != a.PlanID {
+		// Nothing to add to (a tampered tally or plan): the full walk
+		// of the sweep's and the queue's runs does not use the tally.
+		return false, nil
+	}
+	if _, ok := plan.Job(a.JobID); !ok {
+		return false, nil
+	}
+	t, err = c.tally(ctx, snap, plan, a.JobID, nil)
+	if err != nil {
+		return false, err
+	}
+	return t.complete(), nil
 }

@@ -59,6 +59,14 @@ type Outcome struct {
 	// completed it; the function emits events only for changes, so
 	// duplicate deliveries emit nothing.
 	Changed bool `json:"-"`
+	// Tallied says nothing is owed to the release's tally from the
+	// approval this step stored: the step added it (or the release keeps
+	// no tally), so settling its owed event only clears the marker
+	// (ClearOutbox); otherwise SettleOutbox adds it first.
+	Tallied bool `json:"-"`
+	// Quiet says an approving named step leaves the release's other
+	// locales to their own inputs: no run is scheduled at once.
+	Quiet bool `json:"-"`
 }
 
 // Config holds the coordinator's policy.
@@ -71,6 +79,15 @@ type Config struct {
 	DeliveryMaxAttempts int
 	// DeliveryLease bounds one delivery attempt; defaults to EvidenceLease.
 	DeliveryLease time.Duration
+	// Tally marks the plans this coordinator ingests Tallied: their
+	// releases keep a tally of approved jobs and their job inputs run
+	// named steps (docs/design.md "Release reads"). Releases of plans
+	// stored without it run the full walk whatever the setting; every
+	// coordinator version that knows the tally follows a tallied plan's
+	// protocol. DefaultConfig sets it; the coordinator function sets it
+	// from LOCALEFLOW_RELEASE_TALLY (default off until every running
+	// coordinator knows the tally).
+	Tally bool
 }
 
 // DefaultConfig returns the configuration for revision and workerID with
@@ -81,7 +98,7 @@ func DefaultConfig(revision, workerID string) Config {
 		EvidenceRevision: revision, WorkerID: workerID,
 		EvidenceLease: DefaultEvidenceLease, EvidenceMaxAttempts: DefaultEvidenceMaxAttempts,
 		ApprovalTTL: DefaultApprovalTTL, DeliveryMaxAttempts: DefaultDeliveryMaxAttempts,
-		DeliveryLease: DefaultEvidenceLease,
+		DeliveryLease: DefaultEvidenceLease, Tally: true,
 	}
 }
 
@@ -535,7 +552,7 @@ func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outco
 	if selected == nil {
 		return c.prepareIfReady(ctx, snap, plan, now, Outcome{})
 	}
-	return c.approveSelected(ctx, snap, plan, *selected, now)
+	return c.approveSelected(ctx, snap, plan, *selected, now, false)
 }
 
 // prepareIfReady prepares the delivery when every locale is approved and
@@ -580,7 +597,12 @@ func (c *Coordinator) prepareIfReady(ctx context.Context, snap *Snapshot, plan *
 	return o, nil
 }
 
-func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time) (Outcome, error) {
+// approveSelected approves job's locale. snap is the release's state
+// (the full walk) or, when named, only that locale's records and every job
+// record (runNamed): the evidence record is then read by its request id,
+// the approval completes the plan when the tally says so, and the caller
+// tallies it and decides on the delivery.
+func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time, named bool) (Outcome, error) {
 	if err := c.withTexts(ctx, snap, job.JobID); err != nil {
 		return Outcome{}, err
 	}
@@ -591,6 +613,13 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	req, err := BuildEvidenceRequest(plan.Event.EventID, plan.PlanID, job, sourceText, result, resultSHA, c.cfg.EvidenceRevision)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if named && snap.Evidence[req.RequestID] == nil {
+		ev, err := c.store.LoadKeys(ctx, plan.Event.EventID, SKEvidencePrefix+req.RequestID)
+		if err != nil {
+			return Outcome{}, core.Wrap(CodeStoreReadFailed, true, err)
+		}
+		maps.Copy(snap.Evidence, ev.Evidence)
 	}
 	state := c.evidenceState()
 	claim, err := state.Claim(ctx, snap, req, c.cfg.WorkerID, now, c.cfg.EvidenceLease, c.cfg.EvidenceMaxAttempts)
@@ -629,7 +658,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	approved, err := c.approve(ctx, snap, approvalInput{
 		plan: plan, job: job, result: result, resultSHA: resultSHA, requestID: req.RequestID,
 		evidence: evidence, now: approvalNow, ttl: c.cfg.ApprovalTTL,
-		completes: c.completesPlan(snap, plan, job.JobID, approvalNow),
+		completes: c.completes(snap, plan, job.JobID, approvalNow, named),
 	})
 	if err != nil {
 		code := core.CodeOf(err)
@@ -647,8 +676,15 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	// reports it (with the error) so that its event is published.
 	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {
 		log.WarnContext(ctx, "approval stored, evidence lease not finished", "code", core.CodeOf(err))
+		if !named {
+			o.Tallied = c.tallyAfterWalk(ctx, snap, plan, job.JobID)
+		}
 		return o, err
 	}
+	if named {
+		return o, nil
+	}
+	o.Tallied = c.tallyAfterWalk(ctx, snap, plan, job.JobID)
 	next, err := c.prepareIfReady(ctx, snap, plan, approvalNow, o)
 	if err != nil {
 		return o, err

@@ -14,20 +14,30 @@ import (
 // before its plan: it is stored and checked against the plan when a run
 // reads it.
 func (c *Coordinator) Ingest(ctx context.Context, detailType string, detail []byte) (eventID string, changed bool, err error) {
+	in, err := c.IngestInput(ctx, detailType, detail)
+	return in.EventID, in.Changed, err
+}
+
+// IngestInput is Ingest, returning what the step that follows needs
+// (RunInput): the fresh completion of a succeeded job of a tallied release
+// names its job, with the plan, job record and result ingest read and
+// wrote.
+func (c *Coordinator) IngestInput(ctx context.Context, detailType string, detail []byte) (Input, error) {
 	ev, err := c.parseEvent(ctx, detailType, detail)
 	if err != nil {
-		return "", false, err
+		return Input{}, err
 	}
 	now, err := c.checkedNow()
 	if err != nil {
-		return "", false, err
+		return Input{}, err
 	}
+	in := Input{EventID: ev.EventID()}
 	if ev.Plan != nil {
-		changed, err = c.ingestPlan(ctx, ev.Plan, now)
+		in.Changed, err = c.ingestPlan(ctx, ev.Plan, now)
 	} else {
-		changed, err = c.ingestJob(ctx, ev.Job, now)
+		in.Changed, in.named, err = c.ingestJob(ctx, ev.Job, now)
 	}
-	return ev.EventID(), changed, err
+	return in, err
 }
 
 func storeWrite(err error) error {
@@ -62,7 +72,8 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 			return false, storeWrite(err)
 		}
 	}
-	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1}
+	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1,
+		Tallied: c.cfg.Tally}
 	// Sealed with the current event key (the first of the set in use).
 	keys, err := c.eventKeys(ctx)
 	if err != nil {
@@ -94,25 +105,25 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 	return true, nil
 }
 
-func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.Time) (bool, error) {
+func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.Time) (bool, *namedInput, error) {
 	// The plan, the job's record and its result: nothing of the other
 	// locales (docs/design.md "Release reads").
 	snap, err := c.store.LoadKeys(ctx, j.EventID, SKPlan, SKJobPrefix+j.JobID, SKResultPrefix+j.JobID)
 	if err != nil {
-		return false, core.Wrap(CodeStoreReadFailed, true, err)
+		return false, nil, core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	if snap.Plan != nil {
 		if _, ok := snap.Plan.Job(j.JobID); !ok || snap.Plan.PlanID != j.PlanID {
-			return false, core.Fail("coordinator.job.plan_mismatch")
+			return false, nil, core.Fail("coordinator.job.plan_mismatch")
 		}
 	}
 	old := snap.Jobs[j.JobID]
 	if old != nil {
 		if old.PayloadSHA256 == j.PayloadSHA256 {
-			return false, nil
+			return false, nil, nil
 		}
 		if old.Status == JobSucceeded {
-			return false, core.Fail(CodeJobConflict)
+			return false, nil, core.Fail(CodeJobConflict)
 		}
 	}
 	rec := JobRecord{
@@ -125,6 +136,7 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 	}
 	rec.Version = prev + 1
 	writes := []Write{{Rec: &rec, Prev: prev}}
+	var named *namedInput
 	if j.Result != nil {
 		// The job record and its result are one write: the result the
 		// coordinator reviews is always the one the job record accepted.
@@ -137,10 +149,13 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 		}
 		res.Version = resPrev + 1
 		writes = append(writes, Write{Rec: &res, Prev: resPrev})
+		if rec.Status == JobSucceeded && snap.Plan != nil && snap.Plan.Tallied {
+			named = &namedInput{plan: snap.Plan, job: &rec, result: &res}
+		}
 	}
 	if err := c.store.PutAll(ctx, writes...); err != nil {
-		return false, storeWrite(err)
+		return false, nil, storeWrite(err)
 	}
 	c.log().InfoContext(ctx, "job stored", "event_id", j.EventID, "job_id", j.JobID, "status", j.Status)
-	return true, nil
+	return true, named, nil
 }

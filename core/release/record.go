@@ -22,6 +22,11 @@ const (
 	// acknowledgement journal record (ack#evidence#<request>, ack#delivery,
 	// ack#job#<job>, ack#blocked).
 	SKAckPrefix = "ack#"
+	// SKTally is the release's tally of approved jobs (TallyRecord). It
+	// sorts after every text key, so LoadState (sk < "result#"), LoadKeys
+	// and LoadPrefix of the other kinds never meet it: a coordinator of the
+	// previous version reads around it (docs/design.md "Release reads").
+	SKTally = "tally"
 )
 
 // CodeStoreConflict is returned by Store.Put when the stored version is not
@@ -51,8 +56,9 @@ type Store interface {
 	// Query). An event without records is an empty Snapshot, not an error.
 	Load(ctx context.Context, eventID string) (Snapshot, error)
 	// LoadState returns every record of one event except the text records
-	// (source#, result#: IsTextKey), in one strongly consistent read (one
-	// DynamoDB Query of the sort keys below SKResultPrefix). A step reads
+	// (source#, result#: IsTextKey) and the tally (SKTally), in one
+	// strongly consistent read (one DynamoDB Query of the sort keys below
+	// SKResultPrefix). A step reads
 	// the release's state with it and only the texts it uses with
 	// LoadKeys (docs/design.md "Release reads").
 	LoadState(ctx context.Context, eventID string) (Snapshot, error)
@@ -140,6 +146,9 @@ type Snapshot struct {
 	// Acks are the acknowledgement journal records, by the sort key of the
 	// record they acknowledged.
 	Acks map[string]*AckRecord
+	// Tally is the release's tally of approved jobs; only LoadKeys of
+	// SKTally (or Load) reads it.
+	Tally *TallyRecord
 }
 
 // Each calls f with every record of the snapshot.
@@ -170,6 +179,9 @@ func (s *Snapshot) Each(f func(Record)) {
 	}
 	for _, r := range s.Acks {
 		f(r)
+	}
+	if s.Tally != nil {
+		f(s.Tally)
 	}
 }
 
@@ -209,6 +221,8 @@ func (s *Snapshot) Add(rec Record) {
 			s.Acks = map[string]*AckRecord{}
 		}
 		s.Acks[r.AckedKey] = r
+	case *TallyRecord:
+		s.Tally = r
 	}
 }
 
@@ -227,7 +241,15 @@ type PlanRecord struct {
 	// the old key). It is not sealed and never trusted: the seal is
 	// checked under every key of the set. Empty on plans sealed before.
 	SealKey string `dynamodbav:"seal_key,omitempty"`
-	Version int64  `dynamodbav:"v"`
+	// Tallied says the release keeps a tally of its approved jobs
+	// (TallyRecord) and its job inputs run named steps (RunInput). Set at
+	// ingest by a coordinator with Config.Tally; not sealed (like
+	// SealKey): it decides only which reads a step makes, and every
+	// delivery is prepared from a full read that checks every approval.
+	// Absent on plans stored before, or by a coordinator without the
+	// setting: those releases run the full walk of every step.
+	Tallied bool  `dynamodbav:"tallied,omitempty"`
+	Version int64 `dynamodbav:"v"`
 }
 
 func (r *PlanRecord) Key() (string, string) { return r.Event.EventID, SKPlan }
@@ -512,6 +534,8 @@ func NewRecord(sk string) Record {
 		return &ApprovalRecord{}
 	case strings.HasPrefix(sk, SKAckPrefix):
 		return &AckRecord{}
+	case sk == SKTally:
+		return &TallyRecord{}
 	}
 	return nil
 }

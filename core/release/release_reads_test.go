@@ -68,14 +68,16 @@ func TestStepsReadOnlyWhatTheyUse(t *testing.T) {
 	if o.Status != release.OutcomeApproved || o.TargetLocale != "de-DE" {
 		t.Fatalf("first run: %+v", o)
 	}
-	if rc.full != 0 || rc.state != 1 || strings.Join(rc.keys, " ") != "source#job-de-DE result#job-de-DE" {
+	// The release is tallied (release.DefaultConfig): the walk's approval
+	// joins the tally (read by key; created from the walk's state read).
+	if rc.full != 0 || rc.state != 1 || strings.Join(rc.keys, " ") != "source#job-de-DE result#job-de-DE tally" {
 		t.Fatalf("approving step read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
 	}
 	rc.reset()
 	if err := b.c.SettleOutbox(b.ctx, "evt-reads", "job-de-DE", o.ApprovalID); err != nil {
 		t.Fatal(err)
 	}
-	if rc.full != 0 || rc.state != 0 || strings.Join(rc.keys, " ") != "approval#job-de-DE" {
+	if rc.full != 0 || rc.state != 0 || strings.Join(rc.keys, " ") != "approval#job-de-DE tally" {
 		t.Fatalf("outbox clear read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
 	}
 	if a := b.snap(t, "evt-reads").Approvals["job-de-DE"]; a.OutboxMS != 0 {

@@ -61,6 +61,7 @@ const (
 	// v1 signatures once every producer signs v2.
 	envEventMaxAge   = contract.EnvEventMaxAge
 	envEventRefuseV1 = contract.EnvEventRefuseV1
+	envReleaseTally  = contract.EnvReleaseTally
 )
 
 // Key names (their labels in errors and logs) and their variable stems
@@ -186,6 +187,16 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventRefuseV1))
 	}
 	c.Release.DeliveryLease = c.Release.EvidenceLease
+	// Off until every running coordinator knows the tally (docs/design.md
+	// "Release reads": deploy order).
+	switch env.String(envReleaseTally) {
+	case "", "off":
+		c.Release.Tally = false
+	case "on":
+		c.Release.Tally = true
+	default:
+		errs = append(errs, fmt.Errorf("%s must be on or off", envReleaseTally))
+	}
 	issuers, err := loadIssuers(env)
 	if err != nil {
 		errs = append(errs, err)

@@ -347,12 +347,12 @@ func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
 		return reject(core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope")))
 	}
 	ctx = lambdalog.WithEventID(ctx, env.ID)
-	eventID, changed, err := h.c.Ingest(ctx, env.DetailType, env.Detail)
+	in, err := h.c.IngestInput(ctx, env.DetailType, env.Detail)
 	if err != nil {
 		return reject(err)
 	}
-	h.log.InfoContext(ctx, "input stored", "event_id", eventID, "detail_type", env.DetailType, "changed", changed)
-	return h.step(ctx, KindRun, eventID, redo)
+	h.log.InfoContext(ctx, "input stored", "event_id", in.EventID, "detail_type", env.DetailType, "changed", in.Changed, "named_job_id", in.JobID())
+	return h.runStep(ctx, KindRun, in.EventID, redo, func() (release.Outcome, error) { return h.c.RunInput(ctx, in) })
 }
 
 // delayed handles a delayed step envelope; redo marks a redelivered
@@ -380,6 +380,12 @@ func (h *Handler) delayed(ctx context.Context, body []byte, redo bool) error {
 // stored state: an earlier attempt may have written a change and then
 // failed to publish it, and the step below finds nothing left to change.
 func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool) error {
+	return h.runStep(ctx, kind, eventID, redo, nil)
+}
+
+// runStep is step with the run step given (run; nil: RunNextRelease or
+// Deliver by kind): a job input runs its named step (release.RunInput).
+func (h *Handler) runStep(ctx context.Context, kind, eventID string, redo bool, run func() (release.Outcome, error)) error {
 	if redo {
 		if err := h.republish(ctx, eventID); err != nil {
 			return err
@@ -394,9 +400,12 @@ func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool) err
 		o   release.Outcome
 		err error
 	)
-	if kind == KindDeliver {
+	switch {
+	case run != nil:
+		o, err = run()
+	case kind == KindDeliver:
 		o, err = h.c.Deliver(ctx, eventID)
-	} else {
+	default:
 		o, err = h.c.RunNextRelease(ctx, eventID)
 	}
 	h.stepMetrics(ctx, kind, o, err)
@@ -490,6 +499,12 @@ func (h *Handler) next(ctx context.Context, kind string, o release.Outcome) erro
 	now := h.clock.Now()
 	switch o.Status {
 	case release.OutcomeApproved:
+		if o.Quiet {
+			// A named step: the other locales run on their own inputs,
+			// and the step whose tally write completes the tally
+			// prepares the delivery (docs/design.md "Release reads").
+			return nil
+		}
 		return h.queue.Send(ctx, KindRun, o.EventID, now, now)
 	case release.OutcomeDeliveryReady:
 		at := now
@@ -514,9 +529,13 @@ func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
 		return nil
 	}
 	if o.ApprovalID != "" {
+		settle := h.c.SettleOutbox
+		if o.Tallied {
+			settle = h.c.ClearOutbox
+		}
 		if err := h.publishApproved(ctx, contract.ReleaseApproved{
 			Schema: contract.SchemaReleaseApproved, EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
-		}, true); err != nil {
+		}, settle); err != nil {
 			return err
 		}
 	}
@@ -545,18 +564,30 @@ func (h *Handler) settleAnnounced(ctx context.Context, d contract.Delivery) {
 // publishApproved publishes localeflow.release.approved and then clears
 // the approval's owed-event marker. A failed clear only means the sweep
 // publishes the same event again (consumers dedupe on approval_id).
-func (h *Handler) publishApproved(ctx context.Context, d contract.ReleaseApproved, owed bool) error {
+//
+// settle is the settling (nil: none, the event is not owed):
+// SettleOutbox, which adds the approval to its release's tally first, or
+// ClearOutbox for an approval its step tallied (release.Outcome.Tallied).
+func (h *Handler) publishApproved(ctx context.Context, d contract.ReleaseApproved, settle func(ctx context.Context, eventID, jobID, approvalID string) error) error {
 	if err := h.bus.Publish(ctx, contract.DetailReleaseApproved, d); err != nil {
 		return fmt.Errorf("publish approved %s: %w", d.EventID, err)
 	}
-	if !owed {
+	if settle == nil {
 		return nil
 	}
-	if err := h.c.SettleOutbox(ctx, d.EventID, d.JobID, d.ApprovalID); err != nil {
+	if err := settle(ctx, d.EventID, d.JobID, d.ApprovalID); err != nil {
 		h.log.WarnContext(ctx, "approved event published, outbox not cleared", "event_id", d.EventID,
 			"job_id", d.JobID, "approval_id", d.ApprovalID, "code", core.CodeOf(err))
 	}
 	return nil
+}
+
+// owedSettle is SettleOutbox for an owed approval, nil otherwise.
+func (h *Handler) owedSettle(owed bool) func(ctx context.Context, eventID, jobID, approvalID string) error {
+	if !owed {
+		return nil
+	}
+	return h.c.SettleOutbox
 }
 
 // publishDelivery publishes delivery.ready or delivery.delivered by the
@@ -642,7 +673,7 @@ func (h *Handler) republishApprovals(ctx context.Context, snap release.Snapshot,
 		}
 		if err := h.publishApproved(ctx, contract.ReleaseApproved{
 			Schema: contract.SchemaReleaseApproved, EventID: plan.Event.EventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
-		}, rec.OutboxMS > 0); err != nil {
+		}, h.owedSettle(rec.OutboxMS > 0)); err != nil {
 			return n, err
 		}
 		n++

@@ -1,0 +1,302 @@
+package release_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/core/release/releasetest"
+)
+
+// input ingests locale's result and returns what the step needs.
+func (b *bundle) input(t *testing.T, p releasetest.PlanSpec, locale string) release.Input {
+	t.Helper()
+	in, err := b.c.IngestInput(b.ctx, contract.DetailJobCompleted, b.fx.Detail(p.ResultPayload(locale, releasetest.ResultOptions{})))
+	if err != nil {
+		t.Fatalf("ingest result %s: %v", locale, err)
+	}
+	return in
+}
+
+func (b *bundle) runInput(t *testing.T, in release.Input) release.Outcome {
+	t.Helper()
+	o, err := b.c.RunInput(b.ctx, in)
+	if err != nil {
+		t.Fatalf("run input %s: %v", in.JobID(), err)
+	}
+	return o
+}
+
+// tallyHook runs before every tally write (a race injected in between the
+// step's read of the tally and its write).
+type tallyHook struct {
+	*releasetest.MemStore
+	before       func(*release.TallyRecord)
+	loadStateErr error
+}
+
+func (s *tallyHook) Put(ctx context.Context, rec release.Record, prev int64) error {
+	if t, ok := rec.(*release.TallyRecord); ok && s.before != nil {
+		f := s.before
+		s.before = nil
+		f(t)
+	}
+	return s.MemStore.Put(ctx, rec, prev)
+}
+
+func (s *tallyHook) LoadState(ctx context.Context, eventID string) (release.Snapshot, error) {
+	if err := s.loadStateErr; err != nil {
+		s.loadStateErr = nil
+		return release.Snapshot{}, err
+	}
+	return s.MemStore.LoadState(ctx, eventID)
+}
+
+var locales12 = []string{"ar-EG", "cs-CZ", "da-DK", "de-DE", "es-ES", "fi-FI", "fr-FR", "it-IT", "ja-JP", "ko-KR", "nl-NL", "pl-PL"}
+
+// Issue 29: the job input of a tallied release approves its own locale
+// reading that locale's records, every job record and the tally; the
+// release's whole state is read twice (the tally's seeding at the first
+// approval, the step whose tally write completes it), not once or more
+// per locale. Before, every step read the whole state (12 locales: 12 or
+// more state reads, each holding every locale's approval).
+func TestNamedStepsReadTheirLocaleOnly(t *testing.T) {
+	b := setup(t)
+	rc := &readCounter{MemStore: b.store}
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = rc })
+	plan := releasetest.NewPlan("evt-named", locales12...)
+	b.ingestPlan(t, plan)
+	rc.reset()
+	states := 0
+	for i, l := range locales12 {
+		in := b.input(t, plan, l)
+		if in.JobID() != "job-"+l {
+			t.Fatalf("%s: input names %q", l, in.JobID())
+		}
+		rc.reset()
+		o := b.runInput(t, in)
+		states += rc.state
+		last := i == len(locales12)-1
+		switch {
+		case last && o.Status != release.OutcomeDeliveryReady:
+			t.Fatalf("%s: %+v", l, o)
+		case !last && (o.Status != release.OutcomeApproved || o.TargetLocale != l || !o.Quiet || !o.Tallied):
+			t.Fatalf("%s: %+v", l, o)
+		}
+		if rc.full != 0 || strings.Join(rc.prefixes[:1], " ") != "job#" {
+			t.Fatalf("%s: %d full reads, prefixes %v", l, rc.full, rc.prefixes)
+		}
+		if want := "source#job-" + l + " approval#job-" + l + " tally evidence#"; !strings.HasPrefix(strings.Join(rc.keys, " "), want) {
+			t.Fatalf("%s: keys %v", l, rc.keys)
+		}
+		if err := b.c.ClearOutbox(b.ctx, "evt-named", o.JobID, o.ApprovalID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if states != 2 {
+		t.Fatalf("%d state reads over the release, want 2 (seeding, completing)", states)
+	}
+	s := b.snap(t, "evt-named")
+	if len(s.Approvals) != 12 || s.Delivery == nil || s.Tally == nil || len(s.Tally.Approved) != 12 {
+		t.Fatalf("approvals %d, delivery %v, tally %+v", len(s.Approvals), s.Delivery, s.Tally)
+	}
+	for _, a := range s.Approvals {
+		if a.AwaitingDelivery || a.OutboxMS != 0 {
+			t.Fatalf("approval left marked: %+v", a)
+		}
+	}
+	if o, err := b.c.Deliver(b.ctx, "evt-named"); err != nil || o.Status != release.OutcomeDelivered || b.cms.Sends != 1 {
+		t.Fatalf("deliver: %+v %v", o, err)
+	}
+}
+
+// Two named steps race on the tally: each read it before the other wrote.
+// The loser re-reads and adds its job; exactly one of them prepares the
+// delivery and nothing is left waiting.
+func TestNamedStepsRacingOnTheTally(t *testing.T) {
+	b := setup(t)
+	h := &tallyHook{MemStore: b.store}
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = h })
+	plan := releasetest.NewPlan("evt-race", "de-DE", "fr-FR")
+	b.ingestPlan(t, plan)
+	de, fr := b.input(t, plan, "de-DE"), b.input(t, plan, "fr-FR")
+	var frOut release.Outcome
+	h.before = func(*release.TallyRecord) {
+		// de-DE's approval is stored, its tally write not yet made.
+		frOut = b.runInput(t, fr)
+	}
+	deOut := b.runInput(t, de)
+	if frOut.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("fr-FR (seeded the tally with de-DE's stored approval): %+v", frOut)
+	}
+	if deOut.Status != release.OutcomeApproved || !deOut.Quiet || !deOut.Tallied {
+		t.Fatalf("de-DE: %+v", deOut)
+	}
+	s := b.snap(t, "evt-race")
+	if s.Delivery == nil || len(s.Tally.Approved) != 2 || len(s.Approvals) != 2 {
+		t.Fatalf("delivery %v tally %+v", s.Delivery, s.Tally)
+	}
+}
+
+// A named step that dies after its approval is stored and before its
+// tally write (here: every tally write fails) leaves the approval's event
+// owed; settling it (the handler after the publish, the sweep, a
+// redelivered message) adds it. When that completes the tally, the
+// clearing write marks the approval AwaitingDelivery, which wakes the
+// release: the sweep's run prepares the delivery. No release is stranded.
+func TestUntalliedApprovalIsTalliedWhenSettled(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-crash", "de-DE", "fr-FR")
+	b.ingestPlan(t, plan)
+	de := b.runInput(t, b.input(t, plan, "de-DE"))
+	if err := b.c.ClearOutbox(b.ctx, "evt-crash", de.JobID, de.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	b.store.FailPuts(func(rec release.Record) error {
+		if _, ok := rec.(*release.TallyRecord); ok {
+			return errors.New("the process died")
+		}
+		return nil
+	})
+	fr, err := b.c.RunInput(b.ctx, b.input(t, plan, "fr-FR"))
+	if err == nil || fr.ApprovalID == "" || fr.Tallied || fr.Quiet {
+		t.Fatalf("fr-FR: %+v %v", fr, err)
+	}
+	b.store.FailPuts(nil)
+	s := b.snap(t, "evt-crash")
+	if len(s.Tally.Approved) != 1 || s.Delivery != nil {
+		t.Fatalf("tally %+v delivery %v", s.Tally, s.Delivery)
+	}
+	// The sweep finds the owed approval and settles it.
+	if err := b.c.SettleOutbox(b.ctx, "evt-crash", fr.JobID, fr.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	s = b.snap(t, "evt-crash")
+	a := s.Approvals["job-fr-FR"]
+	if len(s.Tally.Approved) != 2 || a.OutboxMS != 0 || !a.AwaitingDelivery {
+		t.Fatalf("tally %+v approval %+v", s.Tally, a)
+	}
+	page, err := b.store.Due(b.ctx, core.Millis(b.clock.Now()), "", 10)
+	if err != nil || len(page.Items) != 1 || page.Items[0].EventID != "evt-crash" {
+		t.Fatalf("due: %+v %v", page, err)
+	}
+	if o := b.run(t, "evt-crash"); o.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("sweep's run: %+v", o)
+	}
+	if a := b.snap(t, "evt-crash").Approvals["job-fr-FR"]; a.AwaitingDelivery {
+		t.Fatal("wake left")
+	}
+}
+
+// The step whose tally write completes the tally dies before it prepares
+// the delivery (its full read fails): it reports its approval untallied,
+// so settling it marks the approval AwaitingDelivery, and the release
+// wakes.
+func TestCompletingStepThatFailsLeavesAWake(t *testing.T) {
+	b := setup(t)
+	h := &tallyHook{MemStore: b.store}
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = h })
+	plan := releasetest.NewPlan("evt-wake", "de-DE", "fr-FR")
+	b.ingestPlan(t, plan)
+	de := b.runInput(t, b.input(t, plan, "de-DE"))
+	if err := b.c.ClearOutbox(b.ctx, "evt-wake", de.JobID, de.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	in := b.input(t, plan, "fr-FR")
+	h.loadStateErr = errors.New("read failed")
+	fr, err := b.c.RunInput(b.ctx, in)
+	if err == nil || fr.ApprovalID == "" || fr.Tallied {
+		t.Fatalf("fr-FR: %+v %v", fr, err)
+	}
+	if err := b.c.SettleOutbox(b.ctx, "evt-wake", fr.JobID, fr.ApprovalID); err != nil {
+		t.Fatal(err)
+	}
+	if a := b.snap(t, "evt-wake").Approvals["job-fr-FR"]; !a.AwaitingDelivery || a.OutboxMS != 0 {
+		t.Fatalf("approval %+v", a)
+	}
+	if o := b.run(t, "evt-wake"); o.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("run: %+v", o)
+	}
+}
+
+// Deploys: a plan stored by a coordinator without the tally setting (or
+// of the previous version, which knows none) is not tallied, and its
+// release runs the full walk under a coordinator with the setting; a
+// tallied release half approved by steps that kept no tally (approvals
+// stored, no tally) is seeded from the approvals stored when its first
+// tally is written. Either way every locale is approved once and the
+// release is delivered once.
+func TestReleaseHalfDoneWithoutATallyFinishes(t *testing.T) {
+	b := setup(t)
+	b.reconfigure(t, func(_ *release.Dependencies, c *release.Config) { c.Tally = false })
+	old := releasetest.NewPlan("evt-untallied", "de-DE", "fr-FR", "it-IT")
+	b.ingestPlan(t, old)
+	if o := b.runInput(t, b.input(t, old, "de-DE")); o.Status != release.OutcomeApproved || o.Quiet || !o.Tallied {
+		t.Fatalf("untallied de-DE: %+v", o)
+	}
+	b.reconfigure(t, func(_ *release.Dependencies, c *release.Config) { c.Tally = true })
+	for _, l := range []string{"fr-FR", "it-IT"} {
+		in := b.input(t, old, l)
+		if in.JobID() != "" {
+			t.Fatalf("an untallied plan's input names %q", in.JobID())
+		}
+		b.runInput(t, in)
+	}
+	for range 3 {
+		b.run(t, "evt-untallied")
+	}
+	s := b.snap(t, "evt-untallied")
+	if s.Plan.Tallied || s.Tally != nil || len(s.Approvals) != 3 || s.Delivery == nil {
+		t.Fatalf("untallied release: plan %+v tally %+v approvals %d delivery %v", s.Plan, s.Tally, len(s.Approvals), s.Delivery)
+	}
+
+	// A tallied plan whose first approvals were stored with no tally
+	// (their steps died before writing it, or a full walk's tally write
+	// failed): the next named step seeds the tally from what is stored.
+	plan := releasetest.NewPlan("evt-seed", "de-DE", "fr-FR", "it-IT")
+	b.ingestPlan(t, plan)
+	b.store.FailPuts(func(rec release.Record) error {
+		if _, ok := rec.(*release.TallyRecord); ok {
+			return errors.New("no tally")
+		}
+		return nil
+	})
+	for _, l := range []string{"de-DE", "fr-FR"} {
+		if o, err := b.c.RunInput(b.ctx, b.input(t, plan, l)); o.ApprovalID == "" || err == nil {
+			t.Fatalf("%s: %+v %v", l, o, err)
+		}
+	}
+	b.store.FailPuts(nil)
+	b.clock.Advance(time.Second)
+	if o := b.runInput(t, b.input(t, plan, "it-IT")); o.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("it-IT (seeds de-DE and fr-FR): %+v", o)
+	}
+	s = b.snap(t, "evt-seed")
+	if len(s.Tally.Approved) != 3 || len(s.Approvals) != 3 {
+		t.Fatalf("tally %+v", s.Tally)
+	}
+}
+
+// A tampered tally (a job id not in the plan) is never trusted: the named
+// step falls back to the full walk, which does not use it.
+func TestTamperedTallyFallsBackToTheFullWalk(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-tamper", "de-DE", "fr-FR")
+	b.ingestPlan(t, plan)
+	s := b.snap(t, "evt-tamper")
+	bad := release.TallyRecord{EventID: "evt-tamper", PlanID: s.Plan.PlanID, Jobs: 2, Approved: []string{"job-de-DE", "job-xx-XX"}, Version: 1}
+	if err := b.store.Put(b.ctx, &bad, 0); err != nil {
+		t.Fatal(err)
+	}
+	if o := b.runInput(t, b.input(t, plan, "fr-FR")); o.Status != release.OutcomeApproved || o.Quiet {
+		t.Fatalf("fr-FR: %+v", o)
+	}
+	if o := b.runInput(t, b.input(t, plan, "de-DE")); o.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("de-DE: %+v", o)
+	}
+}
