@@ -599,9 +599,10 @@ func (c *Coordinator) prepareIfReady(ctx context.Context, snap *Snapshot, plan *
 
 // approveSelected approves job's locale. snap is the release's state
 // (the full walk) or, when named, only that locale's records and every job
-// record (runNamed): the evidence record is then read by its request id,
-// the approval completes the plan when the tally says so, and the caller
-// tallies it and decides on the delivery.
+// record (runNamed): the job's evidence record and approval are then not
+// read (created conditional on their absence), the approval completes the
+// plan when the tally says so, and the caller tallies it and decides on
+// the delivery.
 func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time, named bool) (Outcome, error) {
 	if err := c.withTexts(ctx, snap, job.JobID); err != nil {
 		return Outcome{}, err
@@ -613,13 +614,6 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	req, err := BuildEvidenceRequest(plan.Event.EventID, plan.PlanID, job, sourceText, result, resultSHA, c.cfg.EvidenceRevision)
 	if err != nil {
 		return Outcome{}, err
-	}
-	if named && snap.Evidence[req.RequestID] == nil {
-		ev, err := c.store.LoadKeys(ctx, plan.Event.EventID, SKEvidencePrefix+req.RequestID)
-		if err != nil {
-			return Outcome{}, core.Wrap(CodeStoreReadFailed, true, err)
-		}
-		maps.Copy(snap.Evidence, ev.Evidence)
 	}
 	state := c.evidenceState()
 	claim, err := state.Claim(ctx, snap, req, c.cfg.WorkerID, now, c.cfg.EvidenceLease, c.cfg.EvidenceMaxAttempts)

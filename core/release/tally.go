@@ -179,7 +179,13 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	if err != nil {
 		return Outcome{}, err
 	}
-	snap, err := c.store.LoadKeys(ctx, eventID, SKSourcePrefix+jobID, SKApprovalPrefix+jobID, SKTally)
+	// Neither the job's approval nor its evidence record is read: for the
+	// fresh completion of a job neither exists (a job succeeds once; a
+	// step that died after creating either leaves its input to come back
+	// as a duplicate, which runs the full walk), and both are created by
+	// writes conditional on their absence, so one that does exist after
+	// all is a lost race (retryable), never overwritten.
+	snap, err := c.store.LoadKeys(ctx, eventID, SKSourcePrefix+jobID, SKTally)
 	if err != nil {
 		return Outcome{}, core.Wrap(CodeStoreReadFailed, true, err)
 	}
@@ -193,7 +199,7 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 		c.log().InfoContext(ctx, "release has ended, nothing to do", "event_id", eventID, "status", o.Status)
 		return o, nil
 	}
-	if j := snap.Jobs[jobID]; j == nil || j.Version < in.job.Version || snap.Approvals[jobID] != nil ||
+	if j := snap.Jobs[jobID]; j == nil || j.Version < in.job.Version ||
 		snap.Sources[jobID] == nil || (snap.Tally != nil && !validTally(snap.Tally, plan)) {
 		// Not the fresh completion ingest wrote, or a retry: the full walk.
 		return c.runNextRelease(ctx, eventID)

@@ -511,3 +511,36 @@ func readTestdataF(f *testing.F, name string) []byte {
 func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
 
 func (b *bundle) ctxT() context.Context { return context.Background() }
+
+// Issue 29: the job inputs of a tallied release approve their own locales
+// (named steps): an approval that leaves the tally incomplete schedules no
+// run (before, every approval queued a run that read the whole release),
+// and the one that completes it prepares the delivery: the only step
+// queued is the delivery's.
+func TestTalliedJobInputsQueueOnlyTheDelivery(t *testing.T) {
+	b := setup(t)
+	if resp := b.invokeRaw(t, readTestdata(t, "sqs_plan.json")); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%+v", resp)
+	}
+	if resp := b.invokeRaw(t, readTestdata(t, "sqs_jobs.json")); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("%+v", resp)
+	}
+	if len(b.queue.sent) != 1 || b.queue.sent[0].Kind != handler.KindDeliver {
+		t.Fatalf("queued %+v", b.queue.sent)
+	}
+	if b.bus.count(contract.DetailReleaseApproved) != 2 || b.bus.count(contract.DetailDeliveryReady) != 1 {
+		t.Fatalf("published %+v", b.bus.out)
+	}
+	snap, err := b.store.Load(context.Background(), "evt-h-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range snap.Approvals {
+		if a.OutboxMS != 0 || a.AwaitingDelivery {
+			t.Fatalf("approval left marked: %+v", a)
+		}
+	}
+	if snap.Tally == nil || len(snap.Tally.Approved) != 2 {
+		t.Fatalf("tally %+v", snap.Tally)
+	}
+}

@@ -103,6 +103,30 @@ type stack struct {
 	cms       *cmsdeliverytest.Server
 	h         *handler.Handler
 	logs      *logcapture.Buffer
+	// alt, when set, handles every other batch (a mixed fleet: two
+	// coordinators on the same table and queue).
+	alt *handler.Handler
+	// deps and cfg are what h was built with (newHandler).
+	deps release.Dependencies
+	cfg  release.Config
+	log  *slog.Logger
+}
+
+// newHandler builds another handler on s's table, queue and bus, with
+// cfg changed by change (the coordinator of another instance).
+func (s *stack) newHandler(t *testing.T, change func(*release.Config)) *handler.Handler {
+	t.Helper()
+	cfg := s.cfg
+	change(&cfg)
+	c, err := release.NewCoordinator(s.deps, s.clock, s.log, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := handler.New(handler.Config{Coordinator: c, Queue: instantQueue{delayqueue.New(s.sqs, s.queueURL)}, Bus: s.bus, Due: releasedb.New(s.db, s.table), Clock: s.clock, Log: s.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // newStack builds the handler on the local stack; each option may change
@@ -145,6 +169,7 @@ func newStack(t *testing.T, responder *releasetest.Responder, opts ...func(*stac
 	for _, o := range opts {
 		o(s, &deps)
 	}
+	s.deps, s.cfg, s.log = deps, cfg, log
 	c, err := release.NewCoordinator(deps, clock, log, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +197,7 @@ func (s *stack) drain(t *testing.T, timeout time.Duration, done func() bool) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
-	quiet := 0
+	quiet, turn := 0, 0
 	for time.Now().Before(deadline) {
 		out, err := s.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(s.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 0, VisibilityTimeout: 60,
@@ -199,7 +224,11 @@ func (s *stack) drain(t *testing.T, timeout time.Duration, done func() bool) {
 		}
 		raw, _ := json.Marshal(batch)
 		ictx, cancel := context.WithTimeout(ctx, 120*time.Second)
-		resOut, err := lambda.NewHandler(s.h.Handle).Invoke(ictx, raw)
+		h := s.h
+		if turn++; s.alt != nil && turn%2 == 0 {
+			h = s.alt
+		}
+		resOut, err := lambda.NewHandler(h.Handle).Invoke(ictx, raw)
 		cancel()
 		if err != nil {
 			t.Fatal(err)
