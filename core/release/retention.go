@@ -45,6 +45,8 @@ func ExpiresAt(rec Record, retention time.Duration) (int64, bool) {
 		lastMS = r.AcknowledgedMS
 	case *AckRecord:
 		lastMS = r.AckMS
+	case *TallyRecord:
+		lastMS = r.UpdatedMS
 	default:
 		return 0, false
 	}

@@ -21,7 +21,10 @@ type TallyRecord struct {
 	// Jobs is the number of the plan's jobs.
 	Jobs     int      `dynamodbav:"jobs"`
 	Approved []string `dynamodbav:"approved"`
-	Version  int64    `dynamodbav:"v"`
+	// UpdatedMS is the time of the last write (the record's retention
+	// starts from it, as the other records' from their last change).
+	UpdatedMS int64 `dynamodbav:"updated_ms"`
+	Version   int64 `dynamodbav:"v"`
 }
 
 func (r *TallyRecord) Key() (string, string) { return r.EventID, SKTally }
@@ -64,7 +67,7 @@ func (c *Coordinator) tally(ctx context.Context, snap *Snapshot, plan *PlanRecor
 	eventID := plan.Event.EventID
 	for range tallyAttempts {
 		cur := snap.Tally
-		next := TallyRecord{EventID: eventID, PlanID: plan.PlanID, Jobs: len(plan.Jobs)}
+		next := TallyRecord{EventID: eventID, PlanID: plan.PlanID, Jobs: len(plan.Jobs), UpdatedMS: core.Millis(c.now())}
 		var prev int64
 		if cur != nil {
 			if !validTally(cur, plan) {

@@ -322,3 +322,14 @@ func TestNamedStepNeverOverwritesAnApproval(t *testing.T) {
 		t.Fatalf("approval overwritten: %+v", a)
 	}
 }
+
+// The tally expires with the release's other records (record retention
+// from its last write): without it, every tallied release left one item
+// behind for good.
+func TestTallyHasTheRecordRetention(t *testing.T) {
+	tally := &release.TallyRecord{EventID: "evt-1", PlanID: "plan-1", Jobs: 1, Approved: []string{"job-1"}, UpdatedMS: 1_000_000, Version: 1}
+	at, ok := release.ExpiresAt(tally, time.Hour)
+	if !ok || at != (1_000_000+time.Hour.Milliseconds())/1000 {
+		t.Fatalf("expires at %d, %v", at, ok)
+	}
+}

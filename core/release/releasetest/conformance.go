@@ -357,7 +357,7 @@ func SampleRecords(eventID string) []release.Record {
 			Lease:   release.Lease{Status: release.StateRetryWait, Attempts: 2, MaxAttempts: 5, NextAttemptMS: ms + 10_000, LastErrorCode: "cms.http_503", CreatedMS: ms, UpdatedMS: ms},
 			Version: 1,
 		},
-		&release.TallyRecord{EventID: eventID, PlanID: "plan-1", Jobs: 2, Approved: []string{"job-1"}, Version: 1},
+		&release.TallyRecord{EventID: eventID, PlanID: "plan-1", Jobs: 2, Approved: []string{"job-1"}, UpdatedMS: ms + 3, Version: 1},
 	}
 }
 
