@@ -178,10 +178,6 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	if !plan.Tallied || plan.Event.EventID != eventID || len(plan.Jobs) == 0 || !ok || in.result == nil {
 		return c.runNextRelease(ctx, eventID)
 	}
-	current, err := c.checkPlan(ctx, plan)
-	if err != nil {
-		return Outcome{}, err
-	}
 	// Neither the job's approval nor its evidence record is read: for the
 	// fresh completion of a job neither exists (a job succeeds once; a
 	// step that died after creating either leaves its input to come back
@@ -199,8 +195,13 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	snap.Plan, snap.Jobs = plan, jobs.Jobs
 	snap.Results[jobID] = in.result
 	if o, ok := ended(&snap, plan); ok {
+		// Reported before the seal is checked, as load does.
 		c.log().InfoContext(ctx, "release has ended, nothing to do", "event_id", eventID, "status", o.Status)
 		return o, nil
+	}
+	current, err := c.checkPlan(ctx, plan)
+	if err != nil {
+		return Outcome{}, err
 	}
 	if j := snap.Jobs[jobID]; j == nil || j.Version < in.job.Version ||
 		snap.Sources[jobID] == nil || (snap.Tally != nil && !validTally(snap.Tally, plan)) {
@@ -261,7 +262,25 @@ func (c *Coordinator) afterTallyComplete(ctx context.Context, eventID string, o 
 		o.Tallied, o.Quiet = true, true
 		return o, nil
 	}
-	next, err := c.prepareIfReady(ctx, full, plan, c.now(), o)
+	now := c.now()
+	// As the full walk does before it prepares the delivery: the evidence
+	// of every approved job is marked succeeded (a step whose approval
+	// was stored and whose evidence lease was not finished leaves it
+	// leased; once the delivery exists no run walks the jobs again).
+	state := c.evidenceState()
+	for _, job := range plan.Jobs {
+		if ok, err := jobSucceeded(full, plan, job); err != nil || !ok {
+			continue
+		}
+		approval, err := c.lookupApproval(full, plan, job, now)
+		if err != nil {
+			continue
+		}
+		if err := state.MarkApproved(ctx, full, plan.Event.EventID, plan.PlanID, job.JobID, approval.ResultSHA256, now); err != nil {
+			return o, err
+		}
+	}
+	next, err := c.prepareIfReady(ctx, full, plan, now, o)
 	if err != nil {
 		return o, err
 	}

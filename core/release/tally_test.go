@@ -333,3 +333,38 @@ func TestTallyHasTheRecordRetention(t *testing.T) {
 		t.Fatalf("expires at %d, %v", at, ok)
 	}
 }
+
+// Found by the simulation (seed 255): a named step stored its approval and
+// failed to finish its evidence lease; the last locale's step then
+// prepared the delivery, after which no run walks the jobs again, so the
+// first locale's evidence stayed leased for good (health: expired
+// leases). The step that completes the tally marks the evidence of every
+// approved job succeeded before it prepares the delivery, as the full
+// walk does.
+func TestCompletingStepFinishesEveryApprovedEvidence(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-leased", "de-DE", "fr-FR")
+	b.ingestPlan(t, plan)
+	b.store.FailPuts(func(rec release.Record) error {
+		if e, ok := rec.(*release.EvidenceRecord); ok && e.Status == release.StateSucceeded {
+			return errors.New("the finishing write failed")
+		}
+		return nil
+	})
+	de, err := b.c.RunInput(b.ctx, b.input(t, plan, "de-DE"))
+	if err == nil || de.ApprovalID == "" {
+		t.Fatalf("de-DE: %+v %v", de, err)
+	}
+	b.store.FailPuts(nil)
+	if e := b.onlyEvidence(t, "evt-leased"); e.Status != release.StateLeased {
+		t.Fatalf("evidence %+v", e)
+	}
+	if o := b.runInput(t, b.input(t, plan, "fr-FR")); o.Status != release.OutcomeDeliveryReady {
+		t.Fatalf("fr-FR: %+v", o)
+	}
+	for _, e := range b.snap(t, "evt-leased").Evidence {
+		if e.Status != release.StateSucceeded {
+			t.Fatalf("evidence left %s: %+v", e.Status, e)
+		}
+	}
+}
