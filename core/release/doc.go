@@ -16,7 +16,10 @@
 //   - receipt verification (Ed25519 by issuer key, kind, binding, expiry);
 //   - the approval and publication authorities (localeflow's Ed25519 keys);
 //   - RunNextRelease (approve at most one locale per step, prepare the
-//     delivery once every locale is approved) and Deliver (send the signed
+//     delivery once every locale is approved), RunInput (a job input of a
+//     tallied release approves its own locale, reading that locale's
+//     records; the tally of approved jobs says when to read the whole
+//     release and prepare the delivery) and Deliver (send the signed
 //     bundle with leased, bounded attempts).
 //
 // Content-free: evidence, job, approval, delivery and plan records hold only

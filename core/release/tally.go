@@ -158,10 +158,10 @@ func (c *Coordinator) RunInput(ctx context.Context, in Input) (Outcome, error) {
 // runNamed approves the named job's locale reading what it needs: the
 // plan, job record and result ingest just read and wrote, every job record
 // (one Query of job#: whether the release has ended, which jobs still wake
-// as never claimed), the locale's source, approval and evidence record and
-// the tally. Anything off the happy path (an approval already stored, a
-// source missing, a job record that is not the one ingest wrote) runs the
-// full walk instead (runNextRelease). After the approval is stored it is
+// as never claimed), the locale's source and the tally. Anything off the
+// happy path (a source missing, a job record that is not the one ingest
+// wrote, a tally that does not match the plan) runs the full walk instead
+// (runNextRelease). After the approval is stored it is
 // added to the tally; the write that completes the tally is followed by
 // one full read that prepares the delivery when every approval checks out
 // (prepareIfReady), as the full walk does.

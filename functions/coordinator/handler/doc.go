@@ -10,7 +10,9 @@
 //     "release.deliver": an early one is re-sent with its remaining delay
 //     (waits over 900 s are chained), a due one runs its step.
 //
-// After each step the next one is enqueued: `approved` → a run at once;
+// After each step the next one is enqueued: `approved` → a run at once
+// (none after a named step that left its release's tally incomplete:
+// release.Outcome.Quiet);
 // `delivery_ready` → a delivery at once (or at its backoff); `waiting` on a
 // lease or backoff → a delayed run at that time; an error with a stored
 // wake time (evidence retry_wait, an abandoned lease) → a delayed step at
