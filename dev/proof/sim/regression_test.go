@@ -192,6 +192,56 @@ func hintedEarlyFailureAfterTakeOver(r Result) bool {
 	return false
 }
 
+// countedFailureAfterTakeOverAndHint reports the seed-17446 shape (the
+// twin of seed 9408 in checkHintedEarly): an invocation claimed a change,
+// its CMS read failed (no 200), another invocation took the change over
+// and completed a poll (watching, no code), a hint then moved the next
+// poll, and the first invocation decided a counted failure (retry_wait)
+// from the record it had claimed. checkHintedEarly judged that decision
+// by the later holder's completion and the later hint, not by the claim.
+func countedFailureAfterTakeOverAndHint(r Result) bool {
+	type claim struct {
+		id                           string
+		failed, overrun, hintedAfter bool
+	}
+	claims := map[int]*claim{} // invocation -> claim in flight
+	for _, s := range r.Trace {
+		if s.Inv == 0 {
+			continue
+		}
+		f := strings.Fields(s.Call)
+		switch {
+		case len(f) == 2 && f[0] == "monitor.Claim" && strings.HasPrefix(s.Outcome, "leased"):
+			claims[s.Inv] = &claim{id: f[1]}
+		case len(f) == 2 && f[0] == "monitor.Hint" && s.Outcome == "hinted":
+			for _, c := range claims {
+				if c.id == f[1] && c.overrun {
+					c.hintedAfter = true
+				}
+			}
+		case strings.HasPrefix(s.Call, "http GET ") && strings.HasSuffix(s.Call, "/lifecycle") && s.Outcome != "200":
+			if c := claims[s.Inv]; c != nil && strings.Contains(s.Call, "/"+c.id+"/") {
+				c.failed = true
+			}
+		case len(f) == 4 && f[0] == "monitor.Transition":
+			if c := claims[s.Inv]; c != nil && c.id == f[1] {
+				if f[3] == "retry_wait" && c.failed && c.overrun && c.hintedAfter {
+					return true
+				}
+				delete(claims, s.Inv)
+			}
+			if f[3] == "watching" && strings.HasPrefix(s.Outcome, "watching  ") {
+				for inv, c := range claims {
+					if inv != s.Inv && c.id == f[1] {
+						c.overrun = true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
@@ -199,6 +249,7 @@ var regressions = []regression{
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
 	{"answer_crash_reclaim_then_outage_one_outcome", 1000060, answerCrashReclaimFail},
 	{"hinted_early_failure_after_take_over_judged_by_its_claim", 9408, hintedEarlyFailureAfterTakeOver},
+	{"counted_failure_after_take_over_and_hint_judged_by_its_claim", 17446, countedFailureAfterTakeOverAndHint},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
