@@ -242,6 +242,27 @@ func countedFailureAfterTakeOverAndHint(r Result) bool {
 	return false
 }
 
+// forgedApprovalThenBlocked reports a release that holds an approval the
+// simulator forged for another result and whose blocked record was then
+// written.
+func forgedApprovalThenBlocked(r Result) bool {
+	forged := map[string]bool{}
+	for _, s := range r.Trace {
+		f := strings.Fields(s.Call)
+		switch {
+		case len(f) == 4 && f[0] == "forge" && f[1] == "approval" && strings.HasPrefix(s.Outcome, "stored "):
+			forged[f[2]] = true
+		case len(f) >= 3 && f[0] == "release.PutAll" && s.Outcome == "written":
+			for i := 1; i+1 < len(f); i++ {
+				if f[i+1] == "blocked" && forged[f[i]] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
@@ -281,6 +302,12 @@ var regressions = []regression{
 	{"stale_finishing_write_refused", 1000144, func(r Result) bool {
 		return r.Stats.StaleRefused > 0 && r.Stats.LeaseExpiredLive > 0
 	}},
+	// An approval the simulator forged for another result, in a release
+	// then blocked: the situation checkBlockedCause and
+	// checkBlockedRecords judge (blocked with approval.result_mismatch,
+	// listed so by health; rel-approval-result-unchecked blocks it with
+	// cms.delivery.bundle_mismatch instead).
+	{"forged_approval_then_blocked", 3, forgedApprovalThenBlocked},
 	{"put_events_failed_entry", 1000002, func(r Result) bool {
 		return stepMatches(r, `^bus\.Put \S+ \| 1 of 1 entries failed`)
 	}},
