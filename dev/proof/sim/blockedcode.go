@@ -159,10 +159,11 @@ func (s *releaseStore) checkBlockedCause(rec release.Record) {
 // approval the simulator forged for another result ends blocked (its code
 // judged as it was written: approval.result_mismatch, unless another
 // injected cause blocked it first), unless its input sits in the DLQ (the
-// end checks excuse that when injected faults explain it); and health lists every blocked record that no
-// operator acknowledged as an attention item of kind release, state
-// blocked, with the record's code (docs/design.md "Blocked releases and
-// the release sweep").
+// end checks excuse that when injected faults explain it); and health
+// lists every blocked record that no operator acknowledged as an
+// attention item of kind release, key blocked, state blocked, with the
+// record's code (docs/design.md "Blocked releases and the release
+// sweep").
 func (r *Release) checkBlockedRecords(ctx context.Context, rep health.Report) {
 	if r.w.day2 != nil {
 		return
