@@ -52,6 +52,11 @@ type findings struct {
 	// with a code) followed it; earlyAfter counts those.
 	completedMS map[string]int64
 	earlyAfter  map[string]int
+	// claimView is what completedMS, earlyAfter and lastHintMS said when
+	// an invocation claimed a change: its finishing write is judged by
+	// the record it claimed, not by a later holder's writes after a
+	// take-over (seed 17446).
+	claimView map[readKey]earlyView
 	// trailing: the simulator appended bytes to the change's stored
 	// snapshot, and no accepted write has replaced that snapshot since.
 	trailing map[string]bool
@@ -60,7 +65,40 @@ type findings struct {
 func newFindings(seed uint64) *findings {
 	return &findings{rng: rand.New(rand.NewPCG(seed, seed^0x6973737565323424)),
 		hintMsgs: map[readKey]int{}, hintWrites: map[readKey]int{}, lastHintMS: map[string]int64{},
-		completedMS: map[string]int64{}, earlyAfter: map[string]int{}, trailing: map[string]bool{}}
+		completedMS: map[string]int64{}, earlyAfter: map[string]int{}, trailing: map[string]bool{},
+		claimView: map[readKey]earlyView{}}
+}
+
+// earlyView is the basis of checkHintedEarly for one change: its last
+// completed poll (done, if completed), the hinted early failures since
+// and the time of its last hint.
+type earlyView struct {
+	done       int64
+	completed  bool
+	earlyAfter int
+	lastHintMS int64
+}
+
+// viewOf is the change's basis as the simulator knows it now.
+func (fx *findings) viewOf(id string) earlyView {
+	done, ok := fx.completedMS[id]
+	return earlyView{done: done, completed: ok, earlyAfter: fx.earlyAfter[id], lastHintMS: fx.lastHintMS[id]}
+}
+
+// noteClaim keeps the basis of checkHintedEarly as it stood when inv
+// claimed the change (claimRegular's twin for this check).
+func (fx *findings) noteClaim(inv int, id string) { fx.claimView[readKey{inv, id}] = fx.viewOf(id) }
+
+// claimed takes the basis noteClaim kept for inv's claim of id (the
+// current one if none was kept).
+func (fx *findings) claimed(inv int, id string) earlyView {
+	key := readKey{inv, id}
+	v, ok := fx.claimView[key]
+	delete(fx.claimView, key)
+	if !ok {
+		v = fx.viewOf(id)
+	}
+	return v
 }
 
 // hugeRetryAfter replaces, on one answer in 40 that asks for a pause, the
@@ -182,16 +220,19 @@ func (fx *findings) noteWrite(f monitor.Fence, u monitor.Update) {
 // "Hints": a hint never spends the failure budget early). The clocks of
 // the hint, the completion and the failure may differ by the largest
 // clock offset: only a failure clearly inside the window is judged, and
-// only while the timeline still holds the completion.
-func (fx *findings) checkHintedEarly(s *monitorStore, f monitor.Fence, u monitor.Update, hinted bool) {
+// only while the timeline still holds the completion. The completion and
+// the hint are those of the record the writer claimed (claimView): after
+// a take-over, a later holder's completed poll and a hint that followed
+// it are not the stale holder's basis — it decides from the record it
+// claimed, and the fence refuses its write (seed 17446).
+func (fx *findings) checkHintedEarly(s *monitorStore, v earlyView, f monitor.Fence, u monitor.Update, hinted bool) {
 	id := f.EventID
-	done, ok := fx.completedMS[id]
-	if !ok || !hinted || u.ConsecutiveFailures != f.ConsecutiveFailures+1 || fx.earlyAfter[id] >= monitor.TimelineMax-2 {
+	if !v.completed || !hinted || u.ConsecutiveFailures != f.ConsecutiveFailures+1 || v.earlyAfter >= monitor.TimelineMax-2 {
 		return
 	}
 	tol := (s.w.maxOffset - s.w.minOffset + time.Millisecond).Milliseconds()
-	regular := done + s.cfg.PollInterval.Milliseconds()
-	if fx.lastHintMS[id] >= done+tol && u.UpdatedMS+tol < regular {
+	regular := v.done + s.cfg.PollInterval.Milliseconds()
+	if v.lastHintMS >= v.done+tol && u.UpdatedMS+tol < regular {
 		s.w.violate("%s: a hinted poll's retryable failure %d ms before the regular poll time was counted (%d consecutive failures)",
 			id, regular-u.UpdatedMS, u.ConsecutiveFailures)
 	}

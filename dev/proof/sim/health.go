@@ -69,6 +69,7 @@ func checkHealth(ctx context.Context, w *World, m *Monitor, r *Release) {
 	if rep.Monitor.ExpiredLeases > 0 {
 		w.violate("health shows %d expired monitor leases after faults stopped", rep.Monitor.ExpiredLeases)
 	}
+	r.checkBlockedRecords(ctx, rep)
 	need := append(append([]string(nil), m.needOperator...), r.needOperator...)
 	blocked := rep.Status == health.StatusBlocked
 	if blocked != (len(need) > 0) {

@@ -271,6 +271,7 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 		if inv != nil {
 			s.claimHinted[readKey{inv.ID, id}] = s.hinted[id]
 			s.claimRegular[readKey{inv.ID, id}] = s.regular[id]
+			s.fx.noteClaim(inv.ID, id)
 		}
 		return fmt.Sprintf("leased until +%dms", l.ExpiresMS-l.NowMS), nil
 	})
@@ -400,6 +401,7 @@ func (s *monitorStore) checkSchedule(inv *Invocation, f monitor.Fence, u monitor
 	if !claimed {
 		regular = s.regular[id]
 	}
+	early := s.fx.claimed(inv.ID, id)
 	delete(s.claimHinted, key)
 	delete(s.claimRegular, key)
 	switch {
@@ -425,7 +427,7 @@ func (s *monitorStore) checkSchedule(inv *Invocation, f monitor.Fence, u monitor
 			s.w.violate("%s: a hinted poll's failure scheduled the next poll %d ms before the regular poll time", id, regular-u.NextPollMS)
 		}
 	case read.retryable:
-		s.fx.checkHintedEarly(s, f, u, hinted)
+		s.fx.checkHintedEarly(s, early, f, u, hinted)
 		retry(f.ConsecutiveFailures+1, read.retryAfter)
 	default:
 		if u.State != monitor.StateFailed {

@@ -192,6 +192,77 @@ func hintedEarlyFailureAfterTakeOver(r Result) bool {
 	return false
 }
 
+// countedFailureAfterTakeOverAndHint reports the seed-17446 shape (the
+// twin of seed 9408 in checkHintedEarly): an invocation claimed a change,
+// its CMS read failed (no 200), another invocation took the change over
+// and completed a poll (watching, no code), a hint then moved the next
+// poll, and the first invocation decided a counted failure (retry_wait)
+// from the record it had claimed. checkHintedEarly judged that decision
+// by the later holder's completion and the later hint, not by the claim.
+func countedFailureAfterTakeOverAndHint(r Result) bool {
+	type claim struct {
+		id                           string
+		failed, overrun, hintedAfter bool
+	}
+	claims := map[int]*claim{} // invocation -> claim in flight
+	for _, s := range r.Trace {
+		if s.Inv == 0 {
+			continue
+		}
+		f := strings.Fields(s.Call)
+		switch {
+		case len(f) == 2 && f[0] == "monitor.Claim" && strings.HasPrefix(s.Outcome, "leased"):
+			claims[s.Inv] = &claim{id: f[1]}
+		case len(f) == 2 && f[0] == "monitor.Hint" && s.Outcome == "hinted":
+			for _, c := range claims {
+				if c.id == f[1] && c.overrun {
+					c.hintedAfter = true
+				}
+			}
+		case strings.HasPrefix(s.Call, "http GET ") && strings.HasSuffix(s.Call, "/lifecycle") && s.Outcome != "200":
+			if c := claims[s.Inv]; c != nil && strings.Contains(s.Call, "/"+c.id+"/") {
+				c.failed = true
+			}
+		case len(f) == 4 && f[0] == "monitor.Transition":
+			if c := claims[s.Inv]; c != nil && c.id == f[1] {
+				if f[3] == "retry_wait" && c.failed && c.overrun && c.hintedAfter {
+					return true
+				}
+				delete(claims, s.Inv)
+			}
+			if f[3] == "watching" && strings.HasPrefix(s.Outcome, "watching  ") {
+				for inv, c := range claims {
+					if inv != s.Inv && c.id == f[1] {
+						c.overrun = true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// forgedApprovalThenBlocked reports a release that holds an approval the
+// simulator forged for another result and whose blocked record was then
+// written.
+func forgedApprovalThenBlocked(r Result) bool {
+	forged := map[string]bool{}
+	for _, s := range r.Trace {
+		f := strings.Fields(s.Call)
+		switch {
+		case len(f) == 4 && f[0] == "forge" && f[1] == "approval" && strings.HasPrefix(s.Outcome, "stored "):
+			forged[f[2]] = true
+		case len(f) >= 3 && f[0] == "release.PutAll" && s.Outcome == "written":
+			for i := 1; i+1 < len(f); i++ {
+				if f[i+1] == "blocked" && forged[f[i]] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
@@ -199,6 +270,7 @@ var regressions = []regression{
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
 	{"answer_crash_reclaim_then_outage_one_outcome", 1000060, answerCrashReclaimFail},
 	{"hinted_early_failure_after_take_over_judged_by_its_claim", 9408, hintedEarlyFailureAfterTakeOver},
+	{"counted_failure_after_take_over_and_hint_judged_by_its_claim", 17446, countedFailureAfterTakeOverAndHint},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
@@ -230,6 +302,12 @@ var regressions = []regression{
 	{"stale_finishing_write_refused", 1000144, func(r Result) bool {
 		return r.Stats.StaleRefused > 0 && r.Stats.LeaseExpiredLive > 0
 	}},
+	// An approval the simulator forged for another result, in a release
+	// then blocked: the situation checkBlockedCause and
+	// checkBlockedRecords judge (blocked with approval.result_mismatch,
+	// listed so by health; rel-approval-result-unchecked blocks it with
+	// cms.delivery.bundle_mismatch instead).
+	{"forged_approval_then_blocked", 3, forgedApprovalThenBlocked},
 	{"put_events_failed_entry", 1000002, func(r Result) bool {
 		return stepMatches(r, `^bus\.Put \S+ \| 1 of 1 entries failed`)
 	}},

@@ -77,6 +77,9 @@ type releaseStore struct {
 	// freezeRng draws the freezes past them.
 	leases    map[string]relLease
 	freezeRng *rand.Rand
+	// rel is the release side whose injected causes judge a blocked
+	// record's code (blockedcode.go).
+	rel *Release
 }
 
 func releaseDown() error {
@@ -169,6 +172,7 @@ func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) erro
 			s.checkReleaseLease(ctx, w.Rec)
 			s.checkRetryAfter(ctx, w.Rec)
 			s.checkBlockedCode(w.Rec)
+			s.checkBlockedCause(w.Rec)
 		}
 		return "written", nil
 	})
@@ -359,6 +363,7 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 	top := topology.New("sim")
 	r := &Release{w: w, peers: peers, mem: w.newReleaseBacking(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
 	r.store = &releaseStore{w: w, mem: r.mem}
+	r.store.rel = r
 	def := top.RelQueue
 	def.VisibilityTimeoutSeconds = 6 * int(w.Faults.Config.FunctionTimeout/time.Second)
 	r.queue = newQueue(w, def, "coordinator")
