@@ -195,17 +195,17 @@ func hintedEarlyFailureAfterTakeOver(r Result) bool {
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
-	{"expiry_after_peer_retry_after_not_judged_as_finish", 2299, peerAnswerThenExpiry},
+	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000224, peerAnswerThenExpiry},
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
-	{"answer_crash_reclaim_then_outage_one_outcome", 1000060, answerCrashReclaimFail},
-	{"hinted_early_failure_after_take_over_judged_by_its_claim", 9408, hintedEarlyFailureAfterTakeOver},
+	{"answer_crash_reclaim_then_outage_one_outcome", 1000013, answerCrashReclaimFail},
+	{"hinted_early_failure_after_take_over_judged_by_its_claim", 1000520, hintedEarlyFailureAfterTakeOver},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
 	{"outcome_after_integrity_failure", 1000003, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
-	{"outcome_after_publish_failure_on_sweep", 1000037, func(r Result) bool {
+	{"outcome_after_publish_failure_on_sweep", 1000010, func(r Result) bool {
 		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
 	}},
 	{"schema_altered_record_not_left_leased", 1000001, func(r Result) bool {
@@ -233,7 +233,7 @@ var regressions = []regression{
 	{"put_events_failed_entry", 1000002, func(r Result) bool {
 		return stepMatches(r, `^bus\.Put \S+ \| 1 of 1 entries failed`)
 	}},
-	{"evidence_or_delivery_answer_lost", 1000010, func(r Result) bool {
+	{"evidence_or_delivery_answer_lost", 1000033, func(r Result) bool {
 		return stepMatches(r, `^http (evidence|delivery) .* \| \d+ \(reported as failed\)`)
 	}},
 	// A checker false positive (seed 5859 of the 5001 block): the evidence
