@@ -243,7 +243,7 @@ var regressions = []regression{
 	// (peerRetryAfterWake), and the release is delivered after the end.
 	// Seed 5859 no longer reaches it since the job input writes its
 	// result and job record as two writes (issue 29: the gated store
-	// calls, and so the seed's history, changed); seeds 5001–10000 and
+	// calls, and so the seed's history, changed); seeds 1–10000 and
 	// 1000001–1006000 were searched without one reaching it (the case is
 	// rare: one failure in the 36,000-seed long run). Choose one again
 	// from a long run's block.
