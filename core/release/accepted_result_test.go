@@ -3,6 +3,7 @@ package release_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/localeflow/localeflow/core"
@@ -156,5 +157,163 @@ func TestResultDifferentFromJobRecordIsRefused(t *testing.T) {
 	}
 	if n := b.resp.Calls(); n != 0 {
 		t.Fatalf("evidence provider called %d times for a refused result", n)
+	}
+}
+
+// staleReadStore answers the next LoadKeys from a copy of the store taken
+// before: an ingestion that read the job and result keys before a racing
+// ingestion wrote them.
+type staleReadStore struct {
+	*releasetest.MemStore
+	stale *releasetest.MemStore
+}
+
+func (s *staleReadStore) LoadKeys(ctx context.Context, eventID string, sortKeys ...string) (release.Snapshot, error) {
+	if s.stale != nil {
+		st := s.stale
+		s.stale = nil
+		return st.LoadKeys(ctx, eventID, sortKeys...)
+	}
+	return s.MemStore.LoadKeys(ctx, eventID, sortKeys...)
+}
+
+// TestRacingResultsThatBothReadNothing: two different results of one job,
+// both read before either wrote (no job, no result). The job and result
+// are two conditional writes (issue 29), so the second result's write must
+// lose on the result item itself (written once, never over another
+// result); the job record then names the stored result.
+func TestRacingResultsThatBothReadNothing(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-race2", "de-DE")
+	b.ingestPlan(t, plan)
+	before := releasetest.NewMemStore()
+	// What both ingestions read: the plan only.
+	if err := before.Put(b.ctx, b.snap(t, "evt-race2").Plan, 0); err != nil {
+		t.Fatal(err)
+	}
+	first := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "first translation"}))
+	second := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "second translation"}))
+	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{Candidate: "first translation"})
+	store := &staleReadStore{MemStore: b.store, stale: before}
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
+	_, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", second)
+	if err == nil {
+		t.Fatal("second result accepted after a stale read")
+	}
+	_, _, err = b.c.Ingest(b.ctx, "localeflow.job.completed", second)
+	wantCode(t, err, release.CodeJobConflict)
+	s := b.snap(t, "evt-race2")
+	job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]
+	if job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 || res.ResultSHA256 != resultSHA(t, b.fx.EventKey, first) {
+		t.Fatalf("job record accepts %v, result record holds %v", job, res)
+	}
+	if o := b.run(t, "evt-race2"); o.ApprovalID == "" {
+		t.Fatalf("run = %+v, want the accepted result approved", o)
+	}
+}
+
+// failJobOnce fails the first job record write: an ingestion that stored
+// its result and crashed before its job record.
+type failJobOnce struct {
+	*releasetest.MemStore
+	failed bool
+}
+
+func (s *failJobOnce) Put(ctx context.Context, rec release.Record, prev int64) error {
+	if _, ok := rec.(*release.JobRecord); ok && !s.failed {
+		s.failed = true
+		return errors.New("injected: crashed before the job record")
+	}
+	return s.MemStore.Put(ctx, rec, prev)
+}
+
+// TestResultWithoutJobRecord: an ingestion wrote the result and crashed
+// before the job record. The release does not see the job as succeeded
+// (nothing reviewed, no block); another, different result is refused
+// without replacing the stored one; the crashed input's redelivery writes
+// its job record and the release is approved with that result.
+func TestResultWithoutJobRecord(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-orphan", "de-DE")
+	b.ingestPlan(t, plan)
+	first := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "first translation"}))
+	second := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "second translation"}))
+	store := &failJobOnce{MemStore: b.store}
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
+	if _, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", first); err == nil || !core.IsRetryable(err) {
+		t.Fatalf("ingest with the job write failing = %v, want a retryable error", err)
+	}
+	if o := b.run(t, "evt-orphan"); o.Status != release.OutcomeWaiting {
+		t.Fatalf("run with a result but no job record = %+v, want waiting", o)
+	}
+	_, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", second)
+	wantCode(t, err, release.CodeJobConflict)
+	if s := b.snap(t, "evt-orphan"); s.Results["job-de-DE"].ResultSHA256 != resultSHA(t, b.fx.EventKey, first) {
+		t.Fatal("a different result replaced the stored one")
+	}
+	if _, changed, err := b.c.Ingest(b.ctx, "localeflow.job.completed", first); err != nil || !changed {
+		t.Fatalf("redelivery = %v, %v; want the job record written", changed, err)
+	}
+	s := b.snap(t, "evt-orphan")
+	if job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]; job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 {
+		t.Fatalf("job record accepts %v, result record holds %v", job, res)
+	}
+	if o := b.run(t, "evt-orphan"); o.ApprovalID == "" {
+		t.Fatalf("run = %+v, want approved", o)
+	}
+}
+
+// previousCodeBetween runs, once, between this code's result write and its
+// job record write, what the previous code's ingestion of another result
+// writes: job and result in one transaction, the result over the stored
+// one with its version (a deploy runs both side by side).
+type previousCodeBetween struct {
+	*releasetest.MemStore
+	other *release.ResultRecord
+	done  bool
+}
+
+func (s *previousCodeBetween) Put(ctx context.Context, rec release.Record, prev int64) error {
+	if _, ok := rec.(*release.JobRecord); ok && !s.done {
+		s.done = true
+		cur, err := s.MemStore.LoadKeys(ctx, s.other.EventID, release.SKResultPrefix+s.other.JobID)
+		if err != nil {
+			return err
+		}
+		res := *s.other
+		res.Version = cur.Results[s.other.JobID].Version + 1
+		job := release.JobRecord{EventID: res.EventID, PlanID: res.PlanID, JobID: res.JobID, Status: release.JobSucceeded,
+			ResultSHA256: res.ResultSHA256, PayloadSHA256: core.SHA256Hex([]byte("previous")), ReceivedMS: 1, AwaitingClaim: true, Version: 1}
+		if err := s.MemStore.PutAll(ctx, release.Write{Rec: &job}, release.Write{Rec: &res, Prev: cur.Results[s.other.JobID].Version}); err != nil {
+			return err
+		}
+	}
+	return s.MemStore.Put(ctx, rec, prev)
+}
+
+// TestPreviousCodeResultBetweenTheTwoWrites: during a deploy, a coordinator
+// of the previous code stores another result (job + result, one
+// transaction) between this code's result write and its job record write.
+// This code's job write must lose, and the job record names the stored
+// result.
+func TestPreviousCodeResultBetweenTheTwoWrites(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-mixed", "de-DE")
+	b.ingestPlan(t, plan)
+	other := setup(t)
+	other.ingestPlan(t, plan)
+	other.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{Candidate: "previous code's result"})
+	otherRes := other.snap(t, "evt-mixed").Results["job-de-DE"]
+	store := &previousCodeBetween{MemStore: b.store, other: otherRes}
+	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
+	mine := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "this code's result"}))
+	if _, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", mine); err == nil {
+		t.Fatal("this code's job record was written over the previous code's")
+	}
+	_, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", mine)
+	wantCode(t, err, release.CodeJobConflict)
+	s := b.snap(t, "evt-mixed")
+	if job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]; job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 || res.ResultSHA256 != otherRes.ResultSHA256 {
+		t.Fatalf("job record accepts %v, result record holds %v", job, res)
 	}
 }

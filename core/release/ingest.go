@@ -135,27 +135,52 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 		prev = old.Version
 	}
 	rec.Version = prev + 1
-	writes := []Write{{Rec: &rec, Prev: prev}}
 	var named *namedInput
 	if j.Result != nil {
-		// The job record and its result are one write: the result the
-		// coordinator reviews is always the one the job record accepted.
+		// The result first, written once: the job record that accepts it
+		// follows. A stored result is never replaced by another one, so
+		// the job record can only ever name the stored result (the
+		// result reviewed is the one the job record accepted) without a
+		// transaction of the two items (docs/design.md "Ingest: plan and
+		// job events").
 		sha := core.SHA256Hex(j.ResultJSON)
 		rec.ResultSHA256 = sha
 		res := ResultRecord{EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, ResultSHA256: sha, ResultJSON: string(j.ResultJSON)}
-		var resPrev int64
-		if cur := snap.Results[j.JobID]; cur != nil {
-			resPrev = cur.Version
+		if err := c.putResultOnce(ctx, snap.Results[j.JobID], &res); err != nil {
+			return false, nil, err
 		}
-		res.Version = resPrev + 1
-		writes = append(writes, Write{Rec: &res, Prev: resPrev})
 		if rec.Status == JobSucceeded && snap.Plan != nil && snap.Plan.Tallied {
 			named = &namedInput{plan: snap.Plan, job: &rec, result: &res}
 		}
 	}
-	if err := c.store.PutAll(ctx, writes...); err != nil {
+	if err := c.store.Put(ctx, &rec, prev); err != nil {
 		return false, nil, storeWrite(err)
 	}
 	c.log().InfoContext(ctx, "job stored", "event_id", j.EventID, "job_id", j.JobID, "status", j.Status)
 	return true, named, nil
+}
+
+// putResultOnce stores a succeeded job's result before its job record. A
+// result item that exists while the job record does not accept it yet is
+// left by an ingestion that has not written its job record (still
+// running, or crashed and retried by its message): the same result is
+// written again (its version checked: a text expiry set meanwhile is
+// cleared, the text is new input), a different one is refused
+// (coordinator.job.conflict), never written over it — otherwise that
+// ingestion's job record could name a result that is no longer stored.
+// The first write is conditional on the item not existing, so of two
+// racing different results exactly one is stored.
+func (c *Coordinator) putResultOnce(ctx context.Context, cur *ResultRecord, res *ResultRecord) error {
+	var prev int64
+	if cur != nil {
+		if cur.ResultSHA256 != res.ResultSHA256 || cur.PlanID != res.PlanID {
+			return core.Fail(CodeJobConflict)
+		}
+		prev = cur.Version
+	}
+	res.Version = prev + 1
+	if err := c.store.Put(ctx, res, prev); err != nil {
+		return storeWrite(err)
+	}
+	return nil
 }

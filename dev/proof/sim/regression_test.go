@@ -277,7 +277,7 @@ var regressions = []regression{
 	{"outcome_after_integrity_failure", 1000003, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
-	{"outcome_after_publish_failure_on_sweep", 1000037, func(r Result) bool {
+	{"outcome_after_publish_failure_on_sweep", 1000010, func(r Result) bool {
 		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
 	}},
 	{"schema_altered_record_not_left_leased", 1000001, func(r Result) bool {
@@ -319,7 +319,13 @@ var regressions = []regression{
 	// hour, so the release still honoured the second when the recovery
 	// ended; the run now goes on until that wait is over
 	// (peerRetryAfterWake), and the release is delivered after the end.
-	{"capped_retry_after_outlasts_recovery", 5859, func(r Result) bool {
+	// Seed 5859 no longer reaches it since the job input writes its
+	// result and job record as two writes (issue 29: the gated store
+	// calls, and so the seed's history, changed); seeds 1–10000 and
+	// 1000001–1006000 were searched without one reaching it (the case is
+	// rare: one failure in the 36,000-seed long run). Choose one again
+	// from a long run's block.
+	{"capped_retry_after_outlasts_recovery", 0, func(r Result) bool {
 		o := Options{}.withDefaults()
 		end := o.FaultWindow + o.Recovery
 		for _, s := range r.Trace {
