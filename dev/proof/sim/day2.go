@@ -80,7 +80,7 @@ const (
 
 // Day2Kinds lists every day-2 kind.
 var Day2Kinds = []string{Day2Redeploy, Day2EventKey, Day2CMSKey, Day2EvidenceKey, Day2DeliveryKey,
-	Day2ApprovalSeed, Day2PublicationSeed, Day2Attempts, Day2Config, Day2FailureCap, Day2MonitorRetention, Day2Texts, Day2LateDuplicates, Day2Redrive}
+	Day2ApprovalSeed, Day2PublicationSeed, Day2Attempts, Day2Config, Day2FailureCap, Day2MonitorRetention, Day2Texts, Day2LateDuplicates, Day2Redrive, Day2ReceiptIssuer}
 
 // Day2Blocked names, for each kind that is off by default, the finding of
 // issue 25 that makes it fail on main and the branch that fixes it. The
@@ -227,6 +227,8 @@ type day2 struct {
 	eventKeyStep3 time.Time
 	// monitorExpired: monitor records deleted by their TTL.
 	monitorExpired map[string]bool
+	// issuerRotating: a receipt issuer's key rotated (day2issuer.go).
+	issuerRotating bool
 }
 
 func newDay2(w *World, kinds []string) *day2 {
@@ -434,6 +436,7 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 			d.redeploy(fmt.Sprintf("LOCALEFLOW_MAX_CONSECUTIVE_FAILURES=%d", d.dep.monitor.MaxConsecutiveFailures))
 		})
 	}
+	d.attachIssuer(rel, window)
 	if d.on(Day2Redrive) && len(rel.releases) > 0 {
 		// A redriven (or late duplicate) step message: a release.deliver
 		// for a release that is in flight, its delivery not prepared yet.
@@ -896,6 +899,12 @@ func (d *day2) check(logs string) {
 				c, s.n, keys(s.events), d.summary())
 		}
 	}
+	d.checkIssuer(func(code string) (int, []string) {
+		if s := codes[code]; s != nil {
+			return s.n, keys(s.events)
+		}
+		return 0, nil
+	})
 	if s := codes[release.CodeAttemptPolicyChanged]; s != nil {
 		for id := range s.events {
 			if !slices.Contains(d.rel.needOperator, id) && !d.acked[id] {
