@@ -204,6 +204,10 @@ var List = []Mutant{
 		From: "first, seen := out[issuer]\n\t\tif !seen {",
 		To:   "first, seen := out[issuer]\n\t\tif seen {\n\t\t\treturn nil, nil, fmt.Errorf(\"%s: issuer %q repeated\", name, issuer)\n\t\t}\n\t\tif !seen {",
 		What: "an issuer named twice in its kind's variable is refused (issue 25 finding 8, its fix reverted: no key rotation under one issuer name)"},
+	{ID: "secretkey-reload-failure-silent", File: "adapters/secretkey/cache.go",
+		From: "c.expiry = now.Add(retryAfterFailure)\n\t\tc.alarm(ctx, err)\n",
+		To:   "c.expiry = now.Add(retryAfterFailure)\n",
+		What: "a key set re-read that fails keeps the old set silently: no log, no metric (issue 25 finding 7, its fix reverted)"},
 
 	// adapters (default block: on the simulated path with the memory stores)
 	{ID: "eventbus-failed-entry-is-success", File: "adapters/eventbus/eventbus.go",

@@ -81,6 +81,7 @@ func TestDay2Reaches(t *testing.T) {
 		Day2MonitorRetention: "monitor records",
 		Day2Texts:            "TTL deleted", Day2LateDuplicates: " again", Day2Redrive: "a redriven release.deliver step",
 		Day2ReceiptIssuer: ") step 3)",
+		Day2KeyReload:     "re-reads of its malformed value",
 	}
 	for _, k := range Day2Kinds {
 		if want[k] == "" {

@@ -429,6 +429,14 @@ func (r *Release) deploy(d deployment) error {
 		if d.eventSecret != nil {
 			events.KeySet = eventKeySet{env: append([][]byte(nil), d.eventKeys...), secret: d.eventSecret}
 		}
+		if d.eventSM != nil {
+			// The deployed secret-backed set (day2keyreload.go).
+			cache, err := secretKeyCache(d, clock, logger)
+			if err != nil {
+				return err
+			}
+			events.KeySet = cache
+		}
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
 		cfg.EvidenceLease, cfg.DeliveryLease = d.evidenceLease, d.evidenceLease
 		cfg.EvidenceMaxAttempts, cfg.DeliveryMaxAttempts = d.evidenceMaxAttempts, d.deliveryMaxAttempts
