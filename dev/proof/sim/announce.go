@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -149,13 +150,7 @@ func (r *Release) checkAnnouncements(approved map[string][]contract.ReleaseAppro
 		}
 	}
 	spans, sweeps := invSpans(r.w, r.fn.name)
-	for _, aid := range slices.Sorted(func(yield func(string) bool) {
-		for k := range approved {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, aid := range slices.Sorted(maps.Keys(approved)) {
 		n := len(approved[aid])
 		r.w.Stats.MaxApproved = max(r.w.Stats.MaxApproved, n)
 		if n <= 1 {
