@@ -200,6 +200,18 @@ var List = []Mutant{
 		From: "if err := h.bus.Publish(ctx, contract.DetailReleaseApproved, d); err != nil {",
 		To:   "if err := error(nil); err != nil {",
 		What: "release.approved is settled without being published"},
+	{ID: "coord-republish-every-approval", File: "functions/coordinator/handler/handler.go",
+		From: "approved, err := h.republishApprovals(ctx, snap, plan, true)",
+		To:   "approved, err := h.republishApprovals(ctx, snap, plan, false)",
+		What: "a returning message re-publishes every stored approval, owed or not (issue 25 finding 6, its fix reverted: the announcement storm)"},
+	{ID: "coord-issuer-names-unique", File: "functions/coordinator/config/config.go",
+		From: "first, seen := out[issuer]\n\t\tif !seen {",
+		To:   "first, seen := out[issuer]\n\t\tif seen {\n\t\t\treturn nil, nil, fmt.Errorf(\"%s: issuer %q repeated\", name, issuer)\n\t\t}\n\t\tif !seen {",
+		What: "an issuer named twice in its kind's variable is refused (issue 25 finding 8, its fix reverted: no key rotation under one issuer name)"},
+	{ID: "secretkey-reload-failure-silent", File: "adapters/secretkey/cache.go",
+		From: "c.expiry = now.Add(retryAfterFailure)\n\t\tc.alarm(ctx, err)\n",
+		To:   "c.expiry = now.Add(retryAfterFailure)\n",
+		What: "a key set re-read that fails keeps the old set silently: no log, no metric (issue 25 finding 7, its fix reverted)"},
 
 	// adapters (default block: on the simulated path with the memory stores)
 	{ID: "eventbus-failed-entry-is-success", File: "adapters/eventbus/eventbus.go",

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/monitor/memstore"
@@ -80,7 +82,7 @@ const (
 
 // Day2Kinds lists every day-2 kind.
 var Day2Kinds = []string{Day2Redeploy, Day2EventKey, Day2CMSKey, Day2EvidenceKey, Day2DeliveryKey,
-	Day2ApprovalSeed, Day2PublicationSeed, Day2Attempts, Day2Config, Day2FailureCap, Day2MonitorRetention, Day2Texts, Day2LateDuplicates, Day2Redrive}
+	Day2ApprovalSeed, Day2PublicationSeed, Day2Attempts, Day2Config, Day2FailureCap, Day2MonitorRetention, Day2Texts, Day2LateDuplicates, Day2Redrive, Day2ReceiptIssuer, Day2KeyReload}
 
 // Day2Blocked names, for each kind that is off by default, the finding of
 // issue 25 that makes it fail on main and the branch that fixes it. The
@@ -163,6 +165,11 @@ type deployment struct {
 	// environment re-reads it when it meets a seal under none of its keys
 	// (docs/design.md "Plan seal"), as the deployed secret-backed set does.
 	eventSecret func() [][]byte
+	// eventSM, when set, is the Secrets Manager the coordinator's event
+	// key set is read from (the real secretkey.Cache, its alarm writing
+	// metrics to keyMetrics; day2keyreload.go).
+	eventSM    secretkey.SecretsManagerAPI
+	keyMetrics io.Writer
 }
 
 // eventKeySet is one environment's event key set: the secret as read at
@@ -227,6 +234,10 @@ type day2 struct {
 	eventKeyStep3 time.Time
 	// monitorExpired: monitor records deleted by their TTL.
 	monitorExpired map[string]bool
+	// issuerRotating: a receipt issuer's key rotated (day2issuer.go).
+	issuerRotating bool
+	// keyReload: the malformed event key secret (day2keyreload.go).
+	keyReload *keyReload
 }
 
 func newDay2(w *World, kinds []string) *day2 {
@@ -295,6 +306,7 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 	d.dep = defaultDeployment(d.w, rel.peers.Fixture)
 	d.dep.eventSecret = func() [][]byte { return d.dep.eventKeys }
 	d.approvalSeeds = [][]byte{d.dep.approvalSeed}
+	d.prepareKeyReload()
 	if d.ttl() {
 		d.dep.texts, d.dep.textRetention = textStore{w: d.w, mem: d.relMem()}, handler.DefaultTextRetention
 		d.redeploy("texts expire as deployed")
@@ -434,6 +446,7 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 			d.redeploy(fmt.Sprintf("LOCALEFLOW_MAX_CONSECUTIVE_FAILURES=%d", d.dep.monitor.MaxConsecutiveFailures))
 		})
 	}
+	d.attachIssuer(rel, window)
 	if d.on(Day2Redrive) && len(rel.releases) > 0 {
 		// A redriven (or late duplicate) step message: a release.deliver
 		// for a release that is in flight, its delivery not prepared yet.
@@ -461,6 +474,7 @@ func (d *day2) attach(mon *Monitor, rel *Release, window time.Duration) {
 		}
 		w.at(at(time.Minute, window), "day-2 stray deliver", stray)
 	}
+	d.attachKeyReload(rel, window)
 }
 
 // otherThan draws a value of 1..20 other than cur.
@@ -896,6 +910,13 @@ func (d *day2) check(logs string) {
 				c, s.n, keys(s.events), d.summary())
 		}
 	}
+	d.checkKeyReload(logs)
+	d.checkIssuer(func(code string) (int, []string) {
+		if s := codes[code]; s != nil {
+			return s.n, keys(s.events)
+		}
+		return 0, nil
+	})
 	if s := codes[release.CodeAttemptPolicyChanged]; s != nil {
 		for id := range s.events {
 			if !slices.Contains(d.rel.needOperator, id) && !d.acked[id] {

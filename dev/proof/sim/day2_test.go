@@ -80,6 +80,8 @@ func TestDay2Reaches(t *testing.T) {
 		Day2Attempts: "LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS=", Day2Config: "redeploy (config ", Day2FailureCap: "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES=",
 		Day2MonitorRetention: "monitor records",
 		Day2Texts:            "TTL deleted", Day2LateDuplicates: " again", Day2Redrive: "a redriven release.deliver step",
+		Day2ReceiptIssuer: ") step 3)",
+		Day2KeyReload:     "re-reads of its malformed value",
 	}
 	for _, k := range Day2Kinds {
 		if want[k] == "" {

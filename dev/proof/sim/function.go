@@ -19,6 +19,9 @@ type Function struct {
 	queue     *Queue
 	instances []instance
 	esmActive int
+	// observe, when set, sees each batch the mapping hands to an
+	// invocation (its id) before it runs.
+	observe func(inv int, batch []*message)
 }
 
 // instance is one warm container: its entry point and its clock.
@@ -62,6 +65,9 @@ func (f *Function) poll(now time.Time) bool {
 			f.esmActive--
 			f.queue.settle(batch, resp, err, crashed, faulted)
 		})
+		if f.observe != nil {
+			f.observe(f.w.nextInv, batch)
+		}
 		started = true
 	}
 	return started

@@ -80,6 +80,9 @@ type releaseStore struct {
 	// rel is the release side whose injected causes judge a blocked
 	// record's code (blockedcode.go).
 	rel *Release
+	// announce counts the occasions of the announcement bound
+	// (announce.go).
+	announce *announceTracker
 }
 
 func releaseDown() error {
@@ -122,14 +125,20 @@ func (s *releaseStore) LoadPrefix(ctx context.Context, id, prefix string) (snap 
 	return snap, err
 }
 
-func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) error {
+func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) (err error) {
 	pk, sk := rec.Key()
+	defer func() {
+		if err != nil {
+			s.announce.noteWrite(rec, false)
+		}
+	}()
 	return s.w.do(ctx, KindStore, "release.Put "+pk+" "+sk, releaseDown, func() (string, error) {
 		before, known := s.storedVersion(rec)
 		err := s.mem.Put(ctx, rec, prev)
 		if err != nil {
 			return "refused " + core.CodeOf(err), err
 		}
+		s.announce.noteWrite(rec, true)
 		s.checkVersion(rec, prev, before, known)
 		s.checkReleaseLease(ctx, rec)
 		s.checkRetryAfter(ctx, rec)
@@ -168,6 +177,7 @@ func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) erro
 			return "refused " + core.CodeOf(err), err
 		}
 		for i, w := range writes {
+			s.announce.noteWrite(w.Rec, true)
 			s.checkVersion(w.Rec, w.Prev, before[i], known[i])
 			s.checkReleaseLease(ctx, w.Rec)
 			s.checkRetryAfter(ctx, w.Rec)
@@ -354,6 +364,8 @@ type Release struct {
 	// (invariants.go), by approval id; forgeRng draws them.
 	forged   map[string]bool
 	forgeRng *rand.Rand
+	// announce: the announcement bound's occasions (announce.go).
+	announce *announceTracker
 }
 
 // issued is what a receipt's signed payload says.
@@ -362,12 +374,13 @@ type issued struct{ kind, issuer string }
 func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quarantined *Queue) (*Release, error) {
 	top := topology.New("sim")
 	r := &Release{w: w, peers: peers, mem: w.newReleaseBacking(), bus: bus, receipts: map[string]issued{}, quarantined: quarantined}
-	r.store = &releaseStore{w: w, mem: r.mem}
+	r.announce = newAnnounceTracker()
+	r.store = &releaseStore{w: w, mem: r.mem, announce: r.announce}
 	r.store.rel = r
 	def := top.RelQueue
 	def.VisibilityTimeoutSeconds = 6 * int(w.Faults.Config.FunctionTimeout/time.Second)
 	r.queue = newQueue(w, def, "coordinator")
-	r.fn = &Function{w: w, name: "coordinator", timeout: w.Faults.Config.FunctionTimeout, queue: r.queue}
+	r.fn = &Function{w: w, name: "coordinator", timeout: w.Faults.Config.FunctionTimeout, queue: r.queue, observe: r.announce.noteBatch}
 	bus.rules[contract.DetailPlanAccepted] = r.queue
 	bus.rules[contract.DetailJobCompleted] = r.queue
 	peers.Responder.FailFirst = w.rng.IntN(3)
@@ -421,6 +434,14 @@ func (r *Release) deploy(d deployment) error {
 		if d.eventSecret != nil {
 			events.KeySet = eventKeySet{env: append([][]byte(nil), d.eventKeys...), secret: d.eventSecret}
 		}
+		if d.eventSM != nil {
+			// The deployed secret-backed set (day2keyreload.go).
+			cache, err := secretKeyCache(d, clock, logger)
+			if err != nil {
+				return err
+			}
+			events.KeySet = cache
+		}
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
 		cfg.EvidenceLease, cfg.DeliveryLease = d.evidenceLease, d.evidenceLease
 		cfg.EvidenceMaxAttempts, cfg.DeliveryMaxAttempts = d.evidenceMaxAttempts, d.deliveryMaxAttempts
@@ -452,8 +473,12 @@ func (r *Release) deploy(d deployment) error {
 func (r *Release) script(n int, window time.Duration) {
 	rng := r.w.rng
 	all := []string{"de-DE", "fr-FR", "ja-JP"}
+	wide := wideRelease(r.w.Seed)
 	for i := range n {
 		locales := all[:1+rng.IntN(len(all))]
+		if i == 0 && wide != nil {
+			locales = wide
+		}
 		spec := &releaseSpec{plan: releasetest.NewPlan(fmt.Sprintf("rel-%d", i+1), locales...)}
 		for j := range spec.plan.Jobs {
 			spec.plan.Jobs[j].SourceText = Secret + " source " + spec.plan.Jobs[j].TargetLocale
@@ -463,6 +488,9 @@ func (r *Release) script(n int, window time.Duration) {
 		r.w.at(t0, "plan "+spec.plan.EventID, func() {
 			r.bus.put(contract.DetailPlanAccepted, signedDetail(contract.DetailPlanAccepted, planPayload))
 		})
+		if i == 0 && wide != nil {
+			r.restarts(r.w.Seed, t0)
+		}
 		for _, l := range locales {
 			job := &releaseJob{locale: l, text: map[string]string{}}
 			at := t0.Add(time.Duration(rng.Int64N(int64(2*time.Minute))) - 30*time.Second)
@@ -597,6 +625,7 @@ func (r *Release) check(ctx context.Context) {
 			r.w.violate("release %s: approval of %s published %d times (bound %d)", a.EventID, a.TargetLocale, len(evs), MaxEventsPerOutcome)
 		}
 	}
+	r.checkAnnouncements(approved)
 	for id := range deliveries {
 		if !r.known(id) {
 			r.w.violate("delivery events published for %s, a release nobody planned", id)

@@ -91,9 +91,11 @@ func TestSimSeeds(t *testing.T) {
 	// lease checks are not vacuous only if leases do run out under live
 	// writers, so the default block must refuse stale writes and reclaim.
 	report := fmt.Sprintf("%d seeds from %d, %d failed, %s; stale finishing writes refused %d, reclaims %d (%d while the holder ran), "+
-		"stalls %d (%d past a lease), DLQ inputs explained by injected faults %d, most events of one outcome %d (bound %d)",
+		"stalls %d (%d past a lease), DLQ inputs explained by injected faults %d, most events of one outcome %d (bound %d); "+
+		"wide releases %d, coordinator restarts ended %d invocations, release messages returning %d, most release.approved of one approval %d",
 		*flagSeeds, *flagStart, len(failed), time.Since(start).Round(time.Millisecond), stats.StaleRefused, stats.Reclaims,
-		stats.LeaseExpiredLive, stats.Stalls, stats.Frozen, stats.DLQExplained, stats.MaxEvents, MaxEventsPerOutcome)
+		stats.LeaseExpiredLive, stats.Stalls, stats.Frozen, stats.DLQExplained, stats.MaxEvents, MaxEventsPerOutcome,
+		stats.Wide, stats.Restarted, stats.Returning, stats.MaxApproved)
 	fmt.Println("sim: " + report)
 	t.Log(report)
 	for fix, why := range pendingFixes {

@@ -181,6 +181,11 @@ type Stats struct {
 	// MaxEvents is the most events one outcome, approval or delivery
 	// status produced (bounded by MaxEventsPerOutcome).
 	MaxEvents int
+	// Wide counts wide releases (announce.go), Restarted the coordinator
+	// invocations their restarts ended, Returning the release-queue
+	// messages received again, MaxApproved the most release.approved
+	// events of one approval.
+	Wide, Restarted, Returning, MaxApproved int
 	// Pending counts findings of checks that wait for a named fix
 	// (pendingFixes): reported, never silently dropped.
 	Pending map[string]int
@@ -194,6 +199,10 @@ func (s *Stats) add(o Stats) {
 	s.LeaseExpiredLive += o.LeaseExpiredLive
 	s.DLQExplained += o.DLQExplained
 	s.MaxEvents = max(s.MaxEvents, o.MaxEvents)
+	s.Wide += o.Wide
+	s.Restarted += o.Restarted
+	s.Returning += o.Returning
+	s.MaxApproved = max(s.MaxApproved, o.MaxApproved)
 	for k, v := range o.Pending {
 		if s.Pending == nil {
 			s.Pending = map[string]int{}
