@@ -70,9 +70,15 @@ func (r *Release) forgedIn(snap release.Snapshot) bool {
 
 // transientCode reports whether code is what a fault the simulator
 // injects ends an evidence or delivery attempt with (a peer's or the
-// store's failure, a lease lost to a crash or a stall): when it hits the
-// attempt that used up the record, the record fails with it.
+// store's failure, a lease lost to a crash or a stall, the operation guard
+// after a stall): when it hits the attempt that used up the record, the
+// record fails with it. The approval step reports its codes under
+// "release." (docs/design.md "Release error codes": e.g. a stall before a
+// receipt's verification leaves release.operation_guard, seed 4007).
 func transientCode(code string) bool {
+	if c, ok := strings.CutPrefix(code, "release."); ok && transientCode(c) {
+		return true
+	}
 	switch code {
 	case release.CodeAttemptsExhausted, "evidence.unavailable", "evidence.timeout", "evidence.cancelled",
 		release.CodeDeliveryFailed, "cms.unavailable", "cms.timeout", "cms.cancelled",

@@ -13,7 +13,8 @@ func TestBlockedCodeClasses(t *testing.T) {
 		"cms.unavailable": true, "evidence.http_404": false, "cms.http_5": false, "cms.http_5000": false,
 		"cms.delivery.bundle_mismatch": false, "approval.result_mismatch": false, "result.missing": false,
 		"evidence.state.invalid": false, "release.receipt.issuer_untrusted": false, "": false,
-		"release.store.write_failed": true, "evidence.lease_expired": true, "lease_expired": true, "cms.delivery.finish_lost": true,
+		"release.store.write_failed": true, "evidence.lease_expired": true, "lease_expired": true,
+		"release.operation_guard": true, "release.coordinator.store.read_failed": true, "release.receipt.expired": false, "cms.delivery.finish_lost": true,
 	} {
 		if got := transientCode(code); got != want {
 			t.Errorf("transientCode(%q) = %v, want %v", code, got, want)

@@ -308,6 +308,19 @@ var regressions = []regression{
 	// listed so by health; rel-approval-result-unchecked blocks it with
 	// cms.delivery.bundle_mismatch instead).
 	{"forged_approval_then_blocked", 3, forgedApprovalThenBlocked},
+	// False positives of that check before it was merged (sim-fixes): an
+	// evidence request used up by a reclaimed lease (lease_expired, no
+	// prefix; seed 288) and by the approval step's operation guard after
+	// a stall (release.operation_guard; seed 4007) blocks its release
+	// with the step's code, which the failed record explains.
+	{"blocked_over_evidence_failed_lease_expired", 288, func(r Result) bool {
+		return stepMatches(r, `^release\.Put rel-\d+ evidence#\S+ \| v\d+ failed lease_expired`) &&
+			stepMatches(r, `^release\.PutAll rel-\d+ blocked .*\| written`)
+	}},
+	{"blocked_over_evidence_failed_operation_guard", 4007, func(r Result) bool {
+		return stepMatches(r, `^release\.Put rel-\d+ evidence#\S+ \| v\d+ failed release\.operation_guard`) &&
+			stepMatches(r, `^release\.PutAll rel-\d+ blocked .*\| written`)
+	}},
 	{"put_events_failed_entry", 1000002, func(r Result) bool {
 		return stepMatches(r, `^bus\.Put \S+ \| 1 of 1 entries failed`)
 	}},
