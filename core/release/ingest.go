@@ -32,6 +32,13 @@ func (c *Coordinator) IngestInput(ctx context.Context, detailType string, detail
 	return c.ingestInput(ctx, detailType, detail, true)
 }
 
+// IngestInputUnclaimed is IngestInput without the evidence request created
+// at ingest (the job record keeps awaiting_claim): for a caller that will
+// not run the step at once (too little time left for an evidence lease).
+func (c *Coordinator) IngestInputUnclaimed(ctx context.Context, detailType string, detail []byte) (Input, error) {
+	return c.ingestInput(ctx, detailType, detail, false)
+}
+
 func (c *Coordinator) ingestInput(ctx context.Context, detailType string, detail []byte, claim bool) (Input, error) {
 	ev, err := c.parseEvent(ctx, detailType, detail)
 	if err != nil {
