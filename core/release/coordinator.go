@@ -560,7 +560,7 @@ func (c *Coordinator) runNextReleaseClaimed(ctx context.Context, eventID string,
 	if selected == nil {
 		return c.prepareIfReady(ctx, snap, plan, now, Outcome{})
 	}
-	return c.approveSelectedClaimed(ctx, snap, plan, *selected, now, false, pre)
+	return c.approveSelected(ctx, snap, plan, *selected, now, false, pre)
 }
 
 // prepareIfReady prepares the delivery when every locale is approved and
@@ -611,14 +611,11 @@ func (c *Coordinator) prepareIfReady(ctx context.Context, snap *Snapshot, plan *
 // read (created conditional on their absence), the approval completes the
 // plan when the tally says so, and the caller tallies it and decides on
 // the delivery.
-func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time, named bool) (Outcome, error) {
-	return c.approveSelectedClaimed(ctx, snap, plan, job, now, named, nil)
-}
-
-// approveSelectedClaimed is approveSelected with the job's evidence request
-// already created leased by this worker (pre, from claimAtIngest), or nil:
-// the request is then claimed (created when new) here.
-func (c *Coordinator) approveSelectedClaimed(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time, named bool, pre *Claim) (Outcome, error) {
+//
+// pre is the job's evidence request already created leased by this worker
+// (claimAtIngest), used while the record read (if any) is still the one it
+// wrote; nil: the request is claimed (created when new) here.
+func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time, named bool, pre *Claim) (Outcome, error) {
 	if err := c.withTexts(ctx, snap, job.JobID); err != nil {
 		return Outcome{}, err
 	}

@@ -231,7 +231,7 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 		}
 		return c.runNextReleaseClaimed(ctx, eventID, in.claim)
 	}
-	o, err := c.approveSelectedClaimed(ctx, &snap, plan, job, now, true, in.claim)
+	o, err := c.approveSelected(ctx, &snap, plan, job, now, true, in.claim)
 	if o.ApprovalID == "" || !o.Changed {
 		return o, err
 	}
