@@ -37,6 +37,34 @@ func uncovered(t *testing.T, b *bundle, eventID string) []string {
 	return out
 }
 
+// indexWake is the release's earliest entry in the wake index (every
+// record release.Wake puts there), as the release sweep finds it.
+func indexWake(t *testing.T, b *bundle, eventID string) (time.Time, bool) {
+	t.Helper()
+	s := b.snap(t, eventID)
+	var recs []release.Record
+	for _, r := range s.Jobs {
+		recs = append(recs, r)
+	}
+	for _, r := range s.Evidence {
+		recs = append(recs, r)
+	}
+	for _, r := range s.Approvals {
+		recs = append(recs, r)
+	}
+	if s.Delivery != nil {
+		recs = append(recs, s.Delivery)
+	}
+	var best int64
+	found := false
+	for _, r := range recs {
+		if ms, wakes, _, _ := release.Wake(r); wakes && (!found || ms < best) {
+			best, found = ms, true
+		}
+	}
+	return time.UnixMilli(best).UTC(), found
+}
+
 // failOnce makes the store refuse the first write of a record of type T
 // (a process that dies right before that write: nothing after it runs).
 func failOnce[T release.Record](b *bundle) *int {
@@ -225,9 +253,9 @@ func TestJobInputCrashPoints(t *testing.T) {
 		if u := uncovered(t, b, "evt-c5"); len(u) != 0 {
 			t.Fatalf("succeeded jobs without a wake entry: %v", u)
 		}
-		wake, ok, err := b.c.NextWake(b.ctx, "evt-c5")
-		if err != nil || !ok {
-			t.Fatalf("no wake: %v %v", ok, err)
+		wake, ok := indexWake(t, b, "evt-c5")
+		if !ok {
+			t.Fatal("no wake entry")
 		}
 		b.clock.Advance(wake.Sub(b.clock.Now()) + time.Millisecond)
 		if o := b.run(t, "evt-c5"); o.Status != release.OutcomeApproved {
@@ -258,5 +286,67 @@ func TestUntalliedJobInputKeepsAwaitingClaim(t *testing.T) {
 	}
 	if j := b.snap(t, "evt-ut").Jobs["job-de-DE"]; j.AwaitingClaim {
 		t.Fatalf("mark left: %+v", j)
+	}
+}
+
+// Mixed fleet: a job input this code half-ingested (dead after the
+// evidence write) returns to a coordinator that ingests as the code before
+// this order (the job record with awaiting_claim, no evidence created at
+// ingest: Ingest) and runs the full walk; and that coordinator's job
+// records meet this code's named steps. The release is delivered once.
+func TestMixedFleetWithEvidenceAtIngest(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-mf", "de-DE", "fr-FR", "it-IT")
+	b.ingestPlan(t, plan)
+	failOnce[*release.JobRecord](b)
+	if _, err := b.ingestInput(plan, "de-DE"); err == nil {
+		t.Fatal("ingest did not fail")
+	}
+	// The previous way, for the returning de-DE and for fr-FR.
+	for _, l := range []string{"de-DE", "fr-FR"} {
+		b.ingestResult(t, plan, l, releasetest.ResultOptions{})
+	}
+	s := b.snap(t, "evt-mf")
+	if !s.Jobs["job-de-DE"].AwaitingClaim || !s.Jobs["job-fr-FR"].AwaitingClaim || len(s.Evidence) != 1 {
+		t.Fatalf("%+v", s)
+	}
+	if u := uncovered(t, b, "evt-mf"); len(u) != 0 {
+		t.Fatalf("no wake entry: %v", u)
+	}
+	// This code's named step for it-IT.
+	if o := b.runInput(t, b.input(t, plan, "it-IT")); o.Status != release.OutcomeApproved || o.TargetLocale != "it-IT" {
+		t.Fatalf("%+v", o)
+	}
+	delivered := false
+	for i := 0; i < 10 && !delivered; i++ {
+		wake, ok := indexWake(t, b, "evt-mf")
+		if !ok {
+			t.Fatalf("iteration %d: no wake entry", i)
+		}
+		if wake.After(b.clock.Now()) {
+			b.clock.Advance(wake.Sub(b.clock.Now()) + time.Millisecond)
+		}
+		o := b.run(t, "evt-mf")
+		if o.Status == release.OutcomeDeliveryReady {
+			if _, err := b.c.Deliver(b.ctx, "evt-mf"); err != nil {
+				t.Fatal(err)
+			}
+			delivered = true
+		}
+	}
+	if !delivered || b.cms.Sends != 1 {
+		t.Fatalf("delivered %v", delivered)
+	}
+	final := b.snap(t, "evt-mf")
+	for id, j := range final.Jobs {
+		if j.AwaitingClaim {
+			t.Fatalf("%s: mark left", id)
+		}
+	}
+	for _, e := range final.Evidence {
+		// de-DE: the dead ingestion's lease taken over once expired.
+		if want := map[string]int{"job-de-DE": 2}[e.JobID]; e.Status != release.StateSucceeded || (want != 0 && e.Attempts != want) {
+			t.Fatalf("evidence %+v", e)
+		}
 	}
 }
