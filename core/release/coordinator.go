@@ -493,6 +493,14 @@ func (c *Coordinator) RunNextRelease(ctx context.Context, eventID string) (Outco
 }
 
 func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outcome, error) {
+	return c.runNextReleaseClaimed(ctx, eventID, nil)
+}
+
+// runNextReleaseClaimed is the full walk of a named step that left its
+// path (runNamed) with the job's evidence request created leased at
+// ingest (pre, or nil): when the walk selects that job and the record is
+// still the one ingest wrote, its lease is used rather than waited out.
+func (c *Coordinator) runNextReleaseClaimed(ctx context.Context, eventID string, pre *Claim) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -552,7 +560,7 @@ func (c *Coordinator) runNextRelease(ctx context.Context, eventID string) (Outco
 	if selected == nil {
 		return c.prepareIfReady(ctx, snap, plan, now, Outcome{})
 	}
-	return c.approveSelected(ctx, snap, plan, *selected, now, false)
+	return c.approveSelected(ctx, snap, plan, *selected, now, false, pre)
 }
 
 // prepareIfReady prepares the delivery when every locale is approved and
@@ -603,7 +611,11 @@ func (c *Coordinator) prepareIfReady(ctx context.Context, snap *Snapshot, plan *
 // read (created conditional on their absence), the approval completes the
 // plan when the tally says so, and the caller tallies it and decides on
 // the delivery.
-func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time, named bool) (Outcome, error) {
+//
+// pre is the job's evidence request already created leased by this worker
+// (claimAtIngest), used while the record read (if any) is still the one it
+// wrote; nil: the request is claimed (created when new) here.
+func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan *PlanRecord, job PlanJob, now time.Time, named bool, pre *Claim) (Outcome, error) {
 	if err := c.withTexts(ctx, snap, job.JobID); err != nil {
 		return Outcome{}, err
 	}
@@ -616,8 +628,11 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 		return Outcome{}, err
 	}
 	state := c.evidenceState()
-	claim, err := state.Claim(ctx, snap, req, c.cfg.WorkerID, now, c.cfg.EvidenceLease, c.cfg.EvidenceMaxAttempts)
-	if err != nil {
+	claim := pre
+	if claim != nil && claim.RequestID == req.RequestID && claim.record != nil && sameRecord(snap.Evidence[req.RequestID], claim.record) {
+		// Created leased at ingest, before the job record.
+		snap.Evidence[req.RequestID] = claim.record
+	} else if claim, err = state.Claim(ctx, snap, req, c.cfg.WorkerID, now, c.cfg.EvidenceLease, c.cfg.EvidenceMaxAttempts); err != nil {
 		return Outcome{}, err
 	}
 	if claim == nil {
@@ -877,4 +892,10 @@ func (c *Coordinator) NextWake(ctx context.Context, eventID string) (time.Time, 
 		return time.Time{}, false, nil
 	}
 	return core.FromMillis(best), true, nil
+}
+
+// sameRecord reports whether the evidence record read (nil: not read) is
+// the one a pre-made claim wrote: same version and lease token.
+func sameRecord(read, wrote *EvidenceRecord) bool {
+	return read == nil || (read.Version == wrote.Version && read.LeaseToken == wrote.LeaseToken)
 }

@@ -14,7 +14,7 @@ import (
 // before its plan: it is stored and checked against the plan when a run
 // reads it.
 func (c *Coordinator) Ingest(ctx context.Context, detailType string, detail []byte) (eventID string, changed bool, err error) {
-	in, err := c.IngestInput(ctx, detailType, detail)
+	in, err := c.ingestInput(ctx, detailType, detail, false)
 	return in.EventID, in.Changed, err
 }
 
@@ -22,7 +22,24 @@ func (c *Coordinator) Ingest(ctx context.Context, detailType string, detail []by
 // (RunInput): the fresh completion of a succeeded job of a tallied release
 // names its job, with the plan, job record and result ingest read and
 // wrote.
+//
+// For such a completion, ingest also creates the job's evidence request
+// leased (its first attempt claimed for that step) before the job record,
+// which is then written without awaiting_claim (claimAtIngest): the caller
+// must run the step (RunInput) at once. Ingest, which returns no step,
+// never does.
 func (c *Coordinator) IngestInput(ctx context.Context, detailType string, detail []byte) (Input, error) {
+	return c.ingestInput(ctx, detailType, detail, true)
+}
+
+// IngestInputUnclaimed is IngestInput without the evidence request created
+// at ingest (the job record keeps awaiting_claim): for a caller that will
+// not run the step at once (too little time left for an evidence lease).
+func (c *Coordinator) IngestInputUnclaimed(ctx context.Context, detailType string, detail []byte) (Input, error) {
+	return c.ingestInput(ctx, detailType, detail, false)
+}
+
+func (c *Coordinator) ingestInput(ctx context.Context, detailType string, detail []byte, claim bool) (Input, error) {
 	ev, err := c.parseEvent(ctx, detailType, detail)
 	if err != nil {
 		return Input{}, err
@@ -35,7 +52,7 @@ func (c *Coordinator) IngestInput(ctx context.Context, detailType string, detail
 	if ev.Plan != nil {
 		in.Changed, err = c.ingestPlan(ctx, ev.Plan, now)
 	} else {
-		in.Changed, in.named, err = c.ingestJob(ctx, ev.Job, now)
+		in.Changed, in.named, err = c.ingestJob(ctx, ev.Job, now, claim)
 	}
 	return in, err
 }
@@ -105,7 +122,7 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 	return true, nil
 }
 
-func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.Time) (bool, *namedInput, error) {
+func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.Time, claim bool) (bool, *namedInput, error) {
 	// The plan, the job's record and its result: nothing of the other
 	// locales (docs/design.md "Release reads").
 	snap, err := c.store.LoadKeys(ctx, j.EventID, SKPlan, SKJobPrefix+j.JobID, SKResultPrefix+j.JobID)
@@ -151,6 +168,19 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 		}
 		if rec.Status == JobSucceeded && snap.Plan != nil && snap.Plan.Tallied {
 			named = &namedInput{plan: snap.Plan, job: &rec, result: &res}
+			// The evidence request's first record, created leased before
+			// the job record: its lease expiry is the job's wake entry, so
+			// the job record needs no awaiting_claim (docs/design.md
+			// "Release wake entries").
+			if claim {
+				var walk bool
+				named.claim, named.source, walk = c.claimAtIngest(ctx, snap.Plan, &rec, &res, now)
+				if walk {
+					named = nil
+				} else if named.claim != nil {
+					rec.AwaitingClaim = false
+				}
+			}
 		}
 	}
 	if err := c.store.Put(ctx, &rec, prev); err != nil {
@@ -183,4 +213,51 @@ func (c *Coordinator) putResultOnce(ctx context.Context, cur *ResultRecord, res 
 		return storeWrite(err)
 	}
 	return nil
+}
+
+// claimAtIngest creates the evidence request of a succeeded job of a
+// tallied release, leased (its first attempt claimed for the step that
+// follows, runNamed), before the job record is written: from then on the
+// lease's wake entry covers the job, so the job record is written without
+// awaiting_claim and never needs the clearing write (docs/design.md
+// "Release wake entries", issue 29). It reads the locale's source (the
+// named step would read it anyway). Anything off that path returns no
+// claim and the job record keeps awaiting_claim: a missing source, a
+// result that does not validate (the step reports its result.* code), a
+// failed write. An evidence record that exists already (an earlier
+// ingestion of this input died after creating it) means walk: the step
+// that follows is the full walk, which reads it.
+func (c *Coordinator) claimAtIngest(ctx context.Context, plan *PlanRecord, rec *JobRecord, res *ResultRecord, now time.Time) (*Claim, *SourceRecord, bool) {
+	job, ok := plan.Job(rec.JobID)
+	if !ok {
+		return nil, nil, false
+	}
+	texts, err := c.store.LoadKeys(ctx, rec.EventID, SKSourcePrefix+rec.JobID)
+	if err != nil {
+		return nil, nil, false
+	}
+	src := texts.Sources[rec.JobID]
+	if src == nil {
+		return nil, nil, false
+	}
+	snap := NewSnapshot()
+	snap.Plan = plan
+	accepted := *rec
+	accepted.AwaitingClaim = false
+	snap.Jobs[rec.JobID] = &accepted
+	snap.Results[rec.JobID], snap.Sources[rec.JobID] = res, src
+	result, resultSHA, sourceText, err := validatedResult(&snap, plan, job)
+	if err != nil {
+		return nil, src, false
+	}
+	req, err := BuildEvidenceRequest(plan.Event.EventID, plan.PlanID, job, sourceText, result, resultSHA, c.cfg.EvidenceRevision)
+	if err != nil {
+		return nil, src, false
+	}
+	claim, err := c.evidenceState().Claim(ctx, &snap, req, c.cfg.WorkerID, now, c.cfg.EvidenceLease, c.cfg.EvidenceMaxAttempts)
+	if err != nil || claim == nil {
+		c.log().InfoContext(ctx, "evidence not created at ingest", "event_id", rec.EventID, "job_id", rec.JobID, "code", core.CodeOf(err))
+		return nil, src, errors.Is(err, ErrConflict)
+	}
+	return claim, src, false
 }

@@ -133,6 +133,12 @@ type namedInput struct {
 	plan   *PlanRecord
 	job    *JobRecord
 	result *ResultRecord
+	// claim is the job's evidence request created leased at ingest, before
+	// the job record (claimAtIngest); source is the locale's source text
+	// read for it. Both nil when ingest did not create it (the job record
+	// then carries awaiting_claim and the step creates the request).
+	claim  *Claim
+	source *SourceRecord
 }
 
 // JobID is the job a named step runs ("" for a full walk).
@@ -176,7 +182,7 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	plan, jobID := in.plan, in.job.JobID
 	job, ok := plan.Job(jobID)
 	if !plan.Tallied || plan.Event.EventID != eventID || len(plan.Jobs) == 0 || !ok || in.result == nil {
-		return c.runNextRelease(ctx, eventID)
+		return c.runNextReleaseClaimed(ctx, eventID, in.claim)
 	}
 	// Neither the job's approval nor its evidence record is read: for the
 	// fresh completion of a job neither exists (a job succeeds once; a
@@ -184,9 +190,16 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	// as a duplicate, which runs the full walk), and both are created by
 	// writes conditional on their absence, so one that does exist after
 	// all is a lost race (retryable), never overwritten.
-	snap, err := c.store.LoadKeys(ctx, eventID, SKSourcePrefix+jobID, SKTally)
+	keys := []string{SKSourcePrefix + jobID, SKTally}
+	if in.source != nil {
+		keys = keys[1:]
+	}
+	snap, err := c.store.LoadKeys(ctx, eventID, keys...)
 	if err != nil {
 		return Outcome{}, core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	if in.source != nil {
+		snap.Sources[jobID] = in.source
 	}
 	jobs, err := c.store.LoadPrefix(ctx, eventID, SKJobPrefix)
 	if err != nil {
@@ -206,7 +219,7 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	if j := snap.Jobs[jobID]; j == nil || j.Version < in.job.Version ||
 		snap.Sources[jobID] == nil || (snap.Tally != nil && !validTally(snap.Tally, plan)) {
 		// Not the fresh completion ingest wrote, or a retry: the full walk.
-		return c.runNextRelease(ctx, eventID)
+		return c.runNextReleaseClaimed(ctx, eventID, in.claim)
 	}
 	if !current || plan.SealKey == "" {
 		c.reseal(ctx, &snap)
@@ -216,9 +229,9 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 		if err != nil {
 			return Outcome{}, err
 		}
-		return c.runNextRelease(ctx, eventID)
+		return c.runNextReleaseClaimed(ctx, eventID, in.claim)
 	}
-	o, err := c.approveSelected(ctx, &snap, plan, job, now, true)
+	o, err := c.approveSelected(ctx, &snap, plan, job, now, true, in.claim)
 	if o.ApprovalID == "" || !o.Changed {
 		return o, err
 	}

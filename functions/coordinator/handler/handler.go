@@ -347,7 +347,13 @@ func (h *Handler) input(ctx context.Context, body []byte, redo bool) error {
 		return reject(core.Wrap(CodeInputInvalid, false, errors.New("not a localeflow event envelope")))
 	}
 	ctx = lambdalog.WithEventID(ctx, env.ID)
-	in, err := h.c.IngestInput(ctx, env.DetailType, env.Detail)
+	ingest := h.c.IngestInput
+	if !h.hasTime(ctx, h.c.Config().EvidenceLease) {
+		// The step below will not run here (runStep hands it on): no
+		// evidence lease is created at ingest for it to wait out.
+		ingest = h.c.IngestInputUnclaimed
+	}
+	in, err := ingest(ctx, env.DetailType, env.Detail)
 	if err != nil {
 		return reject(err)
 	}

@@ -415,6 +415,22 @@ func shortDeadlineHandsStepToNextInvocation(t *testing.T) {
 	if b.resp.Calls() != 1 || len(b.queue.sent) != 2 || b.queue.sent[1].Kind != handler.KindRun {
 		t.Fatalf("calls %d, sent %+v", b.resp.Calls(), b.queue.sent)
 	}
+	// The job input handed on created no evidence lease at ingest (the
+	// run sent on would wait it out): its job record keeps awaiting_claim.
+	snap, err := b.store.Load(context.Background(), b.queue.sent[1].EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Evidence) != 1 {
+		t.Fatalf("%d evidence records", len(snap.Evidence))
+	}
+	for _, e := range snap.Evidence {
+		for id, j := range snap.Jobs {
+			if id != e.JobID && !j.AwaitingClaim {
+				t.Fatalf("job %s handed on without awaiting_claim: %+v", id, j)
+			}
+		}
+	}
 }
 
 func TestInvocationShorterThanLeaseFailsBatch(t *testing.T) {
