@@ -64,9 +64,23 @@ func stuckDelivery(snap *Snapshot) bool {
 
 // blockIfStuck ends a step that failed for good: when the failure is one
 // every later run would meet again, the release is marked blocked and
-// leaves the wake index (block). It returns stepErr unchanged; blocking is
-// best effort (a release still in the wake index is met again by the
-// sweep, which blocks it then).
+// leaves the wake index (block). It returns stepErr unchanged once the
+// release is blocked (or when the failure does not block it).
+//
+// A block that could not be written (the state read failed, a write
+// failed, release.block.lost) is retried, not left to the sweep: the
+// stuck records may already be out of the wake index (a failed evidence
+// or delivery record is in the attention index only, a cleared
+// awaiting_claim), so nothing else would ever run the release again, and a
+// later input (a late duplicate, a redrive) would block it days later,
+// after an operator acknowledged the failure (dev/proof/sim seed 62877).
+// The step then returns the block's retryable error joined with stepErr:
+// the message returns and its next receive runs the step again, which is
+// idempotent and meets the same stuck error (or the evidence request's
+// evidence.attempts_exhausted) and blocks. The retries are the queue's
+// (its redrive policy moves the message to the DLQ, alarmed, after 5
+// receives); every one logs the step's final code with the block's code
+// (ERROR "release not blocked").
 func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr error) error {
 	if stepErr == nil || core.IsRetryable(stepErr) || !core.ValidToken(eventID) || c.Validate() != nil {
 		return stepErr
@@ -77,16 +91,18 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 	}
 	snap, err := c.store.LoadState(ctx, eventID)
 	if err != nil {
-		c.log().WarnContext(ctx, "release not blocked: read failed", "event_id", eventID, "code", code)
-		return stepErr
+		c.log().ErrorContext(ctx, "release not blocked: read failed, the step is retried", "event_id", eventID, "code", code,
+			"block_code", CodeStoreReadFailed)
+		return errors.Join(core.Wrap(CodeStoreReadFailed, true, err), stepErr)
 	}
 	now := c.now()
 	if !stuckCode(code) && !c.stuckEvidence(&snap, now) && !stuckDelivery(&snap) {
 		return stepErr
 	}
 	if err := c.block(ctx, eventID, &snap, code, now); err != nil {
-		c.log().WarnContext(ctx, "release not blocked", "event_id", eventID, "code", code, "block_code", core.CodeOf(err))
-		return stepErr
+		c.log().ErrorContext(ctx, "release not blocked, the step is retried", "event_id", eventID, "code", code,
+			"block_code", core.CodeOf(err))
+		return errors.Join(err, stepErr)
 	}
 	return stepErr
 }

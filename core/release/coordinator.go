@@ -241,7 +241,7 @@ func (c *Coordinator) load(ctx context.Context, eventID string, full bool) (*Sna
 	if snap.Plan.Event.EventID != eventID || len(snap.Plan.Jobs) == 0 {
 		return nil, nil, nil, core.Fail(CodePlanInvalid)
 	}
-	if o, ok := ended(&snap, snap.Plan); ok {
+	if o, ok := c.ended(&snap, snap.Plan); ok {
 		c.log().InfoContext(ctx, "release has ended, nothing to do", "event_id", eventID, "status", o.Status)
 		return &snap, snap.Plan, &o, nil
 	}
@@ -330,21 +330,32 @@ func (c *Coordinator) addTexts(ctx context.Context, snap *Snapshot, prefix strin
 
 // ended reports the outcome of a release that has ended without being
 // blocked: delivered (its delivery record succeeded, a valid record of
-// this event and plan), or left by the operator (a job of the plan failed
-// and its failure was acknowledged: the acknowledgement ended the release
-// and started its texts' retention, docs/design.md "Retention"). The
-// first is reported delivered, the second waiting with no wake. A blocked
-// release is not among them: it meets its stuck error again, which finds
-// its blocked record in place (acknowledged or not) and writes nothing
-// new. A new completion of the failed job replaces its record (no longer
-// acknowledged), and the release resumes.
-func ended(snap *Snapshot, plan *PlanRecord) (Outcome, bool) {
+// this event and plan), or left by the operator: a failure every later
+// run would meet again was acknowledged, which ended the release and
+// started its texts' retention (docs/design.md "Retention"). The failures
+// that count are a job of the plan that failed, a prepared delivery that
+// failed (a valid record of this event and plan), and a current-revision
+// evidence request that failed for the result its job record accepted
+// while that job has no current approval (what stuckEvidence blocks on).
+// The first is reported delivered, the others waiting with no wake. A
+// blocked release is not among them unless such a record is acknowledged:
+// it meets its stuck error again, which finds its blocked record in place
+// (acknowledged or not) and writes nothing new. What does not count: an
+// evidence record of another revision or of a result the job's record no
+// longer accepts (a newer completion superseded it), or of a job with a
+// current approval. A new completion of the failed job replaces its
+// record (no longer acknowledged, and a new result needs a new evidence
+// request), and the release resumes.
+func (c *Coordinator) ended(snap *Snapshot, plan *PlanRecord) (Outcome, bool) {
 	if d := snap.Delivery; d != nil && d.Status == StateSucceeded && deliveredRecord(plan, d) == nil {
 		o := outcome(OutcomeDelivered, plan)
 		o.DeliveryID = d.DeliveryID
 		return o, true
 	}
-	if snap.Delivery != nil {
+	if d := snap.Delivery; d != nil {
+		if d.Status == StateFailed && d.AcknowledgedMS != 0 && deliveredRecord(plan, d) == nil {
+			return outcome(OutcomeWaiting, plan), true
+		}
 		return Outcome{}, false
 	}
 	for _, job := range plan.Jobs {
@@ -352,7 +363,36 @@ func ended(snap *Snapshot, plan *PlanRecord) (Outcome, bool) {
 			return outcome(OutcomeWaiting, plan), true
 		}
 	}
+	if c.acknowledgedEvidenceFailure(snap, plan) {
+		return outcome(OutcomeWaiting, plan), true
+	}
 	return Outcome{}, false
+}
+
+// acknowledgedEvidenceFailure reports whether the snapshot holds an
+// acknowledged, failed, valid evidence record of the current revision, of
+// this event and plan, bound to the result its job's record (succeeded)
+// accepted, while the job has no current approval: the request every
+// later run of the release meets again (stuckEvidence), acknowledged.
+func (c *Coordinator) acknowledgedEvidenceFailure(snap *Snapshot, plan *PlanRecord) bool {
+	for _, e := range snap.Evidence {
+		if e.Status != StateFailed || e.AcknowledgedMS == 0 || e.EvidenceRevision != c.cfg.EvidenceRevision ||
+			e.EventID != plan.Event.EventID || e.PlanID != plan.PlanID || ValidateEvidenceRecord(e) != nil {
+			continue
+		}
+		job, ok := plan.Job(e.JobID)
+		if !ok {
+			continue
+		}
+		j := snap.Jobs[e.JobID]
+		if j == nil || j.PlanID != plan.PlanID || j.Status != JobSucceeded || j.ResultSHA256 != e.ResultSHA256 {
+			continue
+		}
+		if _, err := c.lookupApproval(snap, plan, job, c.now()); err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // jobSucceeded reports whether the job's stored record says succeeded; a

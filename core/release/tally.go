@@ -207,7 +207,7 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	}
 	snap.Plan, snap.Jobs = plan, jobs.Jobs
 	snap.Results[jobID] = in.result
-	if o, ok := ended(&snap, plan); ok {
+	if o, ok := c.ended(&snap, plan); ok {
 		// Reported before the seal is checked, as load does.
 		c.log().InfoContext(ctx, "release has ended, nothing to do", "event_id", eventID, "status", o.Status)
 		return o, nil

@@ -168,6 +168,14 @@ var List = []Mutant{
 		From: "if sendErr == nil {\n\t\tnext.Lease = d.succeeded(finishedMS)",
 		To:   "if sendErr == nil || core.IsRetryable(sendErr) {\n\t\tnext.Lease = d.succeeded(finishedMS)",
 		What: "a delivery answered 503 is recorded as delivered"},
+	{ID: "rel-failed-block-final", File: "core/release/block.go",
+		From: "\t\treturn errors.Join(err, stepErr)",
+		To:   "\t\treturn stepErr",
+		What: "a block whose write failed is left to the sweep, which never meets the release again (seed 62877 on e3ebf34, its fix reverted)"},
+	{ID: "rel-acked-evidence-not-ended", File: "core/release/coordinator.go",
+		From: "\tif c.acknowledgedEvidenceFailure(snap, plan) {",
+		To:   "\tif false && c.acknowledgedEvidenceFailure(snap, plan) {",
+		What: "an acknowledged failed evidence request does not end its release: a late input blocks it again and pages (its fix reverted)"},
 
 	// functions/poller/handler
 	{ID: "poller-terminal-fields-swapped", File: "functions/poller/handler/handler.go",

@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -338,6 +339,14 @@ var regressions = []regression{
 	// 1000001–1006000 were searched without one reaching it (the case is
 	// rare: one failure in the 36,000-seed long run). Choose one again
 	// from a long run's block.
+	// A release step failed for good with nothing of its release left in
+	// the wake index (the failed evidence record is in the attention index
+	// only) and the blocked record's write failed: the step must fail
+	// retryable so that its retry blocks the release (seed 62877 of the
+	// long run on e3ebf34, with day-2 operations: nothing retried the
+	// block, a late duplicate blocked the release days after the operator
+	// acknowledged it). TestSimFailedBlockIsRetried checks the retry.
+	{"block_write_failed_nothing_wakes", 62548, blockWriteFailed},
 	{"capped_retry_after_outlasts_recovery", 0, func(r Result) bool {
 		o := Options{}.withDefaults()
 		end := o.FaultWindow + o.Recovery
@@ -388,5 +397,65 @@ func findRegressionSeeds(t *testing.T) {
 		if _, ok := found[c.name]; !ok {
 			t.Errorf("%s: no seed among %d reaches it", c.name, *flagFind)
 		}
+	}
+}
+
+var blockFailedRe = regexp.MustCompile(`^release\.PutAll (rel-\d+) blocked \| injected failure$`)
+
+// blockWriteFailed: a blocked record written alone (nothing else of the
+// release to park) failed with an injected fault.
+func blockWriteFailed(r Result) bool { return blockWriteFailedRelease(r) != "" }
+
+func blockWriteFailedRelease(r Result) string {
+	for _, s := range r.Trace {
+		if m := blockFailedRe.FindStringSubmatch(s.Call + " | " + s.Outcome); m != nil {
+			return m[1]
+		}
+	}
+	return ""
+}
+
+// TestSimFailedBlockIsRetried: in the seed of
+// block_write_failed_nothing_wakes, the release message whose step could
+// not write the blocked record is received again (the step failed
+// retryable; its retry blocks the release unless another step did
+// first), and no check fails. Before the fix the step returned its final
+// error, its message was acknowledged and never ran again: in this seed a
+// different returning message happened to block the release later, in
+// seed 62877 nothing did.
+func TestSimFailedBlockIsRetried(t *testing.T) {
+	var seed uint64
+	for _, c := range regressions {
+		if c.name == "block_write_failed_nothing_wakes" {
+			seed = c.seed
+		}
+	}
+	res := runSeed(t, seed)
+	if blockWriteFailedRelease(res) == "" {
+		t.Fatalf("seed %d no longer reaches the situation; choose another with -sim.find", seed)
+	}
+	batch := map[int]string{} // invocation → the release queue messages it received
+	msg, failedInv, again := "", 0, false
+	for _, s := range res.Trace {
+		if s.Call == "START" && strings.HasPrefix(s.Outcome, "sqs ReleaseQueue-") {
+			batch[s.Inv] = strings.TrimPrefix(s.Outcome, "sqs ")
+			if msg != "" && s.Inv != failedInv && slices.Contains(strings.Split(batch[s.Inv], ","), msg) {
+				again = true
+			}
+		}
+		if msg == "" && blockFailedRe.MatchString(s.Call+" | "+s.Outcome) {
+			if msgs := strings.Split(batch[s.Inv], ","); len(msgs) == 1 && msgs[0] != "" {
+				msg, failedInv = msgs[0], s.Inv
+			}
+		}
+	}
+	if msg == "" {
+		t.Fatalf("seed %d: the failed block is not in a one-message release batch; choose another seed", seed)
+	}
+	if !again {
+		t.Fatalf("seed %d: the step whose blocked record failed to write (message %s) was never run again", seed, msg)
+	}
+	if len(res.Violations) > 0 {
+		t.Fatal(res.Report())
 	}
 }
