@@ -99,7 +99,8 @@ func (c *Cache) Keys(ctx context.Context) ([][]byte, error) {
 	if now.Before(c.expiry) {
 		return c.keys, nil
 	}
-	return c.reload(ctx, now), nil
+	keys, _ := c.reload(ctx, now)
+	return keys, nil
 }
 
 // RefreshAfter is the shortest time between two reads forced by Refresh.
@@ -111,27 +112,41 @@ const RefreshAfter = 10 * time.Second
 // environment may already run with a newer set (a rotation step whose TTL
 // has not passed here yet).
 func (c *Cache) Refresh(ctx context.Context) ([][]byte, error) {
+	keys, _, err := c.RefreshRead(ctx)
+	return keys, err
+}
+
+// RefreshRead is Refresh saying whether the set returned was read from
+// the secret just now (read): false when the rate limit refused the read
+// (the set was read less than RefreshAfter ago, possibly before another
+// environment's newer set sealed what the caller checks) or the read
+// failed, and the set returned is the one already in use. A verifier
+// must not call a record under none of these keys final unless read is
+// true (docs/design.md "Plan seal").
+func (c *Cache) RefreshRead(ctx context.Context) (keys [][]byte, read bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	if now.Sub(c.read) < RefreshAfter {
-		return c.keys, nil
+		return c.keys, false, nil
 	}
-	return c.reload(ctx, now), nil
+	keys, read = c.reload(ctx, now)
+	return keys, read, nil
 }
 
 // reload reads the source; on failure it keeps the set, says so (Alarm)
-// and retries after retryAfterFailure. Called with mu held.
-func (c *Cache) reload(ctx context.Context, now time.Time) [][]byte {
+// and retries after retryAfterFailure. It reports whether the read
+// succeeded. Called with mu held.
+func (c *Cache) reload(ctx context.Context, now time.Time) ([][]byte, bool) {
 	c.read = now
 	keys, err := c.src.LoadSet(ctx, c.sm, c.label, c.check)
 	if err != nil {
 		c.expiry = now.Add(retryAfterFailure)
 		c.alarm(ctx, err)
-		return c.keys
+		return c.keys, false
 	}
 	c.keys, c.expiry = keys, now.Add(c.ttl)
-	return c.keys
+	return c.keys, true
 }
 
 // alarm reports a failed re-read. The error names the key and what is

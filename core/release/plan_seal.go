@@ -14,6 +14,15 @@ import (
 // the release is refused.
 const CodePlanSealInvalid = "coordinator.plan.seal_invalid"
 
+// CodePlanSealUnverified (retryable): the stored plan's seal verifies
+// under none of the keys in use and the event key set could not be read
+// again just now (its re-read was refused by the rate limit, or failed).
+// Another execution environment may have resealed the plan under a key
+// this one has not read yet (event key rotation step 2): the step is
+// retried, and once a re-read succeeds, a seal under none of its keys is
+// CodePlanSealInvalid (docs/design.md "Plan seal").
+const CodePlanSealUnverified = "coordinator.plan.seal_unverified"
+
 // planSealContext separates plan seals from every other MAC under the event
 // key (the signed input events are MACs over JSON payloads that never start
 // with this line).
@@ -65,7 +74,10 @@ func SealKeyID(key []byte) string {
 // step stays valid while its key is in the set. A seal that verifies
 // under no key makes the set re-read once (Refresh, at most every 10 s):
 // another execution environment may already seal with a key this one has
-// not read yet (docs/security.md "Event key").
+// not read yet (docs/security.md "Event key"). When that re-read did not
+// happen (the rate limit refused it, or it failed: RefreshRead), the
+// answer is the retryable CodePlanSealUnverified, not the final
+// CodePlanSealInvalid: the set in use may predate the seal.
 func (c *Coordinator) CheckPlan(ctx context.Context, r *PlanRecord) error {
 	_, err := c.checkPlan(ctx, r)
 	return err
@@ -89,10 +101,27 @@ func (c *Coordinator) checkPlan(ctx context.Context, r *PlanRecord) (current boo
 	if err != nil || i >= 0 {
 		return i == 0, err
 	}
-	if refresher, can := c.events.KeySet.(interface {
+	switch set := c.events.KeySet.(type) {
+	case interface {
+		RefreshRead(ctx context.Context) ([][]byte, bool, error)
+	}:
+		// The set says whether it was read just now: a seal under none
+		// of the keys of a set read before the seal may have been made
+		// (another environment resealed it under a key read since) is
+		// not final yet.
+		keys, read, err := set.RefreshRead(ctx)
+		if err == nil && len(keys) > 0 {
+			if i, err = sealedUnder(keys, r, got); err != nil || i >= 0 {
+				return i == 0, err
+			}
+		}
+		if err != nil || !read {
+			return false, core.Retry(CodePlanSealUnverified)
+		}
+	case interface {
 		Refresh(ctx context.Context) ([][]byte, error)
-	}); can {
-		if keys, err = refresher.Refresh(ctx); err == nil && len(keys) > 0 {
+	}:
+		if keys, err = set.Refresh(ctx); err == nil && len(keys) > 0 {
 			if i, err = sealedUnder(keys, r, got); err != nil || i >= 0 {
 				return i == 0, err
 			}
