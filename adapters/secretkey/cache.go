@@ -45,6 +45,7 @@ type Cache struct {
 	keys   [][]byte
 	expiry time.Time
 	read   time.Time // the last read of the source, good or not
+	good   time.Time // the last good read (keys)
 
 	log        *slog.Logger
 	metrics    io.Writer
@@ -86,7 +87,8 @@ func NewCache(ctx context.Context, src Source, sm SecretsManagerAPI, label strin
 	if err != nil {
 		return nil, err
 	}
-	c.keys, c.expiry, c.read = keys, clock.Now().Add(ttl), clock.Now()
+	now := clock.Now()
+	c.keys, c.expiry, c.read, c.good = keys, now.Add(ttl), now, now
 	return c, nil
 }
 
@@ -99,8 +101,7 @@ func (c *Cache) Keys(ctx context.Context) ([][]byte, error) {
 	if now.Before(c.expiry) {
 		return c.keys, nil
 	}
-	keys, _ := c.reload(ctx, now)
-	return keys, nil
+	return c.reload(ctx, now), nil
 }
 
 // RefreshAfter is the shortest time between two reads forced by Refresh.
@@ -116,37 +117,35 @@ func (c *Cache) Refresh(ctx context.Context) ([][]byte, error) {
 	return keys, err
 }
 
-// RefreshRead is Refresh saying whether the set returned was read from
-// the secret just now (read): false when the rate limit refused the read
-// (the set was read less than RefreshAfter ago, possibly before another
-// environment's newer set sealed what the caller checks) or the read
-// failed, and the set returned is the one already in use. A verifier
-// must not call a record under none of these keys final unless read is
-// true (docs/design.md "Plan seal").
-func (c *Cache) RefreshRead(ctx context.Context) (keys [][]byte, read bool, err error) {
+// RefreshRead is Refresh also returning when the set it returns was read
+// from the secret (readAt: its last good read). When the rate limit
+// refused the re-read (the set was read less than RefreshAfter ago) or
+// the re-read failed, readAt is older than this call: the set may predate
+// a record another environment made with a newer set since, and a
+// verifier must not call a record under none of its keys final on it
+// (docs/design.md "Plan seal").
+func (c *Cache) RefreshRead(ctx context.Context) (keys [][]byte, readAt time.Time, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	if now.Sub(c.read) < RefreshAfter {
-		return c.keys, false, nil
+		return c.keys, c.good, nil
 	}
-	keys, read = c.reload(ctx, now)
-	return keys, read, nil
+	return c.reload(ctx, now), c.good, nil
 }
 
 // reload reads the source; on failure it keeps the set, says so (Alarm)
-// and retries after retryAfterFailure. It reports whether the read
-// succeeded. Called with mu held.
-func (c *Cache) reload(ctx context.Context, now time.Time) ([][]byte, bool) {
+// and retries after retryAfterFailure. Called with mu held.
+func (c *Cache) reload(ctx context.Context, now time.Time) [][]byte {
 	c.read = now
 	keys, err := c.src.LoadSet(ctx, c.sm, c.label, c.check)
 	if err != nil {
 		c.expiry = now.Add(retryAfterFailure)
 		c.alarm(ctx, err)
-		return c.keys, false
+		return c.keys
 	}
-	c.keys, c.expiry = keys, now.Add(c.ttl)
-	return c.keys, true
+	c.keys, c.expiry, c.good = keys, now.Add(c.ttl), now
+	return c.keys
 }
 
 // alarm reports a failed re-read. The error names the key and what is

@@ -5,6 +5,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
+	"time"
 
 	"github.com/localeflow/localeflow/core"
 )
@@ -74,10 +76,11 @@ func SealKeyID(key []byte) string {
 // step stays valid while its key is in the set. A seal that verifies
 // under no key makes the set re-read once (Refresh, at most every 10 s):
 // another execution environment may already seal with a key this one has
-// not read yet (docs/security.md "Event key"). When that re-read did not
-// happen (the rate limit refused it, or it failed: RefreshRead), the
-// answer is the retryable CodePlanSealUnverified, not the final
-// CodePlanSealInvalid: the set in use may predate the seal.
+// not read yet (docs/security.md "Event key"). Unless the set (RefreshRead)
+// was read after this environment first met the seal (the rate limit
+// refused the re-read, or it failed), the answer is the retryable
+// CodePlanSealUnverified, not the final CodePlanSealInvalid: the set in
+// use may predate the seal.
 func (c *Coordinator) CheckPlan(ctx context.Context, r *PlanRecord) error {
 	_, err := c.checkPlan(ctx, r)
 	return err
@@ -103,19 +106,24 @@ func (c *Coordinator) checkPlan(ctx context.Context, r *PlanRecord) (current boo
 	}
 	switch set := c.events.KeySet.(type) {
 	case interface {
-		RefreshRead(ctx context.Context) ([][]byte, bool, error)
+		RefreshRead(ctx context.Context) ([][]byte, time.Time, error)
 	}:
-		// The set says whether it was read just now: a seal under none
-		// of the keys of a set read before the seal may have been made
-		// (another environment resealed it under a key read since) is
-		// not final yet.
-		keys, read, err := set.RefreshRead(ctx)
+		// Final only under a set read after this environment first met
+		// the seal: a set read before may predate it (another
+		// environment resealed the plan under a key read since, rotation
+		// step 2) when the re-read was refused by the 10 s limit or
+		// failed.
+		met := c.unmatched.met(r.Seal, c.clock.Now())
+		var readAt time.Time
+		keys, readAt, err = set.RefreshRead(ctx)
 		if err == nil && len(keys) > 0 {
 			if i, err = sealedUnder(keys, r, got); err != nil || i >= 0 {
 				return i == 0, err
 			}
 		}
-		if err != nil || !read {
+		if err != nil || !readAt.After(met) {
+			c.log().WarnContext(ctx, "plan seal under none of the event keys in use, key set not re-read since: retried",
+				"event_id", r.Event.EventID, "code", CodePlanSealUnverified, "seal_key", r.SealKey)
 			return false, core.Retry(CodePlanSealUnverified)
 		}
 	case interface {
@@ -128,6 +136,34 @@ func (c *Coordinator) checkPlan(ctx context.Context, r *PlanRecord) (current boo
 		}
 	}
 	return false, core.Fail(CodePlanSealInvalid)
+}
+
+// maxUnmatched bounds the seals an environment remembers (a store
+// flooded with altered plans): past it the memory starts again, which
+// costs each seal one more retryable answer at most.
+const maxUnmatched = 1024
+
+// unmatchedSeals remembers when this execution environment first met each
+// seal that verified under none of the keys in use: a key set read after
+// that time was read after the seal was made, so a seal under none of its
+// keys is final (docs/design.md "Plan seal").
+type unmatchedSeals struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+}
+
+// met returns when the seal was first met (now if this is the first time).
+func (u *unmatchedSeals) met(seal string, now time.Time) time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if t, ok := u.first[seal]; ok {
+		return t
+	}
+	if u.first == nil || len(u.first) >= maxUnmatched {
+		u.first = map[string]time.Time{}
+	}
+	u.first[seal] = now
+	return now
 }
 
 // sealedUnder returns the index of the key of keys under which seal is r's
