@@ -45,6 +45,7 @@ type Cache struct {
 	keys   [][]byte
 	expiry time.Time
 	read   time.Time // the last read of the source, good or not
+	good   time.Time // the last good read (keys)
 
 	log        *slog.Logger
 	metrics    io.Writer
@@ -86,7 +87,8 @@ func NewCache(ctx context.Context, src Source, sm SecretsManagerAPI, label strin
 	if err != nil {
 		return nil, err
 	}
-	c.keys, c.expiry, c.read = keys, clock.Now().Add(ttl), clock.Now()
+	now := clock.Now()
+	c.keys, c.expiry, c.read, c.good = keys, now.Add(ttl), now, now
 	return c, nil
 }
 
@@ -111,13 +113,25 @@ const RefreshAfter = 10 * time.Second
 // environment may already run with a newer set (a rotation step whose TTL
 // has not passed here yet).
 func (c *Cache) Refresh(ctx context.Context) ([][]byte, error) {
+	keys, _, err := c.RefreshRead(ctx)
+	return keys, err
+}
+
+// RefreshRead is Refresh also returning when the set it returns was read
+// from the secret (readAt: its last good read). When the rate limit
+// refused the re-read (the set was read less than RefreshAfter ago) or
+// the re-read failed, readAt is older than this call: the set may predate
+// a record another environment made with a newer set since, and a
+// verifier must not call a record under none of its keys final on it
+// (docs/design.md "Plan seal").
+func (c *Cache) RefreshRead(ctx context.Context) (keys [][]byte, readAt time.Time, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	if now.Sub(c.read) < RefreshAfter {
-		return c.keys, nil
+		return c.keys, c.good, nil
 	}
-	return c.reload(ctx, now), nil
+	return c.reload(ctx, now), c.good, nil
 }
 
 // reload reads the source; on failure it keeps the set, says so (Alarm)
@@ -130,7 +144,7 @@ func (c *Cache) reload(ctx context.Context, now time.Time) [][]byte {
 		c.alarm(ctx, err)
 		return c.keys
 	}
-	c.keys, c.expiry = keys, now.Add(c.ttl)
+	c.keys, c.expiry, c.good = keys, now.Add(c.ttl), now
 	return c.keys
 }
 

@@ -158,3 +158,43 @@ func TestRefreshRereadsAtMostEvery10s(t *testing.T) {
 		t.Fatalf("%d reads, want 2", sm.reads)
 	}
 }
+
+// TestRefreshReadSaysWhenItRead: a verifier calls a record under none of
+// the keys final only under a set read after it met the record
+// (docs/design.md "Plan seal"): RefreshRead returns when the set it
+// returns was read, the earlier read when the 10 s limit refused the
+// re-read or the re-read failed.
+func TestRefreshReadSaysWhenItRead(t *testing.T) {
+	old, next := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	sm := &mutableSecret{value: hex.EncodeToString(old)}
+	start := time.Unix(1764460800, 0)
+	now := start
+	clock := core.ClockFunc(func() time.Time { return now })
+	c, err := secretkey.NewCache(context.Background(), secretkey.Source{Stem: stem, SecretARN: arn}, sm, "event", secretkey.MinBytes(16), time.Hour, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.set(hex.EncodeToString(next)+","+hex.EncodeToString(old), nil)
+	now = now.Add(secretkey.RefreshAfter - time.Millisecond)
+	if keys, at, err := c.RefreshRead(context.Background()); err != nil || !at.Equal(start) || len(keys) != 1 {
+		t.Fatalf("refused re-read = %x, %v, %v; want the set read at the start", keys, at, err)
+	}
+	now = now.Add(time.Millisecond)
+	read := now
+	if keys, at, err := c.RefreshRead(context.Background()); err != nil || !at.Equal(read) || len(keys) != 2 || !bytes.Equal(keys[0], next) {
+		t.Fatalf("re-read after 10 s = %x, %v, %v", keys, at, err)
+	}
+	sm.set("", errors.New("unavailable"))
+	now = now.Add(secretkey.RefreshAfter)
+	if keys, at, err := c.RefreshRead(context.Background()); err != nil || !at.Equal(read) || len(keys) != 2 {
+		t.Fatalf("failed re-read = %x, %v, %v; want the set in use, read before", keys, at, err)
+	}
+	sm.set(hex.EncodeToString(next)+","+hex.EncodeToString(old)+",", nil) // malformed
+	now = now.Add(secretkey.RefreshAfter)
+	if _, at, _ := c.RefreshRead(context.Background()); !at.Equal(read) {
+		t.Fatalf("a malformed set counts as read at %v", at)
+	}
+	if sm.reads != 4 {
+		t.Fatalf("%d reads, want 4", sm.reads)
+	}
+}

@@ -131,6 +131,8 @@ type Coordinator struct {
 	clock       core.Clock
 	logger      *slog.Logger
 	cfg         Config
+	// unmatched: seals met under none of the event keys (checkPlan).
+	unmatched unmatchedSeals
 }
 
 // NewCoordinator returns a Coordinator wired to deps, with the clock and

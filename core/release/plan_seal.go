@@ -5,6 +5,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
+	"time"
 
 	"github.com/localeflow/localeflow/core"
 )
@@ -13,6 +15,15 @@ import (
 // event was verified at ingest (a job dropped or changed, another plan id);
 // the release is refused.
 const CodePlanSealInvalid = "coordinator.plan.seal_invalid"
+
+// CodePlanSealUnverified (retryable): the stored plan's seal verifies
+// under none of the keys in use and the event key set could not be read
+// again just now (its re-read was refused by the rate limit, or failed).
+// Another execution environment may have resealed the plan under a key
+// this one has not read yet (event key rotation step 2): the step is
+// retried, and once a re-read succeeds, a seal under none of its keys is
+// CodePlanSealInvalid (docs/design.md "Plan seal").
+const CodePlanSealUnverified = "coordinator.plan.seal_unverified"
 
 // planSealContext separates plan seals from every other MAC under the event
 // key (the signed input events are MACs over JSON payloads that never start
@@ -65,7 +76,11 @@ func SealKeyID(key []byte) string {
 // step stays valid while its key is in the set. A seal that verifies
 // under no key makes the set re-read once (Refresh, at most every 10 s):
 // another execution environment may already seal with a key this one has
-// not read yet (docs/security.md "Event key").
+// not read yet (docs/security.md "Event key"). Unless the set (RefreshRead)
+// was read after this environment first met the seal (the rate limit
+// refused the re-read, or it failed), the answer is the retryable
+// CodePlanSealUnverified, not the final CodePlanSealInvalid: the set in
+// use may predate the seal.
 func (c *Coordinator) CheckPlan(ctx context.Context, r *PlanRecord) error {
 	_, err := c.checkPlan(ctx, r)
 	return err
@@ -89,16 +104,66 @@ func (c *Coordinator) checkPlan(ctx context.Context, r *PlanRecord) (current boo
 	if err != nil || i >= 0 {
 		return i == 0, err
 	}
-	if refresher, can := c.events.KeySet.(interface {
+	switch set := c.events.KeySet.(type) {
+	case interface {
+		RefreshRead(ctx context.Context) ([][]byte, time.Time, error)
+	}:
+		// Final only under a set read after this environment first met
+		// the seal: a set read before may predate it (another
+		// environment resealed the plan under a key read since, rotation
+		// step 2) when the re-read was refused by the 10 s limit or
+		// failed.
+		met := c.unmatched.met(r.Seal, c.clock.Now())
+		var readAt time.Time
+		keys, readAt, err = set.RefreshRead(ctx)
+		if err == nil && len(keys) > 0 {
+			if i, err = sealedUnder(keys, r, got); err != nil || i >= 0 {
+				return i == 0, err
+			}
+		}
+		if err != nil || !readAt.After(met) {
+			c.log().WarnContext(ctx, "plan seal under none of the event keys in use, key set not re-read since: retried",
+				"event_id", r.Event.EventID, "code", CodePlanSealUnverified, "seal_key", r.SealKey)
+			return false, core.Retry(CodePlanSealUnverified)
+		}
+	case interface {
 		Refresh(ctx context.Context) ([][]byte, error)
-	}); can {
-		if keys, err = refresher.Refresh(ctx); err == nil && len(keys) > 0 {
+	}:
+		if keys, err = set.Refresh(ctx); err == nil && len(keys) > 0 {
 			if i, err = sealedUnder(keys, r, got); err != nil || i >= 0 {
 				return i == 0, err
 			}
 		}
 	}
 	return false, core.Fail(CodePlanSealInvalid)
+}
+
+// maxUnmatched bounds the seals an environment remembers (a store
+// flooded with altered plans): past it the memory starts again, which
+// costs each seal one more retryable answer at most.
+const maxUnmatched = 1024
+
+// unmatchedSeals remembers when this execution environment first met each
+// seal that verified under none of the keys in use: a key set read after
+// that time was read after the seal was made, so a seal under none of its
+// keys is final (docs/design.md "Plan seal").
+type unmatchedSeals struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+}
+
+// met returns when the seal was first met (now if this is the first time).
+func (u *unmatchedSeals) met(seal string, now time.Time) time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if t, ok := u.first[seal]; ok {
+		return t
+	}
+	if u.first == nil || len(u.first) >= maxUnmatched {
+		u.first = map[string]time.Time{}
+	}
+	u.first[seal] = now
+	return now
 }
 
 // sealedUnder returns the index of the key of keys under which seal is r's

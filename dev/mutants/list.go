@@ -224,6 +224,10 @@ var List = []Mutant{
 		From: "c.expiry = now.Add(retryAfterFailure)\n\t\tc.alarm(ctx, err)\n",
 		To:   "c.expiry = now.Add(retryAfterFailure)\n",
 		What: "a key set re-read that fails keeps the old set silently: no log, no metric (issue 25 finding 7, its fix reverted)"},
+	{ID: "plan-seal-throttled-reread-final", File: "core/release/plan_seal.go",
+		From: "met := c.unmatched.met(r.Seal, c.clock.Now())",
+		To:   "met := time.Time{}",
+		What: "a seal under none of the keys is final whatever the set's read time: after a re-read the 10 s limit refused (or that failed) (key-reload seed 100, its fix reverted: a plan another environment resealed under NEW during rotation step 2 blocks the release for good)"},
 
 	// adapters (default block: on the simulated path with the memory stores)
 	{ID: "eventbus-failed-entry-is-success", File: "adapters/eventbus/eventbus.go",

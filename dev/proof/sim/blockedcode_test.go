@@ -27,6 +27,8 @@ func TestBlockedCodeClasses(t *testing.T) {
 		"cms.delivery.bundle_mismatch": true, "approval.result_mismatch": true, "result.missing": true,
 		"evidence.state.attempt_policy_changed": true, "cms.approval.expired": true, "coordinator.plan.seal_invalid": true,
 		"evidence.attempts_exhausted": false, "cms.delivery.failed": false, "release.receipt.issuer_untrusted": false,
+		// Retryable (the event key set could not be re-read just now): never blocks.
+		"coordinator.plan.seal_unverified": false,
 	} {
 		if got := storedStateCode(code); got != want {
 			t.Errorf("storedStateCode(%q) = %v, want %v", code, got, want)
