@@ -267,18 +267,18 @@ func forgedApprovalThenBlocked(r Result) bool {
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
-	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000224, peerAnswerThenExpiry},
+	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000354, peerAnswerThenExpiry},
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
-	{"answer_crash_reclaim_then_outage_one_outcome", 1000060, answerCrashReclaimFail},
-	{"hinted_early_failure_after_take_over_judged_by_its_claim", 9408, hintedEarlyFailureAfterTakeOver},
-	{"counted_failure_after_take_over_and_hint_judged_by_its_claim", 17446, countedFailureAfterTakeOverAndHint},
+	{"answer_crash_reclaim_then_outage_one_outcome", 1000050, answerCrashReclaimFail},
+	{"hinted_early_failure_after_take_over_judged_by_its_claim", 1000864, hintedEarlyFailureAfterTakeOver},
+	{"counted_failure_after_take_over_and_hint_judged_by_its_claim", 0, countedFailureAfterTakeOverAndHint},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
 	}},
-	{"outcome_after_integrity_failure", 1000003, func(r Result) bool {
+	{"outcome_after_integrity_failure", 1000002, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
-	{"outcome_after_publish_failure_on_sweep", 1000010, func(r Result) bool {
+	{"outcome_after_publish_failure_on_sweep", 1000003, func(r Result) bool {
 		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
 	}},
 	{"schema_altered_record_not_left_leased", 1000001, func(r Result) bool {
@@ -290,17 +290,17 @@ var regressions = []regression{
 	{"refused_result_never_delivered", 1000005, func(r Result) bool {
 		return r.Faults.Concurrency > 1 && stepMatches(r, `^job rel-\d+ \S+ \(second result\)`)
 	}},
-	{"approval_announced_after_a_later_failure", 1000003, func(r Result) bool {
+	{"approval_announced_after_a_later_failure", 1000009, func(r Result) bool {
 		return failsAfter(r, `^release\.Put rel-\d+ approval#`)
 	}},
-	{"blocked_release_shows_in_health", 1000009, func(r Result) bool {
+	{"blocked_release_shows_in_health", 1000002, func(r Result) bool {
 		return stepMatches(r, `^job rel-\d+ \S+ \(failed\)`)
 	}},
 	// Situations the checkers of issue 23 need (not defects found): a
 	// finishing write refused because its lease ran out under a live
 	// writer, PutEvents answering a failed entry, and a lost answer of an
 	// evidence or delivery call after its effect.
-	{"stale_finishing_write_refused", 1000144, func(r Result) bool {
+	{"stale_finishing_write_refused", 1000024, func(r Result) bool {
 		return r.Stats.StaleRefused > 0 && r.Stats.LeaseExpiredLive > 0
 	}},
 	// An approval the simulator forged for another result, in a release
@@ -308,24 +308,24 @@ var regressions = []regression{
 	// checkBlockedRecords judge (blocked with approval.result_mismatch,
 	// listed so by health; rel-approval-result-unchecked blocks it with
 	// cms.delivery.bundle_mismatch instead).
-	{"forged_approval_then_blocked", 3, forgedApprovalThenBlocked},
+	{"forged_approval_then_blocked", 1000001, forgedApprovalThenBlocked},
 	// False positives of that check before it was merged (sim-fixes): an
 	// evidence request used up by a reclaimed lease (lease_expired, no
 	// prefix; seed 288) and by the approval step's operation guard after
 	// a stall (release.operation_guard; seed 4007) blocks its release
 	// with the step's code, which the failed record explains.
-	{"blocked_over_evidence_failed_lease_expired", 288, func(r Result) bool {
+	{"blocked_over_evidence_failed_lease_expired", 1000081, func(r Result) bool {
 		return stepMatches(r, `^release\.Put rel-\d+ evidence#\S+ \| v\d+ failed lease_expired`) &&
 			stepMatches(r, `^release\.PutAll rel-\d+ blocked .*\| written`)
 	}},
-	{"blocked_over_evidence_failed_operation_guard", 4007, func(r Result) bool {
+	{"blocked_over_evidence_failed_operation_guard", 2887, func(r Result) bool {
 		return stepMatches(r, `^release\.Put rel-\d+ evidence#\S+ \| v\d+ failed release\.operation_guard`) &&
 			stepMatches(r, `^release\.PutAll rel-\d+ blocked .*\| written`)
 	}},
-	{"put_events_failed_entry", 1000002, func(r Result) bool {
+	{"put_events_failed_entry", 1000003, func(r Result) bool {
 		return stepMatches(r, `^bus\.Put \S+ \| 1 of 1 entries failed`)
 	}},
-	{"evidence_or_delivery_answer_lost", 1000057, func(r Result) bool {
+	{"evidence_or_delivery_answer_lost", 1000009, func(r Result) bool {
 		return stepMatches(r, `^http (evidence|delivery) .* \| \d+ \(reported as failed\)`)
 	}},
 	// A checker false positive (seed 5859 of the 5001 block): the evidence
@@ -346,8 +346,8 @@ var regressions = []regression{
 	// long run on e3ebf34, with day-2 operations: nothing retried the
 	// block, a late duplicate blocked the release days after the operator
 	// acknowledged it). TestSimFailedBlockIsRetried checks the retry.
-	{"block_write_failed_nothing_wakes", 62548, blockWriteFailed},
-	{"capped_retry_after_outlasts_recovery", 0, func(r Result) bool {
+	{"block_write_failed_nothing_wakes", 1000289, blockWriteFailed},
+	{"capped_retry_after_outlasts_recovery", 1005757, func(r Result) bool {
 		o := Options{}.withDefaults()
 		end := o.FaultWindow + o.Recovery
 		for _, s := range r.Trace {
