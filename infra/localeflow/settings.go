@@ -52,6 +52,10 @@ type Settings struct {
 	EvidenceTimeout     time.Duration `env:"LOCALEFLOW_EVIDENCE_TIMEOUT"`
 	ApprovalTTL         time.Duration `env:"LOCALEFLOW_APPROVAL_TTL"`
 	DeliveryMaxAttempts int           `env:"LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"`
+	// ReleaseTally is "on" or "off" (the default): whether newly
+	// ingested plans get the per-release tally (docs/design.md "Named
+	// steps and the tally": deploy with it off first, then on).
+	ReleaseTally string `env:"LOCALEFLOW_RELEASE_TALLY"`
 }
 
 // SettingVariables are the variables Settings and the raw settings

@@ -21,7 +21,7 @@ var validSettings = Settings{
 	MonitorLease: 15 * time.Minute, PollInterval: time.Minute, RetryBaseDelay: 10 * time.Second, HintMinGap: 2 * time.Second,
 	PollConcurrency:  32,
 	EvidenceRevision: "rev-2", EvidenceLease: 100 * time.Second, EvidenceMaxAttempts: 7, EvidenceTimeout: 25 * time.Second,
-	ApprovalTTL: 240 * time.Hour, DeliveryMaxAttempts: 8,
+	ApprovalTTL: 240 * time.Hour, DeliveryMaxAttempts: 8, ReleaseTally: "on",
 }
 
 // TestSettingsCoverEveryOperatorVariable: Settings has exactly one field
@@ -121,6 +121,7 @@ func TestInvalidSettingFailsWithTheLoadersMessage(t *testing.T) {
 		{contract.EnvEvidenceTimeout, "0s", `LOCALEFLOW_EVIDENCE_TIMEOUT (0s) must be positive`},
 		{contract.EnvApprovalTTL, "-1h", `LOCALEFLOW_APPROVAL_TTL (-1h0m0s) must be positive`},
 		{contract.EnvDeliveryMaxAttempts, "x", `LOCALEFLOW_DELIVERY_MAX_ATTEMPTS ("x") is not an integer`},
+		{contract.EnvReleaseTally, "yes", `LOCALEFLOW_RELEASE_TALLY must be on or off`},
 	}
 	var covered []string
 	for _, tc := range cases {
