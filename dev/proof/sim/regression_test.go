@@ -271,6 +271,10 @@ var regressions = []regression{
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
 	{"answer_crash_reclaim_then_outage_one_outcome", 1000050, answerCrashReclaimFail},
 	{"hinted_early_failure_after_take_over_judged_by_its_claim", 1000864, hintedEarlyFailureAfterTakeOver},
+	// 17446 on main 4c54c2f/e3ebf34 (seen failing on the check before
+	// its fix); on the session-6 merge no seed of 1–14,000 or
+	// 1,000,001–1,003,000 reaches the situation (skipped until a long run
+	// finds one: -sim.find).
 	{"counted_failure_after_take_over_and_hint_judged_by_its_claim", 0, countedFailureAfterTakeOverAndHint},
 	{"outcome_after_lease_expiry_reclaim", 1000001, func(r Result) bool {
 		return stepMatches(r, `^monitor\.Transition .* \| failed lease_expired`)
