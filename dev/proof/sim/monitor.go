@@ -1134,3 +1134,29 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// peerRetryAfterWake is the monitor's twin of Release.peerRetryAfterWake:
+// the latest next poll of a change that, when the run would end, is not
+// stranded but still honouring the CMS's capped Retry-After — in
+// retry_wait until after now for the whole signedhttp.MaxRetryAfter (the
+// CMS asked for an hour or more), with a queued poll message for it. Two
+// capped answers inside the fault window outlast the recovery (seed
+// 55947 of the long run on 2fd28ea: 429 at 1,447 s and 503 at 5,048 s,
+// each Retry-After 1 h: next poll at 8,648 s, after the 8,400 s end).
+// Run lets such a change run on until then, so the end checks judge what
+// the poller did, never excuse it.
+func (m *Monitor) peerRetryAfterWake(ctx context.Context) (time.Time, bool) {
+	nowMS := core.Millis(time.Now())
+	var latest int64
+	for _, c := range m.changes {
+		rec, err := m.mem.Get(ctx, c.id)
+		if err != nil || !holds(m.queue.msgs, c.id) {
+			continue
+		}
+		if rec.State == monitor.StateRetryWait && rec.NextPollMS > nowMS &&
+			rec.NextPollMS-rec.UpdatedMS >= signedhttp.MaxRetryAfter.Milliseconds() {
+			latest = max(latest, rec.NextPollMS)
+		}
+	}
+	return core.FromMillis(latest), latest != 0
+}

@@ -110,12 +110,15 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 		return mon.queue.empty() && rel.queue.empty() && w.settledBy(func() { endChecks(w, mon, rel) })
 	}
 	w.loop(wait, until, poll, settled)
-	// A release still honouring a peer's capped Retry-After runs on until
+	// A release (or a change) still honouring a peer's capped Retry-After runs on until
 	// that wait is over and a hop has run it (peerRetryAfterWake); each
 	// round needs a new capped answer, and the peers' scripted failures
 	// are few, so the rounds are bounded.
 	for range 4 {
 		at, ok := rel.peerRetryAfterWake(context.Background())
+		if mt, mok := mon.peerRetryAfterWake(context.Background()); mok && (!ok || mt.After(at)) {
+			at, ok = mt, true
+		}
 		if !ok || len(w.violations) > 0 {
 			break
 		}
