@@ -1,55 +1,22 @@
 package release_test
 
 import (
-	"context"
-	"encoding/hex"
 	"errors"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/adapters/secretkey/secretkeytest"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
 
-// eventSecret is the event key secret an operator edits during a
-// rotation (a Secrets Manager that answers its current value).
-type eventSecret struct {
-	mu    sync.Mutex
-	value string
-	err   error
-}
-
-func (s *eventSecret) set(err error, keys ...[]byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	hexes := make([]string, len(keys))
-	for i, k := range keys {
-		hexes[i] = hex.EncodeToString(k)
-	}
-	s.value, s.err = strings.Join(hexes, ","), err
-}
-
-func (s *eventSecret) GetSecretValue(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return nil, s.err
-	}
-	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(s.value)}, nil
-}
-
 // environment is one coordinator execution environment started now: its
 // event key set is the real secretkey.Cache (TTL 1 min), read from secret
 // at this cold start, its current key the coordinator's event key
 // (functions/coordinator wires it so).
-func (b *bundle) environment(t *testing.T, secret *eventSecret) *release.Coordinator {
+func (b *bundle) environment(t *testing.T, secret *secretkeytest.Secret) *release.Coordinator {
 	t.Helper()
 	src := secretkey.Source{Stem: "LOCALEFLOW_EVENT_KEY", SecretARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:event-key-AbCdEf"}
 	cache, err := secretkey.NewCache(b.ctx, src, secret, "event", secretkey.MinBytes(16), time.Minute, b.clock)
@@ -81,14 +48,14 @@ func (b *bundle) environment(t *testing.T, secret *eventSecret) *release.Coordin
 func TestResealRaceDuringRotationIsRetriedNotBlocked(t *testing.T) {
 	b := setup(t)
 	oldKey, newKey := b.fx.EventKey, testKey("event")
-	secret := &eventSecret{}
-	secret.set(nil, oldKey)
+	secret := &secretkeytest.Secret{}
+	secret.Set(nil, oldKey)
 	plan := releasetest.NewPlan("evt-race", "de-DE")
 	b.ingestPlan(t, plan)
 	b.clock.Advance(50 * time.Second)
 	envB := b.environment(t, secret) // reads OLD
 	b.clock.Advance(5 * time.Second)
-	secret.set(nil, newKey, oldKey) // runbook step 2
+	secret.Set(nil, newKey, oldKey) // runbook step 2
 	envA := b.environment(t, secret)
 	if _, err := envA.RunNextRelease(b.ctx, "evt-race"); err != nil {
 		t.Fatalf("environment A: %v", err)
@@ -120,8 +87,8 @@ func TestResealRaceDuringRotationIsRetriedNotBlocked(t *testing.T) {
 // failed re-read (Secrets Manager down) is retryable too.
 func TestAlteredPlanBlocksOnceTheSetIsReread(t *testing.T) {
 	b := setup(t)
-	secret := &eventSecret{}
-	secret.set(nil, b.fx.EventKey)
+	secret := &secretkeytest.Secret{}
+	secret.Set(nil, b.fx.EventKey)
 	plan := releasetest.NewPlan("evt-altered", "de-DE", "fr-FR")
 	b.ingestPlan(t, plan)
 	p := *b.snap(t, "evt-altered").Plan
@@ -138,7 +105,7 @@ func TestAlteredPlanBlocksOnceTheSetIsReread(t *testing.T) {
 	}
 	// The secret cannot be read: still unverified, still not blocked.
 	b.clock.Advance(secretkey.RefreshAfter)
-	secret.set(errors.New("secrets manager unavailable"), b.fx.EventKey)
+	secret.Set(errors.New("secrets manager unavailable"), b.fx.EventKey)
 	_, err = env.RunNextRelease(b.ctx, "evt-altered")
 	wantCode(t, err, release.CodePlanSealUnverified)
 	if !core.IsRetryable(err) || b.snap(t, "evt-altered").Blocked != nil {
@@ -146,7 +113,7 @@ func TestAlteredPlanBlocksOnceTheSetIsReread(t *testing.T) {
 	}
 	// A re-read that succeeds and matches nothing: final, blocked.
 	b.clock.Advance(secretkey.RefreshAfter)
-	secret.set(nil, b.fx.EventKey)
+	secret.Set(nil, b.fx.EventKey)
 	_, err = env.RunNextRelease(b.ctx, "evt-altered")
 	wantCode(t, err, release.CodePlanSealInvalid)
 	if core.IsRetryable(err) {
