@@ -88,6 +88,11 @@ type Config struct {
 	// from LOCALEFLOW_RELEASE_TALLY (default off until every running
 	// coordinator knows the tally).
 	Tally bool
+	// CompactApprovals marks the tallied plans this coordinator ingests
+	// Compact (docs/design.md "Compact approvals"). DefaultConfig sets
+	// it; the coordinator function sets it from LOCALEFLOW_APPROVAL_LAYOUT
+	// (default token until every running coordinator knows the layout).
+	CompactApprovals bool
 }
 
 // DefaultConfig returns the configuration for revision and workerID with
@@ -98,7 +103,7 @@ func DefaultConfig(revision, workerID string) Config {
 		EvidenceRevision: revision, WorkerID: workerID,
 		EvidenceLease: DefaultEvidenceLease, EvidenceMaxAttempts: DefaultEvidenceMaxAttempts,
 		ApprovalTTL: DefaultApprovalTTL, DeliveryMaxAttempts: DefaultDeliveryMaxAttempts,
-		DeliveryLease: DefaultEvidenceLease, Tally: true,
+		DeliveryLease: DefaultEvidenceLease, Tally: true, CompactApprovals: true,
 	}
 }
 

@@ -90,7 +90,7 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 		}
 	}
 	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1,
-		Tallied: c.cfg.Tally}
+		Tallied: c.cfg.Tally, Compact: c.cfg.Tally && c.cfg.CompactApprovals}
 	// Sealed with the current event key (the first of the set in use).
 	keys, err := c.eventKeys(ctx)
 	if err != nil {

@@ -248,7 +248,13 @@ type PlanRecord struct {
 	// delivery is prepared from a full read that checks every approval.
 	// Absent on plans stored before, or by a coordinator without the
 	// setting: those releases run the full walk of every step.
-	Tallied bool  `dynamodbav:"tallied,omitempty"`
+	Tallied bool `dynamodbav:"tallied,omitempty"`
+	// Compact says the release's approvals are written in the compact
+	// layout (docs/design.md "Compact approvals"). Set at ingest, with
+	// Tallied, by a coordinator with Config.CompactApprovals; not sealed,
+	// like Tallied. Absent on plans stored before, or by a coordinator
+	// without the setting.
+	Compact bool  `dynamodbav:"compact,omitempty"`
 	Version int64 `dynamodbav:"v"`
 }
 
