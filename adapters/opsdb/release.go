@@ -237,7 +237,8 @@ func hasIndexKeys(item map[string]types.AttributeValue) bool {
 
 // DecodeRelease decodes an index entry of the release table (evidence,
 // delivery, a waking job or approval, a blocked release)
-// with adapters/releasedb.Decode (the store's own decoding and key check).
+// with adapters/releasedb.DecodeProjected (the store's own decoding and key
+// check, of the census projection).
 // It never fails: an item that does not decode, is of another kind, or
 // whose index keys disagree with its state comes back Corrupt.
 func DecodeRelease(item map[string]types.AttributeValue) health.ReleaseRecord {
@@ -245,7 +246,9 @@ func DecodeRelease(item map[string]types.AttributeValue) health.ReleaseRecord {
 	sk, _ := stringAttr(item, topology.AttrSK)
 	eventID, _ := strings.CutPrefix(pk, releasedb.PKPrefix)
 	out := health.ReleaseRecord{EventID: eventID, SortKey: sk, Corrupt: true}
-	rec, err := releasedb.Decode(item)
+	// The census projection never holds an approval's token, body or
+	// signature.
+	rec, err := releasedb.DecodeProjected(item)
 	if err != nil || !core.ValidToken(eventID) {
 		return out
 	}

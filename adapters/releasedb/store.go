@@ -70,7 +70,11 @@ func PK(eventID string) string { return PKPrefix + eventID }
 // Item is the DynamoDB item of rec, index keys included.
 func Item(rec release.Record) (map[string]types.AttributeValue, error) {
 	eventID, sk := rec.Key()
-	item, err := attributevalue.MarshalMap(rec)
+	form, err := release.StoredForm(rec)
+	if err != nil {
+		return nil, err
+	}
+	item, err := attributevalue.MarshalMap(form)
 	if err != nil {
 		return nil, fmt.Errorf("releasedb: marshal %s: %w", sk, err)
 	}
@@ -109,6 +113,9 @@ func (s *Store) conditionalPut(rec release.Record, prev int64) (map[string]types
 		return nil, expression.Expression{}, core.Fail(release.CodeRecordInvalid)
 	}
 	item, err := Item(rec)
+	if core.CodeOf(err) != "" {
+		return nil, expression.Expression{}, err
+	}
 	if err != nil {
 		return nil, expression.Expression{}, core.Wrap(release.CodeRecordInvalid, false, err)
 	}
@@ -270,9 +277,26 @@ func (s *Store) query(ctx context.Context, eventID string, key expression.KeyCon
 }
 
 // Decode returns the record an item of the release table holds (the kind
-// is chosen by its sort key), checking that the keys match the record.
-// Readers of the indexes (health) decode items with it.
+// is chosen by its sort key), checking that the keys match the record and
+// completing it as the store's reads do (release.OpenStored: an approval
+// of either layout comes back with its token and ids).
 func Decode(item map[string]types.AttributeValue) (release.Record, error) {
+	rec, err := DecodeProjected(item)
+	if err != nil {
+		return nil, err
+	}
+	eventID, _ := rec.Key()
+	if err := release.OpenStored(rec, eventID); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// DecodeProjected is Decode of an item read through a projection that
+// leaves out the approval's token, body and signature (the health
+// census, topology.ReleaseCensusAttributes): the keys are checked, an
+// approval is not completed (its token and payload ids stay empty).
+func DecodeProjected(item map[string]types.AttributeValue) (release.Record, error) {
 	skAttr, ok := item[topology.AttrSK].(*types.AttributeValueMemberS)
 	if !ok {
 		return nil, core.Fail(release.CodeRecordInvalid)

@@ -142,18 +142,23 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 	if err != nil {
 		return nil, core.Wrap(CodeApprovalJSONInvalid, false, err)
 	}
-	token, err := c.approval.Sign(raw)
+	sig, err := c.approval.signature(raw)
 	if err != nil {
 		return nil, core.Wrap(CodeApprovalSigningFailed, true, err)
 	}
 	rec := ApprovalRecord{
 		EventID: payload.EventID, PlanID: payload.PlanID, JobID: payload.JobID,
 		TargetLocale: payload.TargetLocale, ResultSHA256: payload.ResultSHA256,
-		RequestID: in.requestID, ApprovalID: payload.ApprovalID, Token: token, KeyID: c.approval.KeyID(),
+		RequestID: in.requestID, ApprovalID: payload.ApprovalID, Token: BuildToken(raw, sig), KeyID: c.approval.KeyID(),
 		ApprovedMS: payload.ApprovedAtMS, ExpiresMS: payload.ExpiresAtMS,
 		// The approval's event is owed from the write that stores it.
 		OutboxMS:         max(payload.ApprovedAtMS, 1),
 		AwaitingDelivery: in.completes,
+	}
+	if in.plan.Compact {
+		// The signed bytes and the signature, once (docs/design.md
+		// "Compact approvals"); Token stays set for this step's callers.
+		rec.SetCompact(raw, sig)
 	}
 	var prev int64
 	if old := snap.Approvals[in.job.JobID]; old != nil {

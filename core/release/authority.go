@@ -119,11 +119,20 @@ func (a *Authority) PublicKeys() []ed25519.PublicKey {
 
 // Sign returns the token for payload.
 func (a *Authority) Sign(payload []byte) (string, error) {
-	if a == nil || a.key == nil {
-		return "", core.Retry(CodeApprovalSigningFailed)
+	sig, err := a.signature(payload)
+	if err != nil {
+		return "", err
 	}
-	enc := b64.EncodeToString(payload)
-	return "v1." + enc + "." + b64.EncodeToString(ed25519.Sign(a.key, []byte(a.context+enc))), nil
+	return BuildToken(payload, sig), nil
+}
+
+// signature is the Ed25519 signature of payload's token: over the context
+// and b64url(payload).
+func (a *Authority) signature(payload []byte) ([]byte, error) {
+	if a == nil || a.key == nil {
+		return nil, core.Retry(CodeApprovalSigningFailed)
+	}
+	return ed25519.Sign(a.key, []byte(a.context+b64.EncodeToString(payload))), nil
 }
 
 // Open verifies token with the signing key and returns its payload.

@@ -348,8 +348,16 @@ type ApprovalRecord struct {
 	// AwaitingDelivery marks the approval that completed the plan: it
 	// wakes (at ApprovedMS) until the run that prepares the delivery
 	// clears it, or the release is blocked.
-	AwaitingDelivery bool  `dynamodbav:"awaiting_delivery,omitempty"`
-	Version          int64 `dynamodbav:"v"`
+	AwaitingDelivery bool `dynamodbav:"awaiting_delivery,omitempty"`
+	// Body and Sig are set on an approval of the compact layout
+	// (docs/design.md "Compact approvals"): the exact payload signed and
+	// its 64-byte signature. Stored in place of Token and of PlanID,
+	// TargetLocale, ResultSHA256, RequestID and ApprovalID, which a store
+	// read fills from them (OpenStored), Token rebuilt byte for byte.
+	// Empty on the token layout.
+	Body    string `dynamodbav:"body,omitempty" json:",omitempty"`
+	Sig     []byte `dynamodbav:"sig,omitempty" json:",omitempty"`
+	Version int64  `dynamodbav:"v"`
 }
 
 func (r *ApprovalRecord) Key() (string, string) { return r.EventID, SKApprovalPrefix + r.JobID }

@@ -312,7 +312,7 @@ func TestNamedStepNeverOverwritesAnApproval(t *testing.T) {
 	plan := releasetest.NewPlan("evt-exists", "de-DE", "fr-FR")
 	b.ingestPlan(t, plan)
 	in := b.input(t, plan, "de-DE")
-	other := release.ApprovalRecord{EventID: "evt-exists", PlanID: b.snap(t, "evt-exists").Plan.PlanID, JobID: "job-de-DE", ApprovalID: "apv-other", Version: 1}
+	other := release.ApprovalRecord{EventID: "evt-exists", PlanID: b.snap(t, "evt-exists").Plan.PlanID, JobID: "job-de-DE", ApprovalID: "apv-other", Token: "v1.a.b", Version: 1}
 	if err := b.store.Put(b.ctx, &other, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -114,9 +114,9 @@ func (m *MemStore) Put(_ context.Context, rec release.Record, prev int64) error 
 	if !core.ValidToken(eventID) || sk == "" || rec.RecordVersion() != prev+1 {
 		return core.Fail(release.CodeRecordInvalid)
 	}
-	raw, err := json.Marshal(rec)
+	raw, err := encode(rec)
 	if err != nil {
-		return fmt.Errorf("memstore: encode %s: %w", sk, err)
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -146,9 +146,9 @@ func (m *MemStore) PutAll(_ context.Context, writes ...release.Write) error {
 	}
 	raws := make([][]byte, len(writes))
 	for i, w := range writes {
-		raw, err := json.Marshal(w.Rec)
+		raw, err := encode(w.Rec)
 		if err != nil {
-			return fmt.Errorf("memstore: encode %T: %w", w.Rec, err)
+			return err
 		}
 		raws[i] = raw
 	}
@@ -231,12 +231,32 @@ func (m *MemStore) load(eventID string, keep func(sk string) bool) (release.Snap
 		if err != nil {
 			return release.Snapshot{}, err
 		}
+		if err := release.OpenStored(rec, eventID); err != nil {
+			return release.Snapshot{}, err
+		}
 		snap.Add(rec)
 	}
 	return snap, nil
 }
 
-// Decode returns an empty record of the kind sk names, decoded from JSON.
+// encode is the stored JSON of rec: of its release.StoredForm, as the
+// DynamoDB store writes its attributes.
+func encode(rec release.Record) ([]byte, error) {
+	form, err := release.StoredForm(rec)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(form)
+	if err != nil {
+		_, sk := rec.Key()
+		return nil, fmt.Errorf("memstore: encode %s: %w", sk, err)
+	}
+	return raw, nil
+}
+
+// Decode returns an empty record of the kind sk names, decoded from JSON
+// (not completed: load completes it with release.OpenStored; the index
+// pages read only index fields).
 func Decode(sk string, raw []byte) (release.Record, error) {
 	rec := release.NewRecord(sk)
 	if rec == nil {
