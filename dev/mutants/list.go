@@ -124,6 +124,10 @@ var List = []Mutant{
 		What: "a watching change is polled again after 1 s instead of the poll interval"},
 
 	// core/release
+	{ID: "release-compact-token-reencoded", File: "core/release/approval_layout.go",
+		From: "\ta.Token = BuildToken([]byte(a.Body), a.Sig)\n",
+		To:   "\treencoded, _ := json.Marshal(p)\n\ta.Token = BuildToken(reencoded, a.Sig)\n",
+		What: "a compact approval's token is rebuilt from the payload encoded again (json.Marshal of the parsed body), not from the signed bytes: it no longer verifies"},
 	{ID: "rel-lease-holds-grace", File: "core/release/lease.go",
 		From: "if l.LeaseExpiresMS <= nowMS {\n\t\treturn core.Fail(expiredCode)",
 		To:   "if l.LeaseExpiresMS+60_000 <= nowMS {\n\t\treturn core.Fail(expiredCode)",

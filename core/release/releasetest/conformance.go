@@ -118,6 +118,89 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 		}
 	})
 
+	// Both approval layouts (docs/design.md "Compact approvals"): a
+	// compact approval reads back with its token rebuilt byte for byte
+	// and the ids its body holds filled in, by every read; a rewrite
+	// keeps each record's layout; a compact approval whose fields
+	// disagree with its body is refused, nothing written.
+	t.Run("ApprovalLayoutsRoundTrip", func(t *testing.T) {
+		s := newStore(t)
+		const eventID = "evt-layout"
+		compact := SampleCompactApproval(eventID, "job-c", 1_764_460_800_000)
+		token := &release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-t", TargetLocale: "de-DE", ResultSHA256: sha('c'),
+			RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: 1, ExpiresMS: 2, Version: 1}
+		for _, a := range []*release.ApprovalRecord{compact, token} {
+			if err := s.Put(ctx, a, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(what string, snap release.Snapshot) {
+			t.Helper()
+			if got := snap.Approvals["job-c"]; !reflect.DeepEqual(got, compact) {
+				t.Fatalf("%s: compact approval\n got %+v\nwant %+v", what, got, compact)
+			}
+			if got := snap.Approvals["job-t"]; !reflect.DeepEqual(got, token) {
+				t.Fatalf("%s: token approval\n got %+v\nwant %+v", what, got, token)
+			}
+		}
+		snap, err := s.Load(ctx, eventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Load", snap)
+		if snap, err = s.LoadState(ctx, eventID); err != nil {
+			t.Fatal(err)
+		}
+		check("LoadState", snap)
+		if snap, err = s.LoadKeys(ctx, eventID, release.SKApprovalPrefix+"job-c", release.SKApprovalPrefix+"job-t"); err != nil {
+			t.Fatal(err)
+		}
+		check("LoadKeys", snap)
+		if snap, err = s.LoadPrefix(ctx, eventID, release.SKApprovalPrefix); err != nil {
+			t.Fatal(err)
+		}
+		check("LoadPrefix", snap)
+		if want := release.BuildToken([]byte(compact.Body), compact.Sig); snap.Approvals["job-c"].Token != want {
+			t.Fatal("token not rebuilt from the stored bytes")
+		}
+		// A rewrite (clearing the owed marker, as settling does) keeps
+		// each layout.
+		for _, a := range []*release.ApprovalRecord{compact, token} {
+			next := *snap.Approvals[a.JobID]
+			next.OutboxMS, next.AwaitingDelivery = 0, true
+			next.Version++
+			if err := s.Put(ctx, &next, a.Version); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if snap, err = s.LoadState(ctx, eventID); err != nil {
+			t.Fatal(err)
+		}
+		if c, tk := snap.Approvals["job-c"], snap.Approvals["job-t"]; !c.Compact() || c.Body != compact.Body || c.Token != compact.Token ||
+			!c.AwaitingDelivery || tk.Compact() || tk.Token != token.Token || !tk.AwaitingDelivery {
+			t.Fatalf("rewrite changed a layout: %+v %+v", c, tk)
+		}
+		// Fields the compact form does not hold must agree with its body.
+		for name, alter := range map[string]func(a *release.ApprovalRecord){
+			"approval id":   func(a *release.ApprovalRecord) { a.ApprovalID = "apv-other" },
+			"result":        func(a *release.ApprovalRecord) { a.ResultSHA256 = sha('d') },
+			"request":       func(a *release.ApprovalRecord) { a.RequestID = "req-other" },
+			"token":         func(a *release.ApprovalRecord) { a.Token += "x" },
+			"expiry":        func(a *release.ApprovalRecord) { a.ExpiresMS++ },
+			"signature":     func(a *release.ApprovalRecord) { a.Sig = a.Sig[:63] },
+			"body not json": func(a *release.ApprovalRecord) { a.Body = "{" },
+		} {
+			bad := SampleCompactApproval(eventID, "job-bad", 1_764_460_800_000)
+			alter(bad)
+			if err := s.Put(ctx, bad, 0); !core.HasCode(err, release.CodeStoredApprovalInvalid) {
+				t.Fatalf("%s: put %v, want %s", name, err, release.CodeStoredApprovalInvalid)
+			}
+		}
+		if snap, err = s.LoadKeys(ctx, eventID, release.SKApprovalPrefix+"job-bad"); err != nil || len(snap.Approvals) != 0 {
+			t.Fatalf("refused approval stored: %+v %v", snap.Approvals, err)
+		}
+	})
+
 	t.Run("CreateIsConditional", func(t *testing.T) {
 		s := newStore(t)
 		rec := SampleRecords("evt-c")[0]
@@ -352,6 +435,7 @@ func SampleRecords(eventID string) []release.Record {
 		leased,
 		failed,
 		&release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", TargetLocale: "de-DE", ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: ms + 1, ExpiresMS: ms + 1000, OutboxMS: ms + 1, AwaitingDelivery: true, Version: 1},
+		SampleCompactApproval(eventID, "job-2", ms+2),
 		&release.DeliveryRecord{
 			EventID: eventID, PlanID: "plan-1", SiteID: "site-1", DeliveryID: "dlv-1", BundleSHA256: sha('f'), Signature: "sig", PreparedMS: ms,
 			Lease:   release.Lease{Status: release.StateRetryWait, Attempts: 2, MaxAttempts: 5, NextAttemptMS: ms + 10_000, LastErrorCode: "cms.http_503", CreatedMS: ms, UpdatedMS: ms},
@@ -359,6 +443,34 @@ func SampleRecords(eventID string) []release.Record {
 		},
 		&release.TallyRecord{EventID: eventID, PlanID: "plan-1", Jobs: 2, Approved: []string{"job-1"}, UpdatedMS: ms + 3, Version: 1},
 	}
+}
+
+// SampleCompactApproval is an approval of jobID in the compact layout
+// (docs/design.md "Compact approvals"), every field set: its body is the
+// canonical JSON of an approval payload, its signature 64 made-up bytes
+// (a store never verifies it).
+func SampleCompactApproval(eventID, jobID string, approvedMS int64) *release.ApprovalRecord {
+	p := release.ApprovalPayload{
+		Schema: release.ApprovalSchema, ApprovalID: "apv-" + sha('7')[:40], EventID: eventID, SiteID: "site-1",
+		PlanID: "plan-1", JobID: jobID, TargetLocale: "fr-FR", ResultSHA256: sha('c'),
+		EvidenceRequestID: "blun-l10n-evidence-" + sha('e'), QualityReceiptSHA256: sha('1'),
+		ApprovedAtMS: approvedMS, ExpiresAtMS: approvedMS + 1000,
+	}
+	body, err := core.Canonical(p)
+	if err != nil {
+		panic(err)
+	}
+	sig := make([]byte, 64)
+	for i := range sig {
+		sig[i] = byte(i * 7)
+	}
+	a := &release.ApprovalRecord{
+		EventID: eventID, PlanID: p.PlanID, JobID: jobID, TargetLocale: p.TargetLocale, ResultSHA256: p.ResultSHA256,
+		RequestID: p.EvidenceRequestID, ApprovalID: p.ApprovalID, KeyID: "0123456789abcdef",
+		ApprovedMS: approvedMS, ExpiresMS: p.ExpiresAtMS, OutboxMS: approvedMS, Version: 1,
+	}
+	a.SetCompact(body, sig)
+	return a
 }
 
 // RunDue is the conformance suite of release.DueFinder: exactly the
