@@ -29,7 +29,7 @@ func approvalItemSize(t *testing.T, ids approvalIDs, compact bool) int {
 	p := release.ApprovalPayload{
 		Schema: release.ApprovalSchema, EventID: ids.event, SiteID: ids.site, PlanID: ids.plan, JobID: ids.job,
 		TargetLocale: ids.locale, ResultSHA256: core.SHA256Hex([]byte("result")),
-		EvidenceRequestID:        release.EvidenceRequestIDPrefix + core.SHA256Hex([]byte("request")),
+		EvidenceRequestID:    release.EvidenceRequestIDPrefix + core.SHA256Hex([]byte("request")),
 		QualityReceiptSHA256: core.SHA256Hex([]byte("quality")),
 		ApprovedAtMS:         ms, ExpiresAtMS: ms + 30*24*3_600_000,
 	}

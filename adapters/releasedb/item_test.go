@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/topology"
@@ -74,6 +75,76 @@ func TestDecodeRefusesUnknownItems(t *testing.T) {
 	} {
 		if _, err := Decode(item); err == nil {
 			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+// compactItem is the item of a compact approval (releasetest's sample).
+func compactItem(t *testing.T, eventID string) map[string]types.AttributeValue {
+	t.Helper()
+	item, err := Item(releasetest.SampleCompactApproval(eventID, "job-2", 1_764_460_800_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return item
+}
+
+// malformedApprovals alters a compact approval item into rows a store
+// read refuses with release.CodeStoredApprovalInvalid (docs/design.md
+// "Compact approvals").
+var malformedApprovals = map[string]func(item map[string]types.AttributeValue){
+	"both layouts":    func(it map[string]types.AttributeValue) { it["token"] = &types.AttributeValueMemberS{Value: "v1.a.b"} },
+	"neither layout":  func(it map[string]types.AttributeValue) { delete(it, "body"); delete(it, "sig") },
+	"no signature":    func(it map[string]types.AttributeValue) { delete(it, "sig") },
+	"short signature": func(it map[string]types.AttributeValue) { it["sig"] = &types.AttributeValueMemberB{Value: make([]byte, 63)} },
+	"body not json":   func(it map[string]types.AttributeValue) { it["body"] = &types.AttributeValueMemberS{Value: "{"} },
+	"body of another event": func(it map[string]types.AttributeValue) {
+		body := it["body"].(*types.AttributeValueMemberS).Value
+		it["body"] = &types.AttributeValueMemberS{Value: strings.Replace(body, `"event_id":"evt-1"`, `"event_id":"evt-2"`, 1)}
+	},
+	"body of another job": func(it map[string]types.AttributeValue) {
+		body := it["body"].(*types.AttributeValueMemberS).Value
+		it["body"] = &types.AttributeValueMemberS{Value: strings.Replace(body, `"job_id":"job-2"`, `"job_id":"job-3"`, 1)}
+	},
+	"expires_ms disagrees": func(it map[string]types.AttributeValue) { it["expires_ms"] = &types.AttributeValueMemberN{Value: "1"} },
+	"plan_id beside body":  func(it map[string]types.AttributeValue) { it["plan_id"] = &types.AttributeValueMemberS{Value: "plan-1"} },
+}
+
+// A compact approval item decodes with its token rebuilt; the census
+// projection of it (no body, no signature) decodes with DecodeProjected
+// and is refused by Decode; malformed rows are refused with the stored-
+// approval code, never a panic.
+func TestDecodeApprovalLayouts(t *testing.T) {
+	item := compactItem(t, "evt-1")
+	for _, gone := range []string{"token", "plan_id", "target_locale", "result_sha256", "request_id", "approval_id"} {
+		if _, ok := item[gone]; ok {
+			t.Errorf("compact item holds %s", gone)
+		}
+	}
+	rec, err := Decode(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := rec.(*release.ApprovalRecord); a.Token != release.BuildToken([]byte(a.Body), a.Sig) || a.ApprovalID == "" || a.RequestID == "" {
+		t.Fatalf("decoded %+v", a)
+	}
+	projected := map[string]types.AttributeValue{}
+	for _, name := range topology.ReleaseCensusAttributes {
+		if v, ok := item[name]; ok {
+			projected[name] = v
+		}
+	}
+	if _, err := DecodeProjected(projected); err != nil {
+		t.Fatalf("census projection: %v", err)
+	}
+	if _, err := Decode(projected); !core.HasCode(err, release.CodeStoredApprovalInvalid) {
+		t.Fatalf("projection read as a whole record: %v", err)
+	}
+	for name, alter := range malformedApprovals {
+		it := compactItem(t, "evt-1")
+		alter(it)
+		if _, err := Decode(it); !core.HasCode(err, release.CodeStoredApprovalInvalid) {
+			t.Errorf("%s: %v, want %s", name, err, release.CodeStoredApprovalInvalid)
 		}
 	}
 }

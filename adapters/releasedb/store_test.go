@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/localtest"
@@ -216,4 +217,40 @@ func TestRetentionDynamoDB(t *testing.T) {
 		db, table := newTable(t)
 		return expiring{Store: New(db, table).WithRetention(retention), db: db, table: table}
 	})
+}
+
+// Malformed approval rows on DynamoDB Local (written around the store,
+// as a bad write or a tampering would leave them): every read of the
+// release fails with release.CodeStoredApprovalInvalid, none panics; the
+// well-formed compact row reads with its token.
+func TestMalformedApprovalRowsDynamoDB(t *testing.T) {
+	db, table := newTable(t)
+	s := New(db, table)
+	ctx := context.Background()
+	put := func(item map[string]types.AttributeValue) {
+		t.Helper()
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(compactItem(t, "evt-1"))
+	snap, err := s.LoadState(ctx, "evt-1")
+	if a := snap.Approvals["job-2"]; err != nil || a == nil || a.Token != release.BuildToken([]byte(a.Body), a.Sig) {
+		t.Fatalf("good row: %+v %v", snap.Approvals, err)
+	}
+	for name, alter := range malformedApprovals {
+		it := compactItem(t, "evt-1")
+		alter(it)
+		put(it)
+		for read, load := range map[string]func() (release.Snapshot, error){
+			"Load":       func() (release.Snapshot, error) { return s.Load(ctx, "evt-1") },
+			"LoadState":  func() (release.Snapshot, error) { return s.LoadState(ctx, "evt-1") },
+			"LoadKeys":   func() (release.Snapshot, error) { return s.LoadKeys(ctx, "evt-1", release.SKApprovalPrefix+"job-2") },
+			"LoadPrefix": func() (release.Snapshot, error) { return s.LoadPrefix(ctx, "evt-1", release.SKApprovalPrefix) },
+		} {
+			if _, err := load(); !core.HasCode(err, release.CodeStoredApprovalInvalid) {
+				t.Errorf("%s, %s: %v, want %s", name, read, err, release.CodeStoredApprovalInvalid)
+			}
+		}
+	}
 }
