@@ -32,6 +32,10 @@ func FuzzReleaseItemDecode(f *testing.F) {
 	f.Add("event#evt-1", "plan", `{"event":{"event_id":"evt-1"},"plan_id":"p","jobs":[{"job_id":"j"}],"v":1}`)
 	f.Add("event#evt-1", "result#job", `{"event_id":"evt-1","job_id":"job","result_json":"{}","v":"1"}`)
 	f.Add("x", "approval#", `[]`)
+	// Approvals of both layouts (docs/design.md "Compact approvals"); a
+	// signature given as JSON is a string, not binary: refused.
+	f.Add("event#evt-1", "approval#job-1", `{"event_id":"evt-1","job_id":"job-1","token":"v1.a.b","approved_ms":1,"expires_ms":2,"v":1}`)
+	f.Add("event#evt-1", "approval#job-1", `{"event_id":"evt-1","job_id":"job-1","body":"{\"schema\":\"localeflow.approval.v1\",\"event_id\":\"evt-1\",\"job_id\":\"job-1\"}","sig":"AAAA","approved_ms":0,"expires_ms":0,"v":1}`)
 	f.Fuzz(func(t *testing.T, pk, sk, attrs string) {
 		var m map[string]any
 		if json.Unmarshal([]byte(attrs), &m) != nil || m == nil {
@@ -44,7 +48,7 @@ func FuzzReleaseItemDecode(f *testing.F) {
 		item[topology.AttrPK] = &types.AttributeValueMemberS{Value: pk}
 		item[topology.AttrSK] = &types.AttributeValueMemberS{Value: sk}
 		h := opsdb.DecodeRelease(item)
-		if !h.Corrupt && h.Evidence == nil && h.Delivery == nil {
+		if !h.Corrupt && h.Evidence == nil && h.Delivery == nil && h.Job == nil && h.Approval == nil && h.Blocked == nil {
 			t.Fatal("DecodeRelease: not corrupt but no record")
 		}
 		rec, err := releasedb.Decode(item)
