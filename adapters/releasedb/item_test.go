@@ -93,11 +93,13 @@ func compactItem(t *testing.T, eventID string) map[string]types.AttributeValue {
 // read refuses with release.CodeStoredApprovalInvalid (docs/design.md
 // "Compact approvals").
 var malformedApprovals = map[string]func(item map[string]types.AttributeValue){
-	"both layouts":    func(it map[string]types.AttributeValue) { it["token"] = &types.AttributeValueMemberS{Value: "v1.a.b"} },
-	"neither layout":  func(it map[string]types.AttributeValue) { delete(it, "body"); delete(it, "sig") },
-	"no signature":    func(it map[string]types.AttributeValue) { delete(it, "sig") },
-	"short signature": func(it map[string]types.AttributeValue) { it["sig"] = &types.AttributeValueMemberB{Value: make([]byte, 63)} },
-	"body not json":   func(it map[string]types.AttributeValue) { it["body"] = &types.AttributeValueMemberS{Value: "{"} },
+	"both layouts":   func(it map[string]types.AttributeValue) { it["token"] = &types.AttributeValueMemberS{Value: "v1.a.b"} },
+	"neither layout": func(it map[string]types.AttributeValue) { delete(it, "body"); delete(it, "sig") },
+	"no signature":   func(it map[string]types.AttributeValue) { delete(it, "sig") },
+	"short signature": func(it map[string]types.AttributeValue) {
+		it["sig"] = &types.AttributeValueMemberB{Value: make([]byte, 63)}
+	},
+	"body not json": func(it map[string]types.AttributeValue) { it["body"] = &types.AttributeValueMemberS{Value: "{"} },
 	"body of another event": func(it map[string]types.AttributeValue) {
 		body := it["body"].(*types.AttributeValueMemberS).Value
 		it["body"] = &types.AttributeValueMemberS{Value: strings.Replace(body, `"event_id":"evt-1"`, `"event_id":"evt-2"`, 1)}
@@ -107,7 +109,9 @@ var malformedApprovals = map[string]func(item map[string]types.AttributeValue){
 		it["body"] = &types.AttributeValueMemberS{Value: strings.Replace(body, `"job_id":"job-2"`, `"job_id":"job-3"`, 1)}
 	},
 	"expires_ms disagrees": func(it map[string]types.AttributeValue) { it["expires_ms"] = &types.AttributeValueMemberN{Value: "1"} },
-	"plan_id beside body":  func(it map[string]types.AttributeValue) { it["plan_id"] = &types.AttributeValueMemberS{Value: "plan-1"} },
+	"plan_id beside body": func(it map[string]types.AttributeValue) {
+		it["plan_id"] = &types.AttributeValueMemberS{Value: "plan-1"}
+	},
 }
 
 // A compact approval item decodes with its token rebuilt; the census
