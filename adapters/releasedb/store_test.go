@@ -217,3 +217,18 @@ func TestRetentionDynamoDB(t *testing.T) {
 		return expiring{Store: New(db, table).WithRetention(retention), db: db, table: table}
 	})
 }
+
+// textExpiring is the store with the text expiry the coordinator's
+// handler uses.
+type textExpiring struct {
+	*Store
+	TextExpirer
+}
+
+func TestTextExpiryDynamoDB(t *testing.T) {
+	localtest.Require(t)
+	releasetest.RunTextExpiry(t, func(t *testing.T) releasetest.TextExpiring {
+		db, table := newTable(t)
+		return textExpiring{Store: New(db, table), TextExpirer: TextExpirer{DB: db, Table: table}}
+	})
+}
