@@ -265,18 +265,23 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 	}
 }
 
-// loadJob reads a job input's own job record and, for a succeeded job, its
-// result.
+// loadJob reads a job input's own job record and, for a succeeded job
+// whose job record does not decide the input already (the same payload: a
+// no-op; a succeeded job: a conflict), its result.
 func (c *Coordinator) loadJob(ctx context.Context, j *JobCompletion) (*JobRecord, *ResultRecord, error) {
-	keys := []string{SKJobPrefix + j.JobID}
-	if j.Result != nil {
-		keys = append(keys, SKResultPrefix+j.JobID)
-	}
-	snap, err := c.store.LoadKeys(ctx, j.EventID, keys...)
+	snap, err := c.store.LoadKeys(ctx, j.EventID, SKJobPrefix+j.JobID)
 	if err != nil {
 		return nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
 	}
-	return snap.Jobs[j.JobID], snap.Results[j.JobID], nil
+	old := snap.Jobs[j.JobID]
+	if j.Result == nil || (old != nil && (old.PayloadSHA256 == j.PayloadSHA256 || old.Status == JobSucceeded)) {
+		return old, nil, nil
+	}
+	res, err := c.store.LoadKeys(ctx, j.EventID, SKResultPrefix+j.JobID)
+	if err != nil {
+		return nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	return old, res.Results[j.JobID], nil
 }
 
 // loadSource reads a job's source record; loaded is false when the read

@@ -102,6 +102,10 @@ func TestDuplicateJobInputAfterWriteFirst(t *testing.T) {
 	if want := []string{"result:refused"}; !reflect.DeepEqual(l.puts, want) {
 		t.Fatalf("duplicate wrote %v, want %v", l.puts, want)
 	}
+	// The job record decides (same payload): the result is not read.
+	if want := []string{"plan", "source", "job"}; !reflect.DeepEqual(l.reads, want) {
+		t.Fatalf("duplicate read %v, want %v", l.reads, want)
+	}
 	if after := b.snap(t, "evt-dup"); !reflect.DeepEqual(after, before) {
 		t.Fatalf("duplicate changed the records:\n%+v\n%+v", before, after)
 	}
