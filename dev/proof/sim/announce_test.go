@@ -4,9 +4,9 @@ import "testing"
 
 // TestAnnouncementsReach keeps the announcement bound non-vacuous: over a
 // small block (seeds 1–48; 1–24 reached no coordinator restart once
-// write-first ingest moved the histories), wide releases run, coordinator restarts end invocations in
-// flight and release-queue messages return (receive count > 1), the
-// occasions the bound counts.
+// write-first ingest moved the histories), wide releases run,
+// coordinator restarts end invocations in flight and release-queue
+// messages return (receive count > 1), the occasions the bound counts.
 func TestAnnouncementsReach(t *testing.T) {
 	var stats Stats
 	for seed := uint64(1); seed <= 48; seed++ {
