@@ -254,3 +254,18 @@ func TestMalformedApprovalRowsDynamoDB(t *testing.T) {
 		}
 	}
 }
+
+// textExpiring is the store with the text expiry the coordinator's
+// handler uses.
+type textExpiring struct {
+	*Store
+	TextExpirer
+}
+
+func TestTextExpiryDynamoDB(t *testing.T) {
+	localtest.Require(t)
+	releasetest.RunTextExpiry(t, func(t *testing.T) releasetest.TextExpiring {
+		db, table := newTable(t)
+		return textExpiring{Store: New(db, table), TextExpirer: TextExpirer{DB: db, Table: table}}
+	})
+}

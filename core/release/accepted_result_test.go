@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -80,6 +82,25 @@ func (s *racingStore) PutAll(ctx context.Context, writes ...release.Write) error
 	return nil
 }
 
+// ingestPaths are the two ways a job input is ingested: Ingest (its job
+// record and result read first, no evidence request at ingest) and
+// IngestInput (on a tallied plan, written first and read on conflict, the
+// evidence request created before the job record: docs/design.md "Ingest:
+// plan and job events"). The tests below hold on both.
+var ingestPaths = []struct {
+	name   string
+	ingest func(b *bundle, detail []byte) (changed bool, err error)
+}{
+	{"Ingest", func(b *bundle, detail []byte) (bool, error) {
+		_, changed, err := b.c.Ingest(b.ctx, contract.DetailJobCompleted, detail)
+		return changed, err
+	}},
+	{"IngestInput", func(b *bundle, detail []byte) (bool, error) {
+		in, err := b.c.IngestInput(b.ctx, contract.DetailJobCompleted, detail)
+		return in.Changed, err
+	}},
+}
+
 // resultSHA is the result hash a job.completed detail carries.
 func resultSHA(t *testing.T, key, detail []byte) string {
 	t.Helper()
@@ -95,40 +116,45 @@ func resultSHA(t *testing.T, key, detail []byte) string {
 // (coordinator.job.conflict) must not be the result that is reviewed: the
 // stored result is the accepted one, and the evidence request binds it.
 func TestRefusedResultIsNeverTheStoredOne(t *testing.T) {
-	b := setup(t)
-	plan := releasetest.NewPlan("evt-race", "de-DE")
-	b.ingestPlan(t, plan)
-	first := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "first translation"}))
-	second := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "second translation"}))
-	store := &racingStore{
-		MemStore: b.store, shaA: resultSHA(t, b.fx.EventKey, first), shaB: resultSHA(t, b.fx.EventKey, second),
-		bWroteResult: make(chan struct{}), bDone: make(chan struct{}), aWroteJob: make(chan struct{}),
-	}
-	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
-	var secondErr error
-	store.startB = func() {
-		defer close(store.bDone)
-		_, _, secondErr = b.c.Ingest(b.ctx, "localeflow.job.completed", second)
-	}
-	if _, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", first); err != nil {
-		t.Fatalf("first ingest: %v", err)
-	}
-	<-store.bDone
-	if secondErr == nil {
-		// The second ingestion must lose: the job already succeeded.
-		t.Fatal("second result accepted too")
-	}
-	// Redelivery of the refused event is refused for good.
-	_, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", second)
-	wantCode(t, err, release.CodeJobConflict)
-	s := b.snap(t, "evt-race")
-	job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]
-	if job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 {
-		t.Fatalf("job record accepts %v, result record holds %v", job, res)
-	}
-	var r release.Result
-	if err := json.Unmarshal([]byte(res.ResultJSON), &r); err != nil || r.Candidate != "first translation" {
-		t.Fatalf("stored candidate %q (%v), want the accepted first one", r.Candidate, err)
+	for _, p := range ingestPaths {
+		p := p
+		t.Run(p.name, func(t *testing.T) {
+			b := setup(t)
+			plan := releasetest.NewPlan("evt-race", "de-DE")
+			b.ingestPlan(t, plan)
+			first := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "first translation"}))
+			second := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "second translation"}))
+			store := &racingStore{
+				MemStore: b.store, shaA: resultSHA(t, b.fx.EventKey, first), shaB: resultSHA(t, b.fx.EventKey, second),
+				bWroteResult: make(chan struct{}), bDone: make(chan struct{}), aWroteJob: make(chan struct{}),
+			}
+			b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
+			var secondErr error
+			store.startB = func() {
+				defer close(store.bDone)
+				_, secondErr = p.ingest(b, second)
+			}
+			if _, err := p.ingest(b, first); err != nil {
+				t.Fatalf("first ingest: %v", err)
+			}
+			<-store.bDone
+			if secondErr == nil {
+				// The second ingestion must lose: the job already succeeded.
+				t.Fatal("second result accepted too")
+			}
+			// Redelivery of the refused event is refused for good.
+			_, err := p.ingest(b, second)
+			wantCode(t, err, release.CodeJobConflict)
+			s := b.snap(t, "evt-race")
+			job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]
+			if job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 {
+				t.Fatalf("job record accepts %v, result record holds %v", job, res)
+			}
+			var r release.Result
+			if err := json.Unmarshal([]byte(res.ResultJSON), &r); err != nil || r.Candidate != "first translation" {
+				t.Fatalf("stored candidate %q (%v), want the accepted first one", r.Candidate, err)
+			}
+		})
 	}
 }
 
@@ -183,32 +209,37 @@ func (s *staleReadStore) LoadKeys(ctx context.Context, eventID string, sortKeys 
 // lose on the result item itself (written once, never over another
 // result); the job record then names the stored result.
 func TestRacingResultsThatBothReadNothing(t *testing.T) {
-	b := setup(t)
-	plan := releasetest.NewPlan("evt-race2", "de-DE")
-	b.ingestPlan(t, plan)
-	before := releasetest.NewMemStore()
-	// What both ingestions read: the plan only.
-	if err := before.Put(b.ctx, b.snap(t, "evt-race2").Plan, 0); err != nil {
-		t.Fatal(err)
-	}
-	first := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "first translation"}))
-	second := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "second translation"}))
-	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{Candidate: "first translation"})
-	store := &staleReadStore{MemStore: b.store, stale: before}
-	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
-	_, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", second)
-	if err == nil {
-		t.Fatal("second result accepted after a stale read")
-	}
-	_, _, err = b.c.Ingest(b.ctx, "localeflow.job.completed", second)
-	wantCode(t, err, release.CodeJobConflict)
-	s := b.snap(t, "evt-race2")
-	job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]
-	if job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 || res.ResultSHA256 != resultSHA(t, b.fx.EventKey, first) {
-		t.Fatalf("job record accepts %v, result record holds %v", job, res)
-	}
-	if o := b.run(t, "evt-race2"); o.ApprovalID == "" {
-		t.Fatalf("run = %+v, want the accepted result approved", o)
+	for _, p := range ingestPaths {
+		p := p
+		t.Run(p.name, func(t *testing.T) {
+			b := setup(t)
+			plan := releasetest.NewPlan("evt-race2", "de-DE")
+			b.ingestPlan(t, plan)
+			before := releasetest.NewMemStore()
+			// What both ingestions read: the plan only.
+			if err := before.Put(b.ctx, b.snap(t, "evt-race2").Plan, 0); err != nil {
+				t.Fatal(err)
+			}
+			first := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "first translation"}))
+			second := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "second translation"}))
+			b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{Candidate: "first translation"})
+			store := &staleReadStore{MemStore: b.store, stale: before}
+			b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
+			_, err := p.ingest(b, second)
+			if err == nil {
+				t.Fatal("second result accepted after a stale read")
+			}
+			_, err = p.ingest(b, second)
+			wantCode(t, err, release.CodeJobConflict)
+			s := b.snap(t, "evt-race2")
+			job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]
+			if job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 || res.ResultSHA256 != resultSHA(t, b.fx.EventKey, first) {
+				t.Fatalf("job record accepts %v, result record holds %v", job, res)
+			}
+			if o := b.run(t, "evt-race2"); o.ApprovalID == "" {
+				t.Fatalf("run = %+v, want the accepted result approved", o)
+			}
+		})
 	}
 }
 
@@ -233,33 +264,41 @@ func (s *failJobOnce) Put(ctx context.Context, rec release.Record, prev int64) e
 // without replacing the stored one; the crashed input's redelivery writes
 // its job record and the release is approved with that result.
 func TestResultWithoutJobRecord(t *testing.T) {
-	b := setup(t)
-	plan := releasetest.NewPlan("evt-orphan", "de-DE")
-	b.ingestPlan(t, plan)
-	first := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "first translation"}))
-	second := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "second translation"}))
-	store := &failJobOnce{MemStore: b.store}
-	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
-	if _, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", first); err == nil || !core.IsRetryable(err) {
-		t.Fatalf("ingest with the job write failing = %v, want a retryable error", err)
-	}
-	if o := b.run(t, "evt-orphan"); o.Status != release.OutcomeWaiting {
-		t.Fatalf("run with a result but no job record = %+v, want waiting", o)
-	}
-	_, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", second)
-	wantCode(t, err, release.CodeJobConflict)
-	if s := b.snap(t, "evt-orphan"); s.Results["job-de-DE"].ResultSHA256 != resultSHA(t, b.fx.EventKey, first) {
-		t.Fatal("a different result replaced the stored one")
-	}
-	if _, changed, err := b.c.Ingest(b.ctx, "localeflow.job.completed", first); err != nil || !changed {
-		t.Fatalf("redelivery = %v, %v; want the job record written", changed, err)
-	}
-	s := b.snap(t, "evt-orphan")
-	if job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]; job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 {
-		t.Fatalf("job record accepts %v, result record holds %v", job, res)
-	}
-	if o := b.run(t, "evt-orphan"); o.ApprovalID == "" {
-		t.Fatalf("run = %+v, want approved", o)
+	for _, p := range ingestPaths {
+		p := p
+		t.Run(p.name, func(t *testing.T) {
+			b := setup(t)
+			plan := releasetest.NewPlan("evt-orphan", "de-DE")
+			b.ingestPlan(t, plan)
+			first := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "first translation"}))
+			second := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "second translation"}))
+			store := &failJobOnce{MemStore: b.store}
+			b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
+			if _, err := p.ingest(b, first); err == nil || !core.IsRetryable(err) {
+				t.Fatalf("ingest with the job write failing = %v, want a retryable error", err)
+			}
+			if o := b.run(t, "evt-orphan"); o.Status != release.OutcomeWaiting {
+				t.Fatalf("run with a result but no job record = %+v, want waiting", o)
+			}
+			_, err := p.ingest(b, second)
+			wantCode(t, err, release.CodeJobConflict)
+			if s := b.snap(t, "evt-orphan"); s.Results["job-de-DE"].ResultSHA256 != resultSHA(t, b.fx.EventKey, first) {
+				t.Fatal("a different result replaced the stored one")
+			}
+			if changed, err := p.ingest(b, first); err != nil || !changed {
+				t.Fatalf("redelivery = %v, %v; want the job record written", changed, err)
+			}
+			s := b.snap(t, "evt-orphan")
+			if job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]; job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 {
+				t.Fatalf("job record accepts %v, result record holds %v", job, res)
+			}
+			// IngestInput: the crashed ingestion's evidence lease (created
+			// before its job record) is waited out, then taken over.
+			b.clock.Advance(10 * time.Minute)
+			if o := b.run(t, "evt-orphan"); o.ApprovalID == "" {
+				t.Fatalf("run = %+v, want approved", o)
+			}
+		})
 	}
 }
 
@@ -297,23 +336,28 @@ func (s *previousCodeBetween) Put(ctx context.Context, rec release.Record, prev 
 // This code's job write must lose, and the job record names the stored
 // result.
 func TestPreviousCodeResultBetweenTheTwoWrites(t *testing.T) {
-	b := setup(t)
-	plan := releasetest.NewPlan("evt-mixed", "de-DE")
-	b.ingestPlan(t, plan)
-	other := setup(t)
-	other.ingestPlan(t, plan)
-	other.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{Candidate: "previous code's result"})
-	otherRes := other.snap(t, "evt-mixed").Results["job-de-DE"]
-	store := &previousCodeBetween{MemStore: b.store, other: otherRes}
-	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
-	mine := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "this code's result"}))
-	if _, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", mine); err == nil {
-		t.Fatal("this code's job record was written over the previous code's")
-	}
-	_, _, err := b.c.Ingest(b.ctx, "localeflow.job.completed", mine)
-	wantCode(t, err, release.CodeJobConflict)
-	s := b.snap(t, "evt-mixed")
-	if job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]; job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 || res.ResultSHA256 != otherRes.ResultSHA256 {
-		t.Fatalf("job record accepts %v, result record holds %v", job, res)
+	for _, p := range ingestPaths {
+		p := p
+		t.Run(p.name, func(t *testing.T) {
+			b := setup(t)
+			plan := releasetest.NewPlan("evt-mixed", "de-DE")
+			b.ingestPlan(t, plan)
+			other := setup(t)
+			other.ingestPlan(t, plan)
+			other.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{Candidate: "previous code's result"})
+			otherRes := other.snap(t, "evt-mixed").Results["job-de-DE"]
+			store := &previousCodeBetween{MemStore: b.store, other: otherRes}
+			b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
+			mine := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "this code's result"}))
+			if _, err := p.ingest(b, mine); err == nil {
+				t.Fatal("this code's job record was written over the previous code's")
+			}
+			_, err := p.ingest(b, mine)
+			wantCode(t, err, release.CodeJobConflict)
+			s := b.snap(t, "evt-mixed")
+			if job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]; job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 || res.ResultSHA256 != otherRes.ResultSHA256 {
+				t.Fatalf("job record accepts %v, result record holds %v", job, res)
+			}
+		})
 	}
 }

@@ -123,71 +123,175 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 }
 
 func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.Time, claim bool) (bool, *namedInput, error) {
-	// The plan, the job's record and its result: nothing of the other
-	// locales (docs/design.md "Release reads").
-	snap, err := c.store.LoadKeys(ctx, j.EventID, SKPlan, SKJobPrefix+j.JobID, SKResultPrefix+j.JobID)
+	// The plan only: nothing of the other locales (docs/design.md "Release
+	// reads"), and not the job's own record and result either when the
+	// input can be written first (below).
+	snap, err := c.store.LoadKeys(ctx, j.EventID, SKPlan)
 	if err != nil {
 		return false, nil, core.Wrap(CodeStoreReadFailed, true, err)
 	}
-	if snap.Plan != nil {
-		if _, ok := snap.Plan.Job(j.JobID); !ok || snap.Plan.PlanID != j.PlanID {
+	plan := snap.Plan
+	if plan != nil {
+		if _, ok := plan.Job(j.JobID); !ok || plan.PlanID != j.PlanID {
 			return false, nil, core.Fail("coordinator.job.plan_mismatch")
 		}
 	}
-	old := snap.Jobs[j.JobID]
-	if old != nil {
-		if old.PayloadSHA256 == j.PayloadSHA256 {
-			return false, nil, nil
-		}
-		if old.Status == JobSucceeded {
-			return false, nil, core.Fail(CodeJobConflict)
-		}
+	// Write first, read on conflict (issue 29): the first input of a job
+	// finds neither its job record nor its result, and AWS bills each of
+	// those empty reads a full read unit. So a fresh input is written as
+	// if neither exists — every write conditional on the item's absence —
+	// and only a write that finds its item (a duplicate, an earlier job
+	// event, a racing copy) reads the two records and goes on as from a
+	// read (docs/design.md "Ingest: plan and job events"). A failed job
+	// (no result) is always written first. A succeeded one only on the
+	// path that reads the locale's source anyway (the evidence request
+	// created at ingest), and only while that source holds no text expiry:
+	// texts expire only once the release ended, so a live source means the
+	// result was never deleted by its TTL, and a result create that
+	// succeeds means no earlier succeeded job record exists. Without that
+	// check, a late duplicate of a delivered release whose result text had
+	// expired would store the text again, with no expiry.
+	var (
+		src       *SourceRecord
+		srcLoaded bool
+		fresh     = j.Result == nil
+	)
+	if j.Result != nil && claim && plan != nil && plan.Tallied && j.Status == JobSucceeded {
+		src, srcLoaded = c.loadSource(ctx, j.EventID, j.JobID)
+		fresh = src != nil && src.ExpiresAt == 0
 	}
-	rec := JobRecord{
-		EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, Status: j.Status, ErrorCode: j.ErrorCode,
-		PayloadSHA256: j.PayloadSHA256, ReceivedMS: core.Millis(now), AwaitingClaim: j.Status == JobSucceeded,
-	}
-	var prev int64
-	if old != nil {
-		prev = old.Version
-	}
-	rec.Version = prev + 1
-	var named *namedInput
-	if j.Result != nil {
-		// The result first, written once: the job record that accepts it
-		// follows. A stored result is never replaced by another one, so
-		// the job record can only ever name the stored result (the
-		// result reviewed is the one the job record accepted) without a
-		// transaction of the two items (docs/design.md "Ingest: plan and
-		// job events").
-		sha := core.SHA256Hex(j.ResultJSON)
-		rec.ResultSHA256 = sha
-		res := ResultRecord{EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, ResultSHA256: sha, ResultJSON: string(j.ResultJSON)}
-		if err := c.putResultOnce(ctx, snap.Results[j.JobID], &res); err != nil {
+	var (
+		old *JobRecord
+		cur *ResultRecord
+	)
+	if !fresh {
+		if old, cur, err = c.loadJob(ctx, j); err != nil {
 			return false, nil, err
 		}
-		if rec.Status == JobSucceeded && snap.Plan != nil && snap.Plan.Tallied {
-			named = &namedInput{plan: snap.Plan, job: &rec, result: &res}
-			// The evidence request's first record, created leased before
-			// the job record: its lease expiry is the job's wake entry, so
-			// the job record needs no awaiting_claim (docs/design.md
-			// "Release wake entries").
-			if claim {
-				var walk bool
-				named.claim, named.source, walk = c.claimAtIngest(ctx, snap.Plan, &rec, &res, now)
-				if walk {
-					named = nil
-				} else if named.claim != nil {
+	}
+	var (
+		mine  *ResultRecord // the result this ingestion created
+		named *namedInput
+		tried bool // the evidence request was tried (claimAtIngest) already
+	)
+	for {
+		if old != nil {
+			if old.PayloadSHA256 == j.PayloadSHA256 {
+				return false, nil, nil
+			}
+			if old.Status == JobSucceeded {
+				return false, nil, core.Fail(CodeJobConflict)
+			}
+		}
+		rec := JobRecord{
+			EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, Status: j.Status, ErrorCode: j.ErrorCode,
+			PayloadSHA256: j.PayloadSHA256, ReceivedMS: core.Millis(now), AwaitingClaim: j.Status == JobSucceeded,
+		}
+		var prev int64
+		if old != nil {
+			prev = old.Version
+		}
+		rec.Version = prev + 1
+		if j.Result != nil {
+			// The result first, written once: the job record that accepts it
+			// follows. A stored result is never replaced by another one, so
+			// the job record can only ever name the stored result (the
+			// result reviewed is the one the job record accepted) without a
+			// transaction of the two items (docs/design.md "Ingest: plan and
+			// job events").
+			sha := core.SHA256Hex(j.ResultJSON)
+			rec.ResultSHA256 = sha
+			res := ResultRecord{EventID: j.EventID, PlanID: j.PlanID, JobID: j.JobID, ResultSHA256: sha, ResultJSON: string(j.ResultJSON)}
+			switch {
+			case mine != nil && cur != nil && *cur == *mine:
+				// Stored as this ingestion created it: not written again.
+				res = *mine
+			default:
+				if err := c.putResultOnce(ctx, cur, &res); err != nil {
+					if fresh && errors.Is(err, ErrConflict) {
+						// The result exists: read, and go on as from a read.
+						fresh = false
+						if old, cur, err = c.loadJob(ctx, j); err != nil {
+							return false, nil, err
+						}
+						continue
+					}
+					return false, nil, err
+				}
+				if fresh {
+					created := res
+					mine = &created
+				}
+			}
+			if rec.Status == JobSucceeded && plan != nil && plan.Tallied {
+				if !tried {
+					named = &namedInput{plan: plan, job: &rec, result: &res}
+				} else if named != nil {
+					named.job, named.result = &rec, &res
+				}
+				// The evidence request's first record, created leased before
+				// the job record: its lease expiry is the job's wake entry, so
+				// the job record needs no awaiting_claim (docs/design.md
+				// "Release wake entries"). Tried once per ingestion: a job
+				// record found after it (the write below refused) is written
+				// on top of the request already made.
+				if claim && !tried {
+					tried = true
+					var walk bool
+					named.claim, named.source, walk = c.claimAtIngest(ctx, plan, &rec, &res, src, srcLoaded, now)
+					if walk {
+						named = nil
+					}
+				}
+				if named != nil && named.claim != nil {
 					rec.AwaitingClaim = false
 				}
 			}
 		}
+		if err := c.store.Put(ctx, &rec, prev); err != nil {
+			if fresh && errors.Is(err, ErrConflict) {
+				// The job record exists (an earlier event of the job, a
+				// racing copy): read, and go on as from a read.
+				fresh = false
+				if old, cur, err = c.loadJob(ctx, j); err != nil {
+					return false, nil, err
+				}
+				continue
+			}
+			return false, nil, storeWrite(err)
+		}
+		c.log().InfoContext(ctx, "job stored", "event_id", j.EventID, "job_id", j.JobID, "status", j.Status)
+		return true, named, nil
 	}
-	if err := c.store.Put(ctx, &rec, prev); err != nil {
-		return false, nil, storeWrite(err)
+}
+
+// loadJob reads a job input's own job record and, for a succeeded job
+// whose job record does not decide the input already (the same payload: a
+// no-op; a succeeded job: a conflict), its result.
+func (c *Coordinator) loadJob(ctx context.Context, j *JobCompletion) (*JobRecord, *ResultRecord, error) {
+	snap, err := c.store.LoadKeys(ctx, j.EventID, SKJobPrefix+j.JobID)
+	if err != nil {
+		return nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
 	}
-	c.log().InfoContext(ctx, "job stored", "event_id", j.EventID, "job_id", j.JobID, "status", j.Status)
-	return true, named, nil
+	old := snap.Jobs[j.JobID]
+	if j.Result == nil || (old != nil && (old.PayloadSHA256 == j.PayloadSHA256 || old.Status == JobSucceeded)) {
+		return old, nil, nil
+	}
+	res, err := c.store.LoadKeys(ctx, j.EventID, SKResultPrefix+j.JobID)
+	if err != nil {
+		return nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	return old, res.Results[j.JobID], nil
+}
+
+// loadSource reads a job's source record; loaded is false when the read
+// failed (src is then nil).
+func (c *Coordinator) loadSource(ctx context.Context, eventID, jobID string) (src *SourceRecord, loaded bool) {
+	texts, err := c.store.LoadKeys(ctx, eventID, SKSourcePrefix+jobID)
+	if err != nil {
+		return nil, false
+	}
+	return texts.Sources[jobID], true
 }
 
 // putResultOnce stores a succeeded job's result before its job record. A
@@ -220,23 +324,25 @@ func (c *Coordinator) putResultOnce(ctx context.Context, cur *ResultRecord, res 
 // follows, runNamed), before the job record is written: from then on the
 // lease's wake entry covers the job, so the job record is written without
 // awaiting_claim and never needs the clearing write (docs/design.md
-// "Release wake entries", issue 29). It reads the locale's source (the
-// named step would read it anyway). Anything off that path returns no
+// "Release wake entries", issue 29). It uses the locale's source ingest
+// read (src, when srcLoaded), or reads it (the named step would read it
+// anyway). Anything off that path returns no
 // claim and the job record keeps awaiting_claim: a missing source, a
 // result that does not validate (the step reports its result.* code), a
 // failed write. An evidence record that exists already (an earlier
 // ingestion of this input died after creating it) means walk: the step
 // that follows is the full walk, which reads it.
-func (c *Coordinator) claimAtIngest(ctx context.Context, plan *PlanRecord, rec *JobRecord, res *ResultRecord, now time.Time) (*Claim, *SourceRecord, bool) {
+func (c *Coordinator) claimAtIngest(ctx context.Context, plan *PlanRecord, rec *JobRecord, res *ResultRecord, src *SourceRecord, srcLoaded bool, now time.Time) (*Claim, *SourceRecord, bool) {
 	job, ok := plan.Job(rec.JobID)
 	if !ok {
 		return nil, nil, false
 	}
-	texts, err := c.store.LoadKeys(ctx, rec.EventID, SKSourcePrefix+rec.JobID)
-	if err != nil {
-		return nil, nil, false
+	if !srcLoaded {
+		// Not read yet by ingest (or that read failed): read it here.
+		if src, srcLoaded = c.loadSource(ctx, rec.EventID, rec.JobID); !srcLoaded {
+			return nil, nil, false
+		}
 	}
-	src := texts.Sources[rec.JobID]
 	if src == nil {
 		return nil, nil, false
 	}

@@ -305,6 +305,11 @@ type SourceRecord struct {
 	SourceSHA256 string `dynamodbav:"source_sha256"`
 	Text         string `dynamodbav:"text"`
 	Version      int64  `dynamodbav:"v"`
+	// ExpiresAt is the text's expiry as read (epoch seconds, 0: none), set
+	// only by the text expiry of a release that ended (docs/design.md
+	// "Retention"): ingest reads it to know the release ended. Never
+	// written by a Put of the coordinator (sources are created without).
+	ExpiresAt int64 `dynamodbav:"expires_at,omitempty" json:"-"`
 }
 
 func (r *SourceRecord) Key() (string, string) { return r.EventID, SKSourcePrefix + r.JobID }

@@ -212,6 +212,44 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 		}
 	})
 
+	// Ingest writes a job input first (docs/design.md "Ingest: plan and
+	// job events"): a create (prev 0) of any record that exists must be
+	// refused with ErrConflict, and must leave the stored record as it was.
+	t.Run("CreateOverAnExistingRecordIsAConflictOfEveryKind", func(t *testing.T) {
+		s := newStore(t)
+		recs := SampleRecords("evt-cx")
+		for _, r := range recs {
+			if err := s.Put(ctx, r, 0); err != nil {
+				t.Fatalf("put %T: %v", r, err)
+			}
+		}
+		want, err := s.Load(ctx, "evt-cx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if err := s.Put(ctx, r, 0); !errors.Is(err, release.ErrConflict) {
+				t.Fatalf("create of an existing %T: %v, want conflict", r, err)
+			}
+		}
+		// Another job event, another result, over the stored ones.
+		job := &release.JobRecord{EventID: "evt-cx", PlanID: "plan-1", JobID: "job-1", Status: release.JobFailed, ErrorCode: "provider.down",
+			PayloadSHA256: sha('e'), ReceivedMS: 2, Version: 1}
+		res := &release.ResultRecord{EventID: "evt-cx", PlanID: "plan-1", JobID: "job-1", ResultSHA256: sha('e'), ResultJSON: `{"candidate":"other"}`, Version: 1}
+		for _, r := range []release.Record{job, res} {
+			if err := s.Put(ctx, r, 0); !errors.Is(err, release.ErrConflict) {
+				t.Fatalf("create of another %T over the stored one: %v, want conflict", r, err)
+			}
+		}
+		got, err := s.Load(ctx, "evt-cx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("refused creates changed the records:\n got %+v\nwant %+v", got, want)
+		}
+	})
+
 	t.Run("UpdateNeedsCurrentVersion", func(t *testing.T) {
 		s := newStore(t)
 		job := &release.JobRecord{EventID: "evt-u", PlanID: "plan-1", JobID: "job-1", Status: release.JobFailed, PayloadSHA256: sha('a'), ReceivedMS: 1, Version: 1}
@@ -782,5 +820,54 @@ func RunRetention(t *testing.T, newStore func(t *testing.T, retention time.Durat
 	}
 	if !reflect.DeepEqual(after, snap) {
 		t.Error("a second acknowledgement wrote")
+	}
+}
+
+// TextExpiring is a store whose texts can be given their expiry, as
+// adapters/releasedb.TextExpirer does on DynamoDB.
+type TextExpiring interface {
+	release.Store
+	ExpireTexts(ctx context.Context, eventID string, at time.Time) error
+}
+
+// RunTextExpiry is the conformance suite of a source text's expiry as read
+// back: none when written, the expiry once the release's texts were given
+// one (ingest reads it to know the release ended: docs/design.md "Ingest:
+// plan and job events"), by LoadKeys and by Load alike.
+func RunTextExpiry(t *testing.T, newStore func(t *testing.T) TextExpiring) {
+	t.Helper()
+	ctx := context.Background()
+	s := newStore(t)
+	const eventID = "evt-texts"
+	for _, r := range SampleRecords(eventID) {
+		if err := s.Put(ctx, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	source := func() (*release.SourceRecord, *release.SourceRecord) {
+		t.Helper()
+		one, err := s.LoadKeys(ctx, eventID, release.SKSourcePrefix+"job-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.Load(ctx, eventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return one.Sources["job-1"], all.Sources["job-1"]
+	}
+	if one, all := source(); one == nil || all == nil || one.ExpiresAt != 0 || all.ExpiresAt != 0 {
+		t.Fatalf("source before any expiry: %+v, %+v", one, all)
+	}
+	at := time.UnixMilli(1_764_460_800_000).Add(7 * 24 * time.Hour)
+	if err := s.ExpireTexts(ctx, eventID, at); err != nil {
+		t.Fatal(err)
+	}
+	one, all := source()
+	if one == nil || all == nil || one.ExpiresAt != at.Unix() || all.ExpiresAt != at.Unix() {
+		t.Fatalf("source after its expiry was set to %d: %+v, %+v", at.Unix(), one, all)
+	}
+	if one.Text != "Hallo «Welt» ünïcödé" || one.Version != 1 {
+		t.Fatalf("source read back %+v", one)
 	}
 }

@@ -61,6 +61,10 @@ func (m *MemStore) ExpiresAt(_ context.Context, eventID, sk string) (int64, bool
 }
 
 func (m *MemStore) expiry(rec release.Record) int64 {
+	if src, ok := rec.(*release.SourceRecord); ok && src.ExpiresAt != 0 {
+		// Written as the record's own attribute, as the DynamoDB store does.
+		return src.ExpiresAt
+	}
 	at, _ := release.ExpiresAt(rec, m.retention)
 	return at
 }
@@ -227,12 +231,17 @@ func (m *MemStore) load(eventID string, keep func(sk string) bool) (release.Snap
 	}
 	sort.Strings(keys)
 	for _, sk := range keys {
-		rec, err := Decode(sk, m.items[eventID][sk].raw)
+		s := m.items[eventID][sk]
+		rec, err := Decode(sk, s.raw)
 		if err != nil {
 			return release.Snapshot{}, err
 		}
 		if err := release.OpenStored(rec, eventID); err != nil {
 			return release.Snapshot{}, err
+		}
+		if src, ok := rec.(*release.SourceRecord); ok {
+			// The TTL attribute, read back as the DynamoDB store decodes it.
+			src.ExpiresAt = s.expiresAt
 		}
 		snap.Add(rec)
 	}

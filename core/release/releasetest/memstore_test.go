@@ -37,3 +37,7 @@ func TestMemStoreRetention(t *testing.T) {
 		return m
 	})
 }
+
+func TestMemStoreTextExpiry(t *testing.T) {
+	RunTextExpiry(t, func(t *testing.T) TextExpiring { return NewMemStore() })
+}

@@ -12,6 +12,16 @@
 //     counted separately (ConditionFailures) — AWS still bills them as
 //     writes. For PutEvents it counts entries (EventBridge bills per event,
 //     not per request), for SendMessageBatch the messages.
+//
+// Reads are counted at AWS's minimum: DynamoDB Local reports 0 units for
+// a Query that returns nothing, while AWS bills "the minimum number of
+// read capacity units for that type of read operation" (DynamoDB API
+// reference, Query; the same minimum applies to GetItem and Scan): 1 unit
+// for a strongly consistent read, 0.5 for an eventually consistent one (a
+// Query or Scan of a global secondary index is always eventually
+// consistent). A successful GetItem, Query or Scan whose answer reports
+// less is counted at that minimum, and each such correction is counted
+// apart (MinimumCorrections), so a reader sees what was corrected.
 package meter
 
 import (
@@ -36,6 +46,7 @@ type Meter struct {
 	readUnits         float64
 	writeUnits        float64
 	conditionFailures int64
+	minCorrections    int64
 	events            int64
 	calls             int64
 	indexUnits        float64
@@ -88,10 +99,12 @@ func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, nex
 		m.conditionFailures++
 	}
 	lc := m.label(label)
+	var reportedReads float64
 	for _, c := range consumed(out.Result) {
 		if c.ReadCapacityUnits != nil {
 			m.readUnits += *c.ReadCapacityUnits
 			lc.ReadUnits += *c.ReadCapacityUnits
+			reportedReads += *c.ReadCapacityUnits
 		}
 		if c.WriteCapacityUnits != nil {
 			m.writeUnits += *c.WriteCapacityUnits
@@ -110,10 +123,47 @@ func (m *Meter) capacity(ctx context.Context, in middleware.InitializeInput, nex
 			} else {
 				m.readUnits += *c.CapacityUnits
 				lc.ReadUnits += *c.CapacityUnits
+				reportedReads += *c.CapacityUnits
 			}
 		}
 	}
+	if least, index, ok := readMinimum(in.Parameters); ok && err == nil && reportedReads < least {
+		d := least - reportedReads
+		m.readUnits += d
+		lc.ReadUnits += d
+		if index {
+			m.indexUnits += d
+		}
+		m.minCorrections++
+	}
 	return out, meta, err
+}
+
+// readMinimum is the read units AWS bills at least for one successful
+// single read request (GetItem, Query, Scan): 1 strongly consistent, 0.5
+// eventually consistent; a read of a global secondary index (IndexName
+// set) is always eventually consistent (index reports whether it is one).
+// ok is false for other operations. BatchGetItem and transactions are
+// not corrected (the project does not use them to read).
+func readMinimum(p any) (least float64, index, ok bool) {
+	units := func(consistent *bool, indexName *string) (float64, bool, bool) {
+		if indexName != nil {
+			return 0.5, true, true
+		}
+		if aws.ToBool(consistent) {
+			return 1, false, true
+		}
+		return 0.5, false, true
+	}
+	switch in := p.(type) {
+	case *dynamodb.GetItemInput:
+		return units(in.ConsistentRead, nil)
+	case *dynamodb.QueryInput:
+		return units(in.ConsistentRead, in.IndexName)
+	case *dynamodb.ScanInput:
+		return units(in.ConsistentRead, in.IndexName)
+	}
+	return 0, false, false
 }
 
 // askCapacity asks for consumed capacity on DynamoDB inputs and reports
@@ -143,6 +193,10 @@ func askCapacity(p any) (write bool) {
 			in.ReturnConsumedCapacity = total
 		}
 	case *dynamodb.QueryInput:
+		if in.ReturnConsumedCapacity == "" {
+			in.ReturnConsumedCapacity = total
+		}
+	case *dynamodb.ScanInput:
 		if in.ReturnConsumedCapacity == "" {
 			in.ReturnConsumedCapacity = total
 		}
@@ -180,6 +234,8 @@ func consumed(result any) []types.ConsumedCapacity {
 		return one(out.ConsumedCapacity)
 	case *dynamodb.QueryOutput:
 		return one(out.ConsumedCapacity)
+	case *dynamodb.ScanOutput:
+		return one(out.ConsumedCapacity)
 	case *dynamodb.BatchGetItemOutput:
 		return out.ConsumedCapacity
 	case *dynamodb.BatchWriteItemOutput:
@@ -197,6 +253,11 @@ type Snapshot struct {
 	ReadUnits         float64
 	WriteUnits        float64
 	ConditionFailures int64
+	// MinimumCorrections counts the reads (GetItem, Query, Scan) whose
+	// answer reported fewer units than AWS bills at least (1 strongly
+	// consistent, 0.5 eventually consistent): each is counted at that
+	// minimum in ReadUnits (see the package doc).
+	MinimumCorrections int64
 	// Events is the number of PutEvents entries.
 	Events int64
 	// Calls counts SDK operation calls; Attempts() - Calls are the SDK's
@@ -223,7 +284,7 @@ func (m *Meter) Snapshot() Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := Snapshot{Requests: make(map[string]int64, len(m.requests)), ReadUnits: m.readUnits, WriteUnits: m.writeUnits,
-		ConditionFailures: m.conditionFailures, Events: m.events, Calls: m.calls, IndexUnits: m.indexUnits}
+		ConditionFailures: m.conditionFailures, MinimumCorrections: m.minCorrections, Events: m.events, Calls: m.calls, IndexUnits: m.indexUnits}
 	for k, v := range m.requests {
 		s.Requests[k] = v
 	}
@@ -241,6 +302,7 @@ func (m *Meter) Reset() {
 	m.requests = map[string]int64{}
 	m.byLabel = map[string]*LabelCount{}
 	m.readUnits, m.writeUnits, m.conditionFailures, m.events, m.calls, m.indexUnits = 0, 0, 0, 0, 0, 0
+	m.minCorrections = 0
 }
 
 // Service sums the requests of one service ("DynamoDB", "SQS",
@@ -301,6 +363,11 @@ func Label(p any) string {
 		return "DeleteItem " + kind(in.Key)
 	case *dynamodb.GetItemInput:
 		return "GetItem " + kind(in.Key)
+	case *dynamodb.ScanInput:
+		if in.IndexName != nil {
+			return "Scan index " + *in.IndexName
+		}
+		return "Scan table"
 	case *dynamodb.TransactWriteItemsInput:
 		var kinds []string
 		for _, it := range in.TransactItems {

@@ -267,9 +267,9 @@ func forgedApprovalThenBlocked(r Result) bool {
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
-	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000354, peerAnswerThenExpiry},
+	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000359, peerAnswerThenExpiry},
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
-	{"answer_crash_reclaim_then_outage_one_outcome", 1000050, answerCrashReclaimFail},
+	{"answer_crash_reclaim_then_outage_one_outcome", 1000017, answerCrashReclaimFail},
 	{"hinted_early_failure_after_take_over_judged_by_its_claim", 1000864, hintedEarlyFailureAfterTakeOver},
 	// 17446 on main 4c54c2f/e3ebf34 (seen failing on the check before
 	// its fix); on the session-6 merge no seed of 1–14,000 or
@@ -304,7 +304,7 @@ var regressions = []regression{
 	// finishing write refused because its lease ran out under a live
 	// writer, PutEvents answering a failed entry, and a lost answer of an
 	// evidence or delivery call after its effect.
-	{"stale_finishing_write_refused", 1000024, func(r Result) bool {
+	{"stale_finishing_write_refused", 1000028, func(r Result) bool {
 		return r.Stats.StaleRefused > 0 && r.Stats.LeaseExpiredLive > 0
 	}},
 	// An approval the simulator forged for another result, in a release
@@ -318,18 +318,18 @@ var regressions = []regression{
 	// prefix; seed 288) and by the approval step's operation guard after
 	// a stall (release.operation_guard; seed 4007) blocks its release
 	// with the step's code, which the failed record explains.
-	{"blocked_over_evidence_failed_lease_expired", 1000081, func(r Result) bool {
+	{"blocked_over_evidence_failed_lease_expired", 1000296, func(r Result) bool {
 		return stepMatches(r, `^release\.Put rel-\d+ evidence#\S+ \| v\d+ failed lease_expired`) &&
 			stepMatches(r, `^release\.PutAll rel-\d+ blocked .*\| written`)
 	}},
-	{"blocked_over_evidence_failed_operation_guard", 2887, func(r Result) bool {
+	{"blocked_over_evidence_failed_operation_guard", 6221, func(r Result) bool {
 		return stepMatches(r, `^release\.Put rel-\d+ evidence#\S+ \| v\d+ failed release\.operation_guard`) &&
 			stepMatches(r, `^release\.PutAll rel-\d+ blocked .*\| written`)
 	}},
 	{"put_events_failed_entry", 1000003, func(r Result) bool {
 		return stepMatches(r, `^bus\.Put \S+ \| 1 of 1 entries failed`)
 	}},
-	{"evidence_or_delivery_answer_lost", 1000009, func(r Result) bool {
+	{"evidence_or_delivery_answer_lost", 1000010, func(r Result) bool {
 		return stepMatches(r, `^http (evidence|delivery) .* \| \d+ \(reported as failed\)`)
 	}},
 	// A checker false positive (seed 5859 of the 5001 block): the evidence
@@ -351,7 +351,7 @@ var regressions = []regression{
 	// block, a late duplicate blocked the release days after the operator
 	// acknowledged it). TestSimFailedBlockIsRetried checks the retry.
 	{"block_write_failed_nothing_wakes", 1000289, blockWriteFailed},
-	{"capped_retry_after_outlasts_recovery", 1005757, func(r Result) bool {
+	{"capped_retry_after_outlasts_recovery", 3345, func(r Result) bool {
 		o := Options{}.withDefaults()
 		end := o.FaultWindow + o.Recovery
 		for _, s := range r.Trace {
