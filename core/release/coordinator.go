@@ -636,8 +636,11 @@ func (c *Coordinator) runNextReleaseClaimed(ctx context.Context, eventID string,
 	o, err := c.approveSelected(ctx, snap, plan, *selected, now, false, pre)
 	if plan.Compact && len(o.Owed) == 0 {
 		// The walk reports the other owed approvals whatever it did
-		// with the selected job.
-		o.Owed, _, _ = c.held(snap, plan, now, o.ApprovalID)
+		// with the selected job, also when it failed (the handler
+		// publishes them before it handles the error).
+		if o.Owed, _, _ = c.held(snap, plan, now, o.ApprovalID); len(o.Owed) > 0 && o.Status == "" {
+			o.Schema, o.EventID, o.PlanID = OutcomeSchema, plan.Event.EventID, plan.PlanID
+		}
 		o.Compact = true
 	}
 	return o, err

@@ -76,6 +76,12 @@ func (w *World) owedLayout() monitor.OwedLayout {
 	return monitor.OwedInWake
 }
 
+// compactApprovals is the approval layout the run's coordinators ingest
+// plans in (docs/design.md "Owed events of compact approvals"): compact
+// on two seeds in three, the token layout (outbox markers) on the others,
+// so both stay checked.
+func (w *World) compactApprovals() bool { return w.Seed%3 != 0 }
+
 func (w *World) newReleaseBacking() releaseBacking {
 	if w.ddb == nil {
 		return releasetest.NewMemStore()
