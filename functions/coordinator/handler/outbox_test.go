@@ -42,7 +42,9 @@ func (b *bundle) sweep(t *testing.T) handler.SweepResult {
 
 // tokenLayout configures the coordinator with the token approval layout
 // (Config.CompactApprovals off): the tests of the outbox marker.
-func tokenLayout(_ *bundle, _ *release.Dependencies, cfg *release.Config) { cfg.CompactApprovals = false }
+func tokenLayout(_ *bundle, _ *release.Dependencies, cfg *release.Config) {
+	cfg.CompactApprovals = false
+}
 
 func (b *bundle) owed(t *testing.T, eventID string) int {
 	t.Helper()
