@@ -771,12 +771,20 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 	return nil
 }
 
-// republishOwed publishes and settles the release's owed approval events
-// (release.ApprovalOwed) from its stored state.
+// republishOwed publishes and settles the owed approval events of a
+// blocked compact release from its stored state: those owed through their
+// evidence record (release.ApprovalOwed without a marker), whose lease no
+// longer wakes anything once the release is blocked. Marked approvals are
+// the outbox sweep's, as in the token layout.
 func (h *Handler) republishOwed(ctx context.Context, eventID string) error {
 	snap, plan, err := h.stored(ctx, eventID)
-	if err != nil || plan == nil {
+	if err != nil || plan == nil || !plan.Compact {
 		return err
+	}
+	for id, a := range snap.Approvals {
+		if a.OutboxMS != 0 {
+			delete(snap.Approvals, id)
+		}
 	}
 	n, err := h.republishApprovals(ctx, snap, plan, true)
 	if n > 0 {
