@@ -178,7 +178,7 @@ var List = []Mutant{
 		What: "the walk marks an owed compact approval's evidence succeeded without reporting it (its release.approved is lost)"},
 	{ID: "rel-compact-delivery-while-owed", File: "core/release/coordinator.go",
 		From: "\tif !ready.Ready || held {",
-		To:   "\tif !ready.Ready {",
+		To:   "\tif !ready.Ready || (held && false) {",
 		What: "the delivery of a compact release is prepared while one of its approvals is owed (delivery.ready before release.approved; the owed lease wakes a delivered release)"},
 	{ID: "rel-acked-evidence-not-ended", File: "core/release/coordinator.go",
 		From: "\tif c.acknowledgedEvidenceFailure(snap, plan) {",
