@@ -178,20 +178,9 @@ func (s *Stack) Delivered(ctx context.Context, eventID string) bool {
 	return err == nil && snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded
 }
 
-// Settle does, for a driver of the coordinator without the coordinator
-// function (a proof that calls RunNextRelease itself), what the function
-// does once a step's approval events are published (docs/design.md "Owed
-// events of compact approvals"): it settles the owed approvals the step
-// reports and the step's own approval of a compact release. Without it a
-// compact release's delivery waits forever for its owed approvals.
+// Settle is releasetest.Settle: what the coordinator function does with a
+// step's owed approval events once published, for proofs that drive the
+// coordinator themselves.
 func Settle(ctx context.Context, c *release.Coordinator, o release.Outcome) error {
-	for _, a := range o.Owed {
-		if err := c.SettleCompact(ctx, o.EventID, a.JobID, a.ApprovalID, true); err != nil {
-			return err
-		}
-	}
-	if o.Compact && o.Changed && o.ApprovalID != "" {
-		return c.SettleCompact(ctx, o.EventID, o.JobID, o.ApprovalID, !o.Tallied)
-	}
-	return nil
+	return releasetest.Settle(ctx, c, o)
 }
