@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
@@ -327,5 +329,37 @@ func TestCompactPlanWithATokenApproval(t *testing.T) {
 	}
 	if s := b.snap(t, "evt-cm"); s.Approvals["job-de-DE"].OutboxMS != 0 || len(owedOf(t, b, "evt-cm")) != 0 {
 		t.Fatal("marker not cleared")
+	}
+}
+
+// An ended release (an acknowledged failed job) with an owed compact
+// approval: the run that its evidence lease's wake schedules reports the
+// approval (its event is still published), and once it is settled the
+// release no longer wakes.
+func TestCompactEndedReleaseReportsItsOwedApproval(t *testing.T) {
+	b := setup(t)
+	plan := releasetest.NewPlan("evt-ce", "de-DE", "fr-FR")
+	b.ingestPlan(t, plan)
+	de, err := b.c.RunInput(b.ctx, b.input(t, plan, "de-DE"))
+	if err != nil || de.ApprovalID == "" {
+		t.Fatalf("de-DE: %+v %v", de, err)
+	}
+	if _, _, err := b.c.Ingest(b.ctx, contract.DetailJobCompleted, b.fx.Detail(plan.FailedPayload("fr-FR"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := release.Acknowledge(b.ctx, b.store, "evt-ce", "job#job-fr-FR", opARN, "given up", core.Millis(b.clock.Now())); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(b.cfg.EvidenceLease + time.Second)
+	if _, ok := indexWake(t, b, "evt-ce"); !ok {
+		t.Fatal("the owed approval's evidence does not wake the ended release")
+	}
+	o, err := b.c.RunNextRelease(b.ctx, "evt-ce")
+	if err != nil || len(o.Owed) != 1 || o.Owed[0].ApprovalID != de.ApprovalID || o.EventID != "evt-ce" {
+		t.Fatalf("run of the ended release: %+v %v", o, err)
+	}
+	b.settle(t, o)
+	if _, ok := indexWake(t, b, "evt-ce"); ok {
+		t.Fatal("the ended release still wakes after the settle")
 	}
 }
