@@ -483,6 +483,18 @@ func (s *releaseStore) noteOwed(ctx context.Context, rec release.Record) {
 	if err != nil || snap.Plan == nil || !snap.Plan.Compact {
 		return
 	}
+	if ev, ok := rec.(*release.EvidenceRecord); ok && ev.Status == release.StateLeased && !ev.Parked {
+		// A claim (a leased write that is not block's parking): never of
+		// a request whose approval is current (docs/design.md "Owed
+		// events of compact approvals": an expired lease under an owed
+		// approval is not taken over; an expired approval is re-approved).
+		for _, a := range snap.Approvals {
+			if a.RequestID == ev.RequestID && a.ApprovedMS <= ev.UpdatedMS && a.ExpiresMS > ev.UpdatedMS {
+				s.w.violate("release %s: evidence %s claimed again (attempt %d) while the approval of %s is current",
+					pk, ev.RequestID, ev.Attempts, a.TargetLocale)
+			}
+		}
+	}
 	for _, a := range snap.Approvals {
 		owed := a.OutboxMS == 0 && release.ApprovalOwed(true, a, snap.Evidence[a.RequestID])
 		if d, ok := rec.(*release.DeliveryRecord); ok {
