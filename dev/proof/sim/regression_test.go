@@ -267,7 +267,7 @@ func forgedApprovalThenBlocked(r Result) bool {
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
-	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000175, peerAnswerThenExpiry},
+	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000354, peerAnswerThenExpiry},
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
 	{"answer_crash_reclaim_then_outage_one_outcome", 1000050, answerCrashReclaimFail},
 	{"hinted_early_failure_after_take_over_judged_by_its_claim", 1000864, hintedEarlyFailureAfterTakeOver},
@@ -304,7 +304,7 @@ var regressions = []regression{
 	// finishing write refused because its lease ran out under a live
 	// writer, PutEvents answering a failed entry, and a lost answer of an
 	// evidence or delivery call after its effect.
-	{"stale_finishing_write_refused", 1000028, func(r Result) bool {
+	{"stale_finishing_write_refused", 1000024, func(r Result) bool {
 		return r.Stats.StaleRefused > 0 && r.Stats.LeaseExpiredLive > 0
 	}},
 	// An approval the simulator forged for another result, in a release
