@@ -128,7 +128,7 @@ func TestCoordinatorDeliversToVerifyingServer(t *testing.T) {
 		if _, _, err := c.Ingest(ctx, "localeflow.job.completed", fx.Detail(plan.ResultPayload(l, releasetest.ResultOptions{}))); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.RunNextRelease(ctx, "evt-cms"); err != nil {
+		if _, err := releasetest.Step(ctx, c, "evt-cms"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -46,6 +46,7 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
 	}
 	cfg := release.DefaultConfig("rev-1", "worker-1")
+	cfg.CompactApprovals = false // the outbox index (TestCompactOwedApprovalOnDynamoDB: the compact layout)
 	c, err := release.NewCoordinator(deps, clock, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +100,56 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 	page, err := store.Due(ctx, core.Millis(now.Add(24*time.Hour)), "", 10)
 	if err != nil || len(page.Items) != 0 {
 		t.Fatalf("a blocked release is still due: %+v %v", page, err)
+	}
+}
+
+// TestCompactOwedApprovalOnDynamoDB: a compact approval (docs/design.md
+// "Owed events of compact approvals") is never in the outbox index; its
+// evidence record's wake entry is what stays while its event is owed, and
+// settling it removes that entry.
+func TestCompactOwedApprovalOnDynamoDB(t *testing.T) {
+	localtest.Require(t)
+	db, table := newTable(t)
+	store := New(db, table)
+	ctx := context.Background()
+	fx := releasetest.NewFixture()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	clock := core.ClockFunc(func() time.Time { return now })
+	approval, publication := fx.Authorities()
+	c, err := release.NewCoordinator(release.Dependencies{
+		Store: store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: &releasetest.Responder{Fixture: fx, Clock: clock}},
+		CMS: &releasetest.CMS{}, Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
+	}, clock, nil, release.DefaultConfig("rev-1", "worker-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := releasetest.NewPlan("evt-ddb-c", "de-DE", "fr-FR")
+	if _, _, err := c.Ingest(ctx, contract.DetailPlanAccepted, fx.Detail(plan.PlanPayload())); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, fx.Detail(plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))); err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.RunNextRelease(ctx, "evt-ddb-c")
+	if err != nil || o.ApprovalID == "" || !o.Compact {
+		t.Fatalf("%+v %v", o, err)
+	}
+	snap, err := store.Load(ctx, "evt-ddb-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := snap.Approvals["job-fr-FR"]
+	if a.OutboxMS != 0 || !release.ApprovalOwed(true, a, snap.Evidence[a.RequestID]) {
+		t.Fatalf("approval %+v not owed through its evidence", a)
+	}
+	waitIndex(t, db, table, topology.IndexOutbox, nil)
+	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#" + a.RequestID})
+	if err := c.SettleCompact(ctx, "evt-ddb-c", "job-fr-FR", o.ApprovalID, !o.Tallied); err != nil {
+		t.Fatal(err)
+	}
+	waitIndex(t, db, table, topology.IndexWake, nil)
+	if snap, err = store.Load(ctx, "evt-ddb-c"); err != nil || snap.Evidence[a.RequestID].Status != release.StateSucceeded {
+		t.Fatalf("evidence after the settle: %+v %v", snap.Evidence[a.RequestID], err)
 	}
 }
 

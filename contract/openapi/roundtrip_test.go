@@ -155,7 +155,7 @@ func TestClientRequestsAndReferenceAnswersValidate(t *testing.T) {
 		if _, _, err := c.Ingest(ctx, "localeflow.job.completed", fx.Detail(plan.ResultPayload(l, opts))); err != nil {
 			t.Fatal(err)
 		}
-		if o, err := c.RunNextRelease(ctx, spec.EventID); err != nil || !o.Changed {
+		if o, err := releasetest.Step(ctx, c, spec.EventID); err != nil || !o.Changed {
 			t.Fatalf("release %s: %+v %v", l, o, err)
 		}
 	}

@@ -549,7 +549,7 @@ func runRelease(t *testing.T) releaseRun {
 		if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, fx.Detail(plan.ResultPayload(l, releasetest.ResultOptions{HumanReviewRequired: l == "fr-FR"}))); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.RunNextRelease(ctx, plan.EventID); err != nil {
+		if _, err := releasetest.Step(ctx, c, plan.EventID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -90,7 +90,7 @@ func runRelease(t *testing.T) released {
 		if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, fx.Detail(plan.ResultPayload(l, opts[l]))); err != nil {
 			t.Fatal(err)
 		}
-		o, err := c.RunNextRelease(ctx, plan.EventID)
+		o, err := releasetest.Step(ctx, c, plan.EventID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -159,6 +159,8 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		// The signed bytes and the signature, once (docs/design.md
 		// "Compact approvals"); Token stays set for this step's callers.
 		rec.SetCompact(raw, sig)
+		// Owed while its evidence record is not succeeded (ApprovalOwed).
+		rec.OutboxMS = 0
 	}
 	var prev int64
 	if old := snap.Approvals[in.job.JobID]; old != nil {
@@ -310,16 +312,27 @@ const CodeOutboxLost = "release.outbox.lost"
 // delivery exists). Use ClearOutbox when the step tallied the approval
 // itself (Outcome.Tallied).
 func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approvalID string) error {
-	return c.settleOutbox(ctx, eventID, jobID, approvalID, true)
+	return c.settleOutbox(ctx, eventID, jobID, approvalID, true, false)
 }
 
 // ClearOutbox is SettleOutbox without the tally: for an approval whose
 // step reported it Tallied.
 func (c *Coordinator) ClearOutbox(ctx context.Context, eventID, jobID, approvalID string) error {
-	return c.settleOutbox(ctx, eventID, jobID, approvalID, false)
+	return c.settleOutbox(ctx, eventID, jobID, approvalID, false, false)
 }
 
-func (c *Coordinator) settleOutbox(ctx context.Context, eventID, jobID, approvalID string, tally bool) error {
+// SettleCompact is SettleOutbox for an approval of a Compact plan
+// (docs/design.md "Owed events of compact approvals"): an approval
+// without an outbox marker is settled by finishing its evidence record
+// succeeded (settleEvidence); one with a marker (written by a coordinator
+// of the token layout) exactly as SettleOutbox does. tally says whether
+// the approval may still be missing from the release's tally (false: its
+// step reported it Tallied, as for ClearOutbox).
+func (c *Coordinator) SettleCompact(ctx context.Context, eventID, jobID, approvalID string, tally bool) error {
+	return c.settleOutbox(ctx, eventID, jobID, approvalID, tally, true)
+}
+
+func (c *Coordinator) settleOutbox(ctx context.Context, eventID, jobID, approvalID string, tally, compact bool) error {
 	if !core.ValidToken(eventID) {
 		return core.Fail(CodeEventIDInvalid)
 	}
@@ -335,8 +348,14 @@ func (c *Coordinator) settleOutbox(ctx context.Context, eventID, jobID, approval
 		return core.Wrap(CodeStoreReadFailed, true, err)
 	}
 	a := snap.Approvals[jobID]
-	if a == nil || a.ApprovalID != approvalID || a.OutboxMS == 0 {
+	if a == nil || a.ApprovalID != approvalID {
 		return nil
+	}
+	if a.OutboxMS == 0 {
+		if !compact {
+			return nil
+		}
+		return c.settleEvidence(ctx, &snap, a)
 	}
 	next := *a
 	next.OutboxMS = 0
@@ -389,4 +408,144 @@ func (c *Coordinator) tallyOwed(ctx context.Context, snap *Snapshot, a *Approval
 		return false, err
 	}
 	return t.complete(), nil
+}
+
+// ApprovalOwed is the one predicate of an owed localeflow.release.approved
+// event (docs/design.md "Release outbox", "Owed events of compact
+// approvals"): the approval's outbox marker is set (token layout), or its
+// plan is Compact, it carries no marker and its evidence record ev (the
+// record of a.RequestID; nil when missing or not read) is not succeeded.
+// Every reader that decides whether to publish or to hold the delivery
+// uses it: the walk, the completing read, blocking, the handler's
+// re-publication and the simulator's checkers.
+func ApprovalOwed(compact bool, a *ApprovalRecord, ev *EvidenceRecord) bool {
+	if a == nil {
+		return false
+	}
+	if a.OutboxMS != 0 {
+		return true
+	}
+	return compact && ev != nil && ev.RequestID == a.RequestID && ev.EventID == a.EventID &&
+		ev.JobID == a.JobID && ev.Status != StateSucceeded
+}
+
+// owedByEvidence reports whether the snapshot's approval a is owed through
+// its evidence record (a compact approval: no marker, ApprovalOwed).
+func owedByEvidence(snap *Snapshot, a *ApprovalRecord) bool {
+	return a != nil && a.OutboxMS == 0 && snap.Plan != nil &&
+		ApprovalOwed(snap.Plan.Compact, a, snap.Evidence[a.RequestID])
+}
+
+// OwedApproval is an owed approval event a step reports for the handler
+// to publish and settle (SettleCompact): the detail's ids.
+type OwedApproval struct {
+	JobID        string
+	TargetLocale string
+	ApprovalID   string
+}
+
+// held reports the compact approvals of the plan whose event is owed
+// (owedByEvidence), except the approval except (the step's own, which it
+// reports itself). An owed approval whose evidence lease is still running
+// belongs to a step that may still publish it: it is not reported, and
+// wakeMS is the earliest such lease's expiry (the release runs again
+// then). Every other owed approval whose token opens and names the plan's
+// job is reported (owed). held is true when any approval is owed: the
+// delivery of a Compact plan is not prepared then.
+func (c *Coordinator) held(snap *Snapshot, plan *PlanRecord, now time.Time, except string) (owed []OwedApproval, held bool, wakeMS int64) {
+	if !plan.Compact {
+		return nil, false, 0
+	}
+	nowMS := core.Millis(now)
+	for _, job := range plan.Jobs {
+		a := snap.Approvals[job.JobID]
+		if a == nil || a.PlanID != plan.PlanID || !owedByEvidence(snap, a) {
+			continue
+		}
+		held = true
+		if a.ApprovalID == except {
+			continue
+		}
+		if ev := snap.Evidence[a.RequestID]; ev.Status == StateLeased && ev.LeaseExpiresMS > nowMS {
+			if wakeMS == 0 || ev.LeaseExpiresMS < wakeMS {
+				wakeMS = ev.LeaseExpiresMS
+			}
+			continue
+		}
+		if !c.approvalMade(a, plan, job) {
+			continue
+		}
+		owed = append(owed, OwedApproval{JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: a.ApprovalID})
+	}
+	return owed, held, wakeMS
+}
+
+// approvalMade says whether a stored approval's signed token opens and
+// names the plan's job: the approval was made (expiry does not matter),
+// so its event may be published.
+func (c *Coordinator) approvalMade(a *ApprovalRecord, plan *PlanRecord, job PlanJob) bool {
+	if !core.ValidToken(a.ApprovalID) || a.JobID != job.JobID || a.TargetLocale != job.TargetLocale {
+		return false
+	}
+	raw, err := c.approval.OpenKey(a.KeyID, a.Token)
+	if err != nil {
+		return false
+	}
+	var p ApprovalPayload
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return false
+	}
+	return p.Schema == ApprovalSchema && p.ApprovalID == a.ApprovalID && p.EventID == plan.Event.EventID &&
+		p.PlanID == plan.PlanID && p.JobID == job.JobID && p.TargetLocale == job.TargetLocale
+}
+
+// settleEvidence settles the published event of a compact approval a
+// (no marker): it adds the approval to the release's tally when snap
+// holds one without it (the step that stored it may have died before its
+// tally write; a tally then complete also marks the approval
+// AwaitingDelivery, as SettleOutbox does, so the release wakes), then
+// finishes the approval's evidence record succeeded with a write
+// conditional on the record read (its wake entry goes). An approval no
+// longer owed is left as it is. An expired approval whose evidence is
+// leased again (a new attempt re-approving the locale) is left to that
+// attempt.
+func (c *Coordinator) settleEvidence(ctx context.Context, snap *Snapshot, a *ApprovalRecord) error {
+	evs, err := c.store.LoadKeys(ctx, a.EventID, SKEvidencePrefix+a.RequestID)
+	if err != nil {
+		return core.Wrap(CodeStoreReadFailed, true, err)
+	}
+	ev := evs.Evidence[a.RequestID]
+	if !ApprovalOwed(true, a, ev) || ValidateEvidenceRecord(ev) != nil || ev.ResultSHA256 != a.ResultSHA256 || ev.PlanID != a.PlanID {
+		return nil
+	}
+	nowMS := core.Millis(c.now())
+	if a.ExpiresMS <= nowMS && ev.Status == StateLeased && ev.LeaseExpiresMS > nowMS {
+		return nil
+	}
+	if snap.Tally != nil {
+		complete, err := c.tallyOwed(ctx, snap, a)
+		if err != nil {
+			return err
+		}
+		if complete && !a.AwaitingDelivery {
+			next := *a
+			next.AwaitingDelivery, next.Version = true, a.Version+1
+			if err := c.store.Put(ctx, &next, a.Version); err != nil {
+				if errors.Is(err, ErrConflict) {
+					return core.Wrap(CodeOutboxLost, true, err)
+				}
+				return core.Wrap(CodeStoreWriteFailed, true, err)
+			}
+		}
+	}
+	next := *ev
+	next.Lease = ev.succeeded(nowMS)
+	next.Version = ev.Version + 1
+	if err := c.store.Put(ctx, &next, ev.Version); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return core.Wrap(CodeOutboxLost, true, err)
+		}
+		return core.Wrap(CodeStoreWriteFailed, true, err)
+	}
+	return nil
 }

@@ -39,7 +39,7 @@ func TestApprovalAfterLeaseIsSafe(t *testing.T) {
 	for _, takeOver := range []bool{true, false} {
 		name := map[bool]string{true: "taken over", false: "not taken over"}[takeOver]
 		t.Run(name, func(t *testing.T) {
-			b := setup(t)
+			b := setupToken(t)
 			plan := releasetest.NewPlan("evt-late", "de-DE")
 			b.ingestPlan(t, plan)
 			b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})

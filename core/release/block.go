@@ -146,8 +146,17 @@ func (c *Coordinator) block(ctx context.Context, eventID string, snap *Snapshot,
 			writes = append(writes, w)
 		}
 	}
+	// The evidence record of an owed compact approval keeps its wake: it
+	// is what runs the release until the approval's event is published
+	// and settled (docs/design.md "Owed events of compact approvals").
+	owed := map[string]bool{}
+	for _, a := range snap.Approvals {
+		owed[a.RequestID] = owed[a.RequestID] || owedByEvidence(snap, a)
+	}
 	for _, e := range snap.Evidence {
-		park(e)
+		if !owed[e.RequestID] {
+			park(e)
+		}
 	}
 	for _, j := range snap.Jobs {
 		park(j)

@@ -87,7 +87,7 @@ func (b *bundle) ingestInput(p releasetest.PlanSpec, locale string) (release.Inp
 // before the job record, which is written without awaiting_claim and never
 // written again on the way to the delivery (issue 29).
 func TestJobInputCreatesItsEvidenceBeforeTheJobRecord(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	plan := releasetest.NewPlan("evt-ci", "de-DE")
 	b.ingestPlan(t, plan)
 	var order []string
@@ -132,7 +132,7 @@ func TestJobInputCreatesItsEvidenceBeforeTheJobRecord(t *testing.T) {
 func TestJobInputCrashPoints(t *testing.T) {
 	// dies before the result write: nothing stored; the message returns.
 	t.Run("before result", func(t *testing.T) {
-		b := setup(t)
+		b := setupToken(t)
 		plan := releasetest.NewPlan("evt-c1", "de-DE")
 		b.ingestPlan(t, plan)
 		failOnce[*release.ResultRecord](b)
@@ -149,7 +149,7 @@ func TestJobInputCrashPoints(t *testing.T) {
 	// dies before the evidence write (after the result): no succeeded job
 	// record (nothing to wake for); the message returns and completes it.
 	t.Run("before evidence", func(t *testing.T) {
-		b := setup(t)
+		b := setupToken(t)
 		plan := releasetest.NewPlan("evt-c2", "de-DE")
 		b.ingestPlan(t, plan)
 		// The death: no write from the evidence write on.
@@ -175,7 +175,7 @@ func TestJobInputCrashPoints(t *testing.T) {
 	// the evidence write fails (not a death): the job record keeps
 	// awaiting_claim, and the step creates the request as before.
 	t.Run("evidence write fails", func(t *testing.T) {
-		b := setup(t)
+		b := setupToken(t)
 		plan := releasetest.NewPlan("evt-c3", "de-DE")
 		b.ingestPlan(t, plan)
 		failOnce[*release.EvidenceRecord](b)
@@ -203,7 +203,7 @@ func TestJobInputCrashPoints(t *testing.T) {
 	// the job record with awaiting_claim and runs the full walk, which
 	// waits out the dead process's lease and then approves.
 	t.Run("after evidence", func(t *testing.T) {
-		b := setup(t)
+		b := setupToken(t)
 		plan := releasetest.NewPlan("evt-c4", "de-DE")
 		b.ingestPlan(t, plan)
 		failOnce[*release.JobRecord](b)
@@ -242,7 +242,7 @@ func TestJobInputCrashPoints(t *testing.T) {
 	// lease over once expired. The returning message is a duplicate: the
 	// full walk, the same.
 	t.Run("after job", func(t *testing.T) {
-		b := setup(t)
+		b := setupToken(t)
 		plan := releasetest.NewPlan("evt-c5", "de-DE", "fr-FR")
 		b.ingestPlan(t, plan)
 		for _, l := range []string{"de-DE", "fr-FR"} {
@@ -271,7 +271,7 @@ func TestJobInputCrashPoints(t *testing.T) {
 // previous version may run) keeps the previous order: the job record with
 // awaiting_claim, the evidence request created by the step.
 func TestUntalliedJobInputKeepsAwaitingClaim(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	b.reconfigure(t, func(_ *release.Dependencies, c *release.Config) { c.Tally = false })
 	plan := releasetest.NewPlan("evt-ut", "de-DE")
 	b.ingestPlan(t, plan)
@@ -295,7 +295,7 @@ func TestUntalliedJobInputKeepsAwaitingClaim(t *testing.T) {
 // ingest: Ingest) and runs the full walk; and that coordinator's job
 // records meet this code's named steps. The release is delivered once.
 func TestMixedFleetWithEvidenceAtIngest(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	plan := releasetest.NewPlan("evt-mf", "de-DE", "fr-FR", "it-IT")
 	b.ingestPlan(t, plan)
 	failOnce[*release.JobRecord](b)

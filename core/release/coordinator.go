@@ -67,6 +67,22 @@ type Outcome struct {
 	// Quiet says an approving named step leaves the release's other
 	// locales to their own inputs: no run is scheduled at once.
 	Quiet bool `json:"-"`
+	// Compact says the release's plan is Compact: the step's approval is
+	// settled with SettleCompact (docs/design.md "Owed events of compact
+	// approvals").
+	Compact bool `json:"-"`
+	// Owed lists approvals of the release whose event is owed and whose
+	// step is gone (their evidence lease ended): the handler publishes
+	// and settles each (SettleCompact).
+	Owed []OwedApproval `json:"-"`
+	// Held says the delivery was not prepared because an approval of the
+	// Compact plan is owed: once the handler has settled every Owed
+	// approval it runs the release again.
+	Held bool `json:"-"`
+	// Completes says the named step's tally write completed the tally of
+	// a Compact plan: the handler publishes and settles the step's
+	// approval and then runs CompleteRelease.
+	Completes bool `json:"-"`
 }
 
 // Config holds the coordinator's policy.
@@ -250,6 +266,10 @@ func (c *Coordinator) load(ctx context.Context, eventID string, full bool) (*Sna
 	}
 	if o, ok := c.ended(&snap, snap.Plan); ok {
 		c.log().InfoContext(ctx, "release has ended, nothing to do", "event_id", eventID, "status", o.Status)
+		// Its owed approval events are still published (the evidence
+		// lease of each wakes the release until it is settled).
+		o.Owed, _, _ = c.held(&snap, snap.Plan, c.now(), "")
+		o.Compact = snap.Plan.Compact
 		return &snap, snap.Plan, &o, nil
 	}
 	current, err := c.checkPlan(ctx, snap.Plan)
@@ -597,6 +617,12 @@ func (c *Coordinator) runNextReleaseClaimed(ctx context.Context, eventID string,
 			}
 			continue
 		}
+		if owedByEvidence(snap, approval) {
+			// A compact approval whose event is owed: its evidence record
+			// is what says so, finished only when the event is settled
+			// (reported by prepareIfReady or below).
+			continue
+		}
 		// The current approval binds the result its job record accepted
 		// (lookupApproval); the result itself is checked again, with its
 		// text, when the delivery is prepared (prepareDelivery).
@@ -607,7 +633,17 @@ func (c *Coordinator) runNextReleaseClaimed(ctx context.Context, eventID string,
 	if selected == nil {
 		return c.prepareIfReady(ctx, snap, plan, now, Outcome{})
 	}
-	return c.approveSelected(ctx, snap, plan, *selected, now, false, pre)
+	o, err := c.approveSelected(ctx, snap, plan, *selected, now, false, pre)
+	if plan.Compact && len(o.Owed) == 0 {
+		// The walk reports the other owed approvals whatever it did
+		// with the selected job, also when it failed (the handler
+		// publishes them before it handles the error).
+		if o.Owed, _, _ = c.held(snap, plan, now, o.ApprovalID); len(o.Owed) > 0 && o.Status == "" {
+			o.Schema, o.EventID, o.PlanID = OutcomeSchema, plan.Event.EventID, plan.PlanID
+		}
+		o.Compact = true
+	}
+	return o, err
 }
 
 // prepareIfReady prepares the delivery when every locale is approved and
@@ -618,11 +654,23 @@ func (c *Coordinator) prepareIfReady(ctx context.Context, snap *Snapshot, plan *
 	if err != nil {
 		return Outcome{}, err
 	}
-	if !ready.Ready {
-		if base.Status != "" {
-			return base, nil
+	owed, held, wakeMS := c.held(snap, plan, now, base.ApprovalID)
+	if !ready.Ready || held {
+		o := base
+		if o.Status == "" {
+			o = outcome(OutcomeWaiting, plan)
 		}
-		return outcome(OutcomeWaiting, plan), nil
+		o.Compact = plan.Compact
+		o.Owed = owed
+		if ready.Ready {
+			// Compact: the delivery waits until no approval is owed
+			// (docs/design.md "Owed events of compact approvals").
+			o.Held = true
+			if wakeMS != 0 && o.Status == OutcomeWaiting && (o.WakeAt.IsZero() || core.FromMillis(wakeMS).Before(o.WakeAt)) {
+				o.WakeAt = core.FromMillis(wakeMS)
+			}
+		}
+		return o, nil
 	}
 	if snap.Delivery == nil {
 		// Every text goes into the bundle: read them, and check each
@@ -728,6 +776,18 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	log.InfoContext(ctx, "locale approved", "approval_id", approved.ApprovalID, "target_locale", job.TargetLocale)
 	o := outcome(OutcomeApproved, plan)
 	o.JobID, o.TargetLocale, o.ApprovalID, o.Changed = job.JobID, job.TargetLocale, approved.ApprovalID, true
+	o.Compact = plan.Compact
+	if plan.Compact {
+		// The evidence lease stays: the approval is owed while its
+		// evidence record is not succeeded, and settling its published
+		// event finishes it (docs/design.md "Owed events of compact
+		// approvals"). The walk's own approval holds the delivery: the
+		// handler settles it and runs the release again.
+		if !named {
+			o.Tallied = c.tallyAfterWalk(ctx, snap, plan, job.JobID)
+		}
+		return o, nil
+	}
 	// From here on the approval is stored: whatever fails next, the step
 	// reports it (with the error) so that its event is published.
 	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {

@@ -26,7 +26,7 @@ var errDown = errors.New("table unavailable")
 
 func readyBundle(t *testing.T, eventID string) (*bundle, releasetest.PlanSpec) {
 	t.Helper()
-	b := setup(t)
+	b := setupToken(t)
 	plan := releasetest.NewPlan(eventID, "de-DE")
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
@@ -73,7 +73,7 @@ func TestStoreFaults(t *testing.T) {
 }
 
 func TestIngestStoreFaults(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	failKind[*release.SourceRecord](b, errDown)
 	_, _, err := b.c.Ingest(b.ctx, "localeflow.plan.accepted", b.fx.Detail(releasetest.NewPlan("evt-i", "de-DE").PlanPayload()))
 	wantCode(t, err, "coordinator.store.write_failed")

@@ -50,7 +50,7 @@ func (s *readCounter) reset() { s.full, s.state, s.keys, s.prefixes = 0, 0, nil,
 // approval only. Before (issue 29) every one of them read the whole item
 // collection: each step's reads grew with the release, quadratic over it.
 func TestStepsReadOnlyWhatTheyUse(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	rc := &readCounter{MemStore: b.store}
 	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = rc })
 	plan := releasetest.NewPlan("evt-reads", "de-DE", "fr-FR", "it-IT")
@@ -148,7 +148,7 @@ func TestNewEvidenceRequestIsCreatedLeased(t *testing.T) {
 // and a leased request whose holder died finishes under the new code, each
 // locale approved once and the release delivered once.
 func TestReleaseHalfDoneByThePreviousCodeFinishes(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	plan := releasetest.NewPlan("evt-old", "de-DE", "fr-FR", "it-IT")
 	b.ingestPlan(t, plan)
 	for _, l := range []string{"de-DE", "fr-FR", "it-IT"} {

@@ -220,7 +220,7 @@ func TestBadReceiptBlocksApproval(t *testing.T) {
 // TestNoTextInEvidenceStateOrLogs runs a full release and checks that no
 // source or target text reaches the content-free records or the logs.
 func TestNoTextInEvidenceStateOrLogs(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	b.resp.FailFirst = 1
 	plan := releasetest.NewPlan("evt-cf", "de-DE", "fr-FR")
 	b.ingestPlan(t, plan)

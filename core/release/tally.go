@@ -252,7 +252,29 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 		o.Tallied, o.Quiet = true, true
 		return o, nil
 	}
+	if plan.Compact {
+		// The handler publishes and settles this approval first, then
+		// runs the completing read (CompleteRelease): the delivery of a
+		// Compact plan is prepared only when no approval is owed.
+		o.Tallied, o.Completes = true, true
+		return o, nil
+	}
 	return c.afterTallyComplete(ctx, eventID, o)
+}
+
+// CompleteRelease is the completing read of a Compact release
+// (afterTallyComplete), run by the handler after it published and settled
+// the approval of the named step whose tally write completed the tally
+// (Outcome.Completes): it prepares the delivery when every approval
+// checks out and none is owed; otherwise it reports the owed approvals
+// (Outcome.Owed, Held) for the handler to settle. A failure every later
+// run would meet again blocks the release, as RunNextRelease does.
+func (c *Coordinator) CompleteRelease(ctx context.Context, eventID string) (Outcome, error) {
+	if err := c.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	o, err := c.afterTallyComplete(ctx, eventID, Outcome{})
+	return o, c.blockIfStuck(ctx, eventID, err)
 }
 
 // afterTallyComplete is the one full read of a tallied release: the step
@@ -265,8 +287,16 @@ func (c *Coordinator) afterTallyComplete(ctx context.Context, eventID string, o 
 	if err != nil {
 		return o, err
 	}
+	if o.Status == "" {
+		// CompleteRelease: no approval of this step to report.
+		o = outcome(OutcomeWaiting, full.Plan)
+		if done != nil {
+			o = *done
+		}
+	}
 	if done != nil {
 		o.Tallied, o.Quiet = true, true
+		o.Owed = done.Owed
 		return o, nil
 	}
 	c.settleAwaitingDelivery(ctx, full)
@@ -286,7 +316,9 @@ func (c *Coordinator) afterTallyComplete(ctx context.Context, eventID string, o 
 			continue
 		}
 		approval, err := c.lookupApproval(full, plan, job, now)
-		if err != nil {
+		if err != nil || owedByEvidence(full, approval) {
+			// Owed (compact): settled after its publish, never marked
+			// here (prepareIfReady reports it and holds the delivery).
 			continue
 		}
 		if err := state.MarkApproved(ctx, full, plan.Event.EventID, plan.PlanID, job.JobID, approval.ResultSHA256, now); err != nil {

@@ -66,7 +66,7 @@ var locales12 = []string{"ar-EG", "cs-CZ", "da-DK", "de-DE", "es-ES", "fi-FI", "
 // per locale. Before, every step read the whole state (12 locales: 12 or
 // more state reads, each holding every locale's approval).
 func TestNamedStepsReadTheirLocaleOnly(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	rc := &readCounter{MemStore: b.store}
 	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = rc })
 	plan := releasetest.NewPlan("evt-named", locales12...)
@@ -121,7 +121,7 @@ func TestNamedStepsReadTheirLocaleOnly(t *testing.T) {
 // The loser re-reads and adds its job; exactly one of them prepares the
 // delivery and nothing is left waiting.
 func TestNamedStepsRacingOnTheTally(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	h := &tallyHook{MemStore: b.store}
 	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = h })
 	plan := releasetest.NewPlan("evt-race", "de-DE", "fr-FR")
@@ -152,7 +152,7 @@ func TestNamedStepsRacingOnTheTally(t *testing.T) {
 // clearing write marks the approval AwaitingDelivery, which wakes the
 // release: the sweep's run prepares the delivery. No release is stranded.
 func TestUntalliedApprovalIsTalliedWhenSettled(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	plan := releasetest.NewPlan("evt-crash", "de-DE", "fr-FR")
 	b.ingestPlan(t, plan)
 	de := b.runInput(t, b.input(t, plan, "de-DE"))
@@ -200,7 +200,7 @@ func TestUntalliedApprovalIsTalliedWhenSettled(t *testing.T) {
 // so settling it marks the approval AwaitingDelivery, and the release
 // wakes.
 func TestCompletingStepThatFailsLeavesAWake(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	h := &tallyHook{MemStore: b.store}
 	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = h })
 	plan := releasetest.NewPlan("evt-wake", "de-DE", "fr-FR")
@@ -234,7 +234,7 @@ func TestCompletingStepThatFailsLeavesAWake(t *testing.T) {
 // tally is written. Either way every locale is approved once and the
 // release is delivered once.
 func TestReleaseHalfDoneWithoutATallyFinishes(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	b.reconfigure(t, func(_ *release.Dependencies, c *release.Config) { c.Tally = false })
 	old := releasetest.NewPlan("evt-untallied", "de-DE", "fr-FR", "it-IT")
 	b.ingestPlan(t, old)
@@ -287,7 +287,7 @@ func TestReleaseHalfDoneWithoutATallyFinishes(t *testing.T) {
 // A tampered tally (a job id not in the plan) is never trusted: the named
 // step falls back to the full walk, which does not use it.
 func TestTamperedTallyFallsBackToTheFullWalk(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	plan := releasetest.NewPlan("evt-tamper", "de-DE", "fr-FR")
 	b.ingestPlan(t, plan)
 	s := b.snap(t, "evt-tamper")
@@ -344,7 +344,7 @@ func TestTallyHasTheRecordRetention(t *testing.T) {
 // approved job succeeded before it prepares the delivery, as the full
 // walk does.
 func TestCompletingStepFinishesEveryApprovedEvidence(t *testing.T) {
-	b := setup(t)
+	b := setupToken(t)
 	plan := releasetest.NewPlan("evt-leased", "de-DE", "fr-FR")
 	b.ingestPlan(t, plan)
 	b.store.FailPuts(func(rec release.Record) error {

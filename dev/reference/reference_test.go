@@ -187,7 +187,7 @@ func TestCMSLifecycleFollowsDelivery(t *testing.T) {
 		if _, _, err := c.Ingest(ctx, "localeflow.job.completed", b.fx.Detail(plan.ResultPayload(l, opts))); err != nil {
 			t.Fatal(err)
 		}
-		if o, err := c.RunNextRelease(ctx, s.EventID); err != nil || !o.Changed {
+		if o, err := releasetest.Step(ctx, c, s.EventID); err != nil || !o.Changed {
 			t.Fatalf("release %s: %+v %v", l, o, err)
 		}
 	}

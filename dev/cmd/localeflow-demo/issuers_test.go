@@ -100,7 +100,7 @@ func TestDemoLegalTextNeedsHumanReviewIssuer(t *testing.T) {
 			if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, jd); err != nil {
 				t.Fatal(err)
 			}
-			_, errs[j.Locale] = c.RunNextRelease(ctx, legal.EventID)
+			_, errs[j.Locale] = releasetest.Step(ctx, c, legal.EventID)
 		}
 		return errs
 	}

@@ -126,7 +126,7 @@ func TestScenarioReleasesThroughACoordinator(t *testing.T) {
 			if _, _, err := c.Ingest(ctx, contract.DetailJobCompleted, jd); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.RunNextRelease(ctx, ch.EventID); err != nil {
+			if _, err := releasetest.Step(ctx, c, ch.EventID); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -114,6 +114,9 @@ func TestReleaseCrashBetweenApprovalAndDelivery(t *testing.T) {
 		ready := false
 		for step := 0; step < 10 && !ready; step++ {
 			out, err := e.c.Coordinator.RunNextRelease(ctx, p.EventID)
+			if err == nil {
+				err = harness.Settle(ctx, e.c.Coordinator, out)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,6 +316,9 @@ func runUntilCrash(t *testing.T, c *release.Coordinator, eventID string) {
 		ctx := context.Background()
 		for step := 0; step < 10; step++ {
 			out, err := c.RunNextRelease(ctx, eventID)
+			if err == nil {
+				err = harness.Settle(ctx, c, out)
+			}
 			if err != nil {
 				return
 			}

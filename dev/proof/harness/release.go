@@ -177,3 +177,10 @@ func (s *Stack) Delivered(ctx context.Context, eventID string) bool {
 	snap, err := releasedb.New(s.Audit, s.Resources.ReleaseTable).Load(ctx, eventID)
 	return err == nil && snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded
 }
+
+// Settle is releasetest.Settle: what the coordinator function does with a
+// step's owed approval events once published, for proofs that drive the
+// coordinator themselves.
+func Settle(ctx context.Context, c *release.Coordinator, o release.Outcome) error {
+	return releasetest.Settle(ctx, c, o)
+}

@@ -37,6 +37,9 @@ func deliveredRelease(t *testing.T) (*harness.Stack, *harness.ReleaseServers, re
 	}
 	for step := 0; step < 10; step++ {
 		out, err := c.RunNextRelease(ctx, plan.EventID)
+		if err == nil {
+			err = harness.Settle(ctx, c, out)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -461,3 +461,69 @@ func (s *releaseStore) freezePastLease(inv *Invocation, peer string) {
 	w.record(inv, "http "+peer, "frozen until "+wake.Sub(end).String()+" after the lease ended")
 	time.Sleep(time.Until(wake))
 }
+
+// noteOwed follows the compact approvals' owed state (release.ApprovalOwed
+// without a marker: docs/design.md "Owed events of compact approvals")
+// after an accepted write of an approval or evidence record, for the
+// announcement bound (announce.go), and checks that no delivery of a
+// Compact release is created while one of its approvals is owed so.
+func (s *releaseStore) noteOwed(ctx context.Context, rec release.Record) {
+	pk, _ := rec.Key()
+	var requestID string
+	switch r := rec.(type) {
+	case *release.ApprovalRecord:
+		requestID = r.RequestID
+	case *release.EvidenceRecord:
+		requestID = r.RequestID
+	case *release.DeliveryRecord:
+	default:
+		return
+	}
+	snap, err := s.mem.LoadState(ctx, pk)
+	if err != nil || snap.Plan == nil || !snap.Plan.Compact {
+		return
+	}
+	if ev, ok := rec.(*release.EvidenceRecord); ok && ev.Status == release.StateLeased && !ev.Parked {
+		// A claim (a leased write that is not block's parking): never of
+		// a request whose approval is current (docs/design.md "Owed
+		// events of compact approvals": an expired lease under an owed
+		// approval is not taken over; an expired approval is re-approved).
+		for _, a := range snap.Approvals {
+			if a.RequestID == ev.RequestID && a.ApprovedMS <= ev.UpdatedMS && a.ExpiresMS > ev.UpdatedMS {
+				s.w.violate("release %s: evidence %s claimed again (attempt %d) while the approval of %s is current",
+					pk, ev.RequestID, ev.Attempts, a.TargetLocale)
+			}
+		}
+	}
+	for _, a := range snap.Approvals {
+		owed := a.OutboxMS == 0 && release.ApprovalOwed(true, a, snap.Evidence[a.RequestID])
+		if d, ok := rec.(*release.DeliveryRecord); ok {
+			if owed && d.Version == 1 {
+				s.w.violate("release %s: delivery %s prepared while the approval of %s is owed (its evidence record is %s; "+
+					"docs/design.md \"Owed events of compact approvals\")", pk, d.DeliveryID, a.TargetLocale, snap.Evidence[a.RequestID].Status)
+			}
+			continue
+		}
+		if a.RequestID == requestID {
+			s.announce.noteCompact(pk, a.ApprovalID, owed)
+		}
+	}
+}
+
+// noteFailedSettle counts a failed settling write of a compact approval
+// (its evidence record written succeeded) for the announcement bound.
+func (s *releaseStore) noteFailedSettle(ctx context.Context, rec release.Record) {
+	ev, ok := rec.(*release.EvidenceRecord)
+	if !ok || ev.Status != release.StateSucceeded {
+		return
+	}
+	snap, err := s.mem.LoadState(ctx, ev.EventID)
+	if err != nil || snap.Plan == nil || !snap.Plan.Compact {
+		return
+	}
+	for _, a := range snap.Approvals {
+		if a.RequestID == ev.RequestID && a.OutboxMS == 0 {
+			s.announce.failedClears[a.ApprovalID]++
+		}
+	}
+}

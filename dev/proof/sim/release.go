@@ -130,6 +130,7 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 	defer func() {
 		if err != nil {
 			s.announce.noteWrite(rec, false)
+			s.noteFailedSettle(ctx, rec)
 		}
 	}()
 	return s.w.do(ctx, KindStore, "release.Put "+pk+" "+sk, releaseDown, func() (string, error) {
@@ -139,6 +140,7 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 			return "refused " + core.CodeOf(err), err
 		}
 		s.announce.noteWrite(rec, true)
+		s.noteOwed(ctx, rec)
 		s.checkVersion(rec, prev, before, known)
 		s.checkReleaseLease(ctx, rec)
 		s.checkRetryAfter(ctx, rec)
@@ -178,6 +180,7 @@ func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) erro
 		}
 		for i, w := range writes {
 			s.announce.noteWrite(w.Rec, true)
+			s.noteOwed(ctx, w.Rec)
 			s.checkVersion(w.Rec, w.Prev, before[i], known[i])
 			s.checkReleaseLease(ctx, w.Rec)
 			s.checkRetryAfter(ctx, w.Rec)
@@ -445,6 +448,7 @@ func (r *Release) deploy(d deployment) error {
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
 		cfg.EvidenceLease, cfg.DeliveryLease = d.evidenceLease, d.evidenceLease
 		cfg.EvidenceMaxAttempts, cfg.DeliveryMaxAttempts = d.evidenceMaxAttempts, d.deliveryMaxAttempts
+		cfg.CompactApprovals = w.compactApprovals()
 		c, err := release.NewCoordinator(release.Dependencies{
 			Store: r.store, EventKey: d.eventKeys[0], Evidence: ev, CMS: cms,
 			Verifiers: d.verifiers, Approval: approval, Publication: publication,
@@ -560,6 +564,9 @@ func (r *Release) check(ctx context.Context) {
 			stored[a.ApprovalID] = a
 			if a.OutboxMS != 0 {
 				r.w.violate("release %s: approval of %s still owes its release.approved (outbox_ms %d) after faults stopped", id, a.TargetLocale, a.OutboxMS)
+			} else if snap.Plan != nil && release.ApprovalOwed(snap.Plan.Compact, a, snap.Evidence[a.RequestID]) {
+				r.w.violate("release %s: compact approval of %s still owes its release.approved (evidence record %s) after faults stopped",
+					id, a.TargetLocale, snap.Evidence[a.RequestID].Status)
 			}
 			if len(approved[a.ApprovalID]) == 0 && !r.forged[a.ApprovalID] {
 				r.w.violate("release %s: approval of %s is stored but localeflow.release.approved was never published", id, a.TargetLocale)

@@ -420,7 +420,7 @@ func (h *Handler) runStep(ctx context.Context, kind, eventID string, redo bool, 
 		// stands, so its event is published and the release goes on.
 		h.log.WarnContext(ctx, "release step failed after storing an approval", "event_id", eventID,
 			"job_id", o.JobID, "approval_id", o.ApprovalID, "code", core.CodeOf(err), "retryable", core.IsRetryable(err))
-		if perr := h.publish(ctx, o); perr != nil {
+		if _, _, perr := h.publish(ctx, o); perr != nil {
 			return perr
 		}
 		if core.IsRetryable(err) {
@@ -430,12 +430,40 @@ func (h *Handler) runStep(ctx context.Context, kind, eventID string, redo bool, 
 		return h.queue.Send(ctx, KindRun, eventID, now, now)
 	}
 	if err != nil {
+		if _, perr := h.publishOwed(ctx, o); perr != nil {
+			return errors.Join(err, perr)
+		}
 		return h.afterError(ctx, kind, eventID, err)
 	}
 	h.log.InfoContext(ctx, "release step", "event_id", eventID, "kind", kind, "status", o.Status,
 		"changed", o.Changed, "job_id", o.JobID, "delivery_id", o.DeliveryID)
-	if err := h.publish(ctx, o); err != nil {
+	settled, owedSettled, err := h.publish(ctx, o)
+	if err != nil {
 		return err
+	}
+	if o.Completes {
+		// The named step's tally write completed a Compact plan's tally:
+		// its approval is published and settled, now the completing read.
+		if !settled {
+			// Still owed: the completing read would only hold the
+			// delivery. Its evidence lease wakes the release (the sweep).
+			return nil
+		}
+		if o, err = h.complete(ctx, eventID); err != nil {
+			return h.afterError(ctx, kind, eventID, err)
+		}
+		if _, _, err := h.publish(ctx, o); err != nil {
+			return err
+		}
+	} else if o.Held && len(o.Owed) > 0 {
+		// The delivery waited for owed approvals this step settled: run
+		// the release again, once they all are (otherwise their evidence
+		// leases wake it).
+		if owedSettled {
+			now := h.clock.Now()
+			return h.queue.Send(ctx, KindRun, eventID, now, now)
+		}
+		return nil
 	}
 	if o.Status == release.OutcomeDelivered {
 		if err := h.expireTexts(ctx, eventID); err != nil {
@@ -475,6 +503,12 @@ func (h *Handler) afterError(ctx context.Context, kind, eventID string, stepErr 
 		// final errors (a stray deliver envelope: cms.delivery.missing)
 		// leave the release, and its texts, as they are.
 		blocked, err := h.c.Blocked(ctx, eventID)
+		if err == nil && blocked {
+			// A blocked release's owed approval events are still
+			// published (docs/design.md "Owed events of compact
+			// approvals"; the outbox sweep does it for marked ones).
+			err = h.republishOwed(ctx, eventID)
+		}
 		if err == nil && blocked {
 			err = h.expireTexts(ctx, eventID)
 		}
@@ -530,27 +564,108 @@ func (h *Handler) next(ctx context.Context, kind string, o release.Outcome) erro
 	return nil
 }
 
-func (h *Handler) publish(ctx context.Context, o release.Outcome) error {
-	if !o.Changed {
-		return nil
+// publish publishes the step's events: the owed approvals it reports
+// (Outcome.Owed, each settled), its own approval (settled), then its
+// delivery event. settled says the step's own approval was settled (or
+// there is none), owedSettled that every reported owed approval was.
+func (h *Handler) publish(ctx context.Context, o release.Outcome) (settled, owedSettled bool, err error) {
+	if owedSettled, err = h.publishOwed(ctx, o); err != nil {
+		return false, false, err
 	}
+	if !o.Changed {
+		return true, owedSettled, nil
+	}
+	settled = true
 	if o.ApprovalID != "" {
 		settle := h.c.SettleOutbox
-		if o.Tallied {
+		switch {
+		case o.Compact:
+			tally := !o.Tallied
+			settle = func(ctx context.Context, eventID, jobID, approvalID string) error {
+				return h.c.SettleCompact(ctx, eventID, jobID, approvalID, tally)
+			}
+		case o.Tallied:
 			settle = h.c.ClearOutbox
 		}
-		if err := h.publishApproved(ctx, contract.ReleaseApproved{
+		if settled, err = h.publishApproved(ctx, contract.ReleaseApproved{
 			Schema: contract.SchemaReleaseApproved, EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
 		}, settle); err != nil {
-			return err
+			return false, false, err
 		}
 	}
 	d := contract.Delivery{Schema: contract.SchemaDelivery, EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}
 	if err := h.publishDelivery(ctx, d); err != nil {
-		return err
+		return false, false, err
 	}
 	h.settleAnnounced(ctx, d)
-	return nil
+	return settled, owedSettled, nil
+}
+
+// publishOwed publishes and settles (SettleCompact, with the tally) the
+// owed approvals a step reports (release.Outcome.Owed: compact approvals
+// whose step is gone); all says every one was settled.
+func (h *Handler) publishOwed(ctx context.Context, o release.Outcome) (all bool, err error) {
+	all = true
+	settle := func(ctx context.Context, eventID, jobID, approvalID string) error {
+		return h.c.SettleCompact(ctx, eventID, jobID, approvalID, true)
+	}
+	for _, a := range o.Owed {
+		if o.EventID == "" || o.PlanID == "" {
+			return false, nil
+		}
+		ok, err := h.publishApproved(ctx, contract.ReleaseApproved{
+			Schema: contract.SchemaReleaseApproved, EventID: o.EventID, PlanID: o.PlanID, JobID: a.JobID, TargetLocale: a.TargetLocale, ApprovalID: a.ApprovalID,
+		}, settle)
+		if err != nil {
+			return false, err
+		}
+		all = all && ok
+	}
+	if len(o.Owed) > 0 {
+		h.log.InfoContext(ctx, "owed approval events published", "event_id", o.EventID, "approved", len(o.Owed), "settled", all)
+	}
+	return all, nil
+}
+
+// complete runs the completing read of a Compact release
+// (release.Coordinator.CompleteRelease) after the step that completed the
+// tally settled its approval. Owed approvals it reports (a crashed step's)
+// are published and settled and the read is tried once more; a release
+// still held after that is run again from the queue (or, when an owed
+// approval could not be settled, by its evidence lease's wake), never in
+// a loop here. The outcome returned is the last read's, without an
+// approval of its own (published already).
+func (h *Handler) complete(ctx context.Context, eventID string) (release.Outcome, error) {
+	var o release.Outcome
+	all := true
+	for try := 0; try < 2; try++ {
+		var err error
+		if o, err = h.c.CompleteRelease(ctx, eventID); err != nil {
+			if _, perr := h.publishOwed(ctx, o); perr != nil {
+				return o, errors.Join(err, perr)
+			}
+			o.Owed = nil
+			return o, err
+		}
+		if !o.Held {
+			return o, nil // its owed approvals, if any, are published by the caller
+		}
+		if all, err = h.publishOwed(ctx, o); err != nil {
+			return o, err
+		}
+		o.Owed = nil
+		if !all {
+			break
+		}
+	}
+	// Still held: a later run prepares the delivery. o carries the wake
+	// of a lease still running (next schedules it); an owed approval not
+	// settled wakes the release by its evidence lease (the sweep);
+	// otherwise the release runs again from the queue now.
+	if o.WakeAt.IsZero() && all && o.Status == release.OutcomeWaiting {
+		o.WakeAt = h.clock.Now()
+	}
+	return o, nil
 }
 
 // settleAnnounced records that the delivery event of d's status was
@@ -574,26 +689,34 @@ func (h *Handler) settleAnnounced(ctx context.Context, d contract.Delivery) {
 // settle is the settling (nil: none, the event is not owed):
 // SettleOutbox, which adds the approval to its release's tally first, or
 // ClearOutbox for an approval its step tallied (release.Outcome.Tallied).
-func (h *Handler) publishApproved(ctx context.Context, d contract.ReleaseApproved, settle func(ctx context.Context, eventID, jobID, approvalID string) error) error {
+func (h *Handler) publishApproved(ctx context.Context, d contract.ReleaseApproved, settle func(ctx context.Context, eventID, jobID, approvalID string) error) (bool, error) {
 	if err := h.bus.Publish(ctx, contract.DetailReleaseApproved, d); err != nil {
-		return fmt.Errorf("publish approved %s: %w", d.EventID, err)
+		return false, fmt.Errorf("publish approved %s: %w", d.EventID, err)
 	}
 	if settle == nil {
-		return nil
+		return true, nil
 	}
 	if err := settle(ctx, d.EventID, d.JobID, d.ApprovalID); err != nil {
 		h.log.WarnContext(ctx, "approved event published, outbox not cleared", "event_id", d.EventID,
 			"job_id", d.JobID, "approval_id", d.ApprovalID, "code", core.CodeOf(err))
+		return false, nil
 	}
-	return nil
+	return true, nil
 }
 
-// owedSettle is SettleOutbox for an owed approval, nil otherwise.
-func (h *Handler) owedSettle(owed bool) func(ctx context.Context, eventID, jobID, approvalID string) error {
-	if !owed {
+// owedSettle is the settling of an owed approval (nil when not owed):
+// SettleOutbox for one with an outbox marker, SettleCompact (with the
+// tally) for a compact one owed through its evidence record.
+func (h *Handler) owedSettle(owed bool, rec *release.ApprovalRecord) func(ctx context.Context, eventID, jobID, approvalID string) error {
+	switch {
+	case !owed:
 		return nil
+	case rec.OutboxMS != 0:
+		return h.c.SettleOutbox
 	}
-	return h.c.SettleOutbox
+	return func(ctx context.Context, eventID, jobID, approvalID string) error {
+		return h.c.SettleCompact(ctx, eventID, jobID, approvalID, true)
+	}
 }
 
 // publishDelivery publishes delivery.ready or delivery.delivered by the
@@ -648,6 +771,28 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 	return nil
 }
 
+// republishOwed publishes and settles the owed approval events of a
+// blocked compact release from its stored state: those owed through their
+// evidence record (release.ApprovalOwed without a marker), whose lease no
+// longer wakes anything once the release is blocked. Marked approvals are
+// the outbox sweep's, as in the token layout.
+func (h *Handler) republishOwed(ctx context.Context, eventID string) error {
+	snap, plan, err := h.stored(ctx, eventID)
+	if err != nil || plan == nil || !plan.Compact {
+		return err
+	}
+	for id, a := range snap.Approvals {
+		if a.OutboxMS != 0 {
+			delete(snap.Approvals, id)
+		}
+	}
+	n, err := h.republishApprovals(ctx, snap, plan, true)
+	if n > 0 {
+		h.log.InfoContext(ctx, "owed approval events of a blocked release published", "event_id", eventID, "approved", n)
+	}
+	return err
+}
+
 // stored reads the event's records for re-publication; plan is nil when
 // there is nothing to publish from (no plan, or a plan that fails its
 // seal: the step reports it).
@@ -674,12 +819,16 @@ func (h *Handler) republishApprovals(ctx context.Context, snap release.Snapshot,
 	n := 0
 	for _, job := range plan.Jobs {
 		rec := snap.Approvals[job.JobID]
-		if rec == nil || (onlyOwed && rec.OutboxMS == 0) || !h.approvalBinds(rec, plan, job) {
+		if rec == nil {
 			continue
 		}
-		if err := h.publishApproved(ctx, contract.ReleaseApproved{
+		owed := release.ApprovalOwed(plan.Compact, rec, snap.Evidence[rec.RequestID])
+		if (onlyOwed && !owed) || !h.approvalBinds(rec, plan, job) {
+			continue
+		}
+		if _, err := h.publishApproved(ctx, contract.ReleaseApproved{
 			Schema: contract.SchemaReleaseApproved, EventID: plan.Event.EventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
-		}, h.owedSettle(rec.OutboxMS > 0)); err != nil {
+		}, h.owedSettle(owed, rec)); err != nil {
 			return n, err
 		}
 		n++

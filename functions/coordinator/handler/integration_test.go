@@ -310,6 +310,23 @@ func TestIntegrationThreeLocalesOutOfOrderDeliveredOnce(t *testing.T) {
 	if s.bus.count(contract.DetailReleaseApproved) != 3 || s.bus.count(contract.DetailDeliveryReady) != 1 {
 		t.Fatalf("events %v", s.bus.types)
 	}
+	// A compact release (issue 29, docs/design.md "Owed events of
+	// compact approvals"): no approval carries outbox_ms, every evidence
+	// record ended succeeded, each approval was announced once (above:
+	// 3 events for 3 approvals).
+	if !snap.Plan.Compact {
+		t.Fatal("plan not compact")
+	}
+	for id, a := range snap.Approvals {
+		if a.OutboxMS != 0 || release.ApprovalOwed(true, a, snap.Evidence[a.RequestID]) {
+			t.Errorf("approval of %s: outbox_ms %d, owed", id, a.OutboxMS)
+		}
+	}
+	for id, e := range snap.Evidence {
+		if e.Status != release.StateSucceeded {
+			t.Errorf("evidence %s is %s", id, e.Status)
+		}
+	}
 
 	// Content-free: no text outside source#/result# items, none in logs.
 	before := s.items(t)

@@ -40,6 +40,12 @@ func (b *bundle) sweep(t *testing.T) handler.SweepResult {
 	return res
 }
 
+// tokenLayout configures the coordinator with the token approval layout
+// (Config.CompactApprovals off): the tests of the outbox marker.
+func tokenLayout(_ *bundle, _ *release.Dependencies, cfg *release.Config) {
+	cfg.CompactApprovals = false
+}
+
 func (b *bundle) owed(t *testing.T, eventID string) int {
 	t.Helper()
 	s, err := b.store.Load(context.Background(), eventID)
@@ -62,6 +68,7 @@ func (b *bundle) owed(t *testing.T, eventID string) int {
 func TestApprovalStoredThenLeaseExpiredIsAnnounced(t *testing.T) {
 	b := setupCoordinator(t, func(b *bundle, d *release.Dependencies, cfg *release.Config) {
 		d.Evidence = clockAdvancingProvider{resp: b.resp, now: b.now, delay: cfg.EvidenceLease + time.Second}
+		cfg.CompactApprovals = false
 	})
 	plan := releasetest.NewPlan("evt-late", "de-DE", "fr-FR")
 	fx := releasetest.NewFixture()
@@ -91,7 +98,7 @@ func TestApprovalStoredThenLeaseExpiredIsAnnounced(t *testing.T) {
 // its publish fails and the step message is lost for good; the sweep
 // publishes the owed event (same approval id) once, and then no more.
 func TestOwedApprovalEventIsRepublishedBySweep(t *testing.T) {
-	b := setup(t)
+	b := setupCoordinator(t, tokenLayout)
 	plan, job := oneLocale("evt-owed")
 	b.invoke(t, batch(plan))
 	b.bus.fail = map[string]int{contract.DetailReleaseApproved: 1}

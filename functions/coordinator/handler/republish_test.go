@@ -60,7 +60,7 @@ func (b *fakeBus) details(t *testing.T, detailType string, v any) int {
 
 func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 	const eventID = "evt-r-1"
-	b := setup(t)
+	b := setupCoordinator(t, tokenLayout)
 	plan, job := oneLocale(eventID)
 	if resp := b.invoke(t, batch(plan)); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("plan: %+v", resp)
