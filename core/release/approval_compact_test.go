@@ -18,9 +18,24 @@ func deliverAll(t *testing.T, b *bundle, plan releasetest.PlanSpec, locales ...s
 	for _, l := range locales {
 		b.ingestResult(t, plan, l, releasetest.ResultOptions{})
 	}
+	// One approval a second in both layouts (b.run would run a compact
+	// release again at once, approving the next locale in the same
+	// second); a compact release prepares its delivery on the run after
+	// its last approval is settled, in the same second as the token
+	// layout's last approving step.
 	for range locales {
 		b.clock.Advance(time.Second)
-		b.run(t, plan.EventID)
+		o, err := b.c.RunNextRelease(b.ctx, plan.EventID)
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		b.settle(t, o)
+	}
+	if b.snap(t, plan.EventID).Delivery == nil {
+		o, err := b.c.RunNextRelease(b.ctx, plan.EventID)
+		if err != nil || o.Status != release.OutcomeDeliveryReady {
+			t.Fatalf("run after the last approval: %+v %v", o, err)
+		}
 	}
 	if d, err := b.c.Deliver(b.ctx, plan.EventID); err != nil || d.Status != release.OutcomeDelivered {
 		t.Fatalf("deliver: %+v %v", d, err)

@@ -162,7 +162,7 @@ func TestFailedThenSucceededJobInput(t *testing.T) {
 	if j.Status != release.JobSucceeded || j.Version != 2 || j.AwaitingClaim || r.Version != 1 || j.ResultSHA256 != r.ResultSHA256 {
 		t.Fatalf("job %+v result v%d", j, r.Version)
 	}
-	if o := b.runInput(t, in); o.Status != release.OutcomeDeliveryReady {
+	if o := b.handlerStep(t, in, map[string]int{}); o.Status != release.OutcomeDeliveryReady {
 		t.Fatalf("%+v", o)
 	}
 	// A failed event again (the job's earlier event, redelivered late):
@@ -197,7 +197,7 @@ func TestCrashAfterResultThenRedelivery(t *testing.T) {
 	if want := []string{"result:refused", "result", "evidence", "job"}; !reflect.DeepEqual(l.puts, want) {
 		t.Fatalf("redelivery wrote %v, want %v", l.puts, want)
 	}
-	if o := b.runInput(t, in); o.Status != release.OutcomeDeliveryReady {
+	if o := b.handlerStep(t, in, map[string]int{}); o.Status != release.OutcomeDeliveryReady {
 		t.Fatalf("%+v", o)
 	}
 }
@@ -219,7 +219,7 @@ func TestLateDuplicateAfterTextsExpiredWritesNothing(t *testing.T) {
 			b := setup(t)
 			plan := releasetest.NewPlan("evt-late", "de-DE")
 			b.ingestPlan(t, plan)
-			if o := b.runInput(t, b.input(t, plan, "de-DE")); o.Status != release.OutcomeDeliveryReady {
+			if o := b.handlerStep(t, b.input(t, plan, "de-DE"), map[string]int{}); o.Status != release.OutcomeDeliveryReady {
 				t.Fatalf("%+v", o)
 			}
 			if d, err := b.c.Deliver(b.ctx, "evt-late"); err != nil || d.Status != release.OutcomeDelivered {
@@ -306,7 +306,7 @@ func TestRacingCopiesOfOneInputWrittenFirst(t *testing.T) {
 	if u := uncovered(t, b, "evt-copies"); len(u) != 0 {
 		t.Fatalf("no wake entry: %v", u)
 	}
-	if o := b.runInput(t, second); o.Status != release.OutcomeDeliveryReady {
+	if o := b.handlerStep(t, second, map[string]int{}); o.Status != release.OutcomeDeliveryReady {
 		t.Fatalf("%+v", o)
 	}
 }

@@ -479,7 +479,10 @@ func (s *releaseStore) noteOwed(ctx context.Context, rec release.Record) {
 	default:
 		return
 	}
-	snap, err := s.mem.LoadState(ctx, pk)
+	// The checker's own read: not the invocation's (on the adapters an
+	// invocation's context gates every SDK call with the world's faults,
+	// and a failed read here would lose the owed span).
+	snap, err := s.mem.LoadState(context.Background(), pk)
 	if err != nil || snap.Plan == nil || !snap.Plan.Compact {
 		return
 	}
@@ -517,7 +520,7 @@ func (s *releaseStore) noteFailedSettle(ctx context.Context, rec release.Record)
 	if !ok || ev.Status != release.StateSucceeded {
 		return
 	}
-	snap, err := s.mem.LoadState(ctx, ev.EventID)
+	snap, err := s.mem.LoadState(context.Background(), ev.EventID) // the checker's read, ungated (noteOwed)
 	if err != nil || snap.Plan == nil || !snap.Plan.Compact {
 		return
 	}
