@@ -66,18 +66,6 @@ const (
 	EnvSweepGrace = "LOCALEFLOW_SWEEP_GRACE"
 
 	// Coordinator settings (core/release.Config).
-	// EnvReleaseTally: "on" marks the plans the coordinator ingests
-	// tallied (core/release.Config.Tally: linear release reads); "off",
-	// the default, until every running coordinator knows the tally
-	// (docs/design.md "Release reads": deploy order).
-	EnvReleaseTally = "LOCALEFLOW_RELEASE_TALLY"
-	// EnvApprovalLayout: "compact" marks the tallied plans the
-	// coordinator ingests Compact (core/release.Config.CompactApprovals:
-	// approval records written once, under 1 KB, their event owed through
-	// the evidence lease); "token", the default, until every running
-	// coordinator knows the compact layout (docs/design.md "Compact
-	// approvals": deploy order).
-	EnvApprovalLayout      = "LOCALEFLOW_APPROVAL_LAYOUT"
 	EnvEvidenceRevision    = "LOCALEFLOW_EVIDENCE_REVISION"
 	EnvEvidenceLease       = "LOCALEFLOW_EVIDENCE_LEASE"
 	EnvEvidenceMaxAttempts = "LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS"
@@ -189,8 +177,6 @@ var CoordinatorEnv = concat([]EnvVar{
 	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventRefuseV1, Operator},
 	{EnvEvidenceRevision, Operator}, {EnvEvidenceLease, Operator}, {EnvEvidenceMaxAttempts, Operator},
 	{EnvEvidenceTimeout, Operator}, {EnvApprovalTTL, Operator}, {EnvDeliveryMaxAttempts, Operator},
-	{EnvReleaseTally, Operator},
-	{EnvApprovalLayout, Operator},
 }, key(KeyEvent), key(KeyCMS), key(KeyEvidence), key(KeyApproval), key(KeyPublication))
 
 // HealthEnv is every variable the health function reads.

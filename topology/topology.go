@@ -33,7 +33,7 @@ const (
 	// (failed, remote failure); health reads it instead of scanning.
 	AttrAttentionShard = "attention_shard"
 	AttrAttentionMS    = "attention_ms"
-	// Sparse outbox index (monitor and release tables): present only on
+	// Sparse outbox index (monitor table): present only on
 	// records whose output event is owed (stored, not yet known to be
 	// published); publishing removes both keys and the sweep re-publishes
 	// what is left. On the monitor table outbox_ms is the time of the
@@ -274,7 +274,7 @@ func New(prefix string) Topology {
 			Name:         prefix + "-release",
 			Partition:    Key{AttrPK, KeyString},
 			Sort:         &Key{AttrSK, KeyString},
-			Indexes:      []Index{wake, attention, outbox},
+			Indexes:      []Index{wake, attention},
 			TTLAttribute: AttrExpiresAt,
 		},
 		PollQueue: queue("PollQueue", "poll", PollerTimeoutSeconds),
@@ -355,8 +355,8 @@ func (r Rule) EventPattern() map[string]any {
 // the approval token are never in it; the health role's
 // dynamodb:Attributes condition is this list.
 var ReleaseCensusAttributes = []string{
-	AttrPK, AttrSK, "v",
-	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS, AttrOutboxShard, AttrOutboxMS,
+	AttrPK, AttrSK, "v", "schema_version",
+	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS,
 	"request_id", "event_id", "plan_id", "job_id", "result_sha256", "evidence_revision",
 	"site_id", "delivery_id", "bundle_sha256", "signature", "prepared_ms",
 	// The signing key id of approvals and deliveries (content-free).

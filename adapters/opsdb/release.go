@@ -271,15 +271,13 @@ func DecodeRelease(item map[string]types.AttributeValue) health.ReleaseRecord {
 }
 
 // releaseIndexKeysAgree checks the sparse index attributes (wake,
-// attention, outbox) the way adapters/releasedb.Item writes them.
+// attention) the way adapters/releasedb.Item writes them.
 func releaseIndexKeysAgree(item map[string]types.AttributeValue, rec release.Record) bool {
 	eventID, sk := rec.Key()
 	shard := int64(releasedb.Shard(eventID, sk))
 	wakeMS, wakes, attentionMS, attention := release.Wake(rec)
-	outboxMS, owed := release.Outbox(rec)
 	return pairAgrees(item, topology.AttrWakeShard, topology.AttrWakeMS, wakes, shard, wakeMS) &&
-		pairAgrees(item, topology.AttrAttentionShard, topology.AttrAttentionMS, attention, shard, attentionMS) &&
-		pairAgrees(item, topology.AttrOutboxShard, topology.AttrOutboxMS, owed, shard, outboxMS)
+		pairAgrees(item, topology.AttrAttentionShard, topology.AttrAttentionMS, attention, shard, attentionMS)
 }
 
 func pairAgrees(item map[string]types.AttributeValue, shardAttr, msAttr string, want bool, shard, ms int64) bool {

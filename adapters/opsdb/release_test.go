@@ -14,12 +14,12 @@ import (
 
 // TestDecodeReleaseEntries: every record the release table's indexes can
 // hold decodes into its own field; an entry whose index keys disagree with
-// its record (here: an outbox mark the record does not carry) is Corrupt.
+// its record (here: an attention mark the record does not carry), or that
+// is of another schema version, is Corrupt.
 func TestDecodeReleaseEntries(t *testing.T) {
 	for _, rec := range releasetest.SampleRecords("evt-1") {
 		_, wakes, _, attention := release.Wake(rec)
-		_, owed := release.Outbox(rec)
-		if !wakes && !attention && !owed {
+		if !wakes && !attention {
 			continue
 		}
 		item, err := releasedb.Item(rec)
@@ -45,9 +45,17 @@ func TestDecodeReleaseEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	item[topology.AttrOutboxShard] = &types.AttributeValueMemberN{Value: "0"}
-	item[topology.AttrOutboxMS] = &types.AttributeValueMemberN{Value: "1"}
+	if got := opsdb.DecodeRelease(item); got.Corrupt {
+		t.Fatalf("the job record decoded as %+v", got)
+	}
+	item[release.AttrSchemaVersion] = &types.AttributeValueMemberN{Value: "2"}
 	if got := opsdb.DecodeRelease(item); !got.Corrupt {
-		t.Fatalf("a job record with an outbox mark decoded as %+v", got)
+		t.Fatalf("a job record of schema version 2 decoded as %+v", got)
+	}
+	item[release.AttrSchemaVersion] = &types.AttributeValueMemberN{Value: "1"}
+	item[topology.AttrAttentionShard] = &types.AttributeValueMemberN{Value: "0"}
+	item[topology.AttrAttentionMS] = &types.AttributeValueMemberN{Value: "1"}
+	if got := opsdb.DecodeRelease(item); !got.Corrupt {
+		t.Fatalf("a job record with an attention mark decoded as %+v", got)
 	}
 }

@@ -20,10 +20,10 @@ type approvalIDs struct {
 
 // approvalItemSize is the size, by DynamoDB's rule (attribute names and
 // values), of the item of an approval with ids, as the store writes it
-// (conditionalPut: index attributes and TTL included) in its largest
-// state: owed (outbox_ms, outbox_shard) and completing the plan
-// (awaiting_delivery, wake_shard, wake_ms).
-func approvalItemSize(t *testing.T, ids approvalIDs, compact bool) int {
+// (conditionalPut: index attributes, schema_version and TTL included) in
+// its largest state: completing the plan (awaiting_delivery, wake_shard,
+// wake_ms).
+func approvalItemSize(t *testing.T, ids approvalIDs) int {
 	t.Helper()
 	const ms = 1_764_460_800_000
 	p := release.ApprovalPayload{
@@ -59,19 +59,17 @@ func approvalItemSize(t *testing.T, ids approvalIDs, compact bool) int {
 	}
 	rec := &release.ApprovalRecord{
 		EventID: p.EventID, PlanID: p.PlanID, JobID: p.JobID, TargetLocale: p.TargetLocale, ResultSHA256: p.ResultSHA256,
-		RequestID: p.EvidenceRequestID, ApprovalID: p.ApprovalID, Token: token, KeyID: auth.KeyID(),
-		ApprovedMS: p.ApprovedAtMS, ExpiresMS: p.ExpiresAtMS, OutboxMS: p.ApprovedAtMS, AwaitingDelivery: true, Version: 1,
+		RequestID: p.EvidenceRequestID, ApprovalID: p.ApprovalID, KeyID: auth.KeyID(),
+		ApprovedMS: p.ApprovedAtMS, ExpiresMS: p.ExpiresAtMS, AwaitingDelivery: true, Version: 1,
 	}
-	if compact {
-		parts := strings.Split(token, ".")
-		sig, err := signing.DecodeB64URL(parts[2])
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec.SetCompact(body, sig)
-		if rec.Token != token {
-			t.Fatal("rebuilt token differs from the signed one")
-		}
+	parts := strings.Split(token, ".")
+	sig, err := signing.DecodeB64URL(parts[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.SetSigned(body, sig)
+	if rec.Token != token {
+		t.Fatal("rebuilt token differs from the signed one")
 	}
 	item, _, err := New(nil, "t").conditionalPut(rec, 0)
 	if err != nil {
@@ -90,24 +88,20 @@ var benchmarkIDs = approvalIDs{
 }
 
 // TestCompactApprovalItemUnderOneKilobyte (docs/design.md "Compact
-// approvals", size budget): a compact approval of the benchmark's ids,
-// in its largest state, is one write unit (< 1,024 bytes), with a human
-// review receipt too; the token layout of the same approval is two. The
-// sizes with an independent review, and with the longest ids the
-// validators accept (every id a token of up to 256 characters), are
-// logged: those need 2 units.
+// approvals", size budget): an approval of the benchmark's ids, in its
+// largest state, is one write unit (< 1,024 bytes), with a human review
+// receipt too. The sizes with an independent review, and with the longest
+// ids the validators accept (every id a token of up to 256 characters),
+// are logged: those need 2 units.
 func TestCompactApprovalItemUnderOneKilobyte(t *testing.T) {
-	compact, token := approvalItemSize(t, benchmarkIDs, true), approvalItemSize(t, benchmarkIDs, false)
-	t.Logf("benchmark ids, quality receipt: compact %d bytes, token layout %d bytes", compact, token)
+	compact := approvalItemSize(t, benchmarkIDs)
+	t.Logf("benchmark ids, quality receipt: %d bytes", compact)
 	if compact > 1023 {
-		t.Fatalf("compact approval item is %d bytes, want ≤ 1,023 (one write unit)", compact)
-	}
-	if token <= 1024 {
-		t.Fatalf("token layout item is %d bytes: the measurement no longer shows what the compact layout saves", token)
+		t.Fatalf("approval item is %d bytes, want ≤ 1,023 (one write unit)", compact)
 	}
 	human := benchmarkIDs
 	human.human = true
-	if n := approvalItemSize(t, human, true); n > 1023 {
+	if n := approvalItemSize(t, human); n > 1023 {
 		t.Errorf("with a human review receipt: compact approval item is %d bytes, want ≤ 1,023", n)
 	} else {
 		t.Logf("benchmark ids, human review receipt: compact %d bytes", n)
@@ -116,12 +110,12 @@ func TestCompactApprovalItemUnderOneKilobyte(t *testing.T) {
 	review.independent = true
 	both := review
 	both.human = true
-	t.Logf("benchmark ids, independent review: compact %d bytes; with human review too: %d bytes", approvalItemSize(t, review, true), approvalItemSize(t, both, true))
+	t.Logf("benchmark ids, independent review: compact %d bytes; with human review too: %d bytes", approvalItemSize(t, review), approvalItemSize(t, both))
 	longest := strings.Repeat("x", core.MaxTokenLength)
 	maxIDs := approvalIDs{event: longest, site: longest, plan: longest, job: longest, locale: longest, provider: longest}
-	t.Logf("longest ids (%d characters each), quality receipt: compact %d bytes, token layout %d bytes", core.MaxTokenLength, approvalItemSize(t, maxIDs, true), approvalItemSize(t, maxIDs, false))
+	t.Logf("longest ids (%d characters each), quality receipt: %d bytes", core.MaxTokenLength, approvalItemSize(t, maxIDs))
 	maxIDs.human, maxIDs.independent = true, true
-	t.Logf("longest ids, every receipt: compact %d bytes, token layout %d bytes", approvalItemSize(t, maxIDs, true), approvalItemSize(t, maxIDs, false))
+	t.Logf("longest ids, every receipt: %d bytes", approvalItemSize(t, maxIDs))
 	// Headroom: each character of the event id or job id is stored three
 	// times (key, top-level id, body), of the site, plan, locale and
 	// reviewer ids once.
@@ -138,7 +132,7 @@ func TestCompactApprovalItemUnderOneKilobyte(t *testing.T) {
 	} {
 		grown := benchmarkIDs
 		c.grow(&grown)
-		if d := approvalItemSize(t, grown, true) - compact; d != c.want {
+		if d := approvalItemSize(t, grown) - compact; d != c.want {
 			t.Errorf("one more %s id character adds %d bytes, want %d", c.name, d, c.want)
 		}
 	}

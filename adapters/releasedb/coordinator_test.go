@@ -27,10 +27,10 @@ func (p refuseJob) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]
 }
 
 // TestCoordinatorIndexesOnDynamoDB runs the coordinator on DynamoDB Local
-// and reads the real sparse indexes: an owed approval sits in the outbox
-// index until it is settled, and a release blocked for good leaves the wake
-// index and shows in the attention index (the parking transaction removes
-// the index keys).
+// and reads the real sparse indexes: an owed approval's evidence record
+// sits in the wake index until the approval is settled, and a release
+// blocked for good leaves the wake index and shows in the attention index
+// (the parking transaction removes the index keys).
 func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 	localtest.Require(t)
 	db, table := newTable(t)
@@ -46,7 +46,6 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 		Verifiers: fx.Verifiers(), Approval: approval, Publication: publication,
 	}
 	cfg := release.DefaultConfig("rev-1", "worker-1")
-	cfg.CompactApprovals = false // the outbox index (TestCompactOwedApprovalOnDynamoDB: the compact layout)
 	c, err := release.NewCoordinator(deps, clock, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -65,11 +64,11 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 	if err != nil || o.ApprovalID == "" {
 		t.Fatalf("%+v %v", o, err)
 	}
-	waitIndex(t, db, table, topology.IndexOutbox, []string{"approval#job-it-IT"})
-	if err := c.SettleOutbox(ctx, "evt-ddb", "job-it-IT", o.ApprovalID); err != nil {
+	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#" + onlyEvidence(t, store, release.StateLeased)})
+	if err := c.SettleApproval(ctx, "evt-ddb", "job-it-IT", o.ApprovalID, !o.Tallied); err != nil {
 		t.Fatal(err)
 	}
-	waitIndex(t, db, table, topology.IndexOutbox, nil)
+	waitIndex(t, db, table, topology.IndexWake, nil)
 	// fr-FR waits for a retry; then de-DE, selected first, fails for good.
 	resp.FailFirst = resp.Calls() + 1
 	ingest(contract.DetailJobCompleted, plan.ResultPayload("fr-FR", releasetest.ResultOptions{}))
@@ -77,7 +76,7 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 		t.Fatalf("fr-FR attempt: %v", err)
 	}
 	ingest(contract.DetailJobCompleted, plan.ResultPayload("de-DE", releasetest.ResultOptions{}))
-	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#" + onlyRetryWait(t, store), "job#job-de-DE"})
+	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#" + onlyEvidence(t, store, release.StateRetryWait), "job#job-de-DE"})
 	deps.Evidence = refuseJob{next: deps.Evidence, jobID: "job-de-DE"}
 	if c, err = release.NewCoordinator(deps, clock, nil, cfg); err != nil {
 		t.Fatal(err)
@@ -103,10 +102,10 @@ func TestCoordinatorIndexesOnDynamoDB(t *testing.T) {
 	}
 }
 
-// TestCompactOwedApprovalOnDynamoDB: a compact approval (docs/design.md
-// "Owed events of compact approvals") is never in the outbox index; its
-// evidence record's wake entry is what stays while its event is owed, and
-// settling it removes that entry.
+// TestCompactOwedApprovalOnDynamoDB: an approval (docs/design.md "Owed
+// events of compact approvals") is owed through its evidence record: its
+// wake entry is what stays while the event is owed, and settling it
+// removes that entry.
 func TestCompactOwedApprovalOnDynamoDB(t *testing.T) {
 	localtest.Require(t)
 	db, table := newTable(t)
@@ -131,7 +130,7 @@ func TestCompactOwedApprovalOnDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := c.RunNextRelease(ctx, "evt-ddb-c")
-	if err != nil || o.ApprovalID == "" || !o.Compact {
+	if err != nil || o.ApprovalID == "" {
 		t.Fatalf("%+v %v", o, err)
 	}
 	snap, err := store.Load(ctx, "evt-ddb-c")
@@ -139,12 +138,11 @@ func TestCompactOwedApprovalOnDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := snap.Approvals["job-fr-FR"]
-	if a.OutboxMS != 0 || !release.ApprovalOwed(true, a, snap.Evidence[a.RequestID]) {
+	if !release.ApprovalOwed(a, snap.Evidence[a.RequestID]) {
 		t.Fatalf("approval %+v not owed through its evidence", a)
 	}
-	waitIndex(t, db, table, topology.IndexOutbox, nil)
 	waitIndex(t, db, table, topology.IndexWake, []string{"evidence#" + a.RequestID})
-	if err := c.SettleCompact(ctx, "evt-ddb-c", "job-fr-FR", o.ApprovalID, !o.Tallied); err != nil {
+	if err := c.SettleApproval(ctx, "evt-ddb-c", "job-fr-FR", o.ApprovalID, !o.Tallied); err != nil {
 		t.Fatal(err)
 	}
 	waitIndex(t, db, table, topology.IndexWake, nil)
@@ -153,17 +151,17 @@ func TestCompactOwedApprovalOnDynamoDB(t *testing.T) {
 	}
 }
 
-func onlyRetryWait(t *testing.T, s *Store) string {
+func onlyEvidence(t *testing.T, s *Store, status release.State) string {
 	t.Helper()
 	snap, err := s.Load(context.Background(), "evt-ddb")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for id, e := range snap.Evidence {
-		if e.Status == release.StateRetryWait {
+		if e.Status == status {
 			return id
 		}
 	}
-	t.Fatal("no retry_wait evidence")
+	t.Fatalf("no %s evidence", status)
 	return ""
 }

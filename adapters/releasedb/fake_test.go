@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/localeflow/localeflow/core/release"
@@ -41,13 +43,40 @@ func TestDueOnFake(t *testing.T) {
 	})
 }
 
-func TestOutboxOnFake(t *testing.T) {
-	releasetest.RunOutbox(t, func(t *testing.T) interface {
-		release.Store
-		release.OutboxFinder
-	} {
-		s, _, _ := newFakeStore()
-		return s
+// fakeForeign is foreign (store_test.go) on the fake.
+type fakeForeign struct {
+	*Store
+	db    *dynamofake.DB
+	table string
+}
+
+func (f fakeForeign) PutForeign(ctx context.Context, rec release.Record, schemaVersion int) error {
+	item, err := Item(rec)
+	if err != nil {
+		return err
+	}
+	delete(item, release.AttrSchemaVersion)
+	if schemaVersion != 0 {
+		item[release.AttrSchemaVersion] = number(int64(schemaVersion))
+	}
+	_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item})
+	return err
+}
+
+func (f fakeForeign) Stored(_ context.Context, eventID, sk string) (any, error) {
+	item := f.db.Raw(f.table, map[string]types.AttributeValue{
+		topology.AttrPK: &types.AttributeValueMemberS{Value: PK(eventID)}, topology.AttrSK: &types.AttributeValueMemberS{Value: sk},
+	})
+	if item == nil {
+		return nil, nil
+	}
+	return item, nil
+}
+
+func TestSchemaOnFake(t *testing.T) {
+	releasetest.RunSchema(t, func(t *testing.T) releasetest.Foreign {
+		s, db, table := newFakeStore()
+		return fakeForeign{Store: s, db: db, table: table}
 	})
 }
 

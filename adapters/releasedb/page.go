@@ -25,10 +25,7 @@ const CodeCursorInvalid = release.CodeStoreCursorInvalid
 // sparseIndex names a sharded sparse index and its key attributes.
 type sparseIndex struct{ name, shardAttr, msAttr string }
 
-var (
-	wakeIndex   = sparseIndex{topology.IndexWake, topology.AttrWakeShard, topology.AttrWakeMS}
-	outboxIndex = sparseIndex{topology.IndexOutbox, topology.AttrOutboxShard, topology.AttrOutboxMS}
-)
+var wakeIndex = sparseIndex{topology.IndexWake, topology.AttrWakeShard, topology.AttrWakeMS}
 
 // cursor is where paging through a sparse index stands: the shard, and
 // the index's LastEvaluatedKey in it (none: the shard's first page).
@@ -236,24 +233,4 @@ func eventOf(pk string) (string, error) {
 		return "", core.Fail(release.CodeRecordInvalid)
 	}
 	return eventID, nil
-}
-
-var _ release.OutboxFinder = (*Store)(nil)
-
-// Owed implements release.OutboxFinder with the sparse outbox index.
-func (s *Store) Owed(ctx context.Context, toMS int64, cursor string, limit int) (release.OwedPage, error) {
-	keys, next, err := s.page(ctx, outboxIndex, toMS, cursor, limit)
-	if err != nil {
-		return release.OwedPage{}, err
-	}
-	out := release.OwedPage{Next: next}
-	for _, k := range keys {
-		eventID, err := eventOf(k.PK)
-		jobID, ok := strings.CutPrefix(k.SK, release.SKApprovalPrefix)
-		if err != nil || !ok {
-			return release.OwedPage{}, core.Fail(release.CodeRecordInvalid)
-		}
-		out.Items = append(out.Items, release.OwedItem{EventID: eventID, JobID: jobID, OutboxMS: k.MS})
-	}
-	return out, nil
 }

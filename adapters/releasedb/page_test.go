@@ -123,7 +123,7 @@ func entryLess(a, b indexEntry) bool {
 	return a.sk < b.sk
 }
 
-// randomIndex fills the wake and outbox indexes with n entries each,
+// randomIndex fills the wake index with n entries,
 // spread over the shards with the given weights (a zero weight leaves a
 // shard empty), some of them after the time bound 1,000.
 func randomIndex(r *rand.Rand, n int, weights []int) map[string][]indexEntry {
@@ -132,7 +132,7 @@ func randomIndex(r *rand.Rand, n int, weights []int) map[string][]indexEntry {
 		total += w
 	}
 	out := map[string][]indexEntry{}
-	for _, ix := range []sparseIndex{wakeIndex, outboxIndex} {
+	for _, ix := range []sparseIndex{wakeIndex} {
 		var es []indexEntry
 		for i := range n {
 			pick, shard := r.IntN(total), 0
@@ -141,7 +141,7 @@ func randomIndex(r *rand.Rand, n int, weights []int) map[string][]indexEntry {
 				shard++
 			}
 			sk := "delivery"
-			if ix == outboxIndex || r.IntN(2) == 0 {
+			if r.IntN(2) == 0 {
 				sk = fmt.Sprintf("%sjob-%d", "approval#", i)
 			}
 			es = append(es, indexEntry{shard: shard, ms: int64(r.IntN(1100)), pk: fmt.Sprintf("%sevt-%04d", PKPrefix, r.IntN(n)), sk: sk})
@@ -253,7 +253,7 @@ func TestParallelShardReadsPageLikeSequentialReads(t *testing.T) {
 				if (shape.n < 1000 && limit > 1000) || (shape.n >= 1000 && limit < 500) {
 					continue // nothing new to see, or thousands of pages
 				}
-				for _, ix := range []sparseIndex{wakeIndex, outboxIndex} {
+				for _, ix := range []sparseIndex{wakeIndex} {
 					want := pageAll(t, func(c string) ([]indexKey, string, error) { return sequentialPage(ctx, s, ix, 1000, c, limit) })
 					got := pageAll(t, func(c string) ([]indexKey, string, error) { return s.page(ctx, ix, 1000, c, limit) })
 					if len(got) != len(want) {
@@ -368,8 +368,8 @@ func TestParallelShardReadsOnDynamoDB(t *testing.T) {
 }
 
 // BenchmarkEmptySweepListing is what the coordinator's scheduled sweep
-// reads when nothing is due: the wake index, then the outbox index, 8
-// shards each, on DynamoDB Local. It reports the wall time of one listing
+// reads when nothing is due: the wake index, 8 shards, on DynamoDB
+// Local. It reports the wall time of one listing
 // with the store's page (each index's shards read at once, parallel-ms)
 // and with shard-after-shard reads as before (sequential-ms); the two
 // alternate in every iteration, after 10 uncounted warm-up rounds, so
@@ -380,7 +380,7 @@ func BenchmarkEmptySweepListing(b *testing.B) {
 	ctx := context.Background()
 	listing := func(page func(ix sparseIndex) ([]indexKey, string, error)) time.Duration {
 		start := time.Now()
-		for _, ix := range []sparseIndex{wakeIndex, outboxIndex} {
+		for _, ix := range []sparseIndex{wakeIndex} {
 			if keys, next, err := page(ix); err != nil || len(keys) != 0 || next != "" {
 				b.Fatalf("listing: %d keys, %q, %v", len(keys), next, err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -60,14 +61,15 @@ func (s *Store) WithRetention(d time.Duration) *Store {
 	return &c
 }
 
-// Shard is the wake, attention and outbox index partition of the record
+// Shard is the wake and attention index partition of the record
 // keyed eventID and sk: core.Shard keyed by both.
 func Shard(eventID, sk string) int { return core.Shard(topology.WakeShards, eventID, sk) }
 
 // PK is the partition key of an event's collection.
 func PK(eventID string) string { return PKPrefix + eventID }
 
-// Item is the DynamoDB item of rec, index keys included.
+// Item is the DynamoDB item of rec, index keys and schema_version
+// (release.SchemaVersion) included.
 func Item(rec release.Record) (map[string]types.AttributeValue, error) {
 	eventID, sk := rec.Key()
 	form, err := release.StoredForm(rec)
@@ -80,6 +82,7 @@ func Item(rec release.Record) (map[string]types.AttributeValue, error) {
 	}
 	item[topology.AttrPK] = &types.AttributeValueMemberS{Value: PK(eventID)}
 	item[topology.AttrSK] = &types.AttributeValueMemberS{Value: sk}
+	item[release.AttrSchemaVersion] = number(release.SchemaVersion)
 	shard := Shard(eventID, sk)
 	wakeMS, wakes, attentionMS, attention := release.Wake(rec)
 	if wakes {
@@ -89,12 +92,6 @@ func Item(rec release.Record) (map[string]types.AttributeValue, error) {
 	if attention {
 		item[topology.AttrAttentionShard] = number(int64(shard))
 		item[topology.AttrAttentionMS] = number(attentionMS)
-	}
-	// outbox_ms is the record's own attribute; the shard makes it an
-	// outbox index entry.
-	if outboxMS, owed := release.Outbox(rec); owed {
-		item[topology.AttrOutboxShard] = number(int64(shard))
-		item[topology.AttrOutboxMS] = number(outboxMS)
 	}
 	return item, nil
 }
@@ -106,7 +103,9 @@ func number(n int64) types.AttributeValue {
 // conditionalPut is the item and condition of one versioned write. The item
 // carries expires_at when the record needs nothing more
 // (release.ExpiresAt): a later write recomputes it, so a record that wakes
-// or needs attention again loses it.
+// or needs attention again loses it. The condition on an existing record
+// also requires its schema_version to be release.SchemaVersion: an item of
+// another format is never overwritten (the write is a conflict).
 func (s *Store) conditionalPut(rec release.Record, prev int64) (map[string]types.AttributeValue, expression.Expression, error) {
 	eventID, _ := rec.Key()
 	if !core.ValidToken(eventID) || rec.RecordVersion() != prev+1 {
@@ -124,7 +123,8 @@ func (s *Store) conditionalPut(rec release.Record, prev int64) (map[string]types
 	}
 	cond := expression.AttributeNotExists(expression.Name(topology.AttrPK))
 	if prev != 0 {
-		cond = expression.Name(attrVersion).Equal(expression.Value(prev))
+		cond = expression.Name(attrVersion).Equal(expression.Value(prev)).
+			And(expression.Name(release.AttrSchemaVersion).Equal(expression.Value(release.SchemaVersion)))
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
@@ -293,13 +293,17 @@ func Decode(item map[string]types.AttributeValue) (release.Record, error) {
 }
 
 // DecodeProjected is Decode of an item read through a projection that
-// leaves out the approval's token, body and signature (the health
-// census, topology.ReleaseCensusAttributes): the keys are checked, an
-// approval is not completed (its token and payload ids stay empty).
+// leaves out the approval's body and signature (the health census,
+// topology.ReleaseCensusAttributes): the schema version and the keys are
+// checked, an approval is not completed (its token and payload ids stay
+// empty).
 func DecodeProjected(item map[string]types.AttributeValue) (release.Record, error) {
 	skAttr, ok := item[topology.AttrSK].(*types.AttributeValueMemberS)
 	if !ok {
 		return nil, core.Fail(release.CodeRecordInvalid)
+	}
+	if err := CheckSchema(item); err != nil {
+		return nil, err
 	}
 	rec := release.NewRecord(skAttr.Value)
 	if rec == nil {
@@ -312,6 +316,16 @@ func DecodeProjected(item map[string]types.AttributeValue) (release.Record, erro
 		return nil, core.Fail(release.CodeRecordInvalid)
 	}
 	return rec, nil
+}
+
+// CheckSchema refuses an item whose schema_version is missing or not
+// release.SchemaVersion (release.CodeSchemaUnsupported).
+func CheckSchema(item map[string]types.AttributeValue) error {
+	n, ok := item[release.AttrSchemaVersion].(*types.AttributeValueMemberN)
+	if !ok || n.Value != strconv.Itoa(release.SchemaVersion) {
+		return core.Fail(release.CodeSchemaUnsupported)
+	}
+	return nil
 }
 
 func itemPK(item map[string]types.AttributeValue) string {

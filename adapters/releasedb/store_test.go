@@ -105,8 +105,6 @@ func waitIndex(t *testing.T, db *dynamodb.Client, table, index string, want []st
 			switch index {
 			case topology.IndexAttention:
 				name = topology.AttrAttentionShard
-			case topology.IndexOutbox:
-				name = topology.AttrOutboxShard
 			}
 			out, err := db.Query(context.Background(), &dynamodb.QueryInput{
 				TableName:                 aws.String(table),
@@ -174,14 +172,44 @@ func TestDueDynamoDB(t *testing.T) {
 	})
 }
 
-func TestOutboxDynamoDB(t *testing.T) {
+// foreign puts and reads items of another storage format
+// (releasetest.Foreign) on DynamoDB.
+type foreign struct {
+	*Store
+	db    *dynamodb.Client
+	table string
+}
+
+func (f foreign) PutForeign(ctx context.Context, rec release.Record, schemaVersion int) error {
+	item, err := Item(rec)
+	if err != nil {
+		return err
+	}
+	delete(item, release.AttrSchemaVersion)
+	if schemaVersion != 0 {
+		item[release.AttrSchemaVersion] = number(int64(schemaVersion))
+	}
+	_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item})
+	return err
+}
+
+func (f foreign) Stored(ctx context.Context, eventID, sk string) (any, error) {
+	out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(f.table), ConsistentRead: aws.Bool(true), Key: map[string]types.AttributeValue{
+		topology.AttrPK: &types.AttributeValueMemberS{Value: PK(eventID)}, topology.AttrSK: &types.AttributeValueMemberS{Value: sk},
+	}})
+	if err != nil || out.Item == nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
+// An item of another schema_version, or without one, is refused by every
+// read and left unmodified by every write, on DynamoDB Local.
+func TestSchemaDynamoDB(t *testing.T) {
 	localtest.Require(t)
-	releasetest.RunOutbox(t, func(t *testing.T) interface {
-		release.Store
-		release.OutboxFinder
-	} {
+	releasetest.RunSchema(t, func(t *testing.T) releasetest.Foreign {
 		db, table := newTable(t)
-		return New(db, table)
+		return foreign{Store: New(db, table), db: db, table: table}
 	})
 }
 

@@ -58,7 +58,7 @@ func needsAttention(t *testing.T, b *bundle, eventID string) []string {
 // release fail on its last (only) attempt: evidence.http_503, final.
 func evidenceFailsForGood(t *testing.T, eventID string) (*bundle, releasetest.PlanSpec) {
 	t.Helper()
-	b := setupToken(t)
+	b := setup(t)
 	b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.EvidenceMaxAttempts = 1 })
 	b.resp.FailFirst = 1
 	plan := releasetest.NewPlan(eventID, "de-DE")
@@ -198,7 +198,7 @@ func TestSupersededEvidenceFailureDoesNotEndRelease(t *testing.T) {
 // block's write failed every time); a later step reports the release
 // ended and blocks nothing.
 func TestAcknowledgedDeliveryFailureEndsRelease(t *testing.T) {
-	b := setupToken(t)
+	b := setup(t)
 	b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.DeliveryMaxAttempts = 1 })
 	plan := releasetest.NewPlan("evt-dack", "de-DE")
 	b.ingestPlan(t, plan)

@@ -149,19 +149,15 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 	rec := ApprovalRecord{
 		EventID: payload.EventID, PlanID: payload.PlanID, JobID: payload.JobID,
 		TargetLocale: payload.TargetLocale, ResultSHA256: payload.ResultSHA256,
-		RequestID: in.requestID, ApprovalID: payload.ApprovalID, Token: BuildToken(raw, sig), KeyID: c.approval.KeyID(),
+		RequestID: in.requestID, ApprovalID: payload.ApprovalID, KeyID: c.approval.KeyID(),
 		ApprovedMS: payload.ApprovedAtMS, ExpiresMS: payload.ExpiresAtMS,
-		// The approval's event is owed from the write that stores it.
-		OutboxMS:         max(payload.ApprovedAtMS, 1),
 		AwaitingDelivery: in.completes,
 	}
-	if in.plan.Compact {
-		// The signed bytes and the signature, once (docs/design.md
-		// "Compact approvals"); Token stays set for this step's callers.
-		rec.SetCompact(raw, sig)
-		// Owed while its evidence record is not succeeded (ApprovalOwed).
-		rec.OutboxMS = 0
-	}
+	// The signed bytes and the signature, once (docs/design.md "Compact
+	// approvals"); Token is set for this step's callers. The approval's
+	// event is owed while its evidence record is not succeeded
+	// (ApprovalOwed).
+	rec.SetSigned(raw, sig)
 	var prev int64
 	if old := snap.Approvals[in.job.JobID]; old != nil {
 		prev = old.Version
@@ -292,47 +288,15 @@ func (c *Coordinator) readiness(snap *Snapshot, plan *PlanRecord, now time.Time)
 	return out, nil
 }
 
-// CodeOutboxLost: the owed approval changed between read and clear; it
-// stays owed and the sweep publishes it again.
-const CodeOutboxLost = "release.outbox.lost"
-
-// SettleOutbox clears the owed-event marker of the event's approval of
-// jobID after its localeflow.release.approved event was published, with a
-// write conditional on the approval read (same id, still owed). An
+// SettleApproval settles the published localeflow.release.approved event
+// of the event's approval of jobID (docs/design.md "Owed events of
+// compact approvals"): the approval is added to the release's tally when
+// tally is set and the tally read lacks it (the step that stored it may
+// have died before its tally write; false: its step reported it Tallied),
+// then its evidence record is finished succeeded (settleEvidence). An
 // approval that is no longer owed, or is another approval now, is left as
 // it is.
-//
-// When the release keeps a tally (docs/design.md "Release reads") the
-// approval is added to it first: the step that stored the approval may
-// have died before its own tally write, and the marker is what makes the
-// addition happen (the sweep and redelivered messages settle owed
-// approvals). If the tally is complete after it, the clearing write also
-// marks the approval AwaitingDelivery: it wakes the release, and the run
-// the sweep schedules prepares the delivery (or clears the mark when a
-// delivery exists). Use ClearOutbox when the step tallied the approval
-// itself (Outcome.Tallied).
-func (c *Coordinator) SettleOutbox(ctx context.Context, eventID, jobID, approvalID string) error {
-	return c.settleOutbox(ctx, eventID, jobID, approvalID, true, false)
-}
-
-// ClearOutbox is SettleOutbox without the tally: for an approval whose
-// step reported it Tallied.
-func (c *Coordinator) ClearOutbox(ctx context.Context, eventID, jobID, approvalID string) error {
-	return c.settleOutbox(ctx, eventID, jobID, approvalID, false, false)
-}
-
-// SettleCompact is SettleOutbox for an approval of a Compact plan
-// (docs/design.md "Owed events of compact approvals"): an approval
-// without an outbox marker is settled by finishing its evidence record
-// succeeded (settleEvidence); one with a marker (written by a coordinator
-// of the token layout) exactly as SettleOutbox does. tally says whether
-// the approval may still be missing from the release's tally (false: its
-// step reported it Tallied, as for ClearOutbox).
-func (c *Coordinator) SettleCompact(ctx context.Context, eventID, jobID, approvalID string, tally bool) error {
-	return c.settleOutbox(ctx, eventID, jobID, approvalID, tally, true)
-}
-
-func (c *Coordinator) settleOutbox(ctx context.Context, eventID, jobID, approvalID string, tally, compact bool) error {
+func (c *Coordinator) SettleApproval(ctx context.Context, eventID, jobID, approvalID string, tally bool) error {
 	if !core.ValidToken(eventID) {
 		return core.Fail(CodeEventIDInvalid)
 	}
@@ -345,41 +309,13 @@ func (c *Coordinator) settleOutbox(ctx context.Context, eventID, jobID, approval
 	}
 	snap, err := c.store.LoadKeys(ctx, eventID, keys...)
 	if err != nil {
-		return core.Wrap(CodeStoreReadFailed, true, err)
+		return storeRead(err)
 	}
 	a := snap.Approvals[jobID]
 	if a == nil || a.ApprovalID != approvalID {
 		return nil
 	}
-	if a.OutboxMS == 0 {
-		if !compact {
-			return nil
-		}
-		return c.settleEvidence(ctx, &snap, a)
-	}
-	next := *a
-	next.OutboxMS = 0
-	if snap.Tally != nil {
-		// Only a tallied release has a tally; no tally yet means the
-		// step that creates it seeds it from the approvals stored, this
-		// one included.
-		complete, err := c.tallyOwed(ctx, &snap, a)
-		if err != nil {
-			// Left owed: the next settling tries again.
-			return err
-		}
-		if complete && !a.AwaitingDelivery {
-			next.AwaitingDelivery = true
-		}
-	}
-	next.Version = a.Version + 1
-	if err := c.store.Put(ctx, &next, a.Version); err != nil {
-		if errors.Is(err, ErrConflict) {
-			return core.Wrap(CodeOutboxLost, true, err)
-		}
-		return core.Wrap(CodeStoreWriteFailed, true, err)
-	}
-	return nil
+	return c.settleEvidence(ctx, &snap, a)
 }
 
 // tallyOwed adds an owed approval's job to the release's tally and reports
@@ -392,7 +328,7 @@ func (c *Coordinator) tallyOwed(ctx context.Context, snap *Snapshot, a *Approval
 	}
 	p, err := c.store.LoadKeys(ctx, a.EventID, SKPlan)
 	if err != nil {
-		return false, core.Wrap(CodeStoreReadFailed, true, err)
+		return false, storeRead(err)
 	}
 	plan := p.Plan
 	if plan == nil || !validTally(t, plan) || plan.PlanID != a.PlanID {
@@ -410,52 +346,46 @@ func (c *Coordinator) tallyOwed(ctx context.Context, snap *Snapshot, a *Approval
 	return t.complete(), nil
 }
 
+// CodeOutboxLost: the owed approval or its evidence record changed
+// between read and settling; it stays owed and a later run publishes it
+// again.
+const CodeOutboxLost = "release.outbox.lost"
+
 // ApprovalOwed is the one predicate of an owed localeflow.release.approved
-// event (docs/design.md "Release outbox", "Owed events of compact
-// approvals"): the approval's outbox marker is set (token layout), or its
-// plan is Compact, it carries no marker and its evidence record ev (the
-// record of a.RequestID; nil when missing or not read) is not succeeded.
-// Every reader that decides whether to publish or to hold the delivery
-// uses it: the walk, the completing read, blocking, the handler's
-// re-publication and the simulator's checkers.
-func ApprovalOwed(compact bool, a *ApprovalRecord, ev *EvidenceRecord) bool {
-	if a == nil {
-		return false
-	}
-	if a.OutboxMS != 0 {
-		return true
-	}
-	return compact && ev != nil && ev.RequestID == a.RequestID && ev.EventID == a.EventID &&
+// event (docs/design.md "Owed events of compact approvals"): the evidence
+// record ev of the approval a (the record of a.RequestID; nil when
+// missing or not read) is not succeeded. Every reader that decides
+// whether to publish or to hold the delivery uses it: the walk, the
+// completing read, blocking, the handler's re-publication and the
+// simulator's checkers.
+func ApprovalOwed(a *ApprovalRecord, ev *EvidenceRecord) bool {
+	return a != nil && ev != nil && ev.RequestID == a.RequestID && ev.EventID == a.EventID &&
 		ev.JobID == a.JobID && ev.Status != StateSucceeded
 }
 
-// owedByEvidence reports whether the snapshot's approval a is owed through
-// its evidence record (a compact approval: no marker, ApprovalOwed).
+// owedByEvidence reports whether the snapshot's approval a is owed
+// (ApprovalOwed).
 func owedByEvidence(snap *Snapshot, a *ApprovalRecord) bool {
-	return a != nil && a.OutboxMS == 0 && snap.Plan != nil &&
-		ApprovalOwed(snap.Plan.Compact, a, snap.Evidence[a.RequestID])
+	return a != nil && ApprovalOwed(a, snap.Evidence[a.RequestID])
 }
 
 // OwedApproval is an owed approval event a step reports for the handler
-// to publish and settle (SettleCompact): the detail's ids.
+// to publish and settle (SettleApproval): the detail's ids.
 type OwedApproval struct {
 	JobID        string
 	TargetLocale string
 	ApprovalID   string
 }
 
-// held reports the compact approvals of the plan whose event is owed
+// held reports the approvals of the plan whose event is owed
 // (owedByEvidence), except the approval except (the step's own, which it
 // reports itself). An owed approval whose evidence lease is still running
 // belongs to a step that may still publish it: it is not reported, and
 // wakeMS is the earliest such lease's expiry (the release runs again
 // then). Every other owed approval whose token opens and names the plan's
 // job is reported (owed). held is true when any approval is owed: the
-// delivery of a Compact plan is not prepared then.
+// delivery is not prepared then.
 func (c *Coordinator) held(snap *Snapshot, plan *PlanRecord, now time.Time, except string) (owed []OwedApproval, held bool, wakeMS int64) {
-	if !plan.Compact {
-		return nil, false, 0
-	}
 	nowMS := core.Millis(now)
 	for _, job := range plan.Jobs {
 		a := snap.Approvals[job.JobID]
@@ -499,11 +429,10 @@ func (c *Coordinator) approvalMade(a *ApprovalRecord, plan *PlanRecord, job Plan
 		p.PlanID == plan.PlanID && p.JobID == job.JobID && p.TargetLocale == job.TargetLocale
 }
 
-// settleEvidence settles the published event of a compact approval a
-// (no marker): it adds the approval to the release's tally when snap
+// settleEvidence settles the published event of approval a: it adds the approval to the release's tally when snap
 // holds one without it (the step that stored it may have died before its
 // tally write; a tally then complete also marks the approval
-// AwaitingDelivery, as SettleOutbox does, so the release wakes), then
+// AwaitingDelivery, so the release wakes), then
 // finishes the approval's evidence record succeeded with a write
 // conditional on the record read (its wake entry goes). An approval no
 // longer owed is left as it is. An expired approval whose evidence is
@@ -512,10 +441,10 @@ func (c *Coordinator) approvalMade(a *ApprovalRecord, plan *PlanRecord, job Plan
 func (c *Coordinator) settleEvidence(ctx context.Context, snap *Snapshot, a *ApprovalRecord) error {
 	evs, err := c.store.LoadKeys(ctx, a.EventID, SKEvidencePrefix+a.RequestID)
 	if err != nil {
-		return core.Wrap(CodeStoreReadFailed, true, err)
+		return storeRead(err)
 	}
 	ev := evs.Evidence[a.RequestID]
-	if !ApprovalOwed(true, a, ev) || ValidateEvidenceRecord(ev) != nil || ev.ResultSHA256 != a.ResultSHA256 || ev.PlanID != a.PlanID {
+	if !ApprovalOwed(a, ev) || ValidateEvidenceRecord(ev) != nil || ev.ResultSHA256 != a.ResultSHA256 || ev.PlanID != a.PlanID {
 		return nil
 	}
 	nowMS := core.Millis(c.now())

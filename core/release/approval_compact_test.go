@@ -82,99 +82,54 @@ func openedApprovals(t *testing.T, fx releasetest.Fixture, body []byte) []releas
 	return out
 }
 
-// The delivery built from compact approvals is byte for byte the one
-// built from token approvals (same inputs, same clock, same keys): the
-// token rebuilt from the stored body and signature is the one signed, and
-// the CMS verifies every approval in it with the approval key.
-func TestCompactApprovalsDeliverTheSameBytes(t *testing.T) {
+// The delivery carries each approval's token byte for byte as it was
+// signed: the token rebuilt from the stored body and signature is what
+// the approval authority signs for that body (Ed25519 is deterministic),
+// the store holds no token, and the CMS verifies every approval in the
+// bundle with the approval key.
+func TestApprovalsDeliverTheSignedBytes(t *testing.T) {
 	locales := []string{"de-DE", "fr-FR", "it-IT"}
-	bodies := map[bool][]byte{}
-	for _, compact := range []bool{false, true} {
-		b := setup(t)
-		b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.CompactApprovals = compact })
-		plan := releasetest.NewPlan("evt-same", locales...)
-		bodies[compact] = deliverAll(t, b, plan, locales...)
-		s := b.snap(t, "evt-same")
-		if s.Plan.Compact != compact || len(s.Approvals) != len(locales) {
-			t.Fatalf("compact=%v: plan %+v, %d approvals", compact, s.Plan.Compact, len(s.Approvals))
-		}
-		for _, a := range s.Approvals {
-			if a.Compact() != compact || a.Token == "" {
-				t.Fatalf("compact=%v: approval %s layout compact=%v", compact, a.JobID, a.Compact())
-			}
-		}
-		if compact {
-			// What the store holds: no token, the body once.
-			for sk, raw := range b.store.Raw("evt-same") {
-				if bytes.HasPrefix([]byte(sk), []byte(release.SKApprovalPrefix)) && bytes.Contains(raw, []byte(`"Token"`)) {
-					t.Fatalf("%s stored with a token: %s", sk, raw)
-				}
-			}
-		}
-		if got := openedApprovals(t, b.fx, bodies[compact]); len(got) != len(locales) {
-			t.Fatalf("%d approvals in the bundle", len(got))
-		}
-	}
-	if !bytes.Equal(bodies[false], bodies[true]) {
-		t.Fatalf("deliveries differ:\n token   %s\n compact %s", bodies[false], bodies[true])
-	}
-}
-
-// Mixed fleet during the rollout: a compact plan's approval written in
-// the token layout (by a coordinator of the previous version, which knows
-// neither the plan attribute nor the layout) is read, used for the
-// delivery and settled by this version; it keeps its layout, and the
-// other locales' approvals are compact.
-func TestCompactPlanUsesATokenLayoutApproval(t *testing.T) {
 	b := setup(t)
-	locales := []string{"de-DE", "fr-FR"}
-	plan := releasetest.NewPlan("evt-mixed", locales...)
-	b.ingestPlan(t, plan)
-	for _, l := range locales {
-		b.ingestResult(t, plan, l, releasetest.ResultOptions{})
+	plan := releasetest.NewPlan("evt-same", locales...)
+	body := deliverAll(t, b, plan, locales...)
+	s := b.snap(t, "evt-same")
+	if len(s.Approvals) != len(locales) {
+		t.Fatalf("%d approvals", len(s.Approvals))
 	}
-	first := b.run(t, "evt-mixed")
-	s := b.snap(t, "evt-mixed")
-	if !s.Plan.Compact {
-		t.Fatal("plan not compact")
-	}
-	a := s.Approvals["job-"+first.TargetLocale]
-	if !a.Compact() {
-		t.Fatal("approval not compact")
-	}
-	// The previous version's write of the same approval: every field,
-	// the token, no body or signature.
-	old := *a
-	old.Body, old.Sig = "", nil
-	old.Version++
-	if err := b.store.Put(b.ctx, &old, a.Version); err != nil {
-		t.Fatal(err)
-	}
-	b.clock.Advance(time.Second)
-	if o := b.run(t, "evt-mixed"); o.Status != release.OutcomeDeliveryReady {
-		t.Fatalf("second locale: %+v", o)
-	}
-	if d, err := b.c.Deliver(b.ctx, "evt-mixed"); err != nil || d.Status != release.OutcomeDelivered {
-		t.Fatalf("deliver: %+v %v", d, err)
-	}
-	if err := b.c.SettleOutbox(b.ctx, "evt-mixed", old.JobID, old.ApprovalID); err != nil {
-		t.Fatal(err)
-	}
-	s = b.snap(t, "evt-mixed")
-	for _, l := range locales {
-		got := s.Approvals["job-"+l]
-		if want := l != first.TargetLocale; got.Compact() != want {
-			t.Fatalf("%s: compact=%v, want %v", l, got.Compact(), want)
+	approval, _ := b.fx.Authorities()
+	tokens := map[string]string{}
+	for _, a := range s.Approvals {
+		signed, err := approval.Sign([]byte(a.Body))
+		if err != nil || a.Token != signed || a.Token != release.BuildToken([]byte(a.Body), a.Sig) {
+			t.Fatalf("approval %s: token %q, signed %q (%v)", a.JobID, a.Token, signed, err)
 		}
+		tokens[a.ApprovalID] = a.Token
 	}
-	if got := s.Approvals[old.JobID]; got.OutboxMS != 0 || got.Token != old.Token {
-		t.Fatalf("token-layout approval after settling: %+v", got)
-	}
-	var body []byte
-	for _, v := range b.cms.Deliveries {
-		body = v
+	// What the store holds: no token, the body once.
+	for sk, raw := range b.store.Raw("evt-same") {
+		if bytes.HasPrefix([]byte(sk), []byte(release.SKApprovalPrefix)) && (bytes.Contains(raw, []byte(`"Token"`)) || bytes.Contains(raw, []byte(`"token"`))) {
+			t.Fatalf("%s stored with a token: %s", sk, raw)
+		}
 	}
 	if got := openedApprovals(t, b.fx, body); len(got) != len(locales) {
-		t.Fatalf("%d approvals delivered", len(got))
+		t.Fatalf("%d approvals in the bundle", len(got))
+	}
+	var req release.DeliveryRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	_, publication := b.fx.Authorities()
+	raw, err := release.OpenToken(release.PublicationContext, publication.PublicKey(), req.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bun release.Bundle
+	if err := json.Unmarshal(raw, &bun); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range bun.Locales {
+		if tokens[l.ApprovalID] != l.Approval {
+			t.Fatalf("%s: the bundle's approval is not the stored token", l.TargetLocale)
+		}
 	}
 }

@@ -10,33 +10,31 @@ import (
 )
 
 // CodeStoredApprovalInvalid refuses a stored approval record whose layout
-// is broken (docs/design.md "Compact approvals"): both layouts or neither
-// (a token and a body, or none of them), a body that is not an approval
-// payload or disagrees with the record's key and top-level fields, a
-// signature that is not 64 bytes. A store read that meets one fails with
+// is broken (docs/design.md "Compact approvals"): no body or signature, a
+// token or a payload field stored beside them, no key id, a body that is
+// not an approval payload or disagrees with the record's key and
+// top-level fields, a signature that is not 64 bytes. A store read that meets one fails with
 // it; a well-formed record whose signature does not verify is read and
 // refused at lookup (approval.invalid), as a tampered token is.
 const CodeStoredApprovalInvalid = "release.store.approval_invalid"
 
-// compactApproval is what a store writes for an approval of the compact
-// layout: the exact signed payload (Body) and its Ed25519 signature (Sig)
+// compactApproval is what a store writes for an approval: the exact signed payload (Body) and its Ed25519 signature (Sig)
 // in place of the token and of the attributes the payload repeats
 // (plan_id, target_locale, result_sha256, request_id, approval_id).
 // event_id and job_id stay (the health census checks an item's keys with
 // them and never reads the body), and so does every attribute something
 // reads without opening the payload: key_id (which key verifies),
-// approved_ms and expires_ms (wake, retention, health), the owed-event
-// marker, awaiting_delivery, v. Field names and attribute names are
-// ApprovalRecord's, so a record decodes from either layout.
+// approved_ms and expires_ms (wake, retention, health), awaiting_delivery,
+// v. Field names and attribute names are ApprovalRecord's, so the record
+// decodes into ApprovalRecord.
 type compactApproval struct {
 	EventID          string `dynamodbav:"event_id"`
 	JobID            string `dynamodbav:"job_id"`
 	Body             string `dynamodbav:"body"`
 	Sig              []byte `dynamodbav:"sig"`
-	KeyID            string `dynamodbav:"key_id,omitempty"`
+	KeyID            string `dynamodbav:"key_id"`
 	ApprovedMS       int64  `dynamodbav:"approved_ms"`
 	ExpiresMS        int64  `dynamodbav:"expires_ms"`
-	OutboxMS         int64  `dynamodbav:"outbox_ms,omitempty"`
 	AwaitingDelivery bool   `dynamodbav:"awaiting_delivery,omitempty"`
 	Version          int64  `dynamodbav:"v"`
 }
@@ -48,28 +46,24 @@ func BuildToken(payload, sig []byte) string {
 	return "v1." + b64.EncodeToString(payload) + "." + b64.EncodeToString(sig)
 }
 
-// SetCompact puts r in the compact layout: body is the exact payload
-// signed (the canonical JSON of ApprovalPayload) and sig its signature;
-// Token is rebuilt from them. The other fields are not touched: a store
-// checks them against the body when it writes r (StoredForm).
-func (r *ApprovalRecord) SetCompact(body, sig []byte) {
+// SetSigned sets r's signed payload: body is the exact payload signed
+// (the canonical JSON of ApprovalPayload) and sig its signature; Token is
+// rebuilt from them. The other fields are not touched: a store checks
+// them against the body when it writes r (StoredForm).
+func (r *ApprovalRecord) SetSigned(body, sig []byte) {
 	r.Body = string(body)
 	r.Sig = append([]byte(nil), sig...)
 	r.Token = BuildToken(body, sig)
 }
 
-// Compact says whether r is stored in the compact layout.
-func (r *ApprovalRecord) Compact() bool { return r.Body != "" || r.Sig != nil }
-
 // StoredForm is what a store marshals for rec (as DynamoDB attributes or
-// JSON): rec itself, except an approval of the compact layout, which is
-// written as body and signature plus the attributes read without opening
-// the payload. A compact approval whose fields disagree with its body
-// (they would be lost by the write) is refused with
-// CodeStoredApprovalInvalid.
+// JSON): rec itself, except an approval, which is written as body and
+// signature plus the attributes read without opening the payload. An
+// approval whose fields disagree with its body (they would be lost by the
+// write) is refused with CodeStoredApprovalInvalid.
 func StoredForm(rec Record) (any, error) {
 	a, ok := rec.(*ApprovalRecord)
-	if !ok || !a.Compact() {
+	if !ok {
 		return rec, nil
 	}
 	want := *a
@@ -78,33 +72,27 @@ func StoredForm(rec Record) (any, error) {
 		return nil, err
 	}
 	// Every field, those a later change may add included: a field the
-	// compact form does not hold would be lost by the write.
+	// stored form does not hold would be lost by the write.
 	if !reflect.DeepEqual(&want, a) {
 		return nil, core.Fail(CodeStoredApprovalInvalid)
 	}
 	return &compactApproval{
 		EventID: a.EventID, JobID: a.JobID, Body: a.Body, Sig: a.Sig, KeyID: a.KeyID,
-		ApprovedMS: a.ApprovedMS, ExpiresMS: a.ExpiresMS, OutboxMS: a.OutboxMS,
+		ApprovedMS: a.ApprovedMS, ExpiresMS: a.ExpiresMS,
 		AwaitingDelivery: a.AwaitingDelivery, Version: a.Version,
 	}, nil
 }
 
 // OpenStored completes a record a store read from the partition of
-// eventID. An approval must hold exactly one layout: a token, or a body
-// and a signature; a compact one gets its token and the fields its
-// payload holds filled in (the token rebuilt from the stored bytes, never
-// from a re-encoded payload), after its body is checked against the
-// record's key and top-level fields. Other kinds are left as they are.
-// Errors: CodeStoredApprovalInvalid.
+// eventID. An approval must hold a body, a signature and a key id and
+// nothing its payload holds; it gets its token and the fields its payload
+// holds filled in (the token rebuilt from the stored bytes, never from a
+// re-encoded payload), after its body is checked against the record's key
+// and top-level fields. Other kinds are left as they are. Errors:
+// CodeStoredApprovalInvalid.
 func OpenStored(rec Record, eventID string) error {
 	a, ok := rec.(*ApprovalRecord)
 	if !ok {
-		return nil
-	}
-	if !a.Compact() {
-		if a.Token == "" || a.EventID != eventID {
-			return core.Fail(CodeStoredApprovalInvalid)
-		}
 		return nil
 	}
 	if a.Token != "" || a.PlanID != "" || a.TargetLocale != "" || a.ResultSHA256 != "" || a.RequestID != "" || a.ApprovalID != "" {
@@ -116,7 +104,7 @@ func OpenStored(rec Record, eventID string) error {
 // openCompact checks a compact approval's body and signature and fills the
 // fields the payload holds.
 func openCompact(a *ApprovalRecord, eventID string) error {
-	if len(a.Sig) != ed25519.SignatureSize || a.Body == "" || !utf8.ValidString(a.Body) {
+	if len(a.Sig) != ed25519.SignatureSize || a.Body == "" || !utf8.ValidString(a.Body) || !ValidKeyID(a.KeyID) {
 		return core.Fail(CodeStoredApprovalInvalid)
 	}
 	// Read as lookupApproval reads a token's payload.

@@ -45,8 +45,8 @@ func compactSample(t testing.TB) *ApprovalRecord {
 		t.Fatal(err)
 	}
 	a := &ApprovalRecord{EventID: "evt-1", PlanID: p.PlanID, JobID: p.JobID, TargetLocale: p.TargetLocale, ResultSHA256: p.ResultSHA256,
-		RequestID: p.EvidenceRequestID, ApprovalID: p.ApprovalID, ApprovedMS: 1000, ExpiresMS: 2000, Version: 1}
-	a.SetCompact(body, make([]byte, 64))
+		RequestID: p.EvidenceRequestID, ApprovalID: p.ApprovalID, KeyID: "0123456789abcdef", ApprovedMS: 1000, ExpiresMS: 2000, Version: 1}
+	a.SetSigned(body, make([]byte, 64))
 	return a
 }
 
@@ -59,7 +59,7 @@ func storedForm(t testing.TB, a *ApprovalRecord) *ApprovalRecord {
 	}
 	c := form.(*compactApproval)
 	return &ApprovalRecord{EventID: c.EventID, JobID: c.JobID, Body: c.Body, Sig: c.Sig, KeyID: c.KeyID, ApprovedMS: c.ApprovedMS,
-		ExpiresMS: c.ExpiresMS, OutboxMS: c.OutboxMS, AwaitingDelivery: c.AwaitingDelivery, Version: c.Version}
+		ExpiresMS: c.ExpiresMS, AwaitingDelivery: c.AwaitingDelivery, Version: c.Version}
 }
 
 func TestOpenStoredFillsACompactApproval(t *testing.T) {
@@ -74,15 +74,18 @@ func TestOpenStoredFillsACompactApproval(t *testing.T) {
 }
 
 // Malformed stored approvals are refused with the stored-row code, never
-// a panic: both layouts or neither, a signature of another length, a body
+// a panic: a token beside the body, no body or signature, no key id, a
+// signature of another length, a body
 // that is not an approval payload or disagrees with the record's key or
 // top-level fields.
 func TestOpenStoredRefusesMalformedApprovals(t *testing.T) {
 	for name, alter := range map[string]func(a *ApprovalRecord){
-		"both layouts":          func(a *ApprovalRecord) { a.Token = "v1.a.b" },
+		"a token too":           func(a *ApprovalRecord) { a.Token = "v1.a.b" },
+		"no key id":             func(a *ApprovalRecord) { a.KeyID = "" },
+		"key id not an id":      func(a *ApprovalRecord) { a.KeyID = "key-1" },
 		"body with a plan id":   func(a *ApprovalRecord) { a.PlanID = "plan-1" },
 		"body with a request":   func(a *ApprovalRecord) { a.RequestID = "req-1" },
-		"neither layout":        func(a *ApprovalRecord) { a.Body, a.Sig = "", nil },
+		"no body, no signature": func(a *ApprovalRecord) { a.Body, a.Sig = "", nil },
 		"signature only":        func(a *ApprovalRecord) { a.Body = "" },
 		"body only":             func(a *ApprovalRecord) { a.Sig = nil },
 		"short signature":       func(a *ApprovalRecord) { a.Sig = a.Sig[:63] },
@@ -106,13 +109,10 @@ func TestOpenStoredRefusesMalformedApprovals(t *testing.T) {
 			}
 		})
 	}
-	// The token layout needs its token and its own event.
-	tok := &ApprovalRecord{EventID: "evt-1", JobID: "j", Token: "v1.a.b", Version: 1}
-	if err := OpenStored(tok, "evt-1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := OpenStored(tok, "evt-2"); !core.HasCode(err, CodeStoredApprovalInvalid) {
-		t.Fatalf("another event: %v", err)
+	// A token alone (the token layout, never released) is refused.
+	tok := &ApprovalRecord{EventID: "evt-1", JobID: "j", Token: "v1.a.b", KeyID: "0123456789abcdef", Version: 1}
+	if err := OpenStored(tok, "evt-1"); !core.HasCode(err, CodeStoredApprovalInvalid) {
+		t.Fatalf("a token alone: %v", err)
 	}
 }
 
@@ -126,15 +126,12 @@ func FuzzOpenStoredApproval(f *testing.F) {
 	f.Add("", []byte(nil), "v1.a.b", "evt-1", "job-1", int64(1), int64(2))
 	f.Add(`{"schema":"localeflow.approval.v1","event_id":"evt-1","job_id":"j"}`, make([]byte, 64), "", "evt-1", "j", int64(0), int64(0))
 	f.Fuzz(func(t *testing.T, body string, sig []byte, token, eventID, jobID string, approved, expires int64) {
-		rec := &ApprovalRecord{EventID: eventID, JobID: jobID, Body: body, Sig: sig, Token: token, ApprovedMS: approved, ExpiresMS: expires, Version: 1}
+		rec := &ApprovalRecord{EventID: eventID, JobID: jobID, Body: body, Sig: sig, Token: token, KeyID: "0123456789abcdef", ApprovedMS: approved, ExpiresMS: expires, Version: 1}
 		err := OpenStored(rec, "evt-1")
 		if err != nil {
 			if !core.HasCode(err, CodeStoredApprovalInvalid) {
 				t.Fatalf("code %q", core.CodeOf(err))
 			}
-			return
-		}
-		if !rec.Compact() {
 			return
 		}
 		if rec.Token != BuildToken([]byte(body), sig) || rec.EventID != "evt-1" || rec.ApprovalID == "" {

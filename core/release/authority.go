@@ -37,7 +37,7 @@ type Authority struct {
 	public  ed25519.PublicKey
 	id      string
 	// verify holds every key of the set by key id, the signing key
-	// included; order keeps the set's order for records without a key id.
+	// included; order keeps the set's order (PublicKeys).
 	verify map[string]ed25519.PublicKey
 	order  []ed25519.PublicKey
 }
@@ -142,25 +142,16 @@ func (a *Authority) Open(token string) ([]byte, error) {
 
 // OpenKey verifies a stored token with the key keyID names, when that key
 // is in the set (token.invalid otherwise: the key was dropped, or the id
-// was altered). A record written before key ids (keyID "") is verified
-// with each key of the set in turn.
+// was altered, or the record names none).
 func (a *Authority) OpenKey(keyID, token string) ([]byte, error) {
 	if a == nil {
 		return nil, core.Fail(codeTokenInvalid)
 	}
-	if keyID != "" {
-		pub, ok := a.verify[keyID]
-		if !ok {
-			return nil, core.Fail(codeTokenInvalid)
-		}
-		return OpenToken(a.context, pub, token)
+	pub, ok := a.verify[keyID]
+	if !ok || keyID == "" {
+		return nil, core.Fail(codeTokenInvalid)
 	}
-	for _, pub := range a.order {
-		if payload, err := OpenToken(a.context, pub, token); err == nil {
-			return payload, nil
-		}
-	}
-	return nil, core.Fail(codeTokenInvalid)
+	return OpenToken(a.context, pub, token)
 }
 
 // OpenToken verifies a token of context with pub; CMS-side verifiers (and

@@ -93,7 +93,7 @@ func (c *Coordinator) blockIfStuck(ctx context.Context, eventID string, stepErr 
 	if err != nil {
 		c.log().ErrorContext(ctx, "release not blocked: read failed, the step is retried", "event_id", eventID, "code", code,
 			"block_code", CodeStoreReadFailed)
-		return errors.Join(core.Wrap(CodeStoreReadFailed, true, err), stepErr)
+		return errors.Join(storeRead(err), stepErr)
 	}
 	now := c.now()
 	if !stuckCode(code) && !c.stuckEvidence(&snap, now) && !stuckDelivery(&snap) {
@@ -117,7 +117,7 @@ func (c *Coordinator) Blocked(ctx context.Context, eventID string) (bool, error)
 	}
 	snap, err := c.store.LoadKeys(ctx, eventID, SKBlocked)
 	if err != nil {
-		return false, core.Wrap(CodeStoreReadFailed, true, err)
+		return false, storeRead(err)
 	}
 	return snap.Blocked != nil, nil
 }

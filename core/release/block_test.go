@@ -140,7 +140,7 @@ func TestWaitingReleaseIsNotDueBeforeItsBackoff(t *testing.T) {
 // and the delivery stays parked and unclaimed. Before the fix the step
 // claimed the parked delivery (clearing parked) and sent it to the CMS.
 func TestBlockedReleaseIsNotDelivered(t *testing.T) {
-	b := setupToken(t)
+	b := setup(t)
 	plan := releasetest.NewPlan("evt-bd", "de-DE")
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
@@ -182,7 +182,7 @@ func TestBlockedReleaseIsNotDelivered(t *testing.T) {
 // met cms.delivery.failed and blocked it, showing health blocked again
 // after the operator had acknowledged the failed delivery.
 func TestDeliveryOutOfAttemptsBlocks(t *testing.T) {
-	b := setupToken(t)
+	b := setup(t)
 	b.reconfigure(t, func(_ *release.Dependencies, cfg *release.Config) { cfg.DeliveryMaxAttempts = 2 })
 	plan := releasetest.NewPlan("evt-dx", "de-DE")
 	b.ingestPlan(t, plan)

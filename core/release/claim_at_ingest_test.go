@@ -87,7 +87,7 @@ func (b *bundle) ingestInput(p releasetest.PlanSpec, locale string) (release.Inp
 // before the job record, which is written without awaiting_claim and never
 // written again on the way to the delivery (issue 29).
 func TestJobInputCreatesItsEvidenceBeforeTheJobRecord(t *testing.T) {
-	b := setupToken(t)
+	b := setup(t)
 	plan := releasetest.NewPlan("evt-ci", "de-DE")
 	b.ingestPlan(t, plan)
 	var order []string
@@ -132,7 +132,7 @@ func TestJobInputCreatesItsEvidenceBeforeTheJobRecord(t *testing.T) {
 func TestJobInputCrashPoints(t *testing.T) {
 	// dies before the result write: nothing stored; the message returns.
 	t.Run("before result", func(t *testing.T) {
-		b := setupToken(t)
+		b := setup(t)
 		plan := releasetest.NewPlan("evt-c1", "de-DE")
 		b.ingestPlan(t, plan)
 		failOnce[*release.ResultRecord](b)
@@ -149,7 +149,7 @@ func TestJobInputCrashPoints(t *testing.T) {
 	// dies before the evidence write (after the result): no succeeded job
 	// record (nothing to wake for); the message returns and completes it.
 	t.Run("before evidence", func(t *testing.T) {
-		b := setupToken(t)
+		b := setup(t)
 		plan := releasetest.NewPlan("evt-c2", "de-DE")
 		b.ingestPlan(t, plan)
 		// The death: no write from the evidence write on.
@@ -175,7 +175,7 @@ func TestJobInputCrashPoints(t *testing.T) {
 	// the evidence write fails (not a death): the job record keeps
 	// awaiting_claim, and the step creates the request as before.
 	t.Run("evidence write fails", func(t *testing.T) {
-		b := setupToken(t)
+		b := setup(t)
 		plan := releasetest.NewPlan("evt-c3", "de-DE")
 		b.ingestPlan(t, plan)
 		failOnce[*release.EvidenceRecord](b)
@@ -203,7 +203,7 @@ func TestJobInputCrashPoints(t *testing.T) {
 	// the job record with awaiting_claim and runs the full walk, which
 	// waits out the dead process's lease and then approves.
 	t.Run("after evidence", func(t *testing.T) {
-		b := setupToken(t)
+		b := setup(t)
 		plan := releasetest.NewPlan("evt-c4", "de-DE")
 		b.ingestPlan(t, plan)
 		failOnce[*release.JobRecord](b)
@@ -242,7 +242,7 @@ func TestJobInputCrashPoints(t *testing.T) {
 	// lease over once expired. The returning message is a duplicate: the
 	// full walk, the same.
 	t.Run("after job", func(t *testing.T) {
-		b := setupToken(t)
+		b := setup(t)
 		plan := releasetest.NewPlan("evt-c5", "de-DE", "fr-FR")
 		b.ingestPlan(t, plan)
 		for _, l := range []string{"de-DE", "fr-FR"} {
@@ -267,35 +267,13 @@ func TestJobInputCrashPoints(t *testing.T) {
 	})
 }
 
-// A plan not tallied (ingested with the tally off: a coordinator of the
-// previous version may run) keeps the previous order: the job record with
-// awaiting_claim, the evidence request created by the step.
-func TestUntalliedJobInputKeepsAwaitingClaim(t *testing.T) {
-	b := setupToken(t)
-	b.reconfigure(t, func(_ *release.Dependencies, c *release.Config) { c.Tally = false })
-	plan := releasetest.NewPlan("evt-ut", "de-DE")
-	b.ingestPlan(t, plan)
-	b.reconfigure(t, func(_ *release.Dependencies, c *release.Config) { c.Tally = true })
-	in := b.input(t, plan, "de-DE")
-	s := b.snap(t, "evt-ut")
-	if j := s.Jobs["job-de-DE"]; !j.AwaitingClaim || len(s.Evidence) != 0 {
-		t.Fatalf("%+v", s)
-	}
-	if o := b.runInput(t, in); o.Status != release.OutcomeDeliveryReady {
-		t.Fatalf("%+v", o)
-	}
-	if j := b.snap(t, "evt-ut").Jobs["job-de-DE"]; j.AwaitingClaim {
-		t.Fatalf("mark left: %+v", j)
-	}
-}
-
-// Mixed fleet: a job input this code half-ingested (dead after the
-// evidence write) returns to a coordinator that ingests as the code before
-// this order (the job record with awaiting_claim, no evidence created at
-// ingest: Ingest) and runs the full walk; and that coordinator's job
-// records meet this code's named steps. The release is delivered once.
-func TestMixedFleetWithEvidenceAtIngest(t *testing.T) {
-	b := setupToken(t)
+// A job input half-ingested (dead after the evidence write) returns to an
+// ingest that creates no evidence (the job record with awaiting_claim:
+// Ingest, as an invocation short of time ingests) and runs the full walk;
+// and those job records meet the named steps of job inputs ingested with
+// their evidence. The release is delivered once.
+func TestHalfIngestedInputReturnsToAnIngestWithoutEvidence(t *testing.T) {
+	b := setup(t)
 	plan := releasetest.NewPlan("evt-mf", "de-DE", "fr-FR", "it-IT")
 	b.ingestPlan(t, plan)
 	failOnce[*release.JobRecord](b)

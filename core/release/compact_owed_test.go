@@ -11,7 +11,7 @@ import (
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
 
-// Issue 29, docs/design.md "Owed events of compact approvals": a compact
+// Issue 29, docs/design.md "Owed events of compact approvals": an
 // approval carries no outbox marker; it is owed while its evidence record
 // is not succeeded, and settling its published event finishes that
 // record.
@@ -23,23 +23,20 @@ func owedOf(t *testing.T, b *bundle, eventID string) map[string]release.State {
 	s := b.snap(t, eventID)
 	out := map[string]release.State{}
 	for id, a := range s.Approvals {
-		if release.ApprovalOwed(s.Plan.Compact, a, s.Evidence[a.RequestID]) {
+		if release.ApprovalOwed(a, s.Evidence[a.RequestID]) {
 			out[id] = s.Evidence[a.RequestID].Status
 		}
 	}
 	return out
 }
 
-// noMarker fails the test on any approval write carrying outbox_ms.
-func noMarker(t *testing.T, b *bundle) *int {
+// approvalWrites counts the approval writes the store is asked for.
+func approvalWrites(t *testing.T, b *bundle) *int {
 	t.Helper()
 	n := new(int)
 	b.store.FailPuts(func(rec release.Record) error {
-		if a, ok := rec.(*release.ApprovalRecord); ok {
+		if _, ok := rec.(*release.ApprovalRecord); ok {
 			*n++
-			if a.OutboxMS != 0 {
-				t.Errorf("approval of %s written with outbox_ms %d in a compact release", a.JobID, a.OutboxMS)
-			}
 		}
 		return nil
 	})
@@ -56,12 +53,22 @@ func (b *bundle) handlerStep(t *testing.T, in release.Input, announced map[strin
 	if err != nil {
 		t.Fatalf("run input %s: %v", in.JobID(), err)
 	}
+	return b.afterStep(t, in.EventID, o, announced)
+}
+
+// afterStep is what the coordinator function does after a named step's
+// outcome o: publish (counted in announced) and settle the step's
+// approval and the owed ones it reports; a completing step then runs
+// CompleteRelease (twice at most).
+func (b *bundle) afterStep(t *testing.T, eventID string, o release.Outcome, announced map[string]int) release.Outcome {
+	t.Helper()
+	var err error
 	b.settleAnnounced(t, o, announced)
 	if !o.Completes {
 		return o
 	}
 	for range 2 {
-		if o, err = b.c.CompleteRelease(b.ctx, in.EventID); err != nil {
+		if o, err = b.c.CompleteRelease(b.ctx, eventID); err != nil {
 			t.Fatalf("complete: %v", err)
 		}
 		b.settleAnnounced(t, o, announced)
@@ -91,7 +98,7 @@ func (b *bundle) settleAnnounced(t *testing.T, o release.Outcome, announced map[
 // prepared, as in the token layout).
 func TestCompactReleaseEndToEnd(t *testing.T) {
 	b := setup(t)
-	writes := noMarker(t, b)
+	writes := approvalWrites(t, b)
 	plan := releasetest.NewPlan("evt-cmp", "de-DE", "fr-FR", "ja-JP")
 	b.ingestPlan(t, plan)
 	announced := map[string]int{}
@@ -103,8 +110,8 @@ func TestCompactReleaseEndToEnd(t *testing.T) {
 		t.Fatalf("last step: %+v", last)
 	}
 	s := b.snap(t, "evt-cmp")
-	if !s.Plan.Compact || s.Delivery == nil {
-		t.Fatalf("plan compact %v, delivery %v", s.Plan.Compact, s.Delivery)
+	if s.Delivery == nil {
+		t.Fatal("no delivery")
 	}
 	for id, a := range s.Approvals {
 		if announced[a.ApprovalID] != 1 {
@@ -133,7 +140,7 @@ func TestCompactWalkPreparesTheDeliveryAfterTheSettle(t *testing.T) {
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
 	o, err := b.c.RunNextRelease(b.ctx, "evt-cw")
-	if err != nil || o.Status != release.OutcomeApproved || o.Quiet || !o.Compact {
+	if err != nil || o.Status != release.OutcomeApproved || o.Quiet {
 		t.Fatalf("walk: %+v %v", o, err)
 	}
 	if owed := owedOf(t, b, "evt-cw"); owed["job-de-DE"] != release.StateLeased {
@@ -185,7 +192,7 @@ func TestCompactCrashPoints(t *testing.T) {
 			// nor settled.
 			s := b.snap(t, "evt-cc")
 			_, tallied := slices.BinarySearch(s.Tally.Approved, "job-fr-FR")
-			if tallied != tc.wantTallied || s.Approvals["job-fr-FR"].OutboxMS != 0 {
+			if tallied != tc.wantTallied {
 				t.Fatalf("tally %v, approval %+v", s.Tally.Approved, s.Approvals["job-fr-FR"])
 			}
 			lease := s.Evidence[s.Approvals["job-fr-FR"].RequestID]
@@ -236,13 +243,13 @@ func TestCompactSettleBetweenItsWrites(t *testing.T) {
 	fr := b.runInput(t, b.input(t, plan, "fr-FR"))
 	b.settle(t, fr)
 	failOnce[*release.EvidenceRecord](b)
-	if err := b.c.SettleCompact(b.ctx, "evt-cs", "job-de-DE", de.ApprovalID, true); err == nil {
+	if err := b.c.SettleApproval(b.ctx, "evt-cs", "job-de-DE", de.ApprovalID, true); err == nil {
 		t.Fatal("settle with its evidence write refused: no error")
 	}
 	if owedOf(t, b, "evt-cs")["job-de-DE"] == "" {
 		t.Fatal("not owed after a failed settle")
 	}
-	if err := b.c.SettleCompact(b.ctx, "evt-cs", "job-de-DE", de.ApprovalID, true); err != nil {
+	if err := b.c.SettleApproval(b.ctx, "evt-cs", "job-de-DE", de.ApprovalID, true); err != nil {
 		t.Fatal(err)
 	}
 	if len(owedOf(t, b, "evt-cs")) != 0 {
@@ -250,7 +257,7 @@ func TestCompactSettleBetweenItsWrites(t *testing.T) {
 	}
 	// A settle of an approval no longer owed writes nothing.
 	_, before := b.store.Counts()
-	if err := b.c.SettleCompact(b.ctx, "evt-cs", "job-de-DE", de.ApprovalID, true); err != nil {
+	if err := b.c.SettleApproval(b.ctx, "evt-cs", "job-de-DE", de.ApprovalID, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, after := b.store.Counts(); after != before {
@@ -296,39 +303,6 @@ func TestCompactOwedEvidenceIsNotParkedByBlock(t *testing.T) {
 	b.settle(t, o)
 	if _, ok := indexWake(t, b, "evt-cb"); ok {
 		t.Fatal("still wakes after the settle")
-	}
-}
-
-// Mixed fleet: a compact plan's approval written with outbox_ms (a
-// coordinator of the token layout) is owed by its marker, does not hold
-// the delivery, and SettleCompact clears its marker as SettleOutbox does.
-func TestCompactPlanWithATokenApproval(t *testing.T) {
-	b := setup(t)
-	plan := releasetest.NewPlan("evt-cm", "de-DE", "fr-FR")
-	b.ingestPlan(t, plan)
-	de := b.runInput(t, b.input(t, plan, "de-DE"))
-	// As the token layout leaves it: marker set, evidence succeeded.
-	s := b.snap(t, "evt-cm")
-	a := *s.Approvals["job-de-DE"]
-	a.OutboxMS, a.Version = a.ApprovedMS, a.Version+1
-	if err := b.store.Put(b.ctx, &a, a.Version-1); err != nil {
-		t.Fatal(err)
-	}
-	if err := (release.EvidenceState{Store: b.store}).MarkApproved(b.ctx, &s, "evt-cm", a.PlanID, a.JobID, a.ResultSHA256, b.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	fr := b.handlerStep(t, b.input(t, plan, "fr-FR"), map[string]int{})
-	if fr.Status != release.OutcomeDeliveryReady {
-		t.Fatalf("fr-FR: %+v (a marked approval must not hold the delivery)", fr)
-	}
-	if owed := owedOf(t, b, "evt-cm"); len(owed) != 1 {
-		t.Fatalf("owed %v, want the marked de-DE", owed)
-	}
-	if err := b.c.SettleCompact(b.ctx, "evt-cm", "job-de-DE", de.ApprovalID, true); err != nil {
-		t.Fatal(err)
-	}
-	if s := b.snap(t, "evt-cm"); s.Approvals["job-de-DE"].OutboxMS != 0 || len(owedOf(t, b, "evt-cm")) != 0 {
-		t.Fatal("marker not cleared")
 	}
 }
 

@@ -60,27 +60,22 @@ type Outcome struct {
 	// duplicate deliveries emit nothing.
 	Changed bool `json:"-"`
 	// Tallied says nothing is owed to the release's tally from the
-	// approval this step stored: the step added it (or the release keeps
-	// no tally), so settling its owed event only clears the marker
-	// (ClearOutbox); otherwise SettleOutbox adds it first.
+	// approval this step stored: the step added it, so settling its
+	// published event (SettleApproval) need not read the tally.
 	Tallied bool `json:"-"`
 	// Quiet says an approving named step leaves the release's other
 	// locales to their own inputs: no run is scheduled at once.
 	Quiet bool `json:"-"`
-	// Compact says the release's plan is Compact: the step's approval is
-	// settled with SettleCompact (docs/design.md "Owed events of compact
-	// approvals").
-	Compact bool `json:"-"`
 	// Owed lists approvals of the release whose event is owed and whose
 	// step is gone (their evidence lease ended): the handler publishes
-	// and settles each (SettleCompact).
+	// and settles each (SettleApproval).
 	Owed []OwedApproval `json:"-"`
 	// Held says the delivery was not prepared because an approval of the
-	// Compact plan is owed: once the handler has settled every Owed
+	// release is owed: once the handler has settled every Owed
 	// approval it runs the release again.
 	Held bool `json:"-"`
-	// Completes says the named step's tally write completed the tally of
-	// a Compact plan: the handler publishes and settles the step's
+	// Completes says the named step's tally write completed the
+	// release's tally: the handler publishes and settles the step's
 	// approval and then runs CompleteRelease.
 	Completes bool `json:"-"`
 }
@@ -95,20 +90,6 @@ type Config struct {
 	DeliveryMaxAttempts int
 	// DeliveryLease bounds one delivery attempt; defaults to EvidenceLease.
 	DeliveryLease time.Duration
-	// Tally marks the plans this coordinator ingests Tallied: their
-	// releases keep a tally of approved jobs and their job inputs run
-	// named steps (docs/design.md "Release reads"). Releases of plans
-	// stored without it run the full walk whatever the setting; every
-	// coordinator version that knows the tally follows a tallied plan's
-	// protocol. DefaultConfig sets it; the coordinator function sets it
-	// from LOCALEFLOW_RELEASE_TALLY (default off until every running
-	// coordinator knows the tally).
-	Tally bool
-	// CompactApprovals marks the tallied plans this coordinator ingests
-	// Compact (docs/design.md "Compact approvals"). DefaultConfig sets
-	// it; the coordinator function sets it from LOCALEFLOW_APPROVAL_LAYOUT
-	// (default token until every running coordinator knows the layout).
-	CompactApprovals bool
 }
 
 // DefaultConfig returns the configuration for revision and workerID with
@@ -119,7 +100,7 @@ func DefaultConfig(revision, workerID string) Config {
 		EvidenceRevision: revision, WorkerID: workerID,
 		EvidenceLease: DefaultEvidenceLease, EvidenceMaxAttempts: DefaultEvidenceMaxAttempts,
 		ApprovalTTL: DefaultApprovalTTL, DeliveryMaxAttempts: DefaultDeliveryMaxAttempts,
-		DeliveryLease: DefaultEvidenceLease, Tally: true, CompactApprovals: true,
+		DeliveryLease: DefaultEvidenceLease,
 	}
 }
 
@@ -220,6 +201,16 @@ func (c *Coordinator) Validate() error {
 	return nil
 }
 
+// storeRead is the error of a failed store read: retryable
+// (CodeStoreReadFailed), except an item of an unsupported format, which
+// every later read meets again (CodeSchemaUnsupported, final).
+func storeRead(err error) error {
+	if errors.Is(err, core.Fail(CodeSchemaUnsupported)) {
+		return core.Wrap(CodeSchemaUnsupported, false, err)
+	}
+	return core.Wrap(CodeStoreReadFailed, true, err)
+}
+
 func (c *Coordinator) log() *slog.Logger {
 	if c.logger != nil {
 		return c.logger
@@ -256,7 +247,7 @@ func (c *Coordinator) load(ctx context.Context, eventID string, full bool) (*Sna
 	}
 	snap, err := read(ctx, eventID)
 	if err != nil {
-		return nil, nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
+		return nil, nil, nil, storeRead(err)
 	}
 	if snap.Plan == nil {
 		return nil, nil, nil, core.Fail(CodePlanMissing)
@@ -269,17 +260,15 @@ func (c *Coordinator) load(ctx context.Context, eventID string, full bool) (*Sna
 		// Its owed approval events are still published (the evidence
 		// lease of each wakes the release until it is settled).
 		o.Owed, _, _ = c.held(&snap, snap.Plan, c.now(), "")
-		o.Compact = snap.Plan.Compact
 		return &snap, snap.Plan, &o, nil
 	}
 	current, err := c.checkPlan(ctx, snap.Plan)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if !current || snap.Plan.SealKey == "" {
-		// Sealed under a previous key, or before seal key ids: seal it
-		// under the current key (and name it) so the previous key can
-		// leave the set.
+	if !current {
+		// Sealed under a previous key: seal it under the current key (and
+		// name it) so the previous key can leave the set.
 		c.reseal(ctx, &snap)
 	}
 	return &snap, snap.Plan, nil, nil
@@ -302,7 +291,7 @@ func (c *Coordinator) withTexts(ctx context.Context, snap *Snapshot, jobIDs ...s
 	}
 	texts, err := c.store.LoadKeys(ctx, snap.Plan.Event.EventID, keys...)
 	if err != nil {
-		return core.Wrap(CodeStoreReadFailed, true, err)
+		return storeRead(err)
 	}
 	maps.Copy(snap.Sources, texts.Sources)
 	maps.Copy(snap.Results, texts.Results)
@@ -340,7 +329,7 @@ func (c *Coordinator) addTexts(ctx context.Context, snap *Snapshot, prefix strin
 	}
 	texts, err := c.store.LoadPrefix(ctx, snap.Plan.Event.EventID, prefix)
 	if err != nil {
-		return core.Wrap(CodeStoreReadFailed, true, err)
+		return storeRead(err)
 	}
 	for id, src := range texts.Sources {
 		if snap.Sources[id] == nil {
@@ -634,14 +623,13 @@ func (c *Coordinator) runNextReleaseClaimed(ctx context.Context, eventID string,
 		return c.prepareIfReady(ctx, snap, plan, now, Outcome{})
 	}
 	o, err := c.approveSelected(ctx, snap, plan, *selected, now, false, pre)
-	if plan.Compact && len(o.Owed) == 0 {
+	if len(o.Owed) == 0 {
 		// The walk reports the other owed approvals whatever it did
 		// with the selected job, also when it failed (the handler
 		// publishes them before it handles the error).
 		if o.Owed, _, _ = c.held(snap, plan, now, o.ApprovalID); len(o.Owed) > 0 && o.Status == "" {
 			o.Schema, o.EventID, o.PlanID = OutcomeSchema, plan.Event.EventID, plan.PlanID
 		}
-		o.Compact = true
 	}
 	return o, err
 }
@@ -660,10 +648,9 @@ func (c *Coordinator) prepareIfReady(ctx context.Context, snap *Snapshot, plan *
 		if o.Status == "" {
 			o = outcome(OutcomeWaiting, plan)
 		}
-		o.Compact = plan.Compact
 		o.Owed = owed
 		if ready.Ready {
-			// Compact: the delivery waits until no approval is owed
+			// The delivery waits until no approval is owed
 			// (docs/design.md "Owed events of compact approvals").
 			o.Held = true
 			if wakeMS != 0 && o.Status == OutcomeWaiting && (o.WakeAt.IsZero() || core.FromMillis(wakeMS).Before(o.WakeAt)) {
@@ -776,36 +763,15 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	log.InfoContext(ctx, "locale approved", "approval_id", approved.ApprovalID, "target_locale", job.TargetLocale)
 	o := outcome(OutcomeApproved, plan)
 	o.JobID, o.TargetLocale, o.ApprovalID, o.Changed = job.JobID, job.TargetLocale, approved.ApprovalID, true
-	o.Compact = plan.Compact
-	if plan.Compact {
-		// The evidence lease stays: the approval is owed while its
-		// evidence record is not succeeded, and settling its published
-		// event finishes it (docs/design.md "Owed events of compact
-		// approvals"). The walk's own approval holds the delivery: the
-		// handler settles it and runs the release again.
-		if !named {
-			o.Tallied = c.tallyAfterWalk(ctx, snap, plan, job.JobID)
-		}
-		return o, nil
+	// The evidence lease stays: the approval is owed while its evidence
+	// record is not succeeded, and settling its published event finishes
+	// it (docs/design.md "Owed events of compact approvals"). The walk's
+	// own approval holds the delivery: the handler settles it and runs the
+	// release again.
+	if !named {
+		o.Tallied = c.tallyAfterWalk(ctx, snap, plan, job.JobID)
 	}
-	// From here on the approval is stored: whatever fails next, the step
-	// reports it (with the error) so that its event is published.
-	if err := state.Succeed(ctx, snap, claim, c.now()); err != nil {
-		log.WarnContext(ctx, "approval stored, evidence lease not finished", "code", core.CodeOf(err))
-		if !named {
-			o.Tallied = c.tallyAfterWalk(ctx, snap, plan, job.JobID)
-		}
-		return o, err
-	}
-	if named {
-		return o, nil
-	}
-	o.Tallied = c.tallyAfterWalk(ctx, snap, plan, job.JobID)
-	next, err := c.prepareIfReady(ctx, snap, plan, approvalNow, o)
-	if err != nil {
-		return o, err
-	}
-	return next, nil
+	return o, nil
 }
 
 // deferAwaitingClaims moves the wake of the release's never-claimed jobs
@@ -978,7 +944,7 @@ func (c *Coordinator) NextWake(ctx context.Context, eventID string) (time.Time, 
 	}
 	snap, err := c.store.LoadState(ctx, eventID)
 	if err != nil {
-		return time.Time{}, false, core.Wrap(CodeStoreReadFailed, true, err)
+		return time.Time{}, false, storeRead(err)
 	}
 	var best int64
 	found := false

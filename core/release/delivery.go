@@ -236,7 +236,7 @@ func (c *Coordinator) SettleAnnounced(ctx context.Context, eventID, deliveryID, 
 	}
 	snap, err := c.store.LoadKeys(ctx, eventID, SKDelivery)
 	if err != nil {
-		return core.Wrap(CodeStoreReadFailed, true, err)
+		return storeRead(err)
 	}
 	d := snap.Delivery
 	if d == nil || d.DeliveryID != deliveryID || d.Announced == status || AnnouncedStatus(d.Status) != status {

@@ -29,26 +29,3 @@ type DueFinder interface {
 	// foreign one is refused.
 	Due(ctx context.Context, toMS int64, cursor string, limit int) (DuePage, error)
 }
-
-// OwedItem is an approval whose localeflow.release.approved event is owed.
-type OwedItem struct {
-	EventID  string
-	JobID    string
-	OutboxMS int64
-}
-
-// OwedPage is one page of owed events; Next is the cursor of the next
-// page, empty after the last one.
-type OwedPage struct {
-	Items []OwedItem
-	Next  string
-}
-
-// OutboxFinder lists owed output events without scanning (the sparse
-// outbox index). Both stores implement it.
-type OutboxFinder interface {
-	// Owed returns up to limit records owed since at most toMS, starting
-	// after cursor ("" for the first page). Pages cover every record that
-	// was owed through the whole paging exactly once or more.
-	Owed(ctx context.Context, toMS int64, cursor string, limit int) (OwedPage, error)
-}

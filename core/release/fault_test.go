@@ -26,7 +26,7 @@ var errDown = errors.New("table unavailable")
 
 func readyBundle(t *testing.T, eventID string) (*bundle, releasetest.PlanSpec) {
 	t.Helper()
-	b := setupToken(t)
+	b := setup(t)
 	plan := releasetest.NewPlan(eventID, "de-DE")
 	b.ingestPlan(t, plan)
 	b.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{})
@@ -48,7 +48,18 @@ func TestStoreFaults(t *testing.T) {
 		{"approval write down", func(b *bundle) { failKind[*release.ApprovalRecord](b, errDown) },
 			func(b *bundle) error { _, err := b.c.RunNextRelease(b.ctx, "evt-s"); return err }, "release.store.write_failed", true},
 		{"delivery prepare down", func(b *bundle) { failKind[*release.DeliveryRecord](b, errDown) },
-			func(b *bundle) error { _, err := b.c.RunNextRelease(b.ctx, "evt-s"); return err }, "cms.delivery.write_failed", true},
+			func(b *bundle) error {
+				// The approving step, its approval settled, then the run
+				// that prepares the delivery.
+				o, err := b.c.RunNextRelease(b.ctx, "evt-s")
+				if err == nil {
+					err = b.c.SettleApproval(b.ctx, "evt-s", o.JobID, o.ApprovalID, !o.Tallied)
+				}
+				if err == nil {
+					_, err = b.c.RunNextRelease(b.ctx, "evt-s")
+				}
+				return err
+			}, "cms.delivery.write_failed", true},
 		{"delivery not prepared", func(b *bundle) {},
 			func(b *bundle) error { _, err := b.c.Deliver(b.ctx, "evt-s"); return err }, release.CodeDeliveryMissing, false},
 	}
@@ -73,7 +84,7 @@ func TestStoreFaults(t *testing.T) {
 }
 
 func TestIngestStoreFaults(t *testing.T) {
-	b := setupToken(t)
+	b := setup(t)
 	failKind[*release.SourceRecord](b, errDown)
 	_, _, err := b.c.Ingest(b.ctx, "localeflow.plan.accepted", b.fx.Detail(releasetest.NewPlan("evt-i", "de-DE").PlanPayload()))
 	wantCode(t, err, "coordinator.store.write_failed")

@@ -69,18 +69,6 @@ func setup(t *testing.T) *bundle {
 	return b
 }
 
-// setupToken is setup with the token approval layout (Config.
-// CompactApprovals off): for the tests of the token layout's step
-// sequence (the approving walk step prepares the delivery, the approval
-// carries its outbox marker); the compact layout's are in
-// compact_owed_test.go.
-func setupToken(t *testing.T) *bundle {
-	t.Helper()
-	b := setup(t)
-	b.reconfigure(t, func(_ *release.Dependencies, c *release.Config) { c.CompactApprovals = false })
-	return b
-}
-
 // reconfigure changes the coordinator's dependencies or configuration and
 // builds it again (a coordinator keeps no state of its own: the records
 // stay in the store; a guard must be set again).
@@ -115,10 +103,10 @@ func (b *bundle) run(t *testing.T, eventID string) release.Outcome {
 		t.Fatalf("run: %v", err)
 	}
 	b.settle(t, o)
-	if o.Compact && o.Changed && o.ApprovalID != "" && !o.Quiet && o.Status == release.OutcomeApproved {
+	if o.Changed && o.ApprovalID != "" && !o.Quiet && o.Status == release.OutcomeApproved {
 		// As the function does next: the release runs again at once, and
 		// prepares the delivery when that approval was the last one
-		// (reported as the token layout's approving step reports it).
+		// (reported on the approving step's outcome).
 		next, err := b.c.RunNextRelease(b.ctx, eventID)
 		if err != nil {
 			t.Fatalf("run after the approval: %v", err)
@@ -131,20 +119,19 @@ func (b *bundle) run(t *testing.T, eventID string) release.Outcome {
 	return o
 }
 
-// settle does what the coordinator function does after a step of a
-// Compact release (docs/design.md "Owed events of compact approvals"):
-// the owed approvals the step reports and its own approval are settled
-// as published (SettleCompact). Token-layout approvals keep their
-// marker (the tests of the outbox clear it themselves).
+// settle does what the coordinator function does after a step
+// (docs/design.md "Owed events of compact approvals"): the owed approvals
+// the step reports and its own approval are settled as published
+// (SettleApproval).
 func (b *bundle) settle(t *testing.T, o release.Outcome) {
 	t.Helper()
 	for _, a := range o.Owed {
-		if err := b.c.SettleCompact(b.ctx, o.EventID, a.JobID, a.ApprovalID, true); err != nil {
+		if err := b.c.SettleApproval(b.ctx, o.EventID, a.JobID, a.ApprovalID, true); err != nil {
 			t.Fatalf("settle owed %s: %v", a.JobID, err)
 		}
 	}
-	if o.Compact && o.Changed && o.ApprovalID != "" {
-		if err := b.c.SettleCompact(b.ctx, o.EventID, o.JobID, o.ApprovalID, !o.Tallied); err != nil {
+	if o.Changed && o.ApprovalID != "" {
+		if err := b.c.SettleApproval(b.ctx, o.EventID, o.JobID, o.ApprovalID, !o.Tallied); err != nil {
 			t.Fatalf("settle %s: %v", o.JobID, err)
 		}
 	}

@@ -67,7 +67,7 @@ func storeWrite(err error) error {
 func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (bool, error) {
 	snap, err := c.store.Load(ctx, p.Event.EventID)
 	if err != nil {
-		return false, core.Wrap(CodeStoreReadFailed, true, err)
+		return false, storeRead(err)
 	}
 	if snap.Plan != nil {
 		if snap.Plan.PayloadSHA256 == p.PayloadSHA256 {
@@ -89,8 +89,7 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 			return false, storeWrite(err)
 		}
 	}
-	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1,
-		Tallied: c.cfg.Tally, Compact: c.cfg.Tally && c.cfg.CompactApprovals}
+	rec := PlanRecord{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: core.Millis(now), Version: 1}
 	// Sealed with the current event key (the first of the set in use).
 	keys, err := c.eventKeys(ctx)
 	if err != nil {
@@ -109,7 +108,7 @@ func (c *Coordinator) ingestPlan(ctx context.Context, p *Plan, now time.Time) (b
 			// (a final plan.conflict would quarantine a valid input).
 			fresh, lerr := c.store.Load(ctx, p.Event.EventID)
 			if lerr != nil {
-				return false, core.Wrap(CodeStoreReadFailed, true, lerr)
+				return false, storeRead(lerr)
 			}
 			if fresh.Plan != nil && fresh.Plan.PayloadSHA256 == p.PayloadSHA256 {
 				return false, nil
@@ -128,7 +127,7 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 	// input can be written first (below).
 	snap, err := c.store.LoadKeys(ctx, j.EventID, SKPlan)
 	if err != nil {
-		return false, nil, core.Wrap(CodeStoreReadFailed, true, err)
+		return false, nil, storeRead(err)
 	}
 	plan := snap.Plan
 	if plan != nil {
@@ -156,7 +155,7 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 		srcLoaded bool
 		fresh     = j.Result == nil
 	)
-	if j.Result != nil && claim && plan != nil && plan.Tallied && j.Status == JobSucceeded {
+	if j.Result != nil && claim && plan != nil && j.Status == JobSucceeded {
 		src, srcLoaded = c.loadSource(ctx, j.EventID, j.JobID)
 		fresh = src != nil && src.ExpiresAt == 0
 	}
@@ -223,7 +222,7 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 					mine = &created
 				}
 			}
-			if rec.Status == JobSucceeded && plan != nil && plan.Tallied {
+			if rec.Status == JobSucceeded && plan != nil {
 				if !tried {
 					named = &namedInput{plan: plan, job: &rec, result: &res}
 				} else if named != nil {
@@ -271,7 +270,7 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 func (c *Coordinator) loadJob(ctx context.Context, j *JobCompletion) (*JobRecord, *ResultRecord, error) {
 	snap, err := c.store.LoadKeys(ctx, j.EventID, SKJobPrefix+j.JobID)
 	if err != nil {
-		return nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
+		return nil, nil, storeRead(err)
 	}
 	old := snap.Jobs[j.JobID]
 	if j.Result == nil || (old != nil && (old.PayloadSHA256 == j.PayloadSHA256 || old.Status == JobSucceeded)) {
@@ -279,7 +278,7 @@ func (c *Coordinator) loadJob(ctx context.Context, j *JobCompletion) (*JobRecord
 	}
 	res, err := c.store.LoadKeys(ctx, j.EventID, SKResultPrefix+j.JobID)
 	if err != nil {
-		return nil, nil, core.Wrap(CodeStoreReadFailed, true, err)
+		return nil, nil, storeRead(err)
 	}
 	return old, res.Results[j.JobID], nil
 }

@@ -97,8 +97,23 @@ type Write struct {
 // MaxWrites bounds one PutAll (DynamoDB's transaction limit is 100).
 const MaxWrites = 100
 
+// SchemaVersion is the version of the stored format of every release item
+// (storage format 1): stores write it with each item as schema_version and
+// refuse to read an item of another version, or one without it. A later
+// format is a new version with one upgrade reader per record kind, never a
+// setting.
+const SchemaVersion = 1
+
+// AttrSchemaVersion is the attribute (or JSON field) that carries it.
+const AttrSchemaVersion = "schema_version"
+
 // Codes of the release store (every Store implementation answers them).
 const (
+	// CodeSchemaUnsupported refuses a stored item whose schema_version is
+	// missing or not SchemaVersion. Not retryable: the item is left as it
+	// is (a store's update of an existing item requires SchemaVersion) and
+	// every read of it fails the same way until an operator deals with it.
+	CodeSchemaUnsupported = "release.store.schema_unsupported"
 	// CodeRecordInvalid refuses a write the store cannot make as asked.
 	CodeRecordInvalid = "release.store.record_invalid"
 	// CodeStoreWriteFailed is a store write that failed (retryable).
@@ -239,23 +254,9 @@ type PlanRecord struct {
 	// SealKey is the id of the event key that made Seal (SealKeyID): a
 	// hint for operators rotating the event key (which plans still need
 	// the old key). It is not sealed and never trusted: the seal is
-	// checked under every key of the set. Empty on plans sealed before.
-	SealKey string `dynamodbav:"seal_key,omitempty"`
-	// Tallied says the release keeps a tally of its approved jobs
-	// (TallyRecord) and its job inputs run named steps (RunInput). Set at
-	// ingest by a coordinator with Config.Tally; not sealed (like
-	// SealKey): it decides only which reads a step makes, and every
-	// delivery is prepared from a full read that checks every approval.
-	// Absent on plans stored before, or by a coordinator without the
-	// setting: those releases run the full walk of every step.
-	Tallied bool `dynamodbav:"tallied,omitempty"`
-	// Compact says the release's approvals are written in the compact
-	// layout (docs/design.md "Compact approvals"). Set at ingest, with
-	// Tallied, by a coordinator with Config.CompactApprovals; not sealed,
-	// like Tallied. Absent on plans stored before, or by a coordinator
-	// without the setting.
-	Compact bool  `dynamodbav:"compact,omitempty"`
-	Version int64 `dynamodbav:"v"`
+	// checked under every key of the set.
+	SealKey string `dynamodbav:"seal_key"`
+	Version int64  `dynamodbav:"v"`
 }
 
 func (r *PlanRecord) Key() (string, string) { return r.Event.EventID, SKPlan }
@@ -329,7 +330,11 @@ type ResultRecord struct {
 func (r *ResultRecord) Key() (string, string) { return r.EventID, SKResultPrefix + r.JobID }
 func (r *ResultRecord) RecordVersion() int64  { return r.Version }
 
-// ApprovalRecord is a signed approval of one locale's result.
+// ApprovalRecord is a signed approval of one locale's result. A store
+// keeps only its signed payload and signature (Body, Sig) with the
+// attributes read without opening it (StoredForm); a read fills PlanID,
+// TargetLocale, ResultSHA256, RequestID, ApprovalID and Token from them
+// (OpenStored).
 type ApprovalRecord struct {
 	EventID      string `dynamodbav:"event_id"`
 	PlanID       string `dynamodbav:"plan_id"`
@@ -339,27 +344,20 @@ type ApprovalRecord struct {
 	RequestID    string `dynamodbav:"request_id"`
 	ApprovalID   string `dynamodbav:"approval_id"`
 	Token        string `dynamodbav:"token"`
-	// KeyID names the approval key that signed Token (Authority.KeyID);
-	// empty on records written before key ids: every key of the set is
-	// tried (docs/design.md "Key ids").
-	KeyID      string `dynamodbav:"key_id,omitempty"`
+	// KeyID names the approval key that signed Token (Authority.KeyID,
+	// docs/design.md "Key ids").
+	KeyID      string `dynamodbav:"key_id"`
 	ApprovedMS int64  `dynamodbav:"approved_ms"`
 	ExpiresMS  int64  `dynamodbav:"expires_ms"`
-	// OutboxMS is set (to ApprovedMS) while the approval's
-	// localeflow.release.approved event is owed: written with the
-	// approval, cleared by a conditional write after a successful publish
-	// (docs/design.md "Release outbox").
-	OutboxMS int64 `dynamodbav:"outbox_ms,omitempty"`
 	// AwaitingDelivery marks the approval that completed the plan: it
 	// wakes (at ApprovedMS) until the run that prepares the delivery
 	// clears it, or the release is blocked.
 	AwaitingDelivery bool `dynamodbav:"awaiting_delivery,omitempty"`
-	// Body and Sig are set on an approval of the compact layout
-	// (docs/design.md "Compact approvals"): the exact payload signed and
-	// its 64-byte signature. Stored in place of Token and of PlanID,
-	// TargetLocale, ResultSHA256, RequestID and ApprovalID, which a store
-	// read fills from them (OpenStored), Token rebuilt byte for byte.
-	// Empty on the token layout.
+	// Body and Sig are the exact payload signed and its 64-byte signature
+	// (docs/design.md "Compact approvals"). Stored in place of Token and
+	// of PlanID, TargetLocale, ResultSHA256, RequestID and ApprovalID,
+	// which a store read fills from them (OpenStored), Token rebuilt byte
+	// for byte.
 	Body    string `dynamodbav:"body,omitempty" json:",omitempty"`
 	Sig     []byte `dynamodbav:"sig,omitempty" json:",omitempty"`
 	Version int64  `dynamodbav:"v"`
@@ -448,7 +446,7 @@ type DeliveryRecord struct {
 	Signature    string `dynamodbav:"signature"`
 	// KeyID names the publication key that made Signature, as
 	// ApprovalRecord.KeyID.
-	KeyID      string `dynamodbav:"key_id,omitempty"`
+	KeyID      string `dynamodbav:"key_id"`
 	PreparedMS int64  `dynamodbav:"prepared_ms"`
 	Lease
 	// Announced is the delivery status whose event (delivery_ready:
@@ -520,15 +518,6 @@ func Wake(rec Record) (wakeMS int64, wakes bool, attentionMS int64, attention bo
 	wakeMS, wakes = l.WakeMS()
 	attentionMS, attention = l.AttentionMS()
 	return
-}
-
-// Outbox returns since when rec's output event is owed, if it is: such
-// records sit in the sparse outbox index the sweep pages through.
-func Outbox(rec Record) (int64, bool) {
-	if a, ok := rec.(*ApprovalRecord); ok && a.OutboxMS > 0 {
-		return a.OutboxMS, true
-	}
-	return 0, false
 }
 
 // NewRecord returns a zero record of the kind sort key sk names, or nil for

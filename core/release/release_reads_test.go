@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
@@ -50,7 +49,7 @@ func (s *readCounter) reset() { s.full, s.state, s.keys, s.prefixes = 0, 0, nil,
 // approval only. Before (issue 29) every one of them read the whole item
 // collection: each step's reads grew with the release, quadratic over it.
 func TestStepsReadOnlyWhatTheyUse(t *testing.T) {
-	b := setupToken(t)
+	b := setup(t)
 	rc := &readCounter{MemStore: b.store}
 	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = rc })
 	plan := releasetest.NewPlan("evt-reads", "de-DE", "fr-FR", "it-IT")
@@ -64,24 +63,28 @@ func TestStepsReadOnlyWhatTheyUse(t *testing.T) {
 		t.Fatalf("job input read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
 	}
 	rc.reset()
-	o := b.run(t, "evt-reads")
-	if o.Status != release.OutcomeApproved || o.TargetLocale != "de-DE" {
-		t.Fatalf("first run: %+v", o)
+	o, err := b.c.RunNextRelease(b.ctx, "evt-reads")
+	if err != nil || o.Status != release.OutcomeApproved || o.TargetLocale != "de-DE" || !o.Tallied {
+		t.Fatalf("first run: %+v %v", o, err)
 	}
-	// The release is tallied (release.DefaultConfig): the walk's approval
-	// joins the tally (read by key; created from the walk's state read).
+	// The walk's approval joins the tally (read by key; created from the
+	// walk's state read).
 	if rc.full != 0 || rc.state != 1 || strings.Join(rc.keys, " ") != "source#job-de-DE result#job-de-DE tally" {
 		t.Fatalf("approving step read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
 	}
 	rc.reset()
-	if err := b.c.SettleOutbox(b.ctx, "evt-reads", "job-de-DE", o.ApprovalID); err != nil {
+	// Settling its published event (tallied by the step) reads that
+	// approval and its evidence record only.
+	req := b.snap(t, "evt-reads").Approvals["job-de-DE"].RequestID
+	rc.reset()
+	if err := b.c.SettleApproval(b.ctx, "evt-reads", "job-de-DE", o.ApprovalID, !o.Tallied); err != nil {
 		t.Fatal(err)
 	}
-	if rc.full != 0 || rc.state != 0 || strings.Join(rc.keys, " ") != "approval#job-de-DE tally" {
-		t.Fatalf("outbox clear read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
+	if rc.full != 0 || rc.state != 0 || strings.Join(rc.keys, " ") != "approval#job-de-DE evidence#"+req {
+		t.Fatalf("settling read: %d full, %d state reads, keys %v", rc.full, rc.state, rc.keys)
 	}
-	if a := b.snap(t, "evt-reads").Approvals["job-de-DE"]; a.OutboxMS != 0 {
-		t.Fatalf("outbox not cleared: %+v", a)
+	if owed := owedOf(t, b, "evt-reads"); len(owed) != 0 {
+		t.Fatalf("still owed: %v", owed)
 	}
 	b.run(t, "evt-reads")
 	rc.reset()
@@ -137,80 +140,6 @@ func TestNewEvidenceRequestIsCreatedLeased(t *testing.T) {
 		evidence[0].LeaseExpiresMS != core.Millis(t0.Add(release.DefaultEvidenceLease)) ||
 		evidence[1].Status != release.StateSucceeded || evidence[1].Version != 2 {
 		t.Fatalf("evidence writes: %+v", evidence)
-	}
-}
-
-// A release half done under the previous code (issue 29): the layout of
-// every item is unchanged, but the previous code created an evidence
-// request pending and claimed it with a second write, and cleared a job's
-// never-claimed mark after. A release left with such a pending request, a
-// job still marked never claimed, an approval whose event is still owed
-// and a leased request whose holder died finishes under the new code, each
-// locale approved once and the release delivered once.
-func TestReleaseHalfDoneByThePreviousCodeFinishes(t *testing.T) {
-	b := setupToken(t)
-	plan := releasetest.NewPlan("evt-old", "de-DE", "fr-FR", "it-IT")
-	b.ingestPlan(t, plan)
-	for _, l := range []string{"de-DE", "fr-FR", "it-IT"} {
-		b.ingestResult(t, plan, l, releasetest.ResultOptions{})
-	}
-	// de-DE approved, its event still owed (the previous code's step
-	// stored it and died before publishing).
-	first := b.run(t, "evt-old")
-	if first.TargetLocale != "de-DE" || b.snap(t, "evt-old").Approvals["job-de-DE"].OutboxMS == 0 {
-		t.Fatalf("%+v", first)
-	}
-	// fr-FR: the previous code's pending request, not claimed, its job
-	// still marked never claimed.
-	s := b.snap(t, "evt-old")
-	fr := s.Jobs["job-fr-FR"]
-	if !fr.AwaitingClaim {
-		t.Fatalf("fr-FR job: %+v", fr)
-	}
-	frSHA := fr.ResultSHA256
-	req := release.EvidenceRecord{
-		RequestID: requestIDOf(t, b, plan, "fr-FR", frSHA), EventID: "evt-old", PlanID: plan.PlanID, JobID: "job-fr-FR",
-		ResultSHA256: frSHA, EvidenceRevision: "rev-1",
-		Lease: release.Lease{Status: release.StatePending, MaxAttempts: release.DefaultEvidenceMaxAttempts,
-			NextAttemptMS: core.Millis(b.clock.Now()), CreatedMS: core.Millis(b.clock.Now()), UpdatedMS: core.Millis(b.clock.Now())},
-		Version: 1,
-	}
-	if err := b.store.Put(b.ctx, &req, 0); err != nil {
-		t.Fatal(err)
-	}
-	b.clock.Advance(time.Second)
-	o := b.run(t, "evt-old")
-	if o.Status != release.OutcomeApproved || o.TargetLocale != "fr-FR" {
-		t.Fatalf("fr-FR run: %+v", o)
-	}
-	s = b.snap(t, "evt-old")
-	if e := s.Evidence[req.RequestID]; e == nil || e.Status != release.StateSucceeded || e.Attempts != 1 || len(s.Evidence) != 2 {
-		t.Fatalf("the previous code's pending request was not the one used: %+v", s.Evidence)
-	}
-	if s.Jobs["job-fr-FR"].AwaitingClaim {
-		t.Fatal("never-claimed mark left")
-	}
-	b.clock.Advance(time.Second)
-	if o := b.run(t, "evt-old"); o.Status != release.OutcomeDeliveryReady || o.TargetLocale != "it-IT" {
-		t.Fatalf("it-IT run: %+v", o)
-	}
-	if d, err := b.c.Deliver(b.ctx, "evt-old"); err != nil || d.Status != release.OutcomeDelivered {
-		t.Fatalf("deliver: %+v %v", d, err)
-	}
-	s = b.snap(t, "evt-old")
-	if len(s.Approvals) != 3 || b.cms.Sends != 1 || s.Approvals["job-de-DE"].ApprovalID != first.ApprovalID {
-		t.Fatalf("approvals %d, sends %d", len(s.Approvals), b.cms.Sends)
-	}
-	// The owed event of the approval the previous code stored is still
-	// owed, and clears as before.
-	if s.Approvals["job-de-DE"].OutboxMS == 0 {
-		t.Fatal("owed event lost")
-	}
-	if err := b.c.SettleOutbox(b.ctx, "evt-old", "job-de-DE", first.ApprovalID); err != nil {
-		t.Fatal(err)
-	}
-	if b.snap(t, "evt-old").Approvals["job-de-DE"].OutboxMS != 0 {
-		t.Fatal("owed event not cleared")
 	}
 }
 

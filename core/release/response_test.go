@@ -220,15 +220,16 @@ func TestBadReceiptBlocksApproval(t *testing.T) {
 // TestNoTextInEvidenceStateOrLogs runs a full release and checks that no
 // source or target text reaches the content-free records or the logs.
 func TestNoTextInEvidenceStateOrLogs(t *testing.T) {
-	b := setupToken(t)
+	b := setup(t)
 	b.resp.FailFirst = 1
 	plan := releasetest.NewPlan("evt-cf", "de-DE", "fr-FR")
 	b.ingestPlan(t, plan)
 	for _, l := range []string{"fr-FR", "de-DE"} {
 		b.ingestResult(t, plan, l, releasetest.ResultOptions{IndependentReviewRequired: l == "de-DE"})
 	}
-	for i := 0; i < 6; i++ {
-		_, _ = b.c.RunNextRelease(b.ctx, "evt-cf")
+	for i := 0; i < 8; i++ {
+		o, _ := b.c.RunNextRelease(b.ctx, "evt-cf")
+		b.settle(t, o)
 		b.clock.Advance(time.Minute)
 	}
 	if _, err := b.c.Deliver(b.ctx, "evt-cf"); err != nil {

@@ -15,7 +15,8 @@ const DefaultTextRetention = 7 * 24 * time.Hour
 // ExpiresAt is when a store lets DynamoDB delete rec (epoch seconds, the
 // table's TTL attribute), written with the record: retention after the
 // record's last write, for a content-free record that sits in no index —
-// nothing due (wake), nothing owed (outbox), nothing needing attention (a
+// nothing due (wake; an owed approval event keeps its evidence record
+// there), nothing needing attention (a
 // failed or blocked record expires only once acknowledged, counted from
 // the acknowledgement). Texts (source, result) have their own, shorter
 // retention and get none here; a retention ≤ 0 sets none.
@@ -24,9 +25,6 @@ func ExpiresAt(rec Record, retention time.Duration) (int64, bool) {
 		return 0, false
 	}
 	if _, wakes, _, attention := Wake(rec); wakes || attention {
-		return 0, false
-	}
-	if _, owed := Outbox(rec); owed {
 		return 0, false
 	}
 	var lastMS int64

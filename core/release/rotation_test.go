@@ -209,10 +209,11 @@ func TestApprovalAndPublicationKeyRotation(t *testing.T) {
 	}
 }
 
-// TestStoredTokensWithoutKeyID: records written before key ids carry
-// none; they verify under any key of the set (tried in turn). A key id
-// names exactly one key: an approval under OLD with NEW's id is refused.
-func TestStoredTokensWithoutKeyID(t *testing.T) {
+// TestStoredTokensNameTheirKey: a key id names exactly one key of the set:
+// a token under OLD verifies with OLD's id, is refused with NEW's id, an
+// unknown id or none (a record without a key id is not of storage format
+// 1).
+func TestStoredTokensNameTheirKey(t *testing.T) {
 	oldSeed, newSeed := testKey("old"), testKey("new")
 	old, _ := release.NewApprovalAuthority(oldSeed)
 	token, err := old.Sign([]byte(`{"x":1}`))
@@ -223,8 +224,8 @@ func TestStoredTokensWithoutKeyID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := set.OpenKey("", token); err != nil {
-		t.Fatalf("legacy record refused: %v", err)
+	if _, err := set.OpenKey("", token); err == nil {
+		t.Fatal("a token without a key id verified")
 	}
 	if _, err := set.OpenKey(old.KeyID(), token); err != nil {
 		t.Fatalf("record under OLD refused: %v", err)

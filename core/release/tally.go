@@ -82,7 +82,7 @@ func (c *Coordinator) tally(ctx context.Context, snap *Snapshot, plan *PlanRecor
 			if state == nil {
 				full, err := c.store.LoadState(ctx, eventID)
 				if err != nil {
-					return nil, core.Wrap(CodeStoreReadFailed, true, err)
+					return nil, storeRead(err)
 				}
 				state = &full
 			}
@@ -105,7 +105,7 @@ func (c *Coordinator) tally(ctx context.Context, snap *Snapshot, plan *PlanRecor
 		}
 		fresh, lerr := c.store.LoadKeys(ctx, eventID, SKTally)
 		if lerr != nil {
-			return nil, core.Wrap(CodeStoreReadFailed, true, lerr)
+			return nil, storeRead(lerr)
 		}
 		snap.Tally = fresh.Tally
 		// A tally created meanwhile was seeded after our approval was
@@ -181,7 +181,7 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	}
 	plan, jobID := in.plan, in.job.JobID
 	job, ok := plan.Job(jobID)
-	if !plan.Tallied || plan.Event.EventID != eventID || len(plan.Jobs) == 0 || !ok || in.result == nil {
+	if plan.Event.EventID != eventID || len(plan.Jobs) == 0 || !ok || in.result == nil {
 		return c.runNextReleaseClaimed(ctx, eventID, in.claim)
 	}
 	// Neither the job's approval nor its evidence record is read: for the
@@ -196,14 +196,14 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	}
 	snap, err := c.store.LoadKeys(ctx, eventID, keys...)
 	if err != nil {
-		return Outcome{}, core.Wrap(CodeStoreReadFailed, true, err)
+		return Outcome{}, storeRead(err)
 	}
 	if in.source != nil {
 		snap.Sources[jobID] = in.source
 	}
 	jobs, err := c.store.LoadPrefix(ctx, eventID, SKJobPrefix)
 	if err != nil {
-		return Outcome{}, core.Wrap(CodeStoreReadFailed, true, err)
+		return Outcome{}, storeRead(err)
 	}
 	snap.Plan, snap.Jobs = plan, jobs.Jobs
 	snap.Results[jobID] = in.result
@@ -221,7 +221,7 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 		// Not the fresh completion ingest wrote, or a retry: the full walk.
 		return c.runNextReleaseClaimed(ctx, eventID, in.claim)
 	}
-	if !current || plan.SealKey == "" {
+	if !current {
 		c.reseal(ctx, &snap)
 		plan = snap.Plan
 	}
@@ -252,17 +252,14 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 		o.Tallied, o.Quiet = true, true
 		return o, nil
 	}
-	if plan.Compact {
-		// The handler publishes and settles this approval first, then
-		// runs the completing read (CompleteRelease): the delivery of a
-		// Compact plan is prepared only when no approval is owed.
-		o.Tallied, o.Completes = true, true
-		return o, nil
-	}
-	return c.afterTallyComplete(ctx, eventID, o)
+	// The handler publishes and settles this approval first, then runs
+	// the completing read (CompleteRelease): the delivery is prepared only
+	// when no approval is owed.
+	o.Tallied, o.Completes = true, true
+	return o, nil
 }
 
-// CompleteRelease is the completing read of a Compact release
+// CompleteRelease is the completing read of a release
 // (afterTallyComplete), run by the handler after it published and settled
 // the approval of the named step whose tally write completed the tally
 // (Outcome.Completes): it prepares the delivery when every approval
@@ -353,9 +350,6 @@ func tallyCompletes(t *TallyRecord, plan *PlanRecord, jobID string) bool {
 // that does not exist yet). A failure leaves the approval's owed event to
 // add it when it is settled.
 func (c *Coordinator) tallyAfterWalk(ctx context.Context, state *Snapshot, plan *PlanRecord, jobID string) bool {
-	if !plan.Tallied {
-		return true
-	}
 	t, err := c.store.LoadKeys(ctx, plan.Event.EventID, SKTally)
 	if err == nil {
 		_, err = c.tally(ctx, &t, plan, jobID, state)

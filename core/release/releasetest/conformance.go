@@ -118,29 +118,22 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 		}
 	})
 
-	// Both approval layouts (docs/design.md "Compact approvals"): a
-	// compact approval reads back with its token rebuilt byte for byte
-	// and the ids its body holds filled in, by every read; a rewrite
-	// keeps each record's layout; a compact approval whose fields
-	// disagree with its body is refused, nothing written.
-	t.Run("ApprovalLayoutsRoundTrip", func(t *testing.T) {
+	// An approval is stored as its signed body and signature
+	// (docs/design.md "Compact approvals"): it reads back with its token
+	// rebuilt byte for byte and the ids its body holds filled in, by every
+	// read, also after a rewrite; an approval whose fields disagree with
+	// its body, or without a key id, is refused, nothing written.
+	t.Run("ApprovalsRoundTrip", func(t *testing.T) {
 		s := newStore(t)
 		const eventID = "evt-layout"
 		compact := SampleCompactApproval(eventID, "job-c", 1_764_460_800_000)
-		token := &release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-t", TargetLocale: "de-DE", ResultSHA256: sha('c'),
-			RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: 1, ExpiresMS: 2, Version: 1}
-		for _, a := range []*release.ApprovalRecord{compact, token} {
-			if err := s.Put(ctx, a, 0); err != nil {
-				t.Fatal(err)
-			}
+		if err := s.Put(ctx, compact, 0); err != nil {
+			t.Fatal(err)
 		}
 		check := func(what string, snap release.Snapshot) {
 			t.Helper()
 			if got := snap.Approvals["job-c"]; !reflect.DeepEqual(got, compact) {
-				t.Fatalf("%s: compact approval\n got %+v\nwant %+v", what, got, compact)
-			}
-			if got := snap.Approvals["job-t"]; !reflect.DeepEqual(got, token) {
-				t.Fatalf("%s: token approval\n got %+v\nwant %+v", what, got, token)
+				t.Fatalf("%s: approval\n got %+v\nwant %+v", what, got, compact)
 			}
 		}
 		snap, err := s.Load(ctx, eventID)
@@ -152,7 +145,7 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 			t.Fatal(err)
 		}
 		check("LoadState", snap)
-		if snap, err = s.LoadKeys(ctx, eventID, release.SKApprovalPrefix+"job-c", release.SKApprovalPrefix+"job-t"); err != nil {
+		if snap, err = s.LoadKeys(ctx, eventID, release.SKApprovalPrefix+"job-c"); err != nil {
 			t.Fatal(err)
 		}
 		check("LoadKeys", snap)
@@ -163,24 +156,21 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 		if want := release.BuildToken([]byte(compact.Body), compact.Sig); snap.Approvals["job-c"].Token != want {
 			t.Fatal("token not rebuilt from the stored bytes")
 		}
-		// A rewrite (clearing the owed marker, as settling does) keeps
-		// each layout.
-		for _, a := range []*release.ApprovalRecord{compact, token} {
-			next := *snap.Approvals[a.JobID]
-			next.OutboxMS, next.AwaitingDelivery = 0, true
-			next.Version++
-			if err := s.Put(ctx, &next, a.Version); err != nil {
-				t.Fatal(err)
-			}
+		// A rewrite (marking it awaiting delivery, as settling does)
+		// keeps the signed bytes.
+		next := *snap.Approvals["job-c"]
+		next.AwaitingDelivery = true
+		next.Version++
+		if err := s.Put(ctx, &next, compact.Version); err != nil {
+			t.Fatal(err)
 		}
 		if snap, err = s.LoadState(ctx, eventID); err != nil {
 			t.Fatal(err)
 		}
-		if c, tk := snap.Approvals["job-c"], snap.Approvals["job-t"]; !c.Compact() || c.Body != compact.Body || c.Token != compact.Token ||
-			!c.AwaitingDelivery || tk.Compact() || tk.Token != token.Token || !tk.AwaitingDelivery {
-			t.Fatalf("rewrite changed a layout: %+v %+v", c, tk)
+		if c := snap.Approvals["job-c"]; c.Body != compact.Body || c.Token != compact.Token || !reflect.DeepEqual(c.Sig, compact.Sig) || !c.AwaitingDelivery {
+			t.Fatalf("rewrite changed the approval: %+v", c)
 		}
-		// Fields the compact form does not hold must agree with its body.
+		// Fields the stored form does not hold must agree with its body.
 		for name, alter := range map[string]func(a *release.ApprovalRecord){
 			"approval id":   func(a *release.ApprovalRecord) { a.ApprovalID = "apv-other" },
 			"result":        func(a *release.ApprovalRecord) { a.ResultSHA256 = sha('d') },
@@ -189,6 +179,8 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 			"expiry":        func(a *release.ApprovalRecord) { a.ExpiresMS++ },
 			"signature":     func(a *release.ApprovalRecord) { a.Sig = a.Sig[:63] },
 			"body not json": func(a *release.ApprovalRecord) { a.Body = "{" },
+			"no body":       func(a *release.ApprovalRecord) { a.Body, a.Sig = "", nil },
+			"no key id":     func(a *release.ApprovalRecord) { a.KeyID = "" },
 		} {
 			bad := SampleCompactApproval(eventID, "job-bad", 1_764_460_800_000)
 			alter(bad)
@@ -454,6 +446,8 @@ func SampleRecords(eventID string) []release.Record {
 	failed.Status, failed.Attempts, failed.LastErrorCode = release.StateFailed, 5, "evidence.http_503"
 	parked := SampleEvidence(eventID, "req-parked")
 	parked.Status, parked.Attempts, parked.LastErrorCode, parked.Parked = release.StateRetryWait, 1, "evidence.http_503", true
+	completing := SampleCompactApproval(eventID, "job-1", ms+1)
+	completing.AwaitingDelivery = true
 	return []release.Record{
 		parked,
 		&release.BlockedRecord{EventID: eventID, Code: release.CodeAttemptsExhausted, BlockedMS: ms + 2, Version: 1},
@@ -464,7 +458,7 @@ func SampleRecords(eventID string) []release.Record {
 				{JobID: "job-1", SourceLocale: "en-US", SourceSHA256: sha('a'), TargetLocale: "de-DE", ContentType: "page", CommercialProfile: "retail"},
 				{JobID: "job-2", SourceLocale: "en-US", SourceSHA256: sha('b'), TargetLocale: "fr-FR", ContentType: "page"},
 			},
-			PayloadSHA256: sha('d'), ReceivedMS: ms, Seal: sha('9'), Tallied: true, Version: 1,
+			PayloadSHA256: sha('d'), ReceivedMS: ms, Seal: sha('9'), SealKey: "0123456789abcdef", Version: 1,
 		},
 		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", Status: release.JobSucceeded, ResultSHA256: sha('c'), PayloadSHA256: sha('d'), ReceivedMS: ms, AwaitingClaim: true, Version: 1},
 		&release.JobRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-2", Status: release.JobFailed, ErrorCode: "provider.down", PayloadSHA256: sha('d'), ReceivedMS: ms, Version: 1},
@@ -472,10 +466,10 @@ func SampleRecords(eventID string) []release.Record {
 		&release.ResultRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", ResultSHA256: sha('c'), ResultJSON: `{"candidate":"x"}`, Version: 1},
 		leased,
 		failed,
-		&release.ApprovalRecord{EventID: eventID, PlanID: "plan-1", JobID: "job-1", TargetLocale: "de-DE", ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b", ApprovedMS: ms + 1, ExpiresMS: ms + 1000, OutboxMS: ms + 1, AwaitingDelivery: true, Version: 1},
+		completing,
 		SampleCompactApproval(eventID, "job-2", ms+2),
 		&release.DeliveryRecord{
-			EventID: eventID, PlanID: "plan-1", SiteID: "site-1", DeliveryID: "dlv-1", BundleSHA256: sha('f'), Signature: "sig", PreparedMS: ms,
+			EventID: eventID, PlanID: "plan-1", SiteID: "site-1", DeliveryID: "dlv-1", BundleSHA256: sha('f'), Signature: "sig", KeyID: "fedcba9876543210", PreparedMS: ms,
 			Lease:   release.Lease{Status: release.StateRetryWait, Attempts: 2, MaxAttempts: 5, NextAttemptMS: ms + 10_000, LastErrorCode: "cms.http_503", CreatedMS: ms, UpdatedMS: ms},
 			Version: 1,
 		},
@@ -483,8 +477,8 @@ func SampleRecords(eventID string) []release.Record {
 	}
 }
 
-// SampleCompactApproval is an approval of jobID in the compact layout
-// (docs/design.md "Compact approvals"), every field set: its body is the
+// SampleCompactApproval is an approval of jobID (docs/design.md "Compact
+// approvals"), every field set: its body is the
 // canonical JSON of an approval payload, its signature 64 made-up bytes
 // (a store never verifies it).
 func SampleCompactApproval(eventID, jobID string, approvedMS int64) *release.ApprovalRecord {
@@ -505,9 +499,9 @@ func SampleCompactApproval(eventID, jobID string, approvedMS int64) *release.App
 	a := &release.ApprovalRecord{
 		EventID: eventID, PlanID: p.PlanID, JobID: jobID, TargetLocale: p.TargetLocale, ResultSHA256: p.ResultSHA256,
 		RequestID: p.EvidenceRequestID, ApprovalID: p.ApprovalID, KeyID: "0123456789abcdef",
-		ApprovedMS: approvedMS, ExpiresMS: p.ExpiresAtMS, OutboxMS: approvedMS, Version: 1,
+		ApprovedMS: approvedMS, ExpiresMS: p.ExpiresAtMS, Version: 1,
 	}
-	a.SetCompact(body, sig)
+	a.SetSigned(body, sig)
 	return a
 }
 
@@ -597,103 +591,123 @@ func RunDue(t *testing.T, newStore func(t *testing.T) interface {
 	}
 }
 
-// RunOutbox is the conformance suite of release.OutboxFinder: every owed
-// approval up to the time bound, each once, across pages; a settled
-// approval leaves the index.
-func RunOutbox(t *testing.T, newStore func(t *testing.T) interface {
+// Foreign is a release store a test can put an item of another storage
+// format into, and read an item back from as stored.
+type Foreign interface {
 	release.Store
-	release.OutboxFinder
-}) {
+	// PutForeign stores rec as the store writes it, except its
+	// schema_version: schemaVersion (0: the attribute left out).
+	PutForeign(ctx context.Context, rec release.Record, schemaVersion int) error
+	// Stored returns the stored item of eventID and sk, comparable with
+	// reflect.DeepEqual (nil when absent).
+	Stored(ctx context.Context, eventID, sk string) (any, error)
+}
+
+// RunSchema is the conformance suite of the storage format's version
+// (release.SchemaVersion): an item of every kind stored with another
+// schema_version, or none, is refused by every read that meets it
+// (release.CodeSchemaUnsupported) and left as it is by every write (a
+// conditional update of it is refused; so is a create over it).
+func RunSchema(t *testing.T, newStore func(t *testing.T) Foreign) {
 	t.Helper()
 	ctx := context.Background()
-	s := newStore(t)
-	const ms = 1_764_460_800_000
-	want := map[string]bool{}
-	for i := 0; i < 12; i++ {
-		eventID := fmt.Sprintf("evt-ob-%02d", i)
-		for j := 0; j < 2; j++ {
-			a := &release.ApprovalRecord{
-				EventID: eventID, PlanID: "plan-1", JobID: fmt.Sprintf("job-%d", j), TargetLocale: "de-DE",
-				ResultSHA256: sha('c'), RequestID: "req-1", ApprovalID: "apv-1", Token: "v1.a.b",
-				ApprovedMS: ms + int64(i), ExpiresMS: ms + 100_000, Version: 1,
-			}
-			switch {
-			case j == 1 && i%3 == 0: // published already
-			case i == 11: // owed, but after the bound
-				a.OutboxMS = ms + 50_000
-			default:
-				a.OutboxMS = a.ApprovedMS
-				want[eventID+"/"+a.JobID] = true
-			}
-			if err := s.Put(ctx, a, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	collect := func() (map[string]bool, int, error) {
-		got, pages, cursor := map[string]bool{}, 0, ""
-		for {
-			page, err := s.Owed(ctx, ms+10_000, cursor, 5)
-			if err != nil {
-				return nil, 0, err
-			}
-			pages++
-			for _, it := range page.Items {
-				key := it.EventID + "/" + it.JobID
-				if got[key] {
-					return nil, 0, fmt.Errorf("%s on two pages", key)
+	for _, version := range []int{0, release.SchemaVersion + 1} {
+		recs := append(SampleRecords("evt-schema"), &release.AckRecord{
+			EventID: "evt-schema", AckedKey: release.SKBlocked, Count: 1, By: "arn:aws:iam::123456789012:user/oncall", AckMS: 1_764_460_900_000,
+			Reason: "checked", AckedState: "blocked", AckedCode: release.CodeAttemptsExhausted, AckedUpdated: 1_764_460_800_002, Version: 1,
+		})
+		for _, rec := range recs {
+			eventID, sk := rec.Key()
+			t.Run(fmt.Sprintf("v%d/%s", version, sk), func(t *testing.T) {
+				s := newStore(t)
+				if err := s.PutForeign(ctx, rec, version); err != nil {
+					t.Fatal(err)
 				}
-				got[key] = true
-			}
-			if page.Next == "" {
-				return got, pages, nil
-			}
-			cursor = page.Next
+				before, err := s.Stored(ctx, eventID, sk)
+				if err != nil || before == nil {
+					t.Fatalf("stored: %v %v", before, err)
+				}
+				reads := map[string]func() error{
+					"Load":       func() error { _, err := s.Load(ctx, eventID); return err },
+					"LoadKeys":   func() error { _, err := s.LoadKeys(ctx, eventID, sk); return err },
+					"LoadPrefix": func() error { _, err := s.LoadPrefix(ctx, eventID, sk); return err },
+				}
+				if sk < release.SKResultPrefix {
+					reads["LoadState"] = func() error { _, err := s.LoadState(ctx, eventID); return err }
+				}
+				for name, read := range reads {
+					if err := read(); !core.HasCode(err, release.CodeSchemaUnsupported) {
+						t.Errorf("%s: %v, want %s", name, err, release.CodeSchemaUnsupported)
+					}
+				}
+				next := NewRecordLike(rec)
+				if err := s.Put(ctx, next, rec.RecordVersion()); err == nil {
+					t.Error("an update over the foreign item was accepted")
+				}
+				if err := s.PutAll(ctx, release.Write{Rec: next, Prev: rec.RecordVersion()}); err == nil {
+					t.Error("a transactional update over the foreign item was accepted")
+				}
+				if err := s.Put(ctx, rec, 0); err == nil {
+					t.Error("a create over the foreign item was accepted")
+				}
+				after, err := s.Stored(ctx, eventID, sk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(before, after) {
+					t.Fatalf("the foreign item changed:\n was %v\n now %v", before, after)
+				}
+			})
 		}
 	}
-	var got map[string]bool
-	var pages int
-	var err error
-	for i := 0; i < 100; i++ {
-		if got, pages, err = collect(); err != nil {
-			t.Fatal(err)
-		}
-		if reflect.DeepEqual(got, want) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+}
+
+// NewRecordLike returns a copy of rec at the next version (rec must be one
+// of SampleRecords' kinds).
+func NewRecordLike(rec release.Record) release.Record {
+	switch r := rec.(type) {
+	case *release.PlanRecord:
+		c := *r
+		c.Version++
+		return &c
+	case *release.JobRecord:
+		c := *r
+		c.Version++
+		return &c
+	case *release.SourceRecord:
+		c := *r
+		c.Version++
+		return &c
+	case *release.ResultRecord:
+		c := *r
+		c.Version++
+		return &c
+	case *release.EvidenceRecord:
+		c := *r
+		c.Version++
+		return &c
+	case *release.ApprovalRecord:
+		c := *r
+		c.Version++
+		return &c
+	case *release.DeliveryRecord:
+		c := *r
+		c.Version++
+		return &c
+	case *release.BlockedRecord:
+		c := *r
+		c.Version++
+		return &c
+	case *release.TallyRecord:
+		c := *r
+		c.Version++
+		return &c
+	case *release.AckRecord:
+		c := *r
+		c.Version++
+		return &c
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("owed = %v, want %v", got, want)
-	}
-	if pages < len(want)/5 {
-		t.Fatalf("%d pages of at most 5 for %d owed records", pages, len(want))
-	}
-	snap, err := s.Load(ctx, "evt-ob-01")
-	if err != nil {
-		t.Fatal(err)
-	}
-	settled := *snap.Approvals["job-0"]
-	settled.OutboxMS, settled.Version = 0, settled.Version+1
-	if err := s.Put(ctx, &settled, settled.Version-1); err != nil {
-		t.Fatal(err)
-	}
-	delete(want, "evt-ob-01/job-0")
-	for i := 0; i < 100; i++ {
-		if got, _, err = collect(); err != nil {
-			t.Fatal(err)
-		}
-		if reflect.DeepEqual(got, want) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("after settling: owed = %v, want %v", got, want)
-	}
-	if _, err := s.Owed(ctx, ms, "not-a-cursor", 5); err == nil {
-		t.Fatal("a foreign cursor was accepted")
-	}
+	panic(fmt.Sprintf("releasetest: no copy of %T", rec))
 }
 
 // Expiring is a release store that reports the expiry (the TTL attribute,
@@ -755,7 +769,7 @@ func RunRetention(t *testing.T, newStore func(t *testing.T, retention time.Durat
 	wantNone(release.SKBlocked, "blocked, needs attention")
 	wantNone(release.SKDelivery, "retry_wait, wakes")
 	wantNone(release.SKJobPrefix+"job-1", "awaiting claim, wakes")
-	wantNone(release.SKApprovalPrefix+"job-1", "outbox owed")
+	wantNone(release.SKApprovalPrefix+"job-1", "awaiting delivery, wakes")
 	wantNone(release.SKSourcePrefix+"job-1", "a text: its own retention")
 	wantNone(release.SKResultPrefix+"job-1", "a text: its own retention")
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +29,8 @@ type MemStore struct {
 
 type stored struct {
 	version int64
-	raw     []byte
+	// raw is the stored JSON, schema_version included.
+	raw []byte
 	// expiresAt is the TTL the DynamoDB store would write (epoch seconds,
 	// 0: none).
 	expiresAt int64
@@ -100,6 +102,47 @@ func (m *MemStore) Counts() (loads, puts int) {
 	return m.loads, m.puts
 }
 
+var _ Foreign = (*MemStore)(nil)
+
+// PutForeign implements Foreign: rec's stored JSON with schema_version
+// set to schemaVersion (0: left out), bypassing every check.
+func (m *MemStore) PutForeign(_ context.Context, rec release.Record, schemaVersion int) error {
+	raw, err := encode(rec)
+	if err != nil {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return fmt.Errorf("memstore: %w", err)
+	}
+	delete(fields, release.AttrSchemaVersion)
+	if schemaVersion != 0 {
+		fields[release.AttrSchemaVersion] = json.RawMessage(strconv.Itoa(schemaVersion))
+	}
+	if raw, err = json.Marshal(fields); err != nil {
+		return fmt.Errorf("memstore: %w", err)
+	}
+	eventID, sk := rec.Key()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.items[eventID] == nil {
+		m.items[eventID] = map[string]stored{}
+	}
+	m.items[eventID][sk] = stored{version: rec.RecordVersion(), raw: raw}
+	return nil
+}
+
+// Stored implements Foreign: the stored JSON (nil when absent).
+func (m *MemStore) Stored(_ context.Context, eventID, sk string) (any, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.items[eventID][sk]
+	if !ok {
+		return nil, nil
+	}
+	return string(s.raw), nil
+}
+
 // Raw returns the stored JSON of every record of eventID by sort key, for
 // content-free checks.
 func (m *MemStore) Raw(eventID string) map[string][]byte {
@@ -135,7 +178,7 @@ func (m *MemStore) Put(_ context.Context, rec release.Record, prev int64) error 
 		m.items[eventID] = coll
 	}
 	cur, exists := coll[sk]
-	if (prev == 0 && exists) || (prev != 0 && (!exists || cur.version != prev)) {
+	if (prev == 0 && exists) || (prev != 0 && (!exists || cur.version != prev || !currentSchema(cur.raw))) {
 		return release.ErrConflict
 	}
 	coll[sk] = stored{version: rec.RecordVersion(), raw: raw, expiresAt: m.expiry(rec)}
@@ -170,7 +213,7 @@ func (m *MemStore) PutAll(_ context.Context, writes ...release.Write) error {
 	for _, w := range writes {
 		_, sk := w.Rec.Key()
 		cur, exists := coll[sk]
-		if (w.Prev == 0 && exists) || (w.Prev != 0 && (!exists || cur.version != w.Prev)) {
+		if (w.Prev == 0 && exists) || (w.Prev != 0 && (!exists || cur.version != w.Prev || !currentSchema(cur.raw))) {
 			return release.ErrConflict
 		}
 	}
@@ -248,25 +291,54 @@ func (m *MemStore) load(eventID string, keep func(sk string) bool) (release.Snap
 	return snap, nil
 }
 
-// encode is the stored JSON of rec: of its release.StoredForm, as the
-// DynamoDB store writes its attributes.
+// encode is the stored JSON of rec: of its release.StoredForm with
+// schema_version (release.SchemaVersion), as the DynamoDB store writes its
+// attributes.
 func encode(rec release.Record) ([]byte, error) {
 	form, err := release.StoredForm(rec)
 	if err != nil {
 		return nil, err
 	}
+	_, sk := rec.Key()
 	raw, err := json.Marshal(form)
 	if err != nil {
-		_, sk := rec.Key()
+		return nil, fmt.Errorf("memstore: encode %s: %w", sk, err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, fmt.Errorf("memstore: encode %s: %w", sk, err)
+	}
+	fields[release.AttrSchemaVersion] = json.RawMessage(strconv.Itoa(release.SchemaVersion))
+	raw, err = json.Marshal(fields)
+	if err != nil {
 		return nil, fmt.Errorf("memstore: encode %s: %w", sk, err)
 	}
 	return raw, nil
 }
 
-// Decode returns an empty record of the kind sk names, decoded from JSON
-// (not completed: load completes it with release.OpenStored; the index
-// pages read only index fields).
+// currentSchema says whether stored JSON carries schema_version
+// release.SchemaVersion.
+func currentSchema(raw []byte) bool {
+	var v struct {
+		SchemaVersion *json.Number `json:"schema_version"`
+	}
+	return json.Unmarshal(raw, &v) == nil && v.SchemaVersion != nil && v.SchemaVersion.String() == strconv.Itoa(release.SchemaVersion)
+}
+
+// Decode returns an empty record of the kind sk names, decoded from its
+// stored JSON (not completed: load completes it with release.OpenStored).
+// A record whose schema_version is missing or not release.SchemaVersion
+// is refused (release.CodeSchemaUnsupported).
 func Decode(sk string, raw []byte) (release.Record, error) {
+	if !currentSchema(raw) {
+		return nil, core.Fail(release.CodeSchemaUnsupported)
+	}
+	return decodeFields(sk, raw)
+}
+
+// decodeFields decodes the record's fields whatever its schema version
+// (the index pages read only index fields, as DynamoDB's indexes do).
+func decodeFields(sk string, raw []byte) (release.Record, error) {
 	rec := release.NewRecord(sk)
 	if rec == nil {
 		return nil, core.Fail(release.CodeRecordInvalid)
@@ -332,7 +404,7 @@ func (m *MemStore) page(keys func(release.Record) (int64, bool), toMS int64, cur
 	var all []indexEntry
 	for eventID, coll := range m.items {
 		for sk, s := range coll {
-			rec, err := Decode(sk, s.raw)
+			rec, err := decodeFields(sk, s.raw)
 			if err != nil {
 				return nil, "", err
 			}
@@ -353,19 +425,4 @@ func (m *MemStore) page(keys func(release.Record) (int64, bool), toMS int64, cur
 		return nil, "", fmt.Errorf("memstore: cursor: %w", err)
 	}
 	return all, string(next), nil
-}
-
-var _ release.OutboxFinder = (*MemStore)(nil)
-
-// Owed implements release.OutboxFinder over the stored records.
-func (m *MemStore) Owed(_ context.Context, toMS int64, cursor string, limit int) (release.OwedPage, error) {
-	entries, next, err := m.page(release.Outbox, toMS, cursor, limit)
-	if err != nil {
-		return release.OwedPage{}, err
-	}
-	out := release.OwedPage{Next: next}
-	for _, e := range entries {
-		out.Items = append(out.Items, release.OwedItem{EventID: e.EventID, JobID: strings.TrimPrefix(e.SK, release.SKApprovalPrefix), OutboxMS: e.MS})
-	}
-	return out, nil
 }

@@ -21,13 +21,8 @@ func TestMemStoreDue(t *testing.T) {
 	})
 }
 
-func TestMemStoreOutbox(t *testing.T) {
-	RunOutbox(t, func(t *testing.T) interface {
-		release.Store
-		release.OutboxFinder
-	} {
-		return NewMemStore()
-	})
+func TestMemStoreSchema(t *testing.T) {
+	RunSchema(t, func(t *testing.T) Foreign { return NewMemStore() })
 }
 
 func TestMemStoreRetention(t *testing.T) {

@@ -314,7 +314,7 @@ func checkApprovalToken(c *collector, table, key string, a *release.ApprovalReco
 }
 
 // owedByEvidence: a's release.approved is owed through its evidence record
-// (release.ApprovalOwed for a Compact plan's approval without a marker).
+// (release.ApprovalOwed).
 func owedByEvidence(s *release.Snapshot, a *release.ApprovalRecord) bool {
-	return a != nil && a.OutboxMS == 0 && s.Plan != nil && release.ApprovalOwed(s.Plan.Compact, a, s.Evidence[a.RequestID])
+	return a != nil && release.ApprovalOwed(a, s.Evidence[a.RequestID])
 }

@@ -38,7 +38,6 @@ type monitorBacking interface {
 type releaseBacking interface {
 	release.Store
 	release.DueFinder
-	release.OutboxFinder
 }
 
 // adapterWorld is the DynamoDB of a run on the adapters.
@@ -75,17 +74,6 @@ func (w *World) owedLayout() monitor.OwedLayout {
 	}
 	return monitor.OwedInWake
 }
-
-// compactApprovals is the approval layout the run's coordinators ingest
-// plans in (docs/design.md "Owed events of compact approvals"): compact
-// on two seeds in three, the token layout (outbox markers) on the seeds
-// ≡ 1 (mod 3), so both stay checked. The residue is the one under which
-// every pinned regression seed (regression_test.go) keeps the history it
-// was chosen for: three of them (1000024, 1000354, 1005757) reach their
-// situation in the token layout only, and no seed of 1–6,000 or
-// 1,005,001–1,014,000 reaches capped_retry_after_outlasts_recovery in
-// the compact one.
-func (w *World) compactApprovals() bool { return w.Seed%3 != 1 }
 
 func (w *World) newReleaseBacking() releaseBacking {
 	if w.ddb == nil {

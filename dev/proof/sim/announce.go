@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/contract"
-	"github.com/localeflow/localeflow/core/release"
 )
 
 // Wide releases, coordinator restarts and the exact announcement bound
@@ -23,34 +22,23 @@ import (
 // not change.
 //
 // The checker bounds the release.approved events of each approval by
-// what docs/design.md "Release outbox" allows, counted in this history:
-//
-//	events ≤ 1 + R + S + F
-//
-// R: returning release-queue messages (receive count > 1) naming the
-// approval's release whose invocation ran while the approval's outbox
-// marker (outbox_ms) was set; S: release sweeps that ran while the marker
-// was set (the sweep re-publishes owed approvals older than the grace);
-// F: marker-clear writes of the approval that failed (refused, injected
-// or ambiguous). "Ran while the marker was set" is the overlap of the
-// invocation's virtual-time span with a span in which the stored record
-// carried the marker: an over-approximation of the occasions, so the
-// bound is never tighter than the design's.
-//
-// A compact approval (docs/design.md "Owed events of compact approvals")
-// carries no marker: it is owed while release.ApprovalOwed says so (its
-// plan is Compact and its evidence record is not succeeded), and those
-// spans count for R and S as the marker's do. Its settling is the
-// evidence record's succeeded write, so F counts those that failed. It
-// has one more occasion, W: coordinator invocations whose batch names the
-// approval's release and that ran while it was owed so (a run that finds
-// it owed after its step is gone, the completing read, a blocked or ended
-// release's run, publishes and settles it). The bound is then
+// what docs/design.md "Owed events of compact approvals" allows, counted
+// in this history. An approval is owed while release.ApprovalOwed says so
+// (its evidence record is not succeeded):
 //
 //	events ≤ 1 + R + S + F + W
 //
-// W is 0 for an approval with a marker, so the token layout's bound is
-// unchanged.
+// R: returning release-queue messages (receive count > 1) naming the
+// approval's release whose invocation ran while the approval was owed;
+// S: release sweeps that ran while it was owed; F: settling writes of the
+// approval (its evidence record's succeeded write) that failed (refused,
+// injected or ambiguous); W: coordinator invocations whose batch names
+// the approval's release and that ran while it was owed (a run that finds
+// it owed after its step is gone, the completing read, a blocked or ended
+// release's run, publishes and settles it). "Ran while owed" is the
+// overlap of the invocation's virtual-time span with a span in which the
+// stored records made it owed: an over-approximation of the occasions, so
+// the bound is never tighter than the design's.
 const WideEvery = 8
 
 const wideStream = 0x77696465_72656c73
@@ -64,16 +52,13 @@ var wideLocales = []string{
 
 // announceTracker holds what the bound counts.
 type announceTracker struct {
-	// owed: per approval id, the virtual-time spans in which its stored
-	// record carried an outbox marker ([from, to]; to zero: still set).
-	owed map[string][]span
 	// release of each approval id.
 	release map[string]string
-	// failedClears: per approval id, marker-clear writes that failed
-	// (for a compact approval: its evidence record's succeeded write).
+	// failedClears: per approval id, settling writes that failed (its
+	// evidence record's succeeded write).
 	failedClears map[string]int
-	// compactOwed: per approval id, the spans in which it was owed
-	// through its evidence record (release.ApprovalOwed, no marker).
+	// compactOwed: per approval id, the virtual-time spans in which it
+	// was owed (release.ApprovalOwed; [from, to], to zero: still owed).
 	compactOwed map[string][]span
 	// batches: every release-queue batch, with the invocation that got
 	// it (W).
@@ -93,8 +78,7 @@ type returned struct {
 }
 
 func newAnnounceTracker() *announceTracker {
-	return &announceTracker{owed: map[string][]span{}, release: map[string]string{}, failedClears: map[string]int{},
-		compactOwed: map[string][]span{}}
+	return &announceTracker{release: map[string]string{}, failedClears: map[string]int{}, compactOwed: map[string][]span{}}
 }
 
 // noteCompact records whether the approval aid of release rel is owed
@@ -109,28 +93,6 @@ func (t *announceTracker) noteCompact(rel, aid string, owed bool) {
 	case owed && !open:
 		t.compactOwed[aid] = append(spans, span{from: now})
 	case !owed && open:
-		spans[len(spans)-1].to = now
-	}
-}
-
-// noteWrite records an approval record's marker as stored (ok) or a
-// marker clear that failed (!ok).
-func (t *announceTracker) noteWrite(rec release.Record, ok bool) {
-	a, isApproval := rec.(*release.ApprovalRecord)
-	if !isApproval || a == nil {
-		return
-	}
-	now := time.Now()
-	t.release[a.ApprovalID] = a.EventID
-	spans := t.owed[a.ApprovalID]
-	open := len(spans) > 0 && spans[len(spans)-1].to.IsZero()
-	switch {
-	case !ok && a.OutboxMS == 0:
-		t.failedClears[a.ApprovalID]++
-	case !ok:
-	case a.OutboxMS != 0 && !open:
-		t.owed[a.ApprovalID] = append(spans, span{from: now})
-	case a.OutboxMS == 0 && open:
 		spans[len(spans)-1].to = now
 	}
 }
@@ -196,8 +158,7 @@ func (r *Release) checkAnnouncements(approved map[string][]contract.ReleaseAppro
 		if n <= 1 {
 			continue
 		}
-		compact := t.compactOwed[aid]
-		owed := append(slices.Clone(t.owed[aid]), compact...)
+		owed := t.compactOwed[aid]
 		rel := t.release[aid]
 		if rel == "" {
 			rel = approved[aid][0].EventID // stored behind the ports (a forged approval)
@@ -215,13 +176,11 @@ func (r *Release) checkAnnouncements(approved map[string][]contract.ReleaseAppro
 			}
 		}
 		runs := 0
-		if len(compact) > 0 {
-			counted := map[int]bool{}
-			for _, m := range t.batches {
-				if !counted[m.inv] && holds([]*message{{body: m.body}}, rel) && overlaps(spans[m.inv], compact) {
-					counted[m.inv] = true
-					runs++
-				}
+		counted := map[int]bool{}
+		for _, m := range t.batches {
+			if !counted[m.inv] && holds([]*message{{body: m.body}}, rel) && overlaps(spans[m.inv], owed) {
+				counted[m.inv] = true
+				runs++
 			}
 		}
 		bound := 1 + ret + sw + t.failedClears[aid] + runs
@@ -231,9 +190,9 @@ func (r *Release) checkAnnouncements(approved map[string][]contract.ReleaseAppro
 				locale = evs[0].TargetLocale
 			}
 			r.w.violate("release %s: approval of %s published %d times, more than its bound %d "+
-				"(1 + %d returning messages and %d sweeps while its outbox marker was set + %d failed marker clears "+
-				"+ %d runs of the release while owed through its evidence; "+
-				"docs/design.md \"Release outbox\", \"Owed events of compact approvals\")", rel, locale, n, bound, ret, sw, t.failedClears[aid], runs)
+				"(1 + %d returning messages and %d sweeps while it was owed + %d failed settlings "+
+				"+ %d runs of the release while owed; "+
+				"docs/design.md \"Owed events of compact approvals\")", rel, locale, n, bound, ret, sw, t.failedClears[aid], runs)
 		}
 	}
 }

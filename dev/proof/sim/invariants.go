@@ -6,12 +6,10 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
-	"github.com/localeflow/localeflow/functions/coordinator/handler"
 )
 
 // Stored invariants checked at the store ports, each against the
@@ -163,55 +161,16 @@ func (s *releaseStore) checkVersion(rec release.Record, prev, before int64, know
 	s.w.violate("release %s: a write of %s naming version %d was accepted over version %d (a lost update)", pk, sk, prev, before)
 }
 
-// sweep fires the coordinator's schedule (the release sweep) and checks
-// what a clean one did: a sweep that ran without an injected fault
-// published every approval event still owed whose outbox grace had passed
-// when it started (docs/design.md: the outbox sweep is the safety net for
-// a release.approved whose inline publish was lost; the redelivery of the
-// step's message may come much later, or never).
+// sweep fires the coordinator's schedule (the release sweep): it
+// schedules a run of every release the wake index says is due, an owed
+// approval's evidence lease among them (the run publishes and settles it;
+// the end check says none is left owed).
 func (r *Release) sweep() {
 	f := r.fn
 	h := f.instance()
-	started := time.Now()
 	f.w.invoke(f.name, "schedule sweep", f.timeout, h.clock, func(ctx context.Context) (any, error) {
 		return h.handle(ctx, scheduledEvent)
-	}, func(_ any, err error, crashed, faulted bool) {
-		if crashed || faulted || err != nil || r.w.day2 != nil {
-			return
-		}
-		r.checkOwedAfterSweep(started)
-	})
-}
-
-func (r *Release) checkOwedAfterSweep(started time.Time) {
-	w := r.w
-	published := map[string]bool{}
-	for _, e := range r.bus.Events {
-		if e.DetailType != contract.DetailReleaseApproved {
-			continue
-		}
-		var d contract.ReleaseApproved
-		if json.Unmarshal(e.Detail, &d) == nil {
-			published[d.ApprovalID] = true
-		}
-	}
-	// An owed approval is in the sweep's Owed page when its outbox_ms (the
-	// writer's clock) is at most the sweep's now minus the grace; every
-	// clock is at least minOffset from the real time.
-	limit := core.Millis(started) + w.minOffset.Milliseconds() - handler.OutboxGrace.Milliseconds() - 1000
-	for _, spec := range r.releases {
-		snap, err := r.mem.Load(context.Background(), spec.plan.EventID)
-		if err != nil {
-			continue
-		}
-		for _, a := range snap.Approvals {
-			if a.OutboxMS == 0 || a.OutboxMS > limit || published[a.ApprovalID] {
-				continue
-			}
-			w.violate("release %s: the approval of %s (outbox_ms %d) was owed past its grace when a sweep ran without a fault, "+
-				"and localeflow.release.approved is still unpublished after it", spec.plan.EventID, a.TargetLocale, a.OutboxMS)
-		}
-	}
+	}, func(any, error, bool, bool) {})
 }
 
 // takeoverFaults freezes a poller invocation in its CMS read (a GC pause,
@@ -462,11 +421,11 @@ func (s *releaseStore) freezePastLease(inv *Invocation, peer string) {
 	time.Sleep(time.Until(wake))
 }
 
-// noteOwed follows the compact approvals' owed state (release.ApprovalOwed
-// without a marker: docs/design.md "Owed events of compact approvals")
+// noteOwed follows the approvals' owed state (release.ApprovalOwed:
+// docs/design.md "Owed events of compact approvals")
 // after an accepted write of an approval or evidence record, for the
 // announcement bound (announce.go), and checks that no delivery of a
-// Compact release is created while one of its approvals is owed so.
+// release is created while one of its approvals is owed so.
 func (s *releaseStore) noteOwed(ctx context.Context, rec release.Record) {
 	pk, _ := rec.Key()
 	var requestID string
@@ -483,7 +442,7 @@ func (s *releaseStore) noteOwed(ctx context.Context, rec release.Record) {
 	// invocation's context gates every SDK call with the world's faults,
 	// and a failed read here would lose the owed span).
 	snap, err := s.mem.LoadState(context.Background(), pk)
-	if err != nil || snap.Plan == nil || !snap.Plan.Compact {
+	if err != nil || snap.Plan == nil {
 		return
 	}
 	if ev, ok := rec.(*release.EvidenceRecord); ok && ev.Status == release.StateLeased && !ev.Parked {
@@ -499,7 +458,7 @@ func (s *releaseStore) noteOwed(ctx context.Context, rec release.Record) {
 		}
 	}
 	for _, a := range snap.Approvals {
-		owed := a.OutboxMS == 0 && release.ApprovalOwed(true, a, snap.Evidence[a.RequestID])
+		owed := release.ApprovalOwed(a, snap.Evidence[a.RequestID])
 		if d, ok := rec.(*release.DeliveryRecord); ok {
 			if owed && d.Version == 1 {
 				s.w.violate("release %s: delivery %s prepared while the approval of %s is owed (its evidence record is %s; "+
@@ -513,7 +472,7 @@ func (s *releaseStore) noteOwed(ctx context.Context, rec release.Record) {
 	}
 }
 
-// noteFailedSettle counts a failed settling write of a compact approval
+// noteFailedSettle counts a failed settling write of an approval
 // (its evidence record written succeeded) for the announcement bound.
 func (s *releaseStore) noteFailedSettle(ctx context.Context, rec release.Record) {
 	ev, ok := rec.(*release.EvidenceRecord)
@@ -521,11 +480,11 @@ func (s *releaseStore) noteFailedSettle(ctx context.Context, rec release.Record)
 		return
 	}
 	snap, err := s.mem.LoadState(context.Background(), ev.EventID) // the checker's read, ungated (noteOwed)
-	if err != nil || snap.Plan == nil || !snap.Plan.Compact {
+	if err != nil || snap.Plan == nil {
 		return
 	}
 	for _, a := range snap.Approvals {
-		if a.RequestID == ev.RequestID && a.OutboxMS == 0 {
+		if a.RequestID == ev.RequestID {
 			s.announce.failedClears[a.ApprovalID]++
 		}
 	}

@@ -64,9 +64,8 @@ func (p *Peers) Close() {
 }
 
 var (
-	_ release.Store        = (*releaseStore)(nil)
-	_ release.DueFinder    = (*releaseStore)(nil)
-	_ release.OutboxFinder = (*releaseStore)(nil)
+	_ release.Store     = (*releaseStore)(nil)
+	_ release.DueFinder = (*releaseStore)(nil)
 )
 
 // releaseStore gates the real memory release store.
@@ -129,7 +128,6 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 	pk, sk := rec.Key()
 	defer func() {
 		if err != nil {
-			s.announce.noteWrite(rec, false)
 			s.noteFailedSettle(ctx, rec)
 		}
 	}()
@@ -139,7 +137,6 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 		if err != nil {
 			return "refused " + core.CodeOf(err), err
 		}
-		s.announce.noteWrite(rec, true)
 		s.noteOwed(ctx, rec)
 		s.checkVersion(rec, prev, before, known)
 		s.checkReleaseLease(ctx, rec)
@@ -179,7 +176,6 @@ func (s *releaseStore) PutAll(ctx context.Context, writes ...release.Write) erro
 			return "refused " + core.CodeOf(err), err
 		}
 		for i, w := range writes {
-			s.announce.noteWrite(w.Rec, true)
 			s.noteOwed(ctx, w.Rec)
 			s.checkVersion(w.Rec, w.Prev, before[i], known[i])
 			s.checkReleaseLease(ctx, w.Rec)
@@ -200,15 +196,6 @@ func (s *releaseStore) Due(ctx context.Context, toMS int64, cursor string, limit
 			ids = append(ids, it.EventID)
 		}
 		return strings.Join(ids, ","), e
-	})
-	return page, err
-}
-
-func (s *releaseStore) Owed(ctx context.Context, toMS int64, cursor string, limit int) (page release.OwedPage, err error) {
-	err = s.w.do(ctx, KindStore, "release.Owed", releaseDown, func() (string, error) {
-		var e error
-		page, e = s.mem.Owed(ctx, toMS, cursor, limit)
-		return fmt.Sprintf("%d owed", len(page.Items)), e
 	})
 	return page, err
 }
@@ -448,7 +435,6 @@ func (r *Release) deploy(d deployment) error {
 		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
 		cfg.EvidenceLease, cfg.DeliveryLease = d.evidenceLease, d.evidenceLease
 		cfg.EvidenceMaxAttempts, cfg.DeliveryMaxAttempts = d.evidenceMaxAttempts, d.deliveryMaxAttempts
-		cfg.CompactApprovals = w.compactApprovals()
 		c, err := release.NewCoordinator(release.Dependencies{
 			Store: r.store, EventKey: d.eventKeys[0], Evidence: ev, CMS: cms,
 			Verifiers: d.verifiers, Approval: approval, Publication: publication,
@@ -562,10 +548,8 @@ func (r *Release) check(ctx context.Context) {
 		}
 		for _, a := range snap.Approvals {
 			stored[a.ApprovalID] = a
-			if a.OutboxMS != 0 {
-				r.w.violate("release %s: approval of %s still owes its release.approved (outbox_ms %d) after faults stopped", id, a.TargetLocale, a.OutboxMS)
-			} else if snap.Plan != nil && release.ApprovalOwed(snap.Plan.Compact, a, snap.Evidence[a.RequestID]) {
-				r.w.violate("release %s: compact approval of %s still owes its release.approved (evidence record %s) after faults stopped",
+			if release.ApprovalOwed(a, snap.Evidence[a.RequestID]) {
+				r.w.violate("release %s: approval of %s still owes its release.approved (evidence record %s) after faults stopped",
 					id, a.TargetLocale, snap.Evidence[a.RequestID].Status)
 			}
 			if len(approved[a.ApprovalID]) == 0 && !r.forged[a.ApprovalID] {

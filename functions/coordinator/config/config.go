@@ -59,10 +59,8 @@ const (
 	envRecordRetention      = contract.EnvMonitorRetention   // content-free records kept after their last write (default 2160h)
 	// Signed input events: the oldest v2 event accepted, and "1" to refuse
 	// v1 signatures once every producer signs v2.
-	envEventMaxAge    = contract.EnvEventMaxAge
-	envEventRefuseV1  = contract.EnvEventRefuseV1
-	envReleaseTally   = contract.EnvReleaseTally
-	envApprovalLayout = contract.EnvApprovalLayout
+	envEventMaxAge   = contract.EnvEventMaxAge
+	envEventRefuseV1 = contract.EnvEventRefuseV1
 )
 
 // Key names (their labels in errors and logs) and their variable stems
@@ -188,30 +186,6 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventRefuseV1))
 	}
 	c.Release.DeliveryLease = c.Release.EvidenceLease
-	// Off until every running coordinator knows the tally (docs/design.md
-	// "Release reads": deploy order).
-	switch env.String(envReleaseTally) {
-	case "", "off":
-		c.Release.Tally = false
-	case "on":
-		c.Release.Tally = true
-	default:
-		errs = append(errs, fmt.Errorf("%s must be on or off", envReleaseTally))
-	}
-	// Token until every running coordinator knows the compact layout
-	// (docs/design.md "Compact approvals": deploy order); it applies to
-	// tallied plans only, so it needs the tally.
-	switch env.String(envApprovalLayout) {
-	case "", "token":
-		c.Release.CompactApprovals = false
-	case "compact":
-		c.Release.CompactApprovals = true
-		if !c.Release.Tally {
-			errs = append(errs, fmt.Errorf("%s=compact needs %s=on", envApprovalLayout, envReleaseTally))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("%s must be token or compact", envApprovalLayout))
-	}
 	issuers, err := loadIssuers(env)
 	if err != nil {
 		errs = append(errs, err)

@@ -34,11 +34,13 @@
 // and must dedupe on the ids (event_id with approval_id or delivery_id
 // and status).
 //
-// An approval's event is also owed durably (docs/design.md "Release
-// outbox"): a step that stored an approval publishes it even when it then
-// fails, and clears the approval's outbox mark after the publish; the
-// scheduled sweep publishes again every approval still owed after
-// OutboxGrace, so a lost or dead-lettered message loses no approval event.
+// An approval's event is also owed durably (docs/design.md "Owed events
+// of compact approvals"): its evidence record stays leased, in the wake
+// index, until the event is published and settled
+// (release.Coordinator.SettleApproval); a step that stored an approval
+// publishes it even when it then fails, and a run the sweep schedules for
+// the lease's expiry publishes what is still owed, so a lost or
+// dead-lettered message loses no approval event.
 //
 // The scheduled sweep pages through the release table's wake index with
 // its cursor and schedules a step for every due release (evidence and

@@ -19,7 +19,6 @@ import (
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/internal/lambdalog"
-	"github.com/localeflow/localeflow/topology"
 )
 
 // Kinds of delayed envelopes on the release queue.
@@ -63,13 +62,9 @@ type Config struct {
 	Queue       Queue
 	Bus         Bus
 	// Due finds due records for the scheduled sweep (the release store).
-	Due release.DueFinder
-	// Outbox finds approvals whose event is owed, for the sweep to
-	// publish again; nil uses Due when it implements release.OutboxFinder
-	// (both stores do).
-	Outbox release.OutboxFinder
-	Clock  core.Clock
-	Log    *slog.Logger
+	Due   release.DueFinder
+	Clock core.Clock
+	Log   *slog.Logger
 	// Margin is kept free of work at the end of an invocation.
 	Margin time.Duration
 	// Rejecter quarantines, counts and logs rejected inputs (bad
@@ -111,7 +106,6 @@ type Handler struct {
 	queue  Queue
 	bus    Bus
 	due    release.DueFinder
-	outbox release.OutboxFinder
 	clock  core.Clock
 	log    *slog.Logger
 	margin time.Duration
@@ -133,14 +127,7 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.Coordinator.Validate(); err != nil {
 		return nil, err
 	}
-	outbox := cfg.Outbox
-	if outbox == nil {
-		outbox, _ = cfg.Due.(release.OutboxFinder)
-	}
-	if outbox == nil {
-		return nil, core.Fail(release.CodeConfig)
-	}
-	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, outbox: outbox, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
+	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
 		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter, texts: cfg.Texts, retention: cfg.TextRetention,
 		metrics: cfg.Metrics}
 	if h.retention <= 0 {
@@ -195,14 +182,14 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (any, error) 
 type SweepResult struct {
 	Due       int `json:"due"`
 	Scheduled int `json:"scheduled"`
-	// Republished counts owed approval events published again.
-	Republished int `json:"republished"`
 }
 
 // Sweep re-enqueues a step for every record the wake index says is due,
 // paging through the index with its cursor: the safety net for a lost or
 // dropped step message. A duplicate step is harmless (the conditional
-// writes decide). It then publishes owed approval events again.
+// writes decide). An owed approval event wakes its release through its
+// evidence record (docs/design.md "Owed events of compact approvals"):
+// the run it schedules publishes it.
 func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 	now := h.clock.Now()
 	res := SweepResult{}
@@ -238,12 +225,7 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 		cursor = page.Next
 	}
-	n, err := h.sweepOutbox(ctx, now)
-	res.Republished = n
-	if err != nil {
-		return res, err
-	}
-	h.log.InfoContext(ctx, "coordinator sweep done", "due", res.Due, "scheduled", res.Scheduled, "republished", res.Republished)
+	h.log.InfoContext(ctx, "coordinator sweep done", "due", res.Due, "scheduled", res.Scheduled)
 	return res, nil
 }
 
@@ -442,7 +424,7 @@ func (h *Handler) runStep(ctx context.Context, kind, eventID string, redo bool, 
 		return err
 	}
 	if o.Completes {
-		// The named step's tally write completed a Compact plan's tally:
+		// The named step's tally write completed the release's tally:
 		// its approval is published and settled, now the completing read.
 		if !settled {
 			// Still owed: the completing read would only hold the
@@ -506,7 +488,7 @@ func (h *Handler) afterError(ctx context.Context, kind, eventID string, stepErr 
 		if err == nil && blocked {
 			// A blocked release's owed approval events are still
 			// published (docs/design.md "Owed events of compact
-			// approvals"; the outbox sweep does it for marked ones).
+			// approvals").
 			err = h.republishOwed(ctx, eventID)
 		}
 		if err == nil && blocked {
@@ -577,15 +559,9 @@ func (h *Handler) publish(ctx context.Context, o release.Outcome) (settled, owed
 	}
 	settled = true
 	if o.ApprovalID != "" {
-		settle := h.c.SettleOutbox
-		switch {
-		case o.Compact:
-			tally := !o.Tallied
-			settle = func(ctx context.Context, eventID, jobID, approvalID string) error {
-				return h.c.SettleCompact(ctx, eventID, jobID, approvalID, tally)
-			}
-		case o.Tallied:
-			settle = h.c.ClearOutbox
+		tally := !o.Tallied
+		settle := func(ctx context.Context, eventID, jobID, approvalID string) error {
+			return h.c.SettleApproval(ctx, eventID, jobID, approvalID, tally)
 		}
 		if settled, err = h.publishApproved(ctx, contract.ReleaseApproved{
 			Schema: contract.SchemaReleaseApproved, EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
@@ -601,13 +577,13 @@ func (h *Handler) publish(ctx context.Context, o release.Outcome) (settled, owed
 	return settled, owedSettled, nil
 }
 
-// publishOwed publishes and settles (SettleCompact, with the tally) the
-// owed approvals a step reports (release.Outcome.Owed: compact approvals
-// whose step is gone); all says every one was settled.
+// publishOwed publishes and settles (SettleApproval, with the tally) the
+// owed approvals a step reports (release.Outcome.Owed: approvals whose
+// step is gone); all says every one was settled.
 func (h *Handler) publishOwed(ctx context.Context, o release.Outcome) (all bool, err error) {
 	all = true
 	settle := func(ctx context.Context, eventID, jobID, approvalID string) error {
-		return h.c.SettleCompact(ctx, eventID, jobID, approvalID, true)
+		return h.c.SettleApproval(ctx, eventID, jobID, approvalID, true)
 	}
 	for _, a := range o.Owed {
 		if o.EventID == "" || o.PlanID == "" {
@@ -627,7 +603,7 @@ func (h *Handler) publishOwed(ctx context.Context, o release.Outcome) (all bool,
 	return all, nil
 }
 
-// complete runs the completing read of a Compact release
+// complete runs the completing read of a release
 // (release.Coordinator.CompleteRelease) after the step that completed the
 // tally settled its approval. Owed approvals it reports (a crashed step's)
 // are published and settled and the read is tried once more; a release
@@ -682,13 +658,11 @@ func (h *Handler) settleAnnounced(ctx context.Context, d contract.Delivery) {
 	}
 }
 
-// publishApproved publishes localeflow.release.approved and then clears
-// the approval's owed-event marker. A failed clear only means the sweep
-// publishes the same event again (consumers dedupe on approval_id).
-//
-// settle is the settling (nil: none, the event is not owed):
-// SettleOutbox, which adds the approval to its release's tally first, or
-// ClearOutbox for an approval its step tallied (release.Outcome.Tallied).
+// publishApproved publishes localeflow.release.approved and then settles
+// it (nil: none, the event is not owed; release.Coordinator.
+// SettleApproval). A failed settling only means a later run publishes the
+// same event again (its evidence record still wakes the release;
+// consumers dedupe on approval_id).
 func (h *Handler) publishApproved(ctx context.Context, d contract.ReleaseApproved, settle func(ctx context.Context, eventID, jobID, approvalID string) error) (bool, error) {
 	if err := h.bus.Publish(ctx, contract.DetailReleaseApproved, d); err != nil {
 		return false, fmt.Errorf("publish approved %s: %w", d.EventID, err)
@@ -697,7 +671,7 @@ func (h *Handler) publishApproved(ctx context.Context, d contract.ReleaseApprove
 		return true, nil
 	}
 	if err := settle(ctx, d.EventID, d.JobID, d.ApprovalID); err != nil {
-		h.log.WarnContext(ctx, "approved event published, outbox not cleared", "event_id", d.EventID,
+		h.log.WarnContext(ctx, "approved event published, not settled", "event_id", d.EventID,
 			"job_id", d.JobID, "approval_id", d.ApprovalID, "code", core.CodeOf(err))
 		return false, nil
 	}
@@ -705,17 +679,13 @@ func (h *Handler) publishApproved(ctx context.Context, d contract.ReleaseApprove
 }
 
 // owedSettle is the settling of an owed approval (nil when not owed):
-// SettleOutbox for one with an outbox marker, SettleCompact (with the
-// tally) for a compact one owed through its evidence record.
-func (h *Handler) owedSettle(owed bool, rec *release.ApprovalRecord) func(ctx context.Context, eventID, jobID, approvalID string) error {
-	switch {
-	case !owed:
+// SettleApproval with the tally.
+func (h *Handler) owedSettle(owed bool) func(ctx context.Context, eventID, jobID, approvalID string) error {
+	if !owed {
 		return nil
-	case rec.OutboxMS != 0:
-		return h.c.SettleOutbox
 	}
 	return func(ctx context.Context, eventID, jobID, approvalID string) error {
-		return h.c.SettleCompact(ctx, eventID, jobID, approvalID, true)
+		return h.c.SettleApproval(ctx, eventID, jobID, approvalID, true)
 	}
 }
 
@@ -739,7 +709,7 @@ func (h *Handler) publishDelivery(ctx context.Context, d contract.Delivery) erro
 
 // republish publishes, again, the output events of the event's stored
 // state that are still owed: release.approved for every stored approval
-// whose event is owed (its outbox marker is set) and whose signed token
+// whose event is owed (release.ApprovalOwed) and whose signed token
 // opens and names the plan's job, and delivery.ready for a prepared
 // (pending, leased or retry_wait) delivery or delivery.delivered for a
 // succeeded one unless that status is already announced; a failed delivery
@@ -772,19 +742,12 @@ func (h *Handler) republish(ctx context.Context, eventID string) error {
 }
 
 // republishOwed publishes and settles the owed approval events of a
-// blocked compact release from its stored state: those owed through their
-// evidence record (release.ApprovalOwed without a marker), whose lease no
-// longer wakes anything once the release is blocked. Marked approvals are
-// the outbox sweep's, as in the token layout.
+// blocked release from its stored state (release.ApprovalOwed): their
+// evidence leases no longer wake anything once the release is blocked.
 func (h *Handler) republishOwed(ctx context.Context, eventID string) error {
 	snap, plan, err := h.stored(ctx, eventID)
-	if err != nil || plan == nil || !plan.Compact {
+	if err != nil || plan == nil {
 		return err
-	}
-	for id, a := range snap.Approvals {
-		if a.OutboxMS != 0 {
-			delete(snap.Approvals, id)
-		}
 	}
 	n, err := h.republishApprovals(ctx, snap, plan, true)
 	if n > 0 {
@@ -814,7 +777,7 @@ func (h *Handler) stored(ctx context.Context, eventID string) (release.Snapshot,
 
 // republishApprovals publishes release.approved for the stored approvals
 // that bind the plan's jobs (onlyOwed: only those whose event is still
-// owed) and clears their owed markers.
+// owed) and settles those that are.
 func (h *Handler) republishApprovals(ctx context.Context, snap release.Snapshot, plan *release.PlanRecord, onlyOwed bool) (int, error) {
 	n := 0
 	for _, job := range plan.Jobs {
@@ -822,59 +785,18 @@ func (h *Handler) republishApprovals(ctx context.Context, snap release.Snapshot,
 		if rec == nil {
 			continue
 		}
-		owed := release.ApprovalOwed(plan.Compact, rec, snap.Evidence[rec.RequestID])
+		owed := release.ApprovalOwed(rec, snap.Evidence[rec.RequestID])
 		if (onlyOwed && !owed) || !h.approvalBinds(rec, plan, job) {
 			continue
 		}
 		if _, err := h.publishApproved(ctx, contract.ReleaseApproved{
 			Schema: contract.SchemaReleaseApproved, EventID: plan.Event.EventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
-		}, h.owedSettle(owed, rec)); err != nil {
+		}, h.owedSettle(owed)); err != nil {
 			return n, err
 		}
 		n++
 	}
 	return n, nil
-}
-
-// OutboxGrace is how old an owed event must be before the sweep publishes
-// it: a younger one may belong to a step that is still running (and about
-// to publish it itself).
-const OutboxGrace = time.Duration(topology.CoordinatorTimeoutSeconds) * time.Second
-
-// sweepOutbox publishes, again, every approval event still owed (older
-// than OutboxGrace), paging through the outbox index.
-func (h *Handler) sweepOutbox(ctx context.Context, now time.Time) (int, error) {
-	published, cursor := 0, ""
-	done := map[string]bool{}
-	for {
-		page, err := h.outbox.Owed(ctx, core.Millis(now.Add(-OutboxGrace)), cursor, SweepLimit)
-		if err != nil {
-			return published, fmt.Errorf("sweep outbox: %w", err)
-		}
-		for _, it := range page.Items {
-			if done[it.EventID] {
-				continue
-			}
-			done[it.EventID] = true
-			snap, plan, err := h.stored(ctx, it.EventID)
-			if err != nil {
-				return published, err
-			}
-			if plan == nil {
-				h.log.WarnContext(ctx, "owed approval event without a usable plan", "event_id", it.EventID, "job_id", it.JobID)
-				continue
-			}
-			n, err := h.republishApprovals(ctx, snap, plan, true)
-			published += n
-			if err != nil {
-				return published, err
-			}
-		}
-		if page.Next == "" {
-			return published, nil
-		}
-		cursor = page.Next
-	}
 }
 
 // approvalBinds says whether a stored approval's signed token opens and

@@ -40,12 +40,6 @@ func (b *bundle) sweep(t *testing.T) handler.SweepResult {
 	return res
 }
 
-// tokenLayout configures the coordinator with the token approval layout
-// (Config.CompactApprovals off): the tests of the outbox marker.
-func tokenLayout(_ *bundle, _ *release.Dependencies, cfg *release.Config) {
-	cfg.CompactApprovals = false
-}
-
 func (b *bundle) owed(t *testing.T, eventID string) int {
 	t.Helper()
 	s, err := b.store.Load(context.Background(), eventID)
@@ -54,7 +48,7 @@ func (b *bundle) owed(t *testing.T, eventID string) int {
 	}
 	n := 0
 	for _, a := range s.Approvals {
-		if a.OutboxMS != 0 {
+		if release.ApprovalOwed(a, s.Evidence[a.RequestID]) {
 			n++
 		}
 	}
@@ -62,13 +56,12 @@ func (b *bundle) owed(t *testing.T, eventID string) int {
 }
 
 // TestApprovalStoredThenLeaseExpiredIsAnnounced: the approval is stored,
-// but the evidence lease ran out meanwhile, so the step ends with the
-// final evidence.lease_expired. The approval still counts: its
-// release.approved event is published and the release goes on.
+// but the evidence lease ran out meanwhile. The approval still counts: its
+// release.approved event is published and settled (its evidence record
+// finished), and the release goes on.
 func TestApprovalStoredThenLeaseExpiredIsAnnounced(t *testing.T) {
 	b := setupCoordinator(t, func(b *bundle, d *release.Dependencies, cfg *release.Config) {
 		d.Evidence = clockAdvancingProvider{resp: b.resp, now: b.now, delay: cfg.EvidenceLease + time.Second}
-		cfg.CompactApprovals = false
 	})
 	plan := releasetest.NewPlan("evt-late", "de-DE", "fr-FR")
 	fx := releasetest.NewFixture()
@@ -94,11 +87,14 @@ func TestApprovalStoredThenLeaseExpiredIsAnnounced(t *testing.T) {
 	}
 }
 
-// TestOwedApprovalEventIsRepublishedBySweep: the approval is stored but
-// its publish fails and the step message is lost for good; the sweep
-// publishes the owed event (same approval id) once, and then no more.
-func TestOwedApprovalEventIsRepublishedBySweep(t *testing.T) {
-	b := setupCoordinator(t, tokenLayout)
+// TestOwedApprovalEventIsRepublishedAfterTheSweep: the approval is stored
+// but its publish fails and the step message is lost for good. The
+// approval's evidence record stays leased (owed); a sweep before the lease
+// runs out schedules nothing for it (a step may still be running); once it
+// has run out the sweep schedules a run, which publishes the owed event
+// (same approval id) once and settles it, and then nothing more.
+func TestOwedApprovalEventIsRepublishedAfterTheSweep(t *testing.T) {
+	b := setupCoordinator(t, nil)
 	plan, job := oneLocale("evt-owed")
 	b.invoke(t, batch(plan))
 	b.bus.fail = map[string]int{contract.DetailReleaseApproved: 1}
@@ -109,15 +105,17 @@ func TestOwedApprovalEventIsRepublishedBySweep(t *testing.T) {
 	if b.bus.count(contract.DetailReleaseApproved) != 0 || b.owed(t, "evt-owed") != 1 {
 		t.Fatal("the failed publish is not owed")
 	}
-	// The message is never redelivered (it dead-letters); a sweep within
-	// the grace leaves the event to a step that may still be running.
+	// The message is never redelivered (it dead-letters).
 	b.queue.take(t)
-	if res := b.sweep(t); res.Republished != 0 {
-		t.Fatalf("sweep republished %d within the grace", res.Republished)
+	if res := b.sweep(t); res.Scheduled != 0 {
+		t.Fatalf("sweep scheduled %d within the evidence lease", res.Scheduled)
 	}
-	*b.now = b.now.Add(handler.OutboxGrace + time.Second)
-	if res := b.sweep(t); res.Republished != 1 {
-		t.Fatalf("sweep republished %d, want 1", res.Republished)
+	*b.now = b.now.Add(b.c.Config().EvidenceLease + time.Second)
+	if res := b.sweep(t); res.Scheduled != 1 {
+		t.Fatalf("sweep scheduled %d, want 1", res.Scheduled)
+	}
+	if resp := b.invoke(t, b.queue.take(t)); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("the swept run failed: %v", failures(resp))
 	}
 	s, _ := b.store.Load(context.Background(), "evt-owed")
 	var d contract.ReleaseApproved
@@ -125,9 +123,12 @@ func TestOwedApprovalEventIsRepublishedBySweep(t *testing.T) {
 		t.Fatalf("%d events, last %+v", n, d)
 	}
 	if b.owed(t, "evt-owed") != 0 {
-		t.Fatal("still owed after the sweep published it")
+		t.Fatal("still owed after the swept run published it")
 	}
-	if res := b.sweep(t); res.Republished != 0 {
-		t.Fatalf("second sweep republished %d", res.Republished)
+	for range 3 {
+		b.invoke(t, b.queue.take(t))
+	}
+	if n := b.bus.count(contract.DetailReleaseApproved); n != 1 {
+		t.Fatalf("%d release.approved events after the release went on, want 1", n)
 	}
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // oneLocale returns the plan message and the job message of a one-locale
-// event: its job completes the release (approval and delivery prepared in
-// one step).
+// event: its job completes the release (its approval, then, once that is
+// published and settled, the delivery, in one invocation).
 func oneLocale(eventID string) (plan, job events.SQSMessage) {
 	fx := releasetest.NewFixture()
 	p := releasetest.NewPlan(eventID, "de-DE")
@@ -60,14 +60,15 @@ func (b *fakeBus) details(t *testing.T, detailType string, v any) int {
 
 func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 	const eventID = "evt-r-1"
-	b := setupCoordinator(t, tokenLayout)
+	b := setupCoordinator(t, nil)
 	plan, job := oneLocale(eventID)
 	if resp := b.invoke(t, batch(plan)); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("plan: %+v", resp)
 	}
 
-	// First delivery: the approval and the delivery are stored, the
-	// publish fails, the message is reported for redelivery.
+	// First delivery: the approval is stored, its publish fails, the
+	// message is reported for redelivery; the delivery waits for the
+	// approval's event (it stays owed).
 	b.bus.fail = map[string]int{contract.DetailReleaseApproved: 1}
 	if got := failures(b.invoke(t, batch(received(job, 1)))); len(got) != 1 || got[0] != "m-job" {
 		t.Fatalf("failures %v, want [m-job]\n%s", got, b.logs.String())
@@ -76,8 +77,8 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Approvals) != 1 || snap.Delivery == nil || snap.Delivery.Status != release.StatePending {
-		t.Fatalf("state not written before the publish: approvals %d delivery %+v", len(snap.Approvals), snap.Delivery)
+	if len(snap.Approvals) != 1 || snap.Delivery != nil || b.owed(t, eventID) != 1 {
+		t.Fatalf("state before the publish: approvals %d, delivery %+v, owed %d", len(snap.Approvals), snap.Delivery, b.owed(t, eventID))
 	}
 	if len(b.bus.out) != 0 || len(b.queue.sent) != 0 {
 		t.Fatalf("failed step published %+v, scheduled %v", b.bus.out, b.queue.sent)
@@ -87,10 +88,14 @@ func TestFailedPublishIsRepublishedOnRedelivery(t *testing.T) {
 		approval = a
 	}
 
-	// Redelivery: the step changes nothing, the stored state's events are
-	// published and the delivery is scheduled.
+	// Redelivery: the stored state's owed event is published and
+	// settled, the step prepares the delivery, publishes delivery.ready
+	// and schedules the delivery.
 	if got := failures(b.invoke(t, batch(received(job, 2)))); len(got) != 0 {
 		t.Fatalf("redelivery failed %v\n%s", got, b.logs.String())
+	}
+	if snap, err = b.store.Load(context.Background(), eventID); err != nil || snap.Delivery == nil || snap.Delivery.Status != release.StatePending {
+		t.Fatalf("delivery after the redelivery: %+v %v", snap.Delivery, err)
 	}
 	var ra contract.ReleaseApproved
 	if n := b.bus.details(t, contract.DetailReleaseApproved, &ra); n != 1 {
