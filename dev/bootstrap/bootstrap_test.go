@@ -37,9 +37,8 @@ func TestCreateTableInput(t *testing.T) {
 			wantKeys: []string{"pk/HASH", "sk/RANGE"},
 			wantAttrs: map[string]types.ScalarAttributeType{
 				"pk": "S", "sk": "S", "wake_shard": "N", "wake_ms": "N", "attention_shard": "N", "attention_ms": "N",
-				"outbox_shard": "N", "outbox_ms": "N",
 			},
-			wantIndexes: 2,
+			wantIndexes: 2, // wake, attention
 		},
 	}
 	for _, tt := range tests {

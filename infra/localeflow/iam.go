@@ -65,7 +65,6 @@ func (b *builder) grant() {
 		"StringEqualsIfExists":      map[string]any{"dynamodb:ReturnValues": "NONE"},
 	}, release.TableArn())
 	b.allow("coordinator", "ReleaseWakeIndex", queryAction, indexArn(release, topology.IndexWake))
-	b.allow("coordinator", "ReleaseOutboxIndex", queryAction, indexArn(release, topology.IndexOutbox))
 	b.allow("coordinator", "ReleaseQueueSend", sendAction, b.queues[topo.RelQueue.Logical].QueueArn())
 	b.allow("coordinator", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 
@@ -73,8 +72,8 @@ func (b *builder) grant() {
 	// onto the table keys (Select SPECIFIC_ATTRIBUTES, required), item
 	// reads onto the records' content-free attributes. The conditions
 	// (dynamodb:Attributes) enforce the projections adapters/monitordb and
-	// adapters/opsdb make; health never reads the outbox indexes (only
-	// the poller and the coordinator publish owed events).
+	// adapters/opsdb make; health never reads the outbox index (only
+	// the poller publishes owed outcomes from it).
 	b.allowIf("health", "ReadMonitorItems", healthTableActions, onlyAttributes(topology.MonitorCensusAttributes, false), monitor.TableArn())
 	// The release census cannot read source or result texts.
 	b.allowIf("health", "ReadReleaseItems", healthTableActions, onlyAttributes(topology.ReleaseCensusAttributes, false), release.TableArn())

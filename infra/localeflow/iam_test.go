@@ -104,7 +104,6 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("log-group CoordinatorFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
 			pairs("table ReleaseTable", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"),
 			pairs("table ReleaseTable/index/wake", "dynamodb:Query"),
-			pairs("table ReleaseTable/index/outbox", "dynamodb:Query"),
 			pairs("queue ReleaseQueue", append([]string{"sqs:SendMessage"}, consume...)...),
 			pairs("queue QuarantineQueue", "sqs:SendMessage"),
 			pairs("bus", "events:PutEvents"),

@@ -52,15 +52,6 @@ type Settings struct {
 	EvidenceTimeout     time.Duration `env:"LOCALEFLOW_EVIDENCE_TIMEOUT"`
 	ApprovalTTL         time.Duration `env:"LOCALEFLOW_APPROVAL_TTL"`
 	DeliveryMaxAttempts int           `env:"LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"`
-	// ReleaseTally is "on" or "off" (the default): whether newly
-	// ingested plans get the per-release tally (docs/design.md "Named
-	// steps and the tally": deploy with it off first, then on).
-	ReleaseTally string `env:"LOCALEFLOW_RELEASE_TALLY"`
-	// ApprovalLayout is "token" (the default) or "compact" (needs
-	// ReleaseTally "on"): the layout of the approvals of newly ingested
-	// plans (docs/design.md "Compact approvals": deploy with "token"
-	// first, then "compact").
-	ApprovalLayout string `env:"LOCALEFLOW_APPROVAL_LAYOUT"`
 }
 
 // SettingVariables are the variables Settings and the raw settings

@@ -21,7 +21,7 @@ var validSettings = Settings{
 	MonitorLease: 15 * time.Minute, PollInterval: time.Minute, RetryBaseDelay: 10 * time.Second, HintMinGap: 2 * time.Second,
 	PollConcurrency:  32,
 	EvidenceRevision: "rev-2", EvidenceLease: 100 * time.Second, EvidenceMaxAttempts: 7, EvidenceTimeout: 25 * time.Second,
-	ApprovalTTL: 240 * time.Hour, DeliveryMaxAttempts: 8, ReleaseTally: "on", ApprovalLayout: "compact",
+	ApprovalTTL: 240 * time.Hour, DeliveryMaxAttempts: 8,
 }
 
 // TestSettingsCoverEveryOperatorVariable: Settings has exactly one field
@@ -121,8 +121,6 @@ func TestInvalidSettingFailsWithTheLoadersMessage(t *testing.T) {
 		{contract.EnvEvidenceTimeout, "0s", `LOCALEFLOW_EVIDENCE_TIMEOUT (0s) must be positive`},
 		{contract.EnvApprovalTTL, "-1h", `LOCALEFLOW_APPROVAL_TTL (-1h0m0s) must be positive`},
 		{contract.EnvDeliveryMaxAttempts, "x", `LOCALEFLOW_DELIVERY_MAX_ATTEMPTS ("x") is not an integer`},
-		{contract.EnvReleaseTally, "yes", `LOCALEFLOW_RELEASE_TALLY must be on or off`},
-		{contract.EnvApprovalLayout, "small", `LOCALEFLOW_APPROVAL_LAYOUT must be token or compact`},
 	}
 	var covered []string
 	for _, tc := range cases {
@@ -159,10 +157,6 @@ func TestSettingsRefuseUnknownAndConflicting(t *testing.T) {
 		{"not read by the function", func(p *Props) {
 			p.Functions = map[string]FunctionOptions{"health": {Settings: map[string]string{contract.EnvPollInterval: "1m"}}}
 		}, `Functions["health"].Settings: LOCALEFLOW_POLL_INTERVAL is not a setting the health reads`},
-		{"compact approvals without the tally", func(p *Props) {
-			p.Settings.ReleaseTally = "off"
-			p.Settings.ApprovalLayout = "compact"
-		}, "LOCALEFLOW_APPROVAL_LAYOUT=compact needs LOCALEFLOW_RELEASE_TALLY=on"},
 		{"conflict", func(p *Props) {
 			p.Settings.PollInterval = time.Minute
 			p.SettingsEnv = map[string]string{contract.EnvPollInterval: "2m"}

@@ -81,18 +81,21 @@ func TestApprovalStoredThenLeaseExpiredIsAnnounced(t *testing.T) {
 	if n := b.owed(t, "evt-late"); n != 0 {
 		t.Fatalf("%d approvals still owed after the publish", n)
 	}
-	// The release goes on: the next step is scheduled, not dropped.
-	if q := b.queue.take(t); len(q.Records) != 1 {
-		t.Fatalf("%d steps scheduled after the stored approval, want 1", len(q.Records))
+	// The release goes on: fr-FR's input completes it.
+	b.invoke(t, batch(envelopeMessage("m-fr", contract.DetailJobCompleted, fx.Detail(plan.ResultPayload("fr-FR", releasetest.ResultOptions{})))))
+	if s, err = b.store.Load(context.Background(), "evt-late"); err != nil || s.Delivery == nil {
+		t.Fatalf("no delivery after fr-FR: %v\n%s", err, b.logs.String())
 	}
 }
 
 // TestOwedApprovalEventIsRepublishedAfterTheSweep: the approval is stored
 // but its publish fails and the step message is lost for good. The
-// approval's evidence record stays leased (owed); a sweep before the lease
-// runs out schedules nothing for it (a step may still be running); once it
-// has run out the sweep schedules a run, which publishes the owed event
-// (same approval id) once and settles it, and then nothing more.
+// approval's evidence record stays leased (owed). A run before the lease
+// runs out (the sweep schedules one at once: the approval completed the
+// release and wakes it) publishes nothing, as a step may still be running
+// that publishes it; once the lease has run out the sweep schedules a run
+// again, which publishes the owed event (same approval id) once and
+// settles it, and then nothing more.
 func TestOwedApprovalEventIsRepublishedAfterTheSweep(t *testing.T) {
 	b := setupCoordinator(t, nil)
 	plan, job := oneLocale("evt-owed")
@@ -107,9 +110,13 @@ func TestOwedApprovalEventIsRepublishedAfterTheSweep(t *testing.T) {
 	}
 	// The message is never redelivered (it dead-letters).
 	b.queue.take(t)
-	if res := b.sweep(t); res.Scheduled != 0 {
-		t.Fatalf("sweep scheduled %d within the evidence lease", res.Scheduled)
+	if res := b.sweep(t); res.Scheduled != 1 {
+		t.Fatalf("sweep scheduled %d within the evidence lease, want the completed release's run", res.Scheduled)
 	}
+	if resp := b.invoke(t, b.queue.take(t)); len(resp.BatchItemFailures) != 0 || b.bus.count(contract.DetailReleaseApproved) != 0 {
+		t.Fatalf("the run within the lease: failures %v, %d events", failures(resp), b.bus.count(contract.DetailReleaseApproved))
+	}
+	b.queue.take(t)
 	*b.now = b.now.Add(b.c.Config().EvidenceLease + time.Second)
 	if res := b.sweep(t); res.Scheduled != 1 {
 		t.Fatalf("sweep scheduled %d, want 1", res.Scheduled)
