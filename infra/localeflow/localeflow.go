@@ -26,6 +26,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/localeflow/localeflow/contract"
+	coordinatorconfig "github.com/localeflow/localeflow/functions/coordinator/config"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -401,18 +402,19 @@ func (b *builder) env(dir string) map[string]*string {
 		// Always explicit: the template states the sweep's grace.
 		env[EnvSweepGrace] = jsii.String(b.cfg.monitor.SweepGrace.String())
 	case "coordinator":
-		env[EnvReleaseTable] = b.tables[topo.Release.Logical].TableName()
-		env[EnvReleaseQueueURL] = b.queues[topo.RelQueue.Logical].QueueUrl()
-		env[EnvQuarantineQueueURL] = b.quarantine.QueueUrl()
-		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
-		env[EnvEvidenceBaseURL] = jsii.String(b.cfg.evidenceBaseURL)
-		env[EnvTextRetention] = jsii.String(b.cfg.textRetention.String())
-		// Content-free release records expire like monitor records.
-		env[EnvMonitorRetention] = jsii.String(b.cfg.monitorRetention.String())
-		if r := b.cfg.receiptIssuers; r.Quality != "" {
-			env[EnvReceiptIssuersQuality] = jsii.String(r.Quality)
-			env[EnvReceiptIssuersHumanReview] = jsii.String(r.HumanReview)
-			env[EnvReceiptIssuersIndependentReview] = jsii.String(r.IndependentReview)
+		// The one definition of the coordinator's stack environment
+		// (the simulation and the benchmarks load the same: config.
+		// DeployedRelease); the tokens resolve at deploy.
+		r := b.cfg.receiptIssuers
+		for name, value := range coordinatorconfig.StackEnv(coordinatorconfig.StackResources{
+			Deployment: topo.Prefix, EventBus: *b.bus.EventBusName(),
+			ReleaseTable: *b.tables[topo.Release.Logical].TableName(), ReleaseQueueURL: *b.queues[topo.RelQueue.Logical].QueueUrl(),
+			QuarantineQueueURL: *b.quarantine.QueueUrl(),
+			CMSBaseURL:         b.cfg.cmsBaseURL, EvidenceBaseURL: b.cfg.evidenceBaseURL,
+			TextRetention: b.cfg.textRetention, RecordRetention: b.cfg.monitorRetention,
+			QualityIssuers: r.Quality, HumanReviewIssuers: r.HumanReview, IndependentReviewIssuers: r.IndependentReview,
+		}) {
+			env[name] = jsii.String(value)
 		}
 	case "health":
 		env[EnvMonitorTable] = b.tables[topo.Monitor.Logical].TableName()

@@ -2,7 +2,11 @@ package cost
 
 import (
 	"math"
+	"reflect"
 	"testing"
+
+	"github.com/localeflow/localeflow/dev/proof/harness"
+	coordinatorconfig "github.com/localeflow/localeflow/functions/coordinator/config"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
@@ -44,5 +48,26 @@ func TestStepFunctionsPollLoop(t *testing.T) {
 	}
 	if s := u.Scale(0.5); s.StateTransitions != 15.5 || s.Events != 1 {
 		t.Fatalf("scaled %+v", s)
+	}
+}
+
+// TestCostBenchmarkRunsTheDeployedCoordinator: the coordinator the cost
+// benchmarks (and the soak and the fault suite, which build theirs the
+// same way) measure runs exactly the configuration the coordinator
+// function's loader makes of the environment the stack gives it with no
+// operator setting (coordinatorconfig.DeployedRelease over StackEnv):
+// every release.Config field but the worker id.
+func TestCostBenchmarkRunsTheDeployedCoordinator(t *testing.T) {
+	stack := harness.NewStack(t, 1)
+	clock := harness.NewClock(40)
+	srv := harness.NewReleaseServers(t, clock)
+	c := stack.NewCoordinator(t, srv, clock, "cost", nil)
+	got := c.Coordinator.Config()
+	want, err := coordinatorconfig.DeployedRelease(got.WorkerID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the benchmark's coordinator runs\n%+v\nthe deployed function loads\n%+v", got, want)
 	}
 }

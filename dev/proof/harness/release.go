@@ -19,6 +19,7 @@ import (
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
+	coordinatorconfig "github.com/localeflow/localeflow/functions/coordinator/config"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/topology"
@@ -116,8 +117,12 @@ func (s *Stack) NewCoordinator(t testing.TB, srv *ReleaseServers, clock *Clock, 
 	}
 	logger := lambdalog.New(log, slog.LevelInfo)
 	approval, publication := srv.Fixture.Authorities()
-	cfg := release.DefaultConfig("rev-proof", worker)
-	cfg.EvidenceLease, cfg.DeliveryLease = 60*time.Second, 60*time.Second
+	// What the function loads from the stack's environment
+	// (TestCostBenchmarkRunsTheDeployedCoordinator).
+	cfg, err := coordinatorconfig.DeployedRelease(worker, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deps := release.Dependencies{
 		Store: releasedb.New(s.DB, s.Resources.ReleaseTable), EventKey: srv.Fixture.EventKey, Evidence: ev, CMS: cms,
 		Verifiers: srv.Fixture.Verifiers(), Approval: approval, Publication: publication,

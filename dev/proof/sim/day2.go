@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -170,6 +171,19 @@ type deployment struct {
 	// metrics to keyMetrics; day2keyreload.go).
 	eventSM    secretkey.SecretsManagerAPI
 	keyMetrics io.Writer
+}
+
+// coordinatorSettings are the coordinator settings the deployment gives
+// (the variables an operator would set, Settings in infra/localeflow):
+// the seed's drawn lease and attempts, always explicit, so that a seed
+// drawing the deployed defaults runs what the function loads from the
+// stack's environment with no setting (TestSimRunsTheDeployedCoordinator).
+func (d *deployment) coordinatorSettings() map[string]string {
+	return map[string]string{
+		contract.EnvEvidenceLease:       d.evidenceLease.String(),
+		contract.EnvEvidenceMaxAttempts: strconv.Itoa(d.evidenceMaxAttempts),
+		contract.EnvDeliveryMaxAttempts: strconv.Itoa(d.deliveryMaxAttempts),
+	}
 }
 
 // eventKeySet is one environment's event key set: the secret as read at

@@ -26,6 +26,7 @@ import (
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/logcapture"
+	coordinatorconfig "github.com/localeflow/localeflow/functions/coordinator/config"
 	"github.com/localeflow/localeflow/functions/coordinator/handler"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -356,6 +357,8 @@ type Release struct {
 	forgeRng *rand.Rand
 	// announce: the announcement bound's occasions (announce.go).
 	announce *announceTracker
+	// coordinators: the configuration of every coordinator built.
+	coordinators []release.Config
 }
 
 // issued is what a receipt's signed payload says.
@@ -432,9 +435,13 @@ func (r *Release) deploy(d deployment) error {
 			}
 			events.KeySet = cache
 		}
-		cfg := release.DefaultConfig("rev-sim", fmt.Sprintf("coordinator-%d", i+1))
-		cfg.EvidenceLease, cfg.DeliveryLease = d.evidenceLease, d.evidenceLease
-		cfg.EvidenceMaxAttempts, cfg.DeliveryMaxAttempts = d.evidenceMaxAttempts, d.deliveryMaxAttempts
+		// What the function's loader makes of the stack's environment
+		// with the seed's settings (TestSimRunsTheDeployedCoordinator).
+		cfg, err := coordinatorconfig.DeployedRelease(fmt.Sprintf("coordinator-%d", i+1), d.coordinatorSettings())
+		if err != nil {
+			return err
+		}
+		r.coordinators = append(r.coordinators, cfg)
 		c, err := release.NewCoordinator(release.Dependencies{
 			Store: r.store, EventKey: d.eventKeys[0], Evidence: ev, CMS: cms,
 			Verifiers: d.verifiers, Approval: approval, Publication: publication,

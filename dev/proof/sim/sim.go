@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
+	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/dev/logcapture"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -54,6 +55,10 @@ type Result struct {
 	// kinds Day2Kinds.
 	Day2      []string
 	Day2Kinds []string
+	// Coordinators are the configurations the run's coordinators were
+	// built with (the latest deployment's last; coordinatorconfig.
+	// DeployedRelease with the seed's settings).
+	Coordinators []release.Config
 }
 
 // Run simulates one seed. It must run inside a synctest bubble (wait is
@@ -139,7 +144,8 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 			calls++
 		}
 	}
-	res := Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats}
+	res := Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats,
+		Coordinators: rel.coordinators}
 	if w.day2 != nil {
 		res.Day2, res.Day2Kinds = w.day2.ops, opts.Day2
 	}

@@ -75,13 +75,20 @@ type SimConfig struct {
 	EvidenceLease   time.Duration // LOCALEFLOW_EVIDENCE_LEASE: > both coordinator timeouts, ≤ 1 h, < function timeout − margin
 }
 
+// deployedSimConfig is the configuration of a stack deployed with no
+// operator setting (TestSimRunsTheDeployedCoordinator checks the
+// coordinator's part against the function's loader).
+func deployedSimConfig() SimConfig {
+	return SimConfig{Lease: 600 * time.Second, CMSTimeout: 10 * time.Second, FunctionTimeout: 120 * time.Second,
+		PollInterval: 30 * time.Second, BaseDelay: 5 * time.Second, MaxDelay: 300 * time.Second, MaxFailures: 5,
+		EvidenceLease: 90 * time.Second}
+}
+
 // drawConfig picks a seed's configuration: the deployed defaults on about
 // a third of the seeds, otherwise values from the documented ranges that
 // make leases short next to the function timeout and the stalls.
 func drawConfig(r *rand.Rand) SimConfig {
-	c := SimConfig{Lease: 600 * time.Second, CMSTimeout: 10 * time.Second, FunctionTimeout: 120 * time.Second,
-		PollInterval: 30 * time.Second, BaseDelay: 5 * time.Second, MaxDelay: 300 * time.Second, MaxFailures: 5,
-		EvidenceLease: 90 * time.Second}
+	c := deployedSimConfig()
 	if r.IntN(3) == 0 {
 		return c
 	}
