@@ -37,7 +37,8 @@ type TextExpirer struct {
 // ExpireTexts sets expires_at = at on every source and result record of
 // eventID. An UpdateItem writes only that attribute (the coordinator's
 // dynamodb:Attributes condition allows nothing else) and only on an
-// existing item. Idempotent; failures are retryable.
+// existing item of release.SchemaVersion (one of another format is left
+// as it is). Idempotent; failures are retryable.
 func (e TextExpirer) ExpireTexts(ctx context.Context, eventID string, at time.Time) error {
 	if !core.ValidToken(eventID) {
 		return core.Fail(release.CodeEventIDInvalid)
@@ -52,9 +53,12 @@ func (e TextExpirer) ExpireTexts(ctx context.Context, eventID string, at time.Ti
 				TableName:                 aws.String(e.Table),
 				Key:                       key,
 				UpdateExpression:          aws.String("SET #ttl = :ttl"),
-				ConditionExpression:       aws.String("attribute_exists(#pk)"),
-				ExpressionAttributeNames:  map[string]string{"#ttl": topology.AttrExpiresAt, "#pk": topology.AttrPK},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Unix(), 10)}},
+				ConditionExpression:       aws.String("attribute_exists(#pk) AND #sv = :sv"),
+				ExpressionAttributeNames:  map[string]string{"#ttl": topology.AttrExpiresAt, "#pk": topology.AttrPK, "#sv": release.AttrSchemaVersion},
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Unix(), 10)},
+					":sv":  &types.AttributeValueMemberN{Value: strconv.Itoa(release.SchemaVersion)},
+				},
 			})
 			var gone *types.ConditionalCheckFailedException
 			if err != nil && !errors.As(err, &gone) {

@@ -66,6 +66,35 @@ func jsonInt(n int64) string {
 	return string(b)
 }
 
+// Every item carries schema_version 1 (release.SchemaVersion); one
+// without it, or of another version, is refused by Decode and by
+// DecodeProjected (the census) with release.CodeSchemaUnsupported.
+func TestItemsCarryTheSchemaVersion(t *testing.T) {
+	for _, rec := range releasetest.SampleRecords("evt-1") {
+		_, sk := rec.Key()
+		item, err := Item(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := item[release.AttrSchemaVersion].(*types.AttributeValueMemberN); !ok || n.Value != "1" {
+			t.Fatalf("%s: schema_version %v", sk, item[release.AttrSchemaVersion])
+		}
+		for name, alter := range map[string]func(){
+			"none": func() { delete(item, release.AttrSchemaVersion) },
+			"2":    func() { item[release.AttrSchemaVersion] = &types.AttributeValueMemberN{Value: "2"} },
+			"text": func() { item[release.AttrSchemaVersion] = &types.AttributeValueMemberS{Value: "1"} },
+		} {
+			alter()
+			if _, err := Decode(item); !core.HasCode(err, release.CodeSchemaUnsupported) {
+				t.Errorf("%s, schema_version %s: Decode %v", sk, name, err)
+			}
+			if _, err := DecodeProjected(item); !core.HasCode(err, release.CodeSchemaUnsupported) {
+				t.Errorf("%s, schema_version %s: DecodeProjected %v", sk, name, err)
+			}
+		}
+	}
+}
+
 func TestDecodeRefusesUnknownItems(t *testing.T) {
 	for name, item := range map[string]map[string]types.AttributeValue{
 		"no sk":       {topology.AttrPK: &types.AttributeValueMemberS{Value: "event#e"}},
@@ -93,9 +122,15 @@ func compactItem(t *testing.T, eventID string) map[string]types.AttributeValue {
 // read refuses with release.CodeStoredApprovalInvalid (docs/design.md
 // "Compact approvals").
 var malformedApprovals = map[string]func(item map[string]types.AttributeValue){
-	"both layouts":   func(it map[string]types.AttributeValue) { it["token"] = &types.AttributeValueMemberS{Value: "v1.a.b"} },
-	"neither layout": func(it map[string]types.AttributeValue) { delete(it, "body"); delete(it, "sig") },
-	"no signature":   func(it map[string]types.AttributeValue) { delete(it, "sig") },
+	"a token too":     func(it map[string]types.AttributeValue) { it["token"] = &types.AttributeValueMemberS{Value: "v1.a.b"} },
+	"no body, no sig": func(it map[string]types.AttributeValue) { delete(it, "body"); delete(it, "sig") },
+	"no key id":       func(it map[string]types.AttributeValue) { delete(it, "key_id") },
+	"the token layout": func(it map[string]types.AttributeValue) {
+		delete(it, "body")
+		delete(it, "sig")
+		it["token"] = &types.AttributeValueMemberS{Value: "v1.a.b"}
+	},
+	"no signature": func(it map[string]types.AttributeValue) { delete(it, "sig") },
 	"short signature": func(it map[string]types.AttributeValue) {
 		it["sig"] = &types.AttributeValueMemberB{Value: make([]byte, 63)}
 	},
@@ -114,13 +149,13 @@ var malformedApprovals = map[string]func(item map[string]types.AttributeValue){
 	},
 }
 
-// A compact approval item decodes with its token rebuilt; the census
-// projection of it (no body, no signature) decodes with DecodeProjected
-// and is refused by Decode; malformed rows are refused with the stored-
-// approval code, never a panic.
-func TestDecodeApprovalLayouts(t *testing.T) {
+// An approval item decodes with its token rebuilt; the census projection
+// of it (no body, no signature) decodes with DecodeProjected and is
+// refused by Decode; malformed rows, and the token layout that was never
+// released, are refused with the stored-approval code, never a panic.
+func TestDecodeApprovals(t *testing.T) {
 	item := compactItem(t, "evt-1")
-	for _, gone := range []string{"token", "plan_id", "target_locale", "result_sha256", "request_id", "approval_id"} {
+	for _, gone := range []string{"token", "plan_id", "target_locale", "result_sha256", "request_id", "approval_id", "outbox_ms", "outbox_shard"} {
 		if _, ok := item[gone]; ok {
 			t.Errorf("compact item holds %s", gone)
 		}

@@ -24,8 +24,8 @@ const (
 	SKAckPrefix = "ack#"
 	// SKTally is the release's tally of approved jobs (TallyRecord). It
 	// sorts after every text key, so LoadState (sk < "result#"), LoadKeys
-	// and LoadPrefix of the other kinds never meet it: a coordinator of the
-	// previous version reads around it (docs/design.md "Release reads").
+	// and LoadPrefix of the other kinds never meet it (docs/design.md
+	// "Release reads").
 	SKTally = "tally"
 )
 

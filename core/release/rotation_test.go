@@ -78,8 +78,7 @@ func TestEventKeyRotationKeepsSealedPlans(t *testing.T) {
 // TestPlanResealedUnderTheCurrentEventKey: a plan sealed under a previous
 // key is sealed again under the current one by its next step, so the
 // previous key can leave the set (runbook step 4) without refusing it.
-// SealKey names the key; a plan sealed before key ids (no SealKey) is
-// checked like any other.
+// SealKey names the key.
 func TestPlanResealedUnderTheCurrentEventKey(t *testing.T) {
 	b := setup(t)
 	oldKey, newKey := b.fx.EventKey, testKey("event")
@@ -87,12 +86,6 @@ func TestPlanResealedUnderTheCurrentEventKey(t *testing.T) {
 	b.ingestPlan(t, plan)
 	if k := b.snap(t, "evt-reseal").Plan.SealKey; k != release.SealKeyID(oldKey) {
 		t.Fatalf("seal key %q", k)
-	}
-	// A plan written before seal key ids.
-	p := *b.snap(t, "evt-reseal").Plan
-	p.SealKey, p.Version = "", p.Version+1
-	if err := b.store.Put(b.ctx, &p, p.Version-1); err != nil {
-		t.Fatal(err)
 	}
 	b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) {
 		d.EventKey, d.Events.KeySet = newKey, staticSet{newKey, oldKey}

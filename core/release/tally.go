@@ -61,8 +61,8 @@ func validTally(t *TallyRecord, plan *PlanRecord) bool {
 // read, if any; state, when not nil, is the release's full state read
 // (LoadState), which seeds a tally that does not exist yet. A tally is
 // created only from a full read of the approvals stored (seeding): that
-// is how approvals stored before it (by a coordinator that kept none, or
-// by a step that died before its tally write) are counted.
+// is how approvals stored before it (by a step that died before its tally
+// write, or a full walk whose tally write failed) are counted.
 func (c *Coordinator) tally(ctx context.Context, snap *Snapshot, plan *PlanRecord, jobID string, state *Snapshot) (*TallyRecord, error) {
 	eventID := plan.Event.EventID
 	for range tallyAttempts {

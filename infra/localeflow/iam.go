@@ -59,9 +59,10 @@ func (b *builder) grant() {
 
 	b.allow("coordinator", "ReleaseItems", coordinatorReleaseActions, release.TableArn())
 	// Text retention: the coordinator may UpdateItem only the TTL attribute
-	// (adapters/releasedb TextExpirer), never a record's content.
+	// (adapters/releasedb TextExpirer), never a record's content; the
+	// condition reads the item's schema_version.
 	b.allowIf("coordinator", "ExpireReleaseTexts", []string{"dynamodb:UpdateItem"}, map[string]any{
-		"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": []string{topology.AttrPK, topology.AttrSK, topology.AttrExpiresAt}},
+		"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": []string{topology.AttrPK, topology.AttrSK, topology.AttrExpiresAt, "schema_version"}},
 		"StringEqualsIfExists":      map[string]any{"dynamodb:ReturnValues": "NONE"},
 	}, release.TableArn())
 	b.allow("coordinator", "ReleaseWakeIndex", queryAction, indexArn(release, topology.IndexWake))

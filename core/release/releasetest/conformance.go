@@ -69,8 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) release.Store) {
 			t.Fatal(err)
 		}
 		// Nor the tally: it sorts after the texts (sk "tally"), out of
-		// the state's range, so a coordinator of the previous version,
-		// which has no such kind, never meets it there.
+		// the state's range.
 		wantState, texts := release.NewSnapshot(), []string{}
 		for _, r := range recs {
 			if _, sk := r.Key(); release.IsTextKey(sk) || sk == release.SKTally {
