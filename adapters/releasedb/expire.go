@@ -50,11 +50,11 @@ func (e TextExpirer) ExpireTexts(ctx context.Context, eventID string, at time.Ti
 		}
 		for _, key := range keys {
 			_, err := e.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName:                 aws.String(e.Table),
-				Key:                       key,
-				UpdateExpression:          aws.String("SET #ttl = :ttl"),
-				ConditionExpression:       aws.String("attribute_exists(#pk) AND #sv = :sv"),
-				ExpressionAttributeNames:  map[string]string{"#ttl": topology.AttrExpiresAt, "#pk": topology.AttrPK, "#sv": release.AttrSchemaVersion},
+				TableName:                aws.String(e.Table),
+				Key:                      key,
+				UpdateExpression:         aws.String("SET #ttl = :ttl"),
+				ConditionExpression:      aws.String("attribute_exists(#pk) AND #sv = :sv"),
+				ExpressionAttributeNames: map[string]string{"#ttl": topology.AttrExpiresAt, "#pk": topology.AttrPK, "#sv": release.AttrSchemaVersion},
 				ExpressionAttributeValues: map[string]types.AttributeValue{
 					":ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Unix(), 10)},
 					":sv":  &types.AttributeValueMemberN{Value: strconv.Itoa(release.SchemaVersion)},
