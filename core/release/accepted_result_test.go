@@ -302,60 +302,56 @@ func TestResultWithoutJobRecord(t *testing.T) {
 	}
 }
 
-// previousCodeBetween runs, once, between this code's result write and its
-// job record write, what the previous code's ingestion of another result
-// writes: job and result in one transaction, the result over the stored
-// one with its version (a deploy runs both side by side).
-type previousCodeBetween struct {
+// otherIngestBetween runs, once, at this coordinator's job record write,
+// another coordinator's whole ingest of another result of the same job
+// (on the store behind the hook): two inputs of one job racing.
+type otherIngestBetween struct {
 	*releasetest.MemStore
-	other *release.ResultRecord
+	other func()
 	done  bool
 }
 
-func (s *previousCodeBetween) Put(ctx context.Context, rec release.Record, prev int64) error {
+func (s *otherIngestBetween) Put(ctx context.Context, rec release.Record, prev int64) error {
 	if _, ok := rec.(*release.JobRecord); ok && !s.done {
 		s.done = true
-		cur, err := s.MemStore.LoadKeys(ctx, s.other.EventID, release.SKResultPrefix+s.other.JobID)
-		if err != nil {
-			return err
-		}
-		res := *s.other
-		res.Version = cur.Results[s.other.JobID].Version + 1
-		job := release.JobRecord{EventID: res.EventID, PlanID: res.PlanID, JobID: res.JobID, Status: release.JobSucceeded,
-			ResultSHA256: res.ResultSHA256, PayloadSHA256: core.SHA256Hex([]byte("previous")), ReceivedMS: 1, AwaitingClaim: true, Version: 1}
-		if err := s.MemStore.PutAll(ctx, release.Write{Rec: &job}, release.Write{Rec: &res, Prev: cur.Results[s.other.JobID].Version}); err != nil {
-			return err
-		}
+		s.other()
 	}
 	return s.MemStore.Put(ctx, rec, prev)
 }
 
-// TestPreviousCodeResultBetweenTheTwoWrites: during a deploy, a coordinator
-// of the previous code stores another result (job + result, one
-// transaction) between this code's result write and its job record write.
-// This code's job write must lose, and the job record names the stored
-// result.
-func TestPreviousCodeResultBetweenTheTwoWrites(t *testing.T) {
+// TestAnotherResultBetweenTheTwoWrites: another coordinator ingests
+// another result of the job between this coordinator's result write and
+// its job record write (two inputs of one job racing). The other finds a
+// result of another hash not yet accepted by a job record and is refused
+// (coordinator.job.conflict), never replacing it; this coordinator's job
+// record then accepts its own result, the one stored.
+func TestAnotherResultBetweenTheTwoWrites(t *testing.T) {
 	for _, p := range ingestPaths {
 		p := p
 		t.Run(p.name, func(t *testing.T) {
 			b := setup(t)
-			plan := releasetest.NewPlan("evt-mixed", "de-DE")
+			plan := releasetest.NewPlan("evt-race", "de-DE")
 			b.ingestPlan(t, plan)
-			other := setup(t)
-			other.ingestPlan(t, plan)
-			other.ingestResult(t, plan, "de-DE", releasetest.ResultOptions{Candidate: "previous code's result"})
-			otherRes := other.snap(t, "evt-mixed").Results["job-de-DE"]
-			store := &previousCodeBetween{MemStore: b.store, other: otherRes}
-			b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
-			mine := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "this code's result"}))
-			if _, err := p.ingest(b, mine); err == nil {
-				t.Fatal("this code's job record was written over the previous code's")
+			other, err := release.NewCoordinator(b.deps, b.clock, b.log, b.cfg)
+			if err != nil {
+				t.Fatal(err)
 			}
-			_, err := p.ingest(b, mine)
-			wantCode(t, err, release.CodeJobConflict)
-			s := b.snap(t, "evt-mixed")
-			if job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]; job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 || res.ResultSHA256 != otherRes.ResultSHA256 {
+			theirs := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "the other result"}))
+			var otherErr error
+			store := &otherIngestBetween{MemStore: b.store, other: func() {
+				_, _, otherErr = other.Ingest(b.ctx, contract.DetailJobCompleted, theirs)
+			}}
+			b.reconfigure(t, func(d *release.Dependencies, _ *release.Config) { d.Store = store })
+			mine := b.fx.Detail(plan.ResultPayload("de-DE", releasetest.ResultOptions{Candidate: "this coordinator's result"}))
+			if _, err := p.ingest(b, mine); err != nil {
+				t.Fatal(err)
+			}
+			if !store.done {
+				t.Fatal("the other ingest did not run between the writes")
+			}
+			wantCode(t, otherErr, release.CodeJobConflict)
+			s := b.snap(t, "evt-race")
+			if job, res := s.Jobs["job-de-DE"], s.Results["job-de-DE"]; job == nil || res == nil || job.ResultSHA256 != res.ResultSHA256 || res.ResultSHA256 != resultSHA(t, b.fx.EventKey, mine) {
 				t.Fatalf("job record accepts %v, result record holds %v", job, res)
 			}
 		})
