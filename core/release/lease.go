@@ -18,9 +18,12 @@ const (
 )
 
 // Defaults of the evidence lease, attempts, approval TTL and delivery
-// attempts (docs/design.md "Defaults").
+// attempts (docs/design.md "Defaults"): the deployed coordinator's. The
+// lease is below the function's 120 s timeout because the operation guard
+// refuses evidence work when the invocation has less time left than the
+// lease (plus its margin).
 const (
-	DefaultEvidenceLease       = 300 * time.Second
+	DefaultEvidenceLease       = 90 * time.Second
 	DefaultEvidenceMaxAttempts = 5
 	DefaultApprovalTTL         = 30 * 24 * time.Hour
 	DefaultDeliveryMaxAttempts = 5

@@ -81,13 +81,10 @@ var keyStems = map[string]string{
 	KeyApproval: contract.KeyApproval, KeyPublication: contract.KeyPublication,
 }
 
-// Function defaults. The evidence lease default is below the function's
-// 120 s timeout because the operation guard refuses evidence work when the
-// invocation has less time left than the lease (docs/design.md's 300 s default
-// needs a timeout above 300 s).
+// Function defaults; the policy's are release.DefaultConfig's.
 const (
 	DefaultRevision        = "rev-1"
-	DefaultEvidenceLease   = 90 * time.Second
+	DefaultEvidenceLease   = release.DefaultEvidenceLease
 	defaultEvidenceTimeout = 30 * time.Second
 	defaultCMSTimeout      = 30 * time.Second
 	defaultMargin          = 2 * time.Second
@@ -156,7 +153,6 @@ func Load(getenv func(string) string) (Config, error) {
 		worker = "coordinator-" + hex.EncodeToString(b[:])
 	}
 	c.Release = release.DefaultConfig(revision, worker)
-	c.Release.EvidenceLease = DefaultEvidenceLease
 	env.Duration(envEvidenceLease, &c.Release.EvidenceLease)
 	env.Duration(envEvidenceTimeout, &c.EvidenceTimeout)
 	env.Duration(envCMSTimeout, &c.CMSTimeout)
