@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/signing"
 )
 
 // Stored invariants checked at the store ports, each against the
@@ -318,9 +320,16 @@ func (r *Release) maybeForgeApproval(spec *releaseSpec, locale string, at time.T
 		if err != nil {
 			panic(err)
 		}
+		sig, err := signing.DecodeB64URL(token[strings.LastIndexByte(token, '.')+1:])
+		if err != nil {
+			panic(err)
+		}
 		rec := &release.ApprovalRecord{EventID: id, PlanID: p.PlanID, JobID: p.JobID, TargetLocale: p.TargetLocale,
-			ResultSHA256: p.ResultSHA256, RequestID: p.EvidenceRequestID, ApprovalID: p.ApprovalID, Token: token,
+			ResultSHA256: p.ResultSHA256, RequestID: p.EvidenceRequestID, ApprovalID: p.ApprovalID,
 			KeyID: auth.KeyID(), ApprovedMS: p.ApprovedAtMS, ExpiresMS: p.ExpiresAtMS, Version: 1}
+		// Stored as the coordinator stores an approval: its signed body
+		// and signature.
+		rec.SetSigned(raw, sig)
 		if err := r.mem.Put(ctx, rec, 0); err != nil {
 			r.w.record(nil, "forge approval skipped "+id, core.CodeOf(err))
 			return

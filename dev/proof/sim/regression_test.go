@@ -267,9 +267,9 @@ func forgedApprovalThenBlocked(r Result) bool {
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
-	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000359, peerAnswerThenExpiry},
+	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000171, peerAnswerThenExpiry},
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
-	{"answer_crash_reclaim_then_outage_one_outcome", 1000017, answerCrashReclaimFail},
+	{"answer_crash_reclaim_then_outage_one_outcome", 1000075, answerCrashReclaimFail},
 	{"hinted_early_failure_after_take_over_judged_by_its_claim", 1000864, hintedEarlyFailureAfterTakeOver},
 	// 17446 on main 4c54c2f/e3ebf34 (seen failing on the check before
 	// its fix); on the session-6 merge no seed of 1–14,000 or
@@ -282,7 +282,7 @@ var regressions = []regression{
 	{"outcome_after_integrity_failure", 1000002, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
-	{"outcome_after_publish_failure_on_sweep", 1000003, func(r Result) bool {
+	{"outcome_after_publish_failure_on_sweep", 1000008, func(r Result) bool {
 		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
 	}},
 	{"schema_altered_record_not_left_leased", 1000001, func(r Result) bool {
@@ -332,7 +332,7 @@ var regressions = []regression{
 	{"put_events_failed_entry", 1000003, func(r Result) bool {
 		return stepMatches(r, `^bus\.Put \S+ \| 1 of 1 entries failed`)
 	}},
-	{"evidence_or_delivery_answer_lost", 1000010, func(r Result) bool {
+	{"evidence_or_delivery_answer_lost", 1000033, func(r Result) bool {
 		return stepMatches(r, `^http (evidence|delivery) .* \| \d+ \(reported as failed\)`)
 	}},
 	// A checker false positive (seed 5859 of the 5001 block): the evidence
