@@ -267,7 +267,7 @@ func forgedApprovalThenBlocked(r Result) bool {
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
-	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000171, peerAnswerThenExpiry},
+	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000297, peerAnswerThenExpiry},
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
 	{"answer_crash_reclaim_then_outage_one_outcome", 1000075, answerCrashReclaimFail},
 	{"hinted_early_failure_after_take_over_judged_by_its_claim", 1000864, hintedEarlyFailureAfterTakeOver},
