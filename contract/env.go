@@ -55,10 +55,6 @@ const (
 	EnvMaxConsecutiveFailures = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
 	EnvHintMinGap             = "LOCALEFLOW_HINT_MIN_GAP"
 	EnvPollConcurrency        = "LOCALEFLOW_POLL_CONCURRENCY"
-	// EnvOwedLayout is where the poller's finishing writes leave owed
-	// outcomes: "wake" (default) or "outbox", the earlier layout
-	// (docs/design.md "Owed outcomes in the wake index": deploy order).
-	EnvOwedLayout = "LOCALEFLOW_OWED_LAYOUT"
 	// EnvSweepGrace is how long past its wake time a due change is left
 	// to its queued message before the poller's sweep claims it
 	// (core/monitor.Config.SweepGrace: default 30s, whole milliseconds in
@@ -167,7 +163,7 @@ var PollerEnv = concat([]EnvVar{
 	{EnvMonitorTable, Stack}, {EnvPollQueueURL, Stack}, {EnvQuarantineQueueURL, Stack}, {EnvEventBus, Stack},
 	{EnvDeployment, Stack}, {EnvCMSBaseURL, Stack},
 	{EnvMaxConsecutiveFailures, Stack}, {EnvRetryMaxDelay, Stack}, {EnvMonitorRetention, Stack},
-	{EnvOwedLayout, Stack}, {EnvSweepGrace, Stack},
+	{EnvSweepGrace, Stack},
 	{EnvAllowInsecureHTTP, Local},
 	{EnvWorkerID, Local},
 	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},

@@ -33,14 +33,13 @@ const (
 	// (failed, remote failure); health reads it instead of scanning.
 	AttrAttentionShard = "attention_shard"
 	AttrAttentionMS    = "attention_ms"
-	// Sparse outbox index (monitor and release tables): present only on
-	// records whose output event is owed (stored, not yet known to be
-	// published); publishing removes both keys and the sweep re-publishes
-	// what is left. On the monitor table outbox_ms is the time of the
-	// finishing write (it versions the outcome); with the default
-	// owed-outcome layout (wake) an outcome owed by a finishing write
-	// carries outbox_ms without outbox_shard and stays in the wake index
-	// instead (docs/design.md "Owed outcomes in the wake index").
+	// Sparse outbox index (release table): present only on records whose
+	// output event is owed (stored, not yet known to be published);
+	// publishing removes both keys and the sweep re-publishes what is
+	// left. The monitor table has no outbox index: a monitor record whose
+	// outcome is owed carries outbox_ms (the time of the finishing write,
+	// which versions the outcome) and stays in the wake index until it is
+	// announced (docs/design.md "Owed outcomes in the wake index").
 	AttrOutboxShard = "outbox_shard"
 	AttrOutboxMS    = "outbox_ms"
 	// Records that expire carry a TTL attribute in epoch seconds.
@@ -264,7 +263,7 @@ func New(prefix string) Topology {
 			Logical:   "MonitorTable",
 			Name:      prefix + "-monitor",
 			Partition: Key{AttrEventID, KeyString},
-			Indexes:   []Index{wake, attention, outbox},
+			Indexes:   []Index{wake, attention},
 			// Finished records that need no attention expire
 			// (LOCALEFLOW_MONITOR_RETENTION, default 90 days).
 			TTLAttribute: AttrExpiresAt,
@@ -387,7 +386,7 @@ var MonitorCensusAttributes = []string{
 	"max_consecutive_failures", "next_poll_ms", "lease_owner", "lease_token", "lease_expires_ms",
 	"last_error_code", "remote_status", "lifecycle_sha256", "lifecycle", "created_ms", "updated_ms",
 	"hint_ms", "acknowledged_ms", AttrExpiresAt, "timeline",
-	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS, AttrOutboxShard, AttrOutboxMS,
+	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS, AttrOutboxMS,
 }
 
 // MonitorIndexQueryAttributes are the attributes a health query of the

@@ -43,6 +43,5 @@ const (
 	envWorkerID     = contract.EnvWorkerID
 	envLogLevel     = contract.EnvLogLevel
 	envRetention    = contract.EnvMonitorRetention // finished records expire after (default 2160h)
-	envOwedLayout   = contract.EnvOwedLayout       // where finishing writes leave owed outcomes (default wake)
 	envSweepGrace   = contract.EnvSweepGrace       // due changes left to their message this long before a sweep (default 30s)
 )

@@ -53,7 +53,6 @@ func (b *builder) grant() {
 	b.allow("poller", "MonitorItems", pollerMonitorActions, monitor.TableArn())
 	b.allow("poller", "VerifyMonitorTable", pollerVerifyAction, monitor.TableArn())
 	b.allow("poller", "MonitorWakeIndex", queryAction, indexArn(monitor, topology.IndexWake))
-	b.allow("poller", "MonitorOutboxIndex", queryAction, indexArn(monitor, topology.IndexOutbox))
 	b.allow("poller", "PollQueueSend", sendAction, b.queues[topo.PollQueue.Logical].QueueArn())
 	b.allow("poller", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 

@@ -396,8 +396,6 @@ func (b *builder) env(dir string) map[string]*string {
 		env[EnvMaxFailures] = jsii.String(fmt.Sprint(b.cfg.monitor.MaxConsecutiveFailures))
 		env[EnvRetryMaxDelay] = jsii.String(b.cfg.monitor.MaxDelay.String())
 		env[EnvMonitorRetention] = jsii.String(b.cfg.monitorRetention.String())
-		// Always explicit: the template states the layout it writes.
-		env[EnvOwedLayout] = jsii.String(string(b.cfg.owedLayout))
 		// Always explicit: the template states the sweep's grace.
 		env[EnvSweepGrace] = jsii.String(b.cfg.monitor.SweepGrace.String())
 	case "coordinator":

@@ -161,7 +161,6 @@ func checkSettings(cfg stackConfig, dir string, settings map[string]string) erro
 		contract.EnvMaxConsecutiveFailures: strconv.Itoa(cfg.monitor.MaxConsecutiveFailures),
 		contract.EnvRetryMaxDelay:          cfg.monitor.MaxDelay.String(),
 		contract.EnvMonitorRetention:       cfg.monitorRetention.String(),
-		contract.EnvOwedLayout:             string(cfg.owedLayout),
 		contract.EnvSweepGrace:             cfg.monitor.SweepGrace.String(),
 		contract.EnvTextRetention:          cfg.textRetention.String(),
 	}

@@ -60,20 +60,7 @@ func (w *World) newMonitorBacking() (monitorBacking, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tamperableMonitorDB{Store: s.WithOwedLayout(w.owedLayout()), db: w.ddb.db, table: w.ddb.topo.Monitor.Name}, nil
-}
-
-// owedLayout is the layout the run's monitor store writes owed outcomes
-// in (docs/design.md "Owed outcomes in the wake index"): drawn from the
-// seed without consuming the run's random stream, so both layouts are
-// exercised and every other draw of a seed is the same either way. A
-// tampered record is re-encoded in the earlier layout (monitordb.ItemOf),
-// so a run of the new layout meets both.
-func (w *World) owedLayout() monitor.OwedLayout {
-	if w.Seed%2 == 1 {
-		return monitor.OwedInOutbox
-	}
-	return monitor.OwedInWake
+	return &tamperableMonitorDB{Store: s, db: w.ddb.db, table: w.ddb.topo.Monitor.Name}, nil
 }
 
 // compactApprovals is the approval layout the run's coordinators ingest

@@ -54,7 +54,6 @@ const (
 	envWorkerID     = contract.EnvWorkerID
 	envLogLevel     = contract.EnvLogLevel
 	envRetention    = contract.EnvMonitorRetention // finished records expire after (default 2160h)
-	envOwedLayout   = contract.EnvOwedLayout       // where finishing writes leave owed outcomes (default wake)
 	envSweepGrace   = contract.EnvSweepGrace       // due changes left to their message this long before a sweep (default 30s)
 )
 
@@ -94,11 +93,6 @@ type Config struct {
 	InsecureHTTP bool
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
-	// OwedLayout is where the store's finishing writes leave owed
-	// outcomes (LOCALEFLOW_OWED_LAYOUT: wake, the default, or outbox, the
-	// earlier layout; docs/design.md "Owed outcomes in the wake index").
-	// The store reads both whatever it is.
-	OwedLayout monitor.OwedLayout
 }
 
 // Load reads the environment through getenv (os.Getenv in main).
@@ -138,11 +132,6 @@ func Load(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("%s (%s) must be a Go duration of whole milliseconds from 1ms to %s: %w",
 			envSweepGrace, env.String(envSweepGrace), monitor.MaxSweepGrace, core.Fail(monitor.CodeDelayInvalid)))
 	}
-	layout, err := monitor.ParseOwedLayout(env.String(envOwedLayout))
-	if err != nil {
-		errs = append(errs, fmt.Errorf("%s (%q) must be wake or outbox: %w", envOwedLayout, env.String(envOwedLayout), err))
-	}
-	c.OwedLayout = layout
 	// v1 signatures carry no time: a replayed v1 input is accepted at any
 	// age, so registration would stop being idempotent once its record
 	// expired. They are refused unless the variable is 0 (a producer
