@@ -30,7 +30,7 @@ const (
 	envEventKeyHex  = envEventKey + contract.HexSuffix
 	envEventMaxAge  = contract.EnvEventMaxAge
 	envKeyTTL       = contract.EnvKeyTTL // key sets re-read after (default 5m)
-	envEventV1      = contract.EnvEventRefuseV1
+	envEventV1      = contract.EnvEventV1
 	envCMSTimeout   = contract.EnvCMSTimeout
 	envLease        = contract.EnvMonitorLease
 	envPollInterval = contract.EnvPollInterval

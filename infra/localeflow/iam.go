@@ -15,8 +15,10 @@ import (
 var (
 	// pollerMonitorActions: what adapters/monitordb does for the poller:
 	// register (PutItem, conditional), claim/complete/retry/fail and marking
-	// invalid records (UpdateItem, conditional), status reads (GetItem).
-	pollerMonitorActions = []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+	// invalid records (UpdateItem, conditional), status reads (GetItem),
+	// and the sweep's owed pass, which reads the wake index's entries a
+	// page at a time (BatchGetItem, projected).
+	pollerMonitorActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
 	// coordinatorReleaseActions: adapters/releasedb loads an event's item
 	// collection with one Query and writes every state change as a PutItem
 	// conditional on the version read.

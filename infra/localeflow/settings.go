@@ -35,8 +35,11 @@ type Settings struct {
 	CMSTimeout     time.Duration `env:"LOCALEFLOW_CMS_TIMEOUT"`
 	KeyTTL         time.Duration `env:"LOCALEFLOW_KEY_TTL"`
 	EventMaxAge    time.Duration `env:"LOCALEFLOW_EVENT_MAX_AGE"`
-	// EventRefuseV1 refuses v1 event signatures (LOCALEFLOW_EVENT_REFUSE_V1=1).
-	EventRefuseV1 bool `env:"LOCALEFLOW_EVENT_REFUSE_V1"`
+	// EventV1 says whether input events signed with v1 (no signed time)
+	// are accepted: contract.EventV1Accept while a producer still signs
+	// v1, or contract.EventV1Refuse; "" keeps the functions' default,
+	// refuse (LOCALEFLOW_EVENT_V1).
+	EventV1 contract.EventV1 `env:"LOCALEFLOW_EVENT_V1"`
 
 	// Poller.
 	MonitorLease    time.Duration `env:"LOCALEFLOW_MONITOR_LEASE"`
@@ -79,7 +82,7 @@ func SettingVariables() []string {
 }
 
 // env renders the non-zero fields as variable values, in the form the
-// loaders read (Go durations, decimal integers, "1").
+// loaders read (Go durations, decimal integers, the values as written).
 func (s Settings) env() map[string]string {
 	out := map[string]string{}
 	v := reflect.ValueOf(s)
@@ -90,6 +93,10 @@ func (s Settings) env() map[string]string {
 			if f != "" {
 				out[name] = f
 			}
+		case contract.EventV1:
+			if f != "" {
+				out[name] = string(f)
+			}
 		case time.Duration:
 			if f != 0 {
 				out[name] = f.String()
@@ -97,10 +104,6 @@ func (s Settings) env() map[string]string {
 		case int:
 			if f != 0 {
 				out[name] = strconv.Itoa(f)
-			}
-		case bool:
-			if f {
-				out[name] = "1"
 			}
 		}
 	}

@@ -41,7 +41,6 @@ const (
 	envEventKeyHex  = envEventKey + contract.HexSuffix
 	envEventMaxAge  = contract.EnvEventMaxAge
 	envKeyTTL       = contract.EnvKeyTTL // key sets re-read after (default 5m)
-	envEventV1      = contract.EnvEventRefuseV1
 	envCMSTimeout   = contract.EnvCMSTimeout
 	envLease        = contract.EnvMonitorLease
 	envPollInterval = contract.EnvPollInterval
@@ -125,23 +124,18 @@ func Load(getenv func(string) string) (Config, error) {
 	env.Duration(envKeyTTL, &c.KeyTTL)
 	c.Retention = DefaultMonitorRetention
 	env.Duration(envRetention, &c.Retention)
+	// v1 signatures carry no time: a replayed v1 input is accepted at any
+	// age, so registration would stop being idempotent once its record
+	// expired. They are refused unless LOCALEFLOW_EVENT_V1=accept (a
+	// producer still signs v1; docs/design.md "Retention and the replay
+	// window").
+	c.RefuseV1 = env.RefuseV1()
 	errs := []error{env.Err()}
 	if env.String(envSweepGrace) != "" && c.Monitor.SweepGrace == 0 {
 		// Zero would silently take the default: a value that is set must
 		// be a grace (monitor.Config.SweepGrace: (0, MaxSweepGrace]).
 		errs = append(errs, fmt.Errorf("%s (%s) must be a Go duration of whole milliseconds from 1ms to %s: %w",
 			envSweepGrace, env.String(envSweepGrace), monitor.MaxSweepGrace, core.Fail(monitor.CodeDelayInvalid)))
-	}
-	// v1 signatures carry no time: a replayed v1 input is accepted at any
-	// age, so registration would stop being idempotent once its record
-	// expired. They are refused unless the variable is 0 (a producer
-	// still signs v1; docs/design.md "Retention and the replay window").
-	switch env.String(envEventV1) {
-	case "", "1":
-		c.RefuseV1 = true
-	case "0":
-	default:
-		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventV1))
 	}
 	if c.CMSTimeout == 0 {
 		c.CMSTimeout = cms.DefaultTimeout
