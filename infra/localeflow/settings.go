@@ -161,11 +161,10 @@ func checkSettings(cfg stackConfig, dir string, settings map[string]string) erro
 		contract.EnvPollQueueURL: placeholderQueue(topo.PollQueue.Name), contract.EnvReleaseQueueURL: placeholderQueue(topo.RelQueue.Name),
 		contract.EnvQuarantineQueueURL: placeholderQueue(topo.Quarantine.Name),
 		contract.EnvCMSBaseURL:         cfg.cmsBaseURL, contract.EnvEvidenceBaseURL: cfg.evidenceBaseURL,
-		contract.EnvMaxConsecutiveFailures: strconv.Itoa(cfg.monitor.MaxConsecutiveFailures),
-		contract.EnvRetryMaxDelay:          cfg.monitor.MaxDelay.String(),
-		contract.EnvMonitorRetention:       cfg.monitorRetention.String(),
-		contract.EnvSweepGrace:             cfg.monitor.SweepGrace.String(),
-		contract.EnvTextRetention:          cfg.textRetention.String(),
+		contract.EnvTextRetention: cfg.textRetention.String(),
+	}
+	for name, value := range cfg.pollerStack().Env() {
+		env[name] = value
 	}
 	issuers := cfg.receiptIssuers
 	if issuers.Quality == "" {
@@ -206,4 +205,11 @@ func placeholderIssuer(n byte) string {
 	seed[0] = n
 	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
 	return fmt.Sprintf("placeholder%d=%s", n, hex.EncodeToString(pub))
+}
+
+// pollerStack is what the stack states on the poller besides its
+// resources.
+func (cfg stackConfig) pollerStack() pollerconfig.Stack {
+	return pollerconfig.Stack{MaxConsecutiveFailures: cfg.monitor.MaxConsecutiveFailures, RetryMaxDelay: cfg.monitor.MaxDelay,
+		Retention: cfg.monitorRetention, SweepGrace: cfg.monitor.SweepGrace}
 }

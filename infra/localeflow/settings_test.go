@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
 	"github.com/localeflow/localeflow/contract"
+	pollerconfig "github.com/localeflow/localeflow/functions/poller/config"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -207,6 +208,27 @@ func TestEventV1SettingSaysAcceptAndRefuse(t *testing.T) {
 		p.Settings = Settings{EventV1: v}
 		if _, err := resolve(p); err != nil {
 			t.Errorf("EventV1 %q refused: %v", v, err)
+		}
+	}
+}
+
+// TestPollerStackDefaultsArePollerconfigs: a stack that sets none of the
+// poller's stack settings gives the poller exactly
+// pollerconfig.DefaultStack, the environment the simulation and the cost
+// benchmarks compare their poller configuration with
+// (dev/proof/harness TestPollerConfigIsTheStacks).
+func TestPollerStackDefaultsArePollerconfigs(t *testing.T) {
+	cfg, err := resolve(testProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.pollerStack(), pollerconfig.DefaultStack(); got != want {
+		t.Fatalf("the stack's poller settings %+v, pollerconfig.DefaultStack %+v", got, want)
+	}
+	vars := synth(t, testProps()).functionEnv(t, "poller")
+	for name, want := range pollerconfig.DefaultStack().Env() {
+		if vars[name] != want {
+			t.Errorf("poller %s = %v, want %q", name, vars[name], want)
 		}
 	}
 }

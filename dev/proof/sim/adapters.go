@@ -18,6 +18,7 @@ import (
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/dynamofake"
+	pollerconfig "github.com/localeflow/localeflow/functions/poller/config"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -60,7 +61,9 @@ func (w *World) newMonitorBacking() (monitorBacking, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tamperableMonitorDB{Store: s, db: w.ddb.db, table: w.ddb.topo.Monitor.Name}, nil
+	// The store writes what the deployed poller's does: finished records
+	// with their expires_at (the stack's retention, pollerConfig).
+	return &tamperableMonitorDB{Store: s.WithRetention(pollerconfig.DefaultStack().Retention), db: w.ddb.db, table: w.ddb.topo.Monitor.Name}, nil
 }
 
 // compactApprovals is the approval layout the run's coordinators ingest

@@ -27,6 +27,7 @@ import (
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/logcapture"
+	pollerconfig "github.com/localeflow/localeflow/functions/poller/config"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
@@ -635,11 +636,12 @@ func (m *Monitor) deploy(d deployment) error {
 		if err != nil {
 			return err
 		}
+		pc := pollerConfig(d, w.Faults.WorkerConcurrency)
 		h, err := handler.New(handler.Config{
 			Monitor: svc, Reader: simReader{client, m.store}, Queue: delayqueue.New(m.queue, "https://sqs.sim.invalid/poll"),
 			Bus: eventbus.New(m.bus, "sim-bus"), Clock: clock, Log: logger,
-			Concurrency: w.Faults.WorkerConcurrency, PageSize: m.pageSize,
-			EventKeys: d.eventKeys,
+			Concurrency: pc.Concurrency, PageSize: m.pageSize, Margin: pc.Margin,
+			EventKeys: d.eventKeys, EventMaxAge: pc.EventMaxAge, RefuseV1Events: pc.RefuseV1,
 			Rejecter: &quarantine.Rejecter{SQS: quarantined, QueueURL: "https://sqs.sim.invalid/quarantine",
 				Source: top.PollQueue.Logical, Function: "poller", Clock: clock},
 		})
@@ -1156,4 +1158,14 @@ func (m *Monitor) peerRetryAfterWake(ctx context.Context) (time.Time, bool) {
 		}
 	}
 	return core.FromMillis(latest), latest != 0
+}
+
+// pollerConfig is the poller configuration the run deploys with d: the
+// stack's (functions/poller/config.Load of pollerconfig.DefaultStack's
+// environment) at the run's time scale and load (d's monitor timing and
+// CMS timeout, the drawn concurrency). TestPollerConfigIsTheStacks fails
+// when anything else differs from the stack's.
+func pollerConfig(d deployment, concurrency int) pollerconfig.Config {
+	return pollerconfig.Config{Monitor: d.monitor, CMSTimeout: d.cmsTimeout, Concurrency: concurrency,
+		Retention: pollerconfig.DefaultStack().Retention, RefuseV1: true}
 }
