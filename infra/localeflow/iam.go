@@ -74,8 +74,8 @@ func (b *builder) grant() {
 	// onto the table keys (Select SPECIFIC_ATTRIBUTES, required), item
 	// reads onto the records' content-free attributes. The conditions
 	// (dynamodb:Attributes) enforce the projections adapters/monitordb and
-	// adapters/opsdb make; health never reads the outbox indexes (only
-	// the poller and the coordinator publish owed events).
+	// adapters/opsdb make; health never reads the release outbox index
+	// (only the coordinator publishes owed events).
 	b.allowIf("health", "ReadMonitorItems", healthTableActions, onlyAttributes(topology.MonitorCensusAttributes, false), monitor.TableArn())
 	// The release census cannot read source or result texts.
 	b.allowIf("health", "ReadReleaseItems", healthTableActions, onlyAttributes(topology.ReleaseCensusAttributes, false), release.TableArn())
