@@ -37,10 +37,16 @@ const (
 	EnvDeadlineMargin = "LOCALEFLOW_DEADLINE_MARGIN"
 	EnvCMSTimeout     = "LOCALEFLOW_CMS_TIMEOUT"
 	EnvKeyTTL         = "LOCALEFLOW_KEY_TTL" // key sets re-read after (default 5m)
-	// Signed input events: the oldest v2 event accepted, and "1" to refuse
-	// v1 signatures once every producer signs v2.
-	EnvEventMaxAge   = "LOCALEFLOW_EVENT_MAX_AGE"
-	EnvEventRefuseV1 = "LOCALEFLOW_EVENT_REFUSE_V1"
+	// Signed input events: the oldest v2 event accepted, and whether v1
+	// signatures (no signed time) are accepted: EventV1 values,
+	// V1Refuse (the default) or V1Accept while a producer still signs v1.
+	EnvEventMaxAge = "LOCALEFLOW_EVENT_MAX_AGE"
+	EnvEventV1     = "LOCALEFLOW_EVENT_V1"
+	// EnvEventRefuseV1Retired is the retired 0/1 form of EnvEventV1 (it
+	// could not be set to accept from the stack's typed settings): the
+	// poller and the coordinator refuse to start while it is set, naming
+	// EnvEventV1.
+	EnvEventRefuseV1Retired = "LOCALEFLOW_EVENT_REFUSE_V1"
 	// EnvMonitorRetention: finished monitor records that need no attention
 	// expire (DynamoDB TTL) this long after they finished; the
 	// coordinator's content-free release records this long after their
@@ -55,10 +61,6 @@ const (
 	EnvMaxConsecutiveFailures = "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES"
 	EnvHintMinGap             = "LOCALEFLOW_HINT_MIN_GAP"
 	EnvPollConcurrency        = "LOCALEFLOW_POLL_CONCURRENCY"
-	// EnvOwedLayout is where the poller's finishing writes leave owed
-	// outcomes: "wake" (default) or "outbox", the earlier layout
-	// (docs/design.md "Owed outcomes in the wake index": deploy order).
-	EnvOwedLayout = "LOCALEFLOW_OWED_LAYOUT"
 	// EnvSweepGrace is how long past its wake time a due change is left
 	// to its queued message before the poller's sweep claims it
 	// (core/monitor.Config.SweepGrace: default 30s, whole milliseconds in
@@ -84,6 +86,19 @@ const (
 	// EnvReceiptIssuersRetired is the retired single issuer set for every
 	// receipt kind: the coordinator refuses to start while it is set.
 	EnvReceiptIssuersRetired = "LOCALEFLOW_RECEIPT_ISSUERS"
+)
+
+// EventV1 is a value of EnvEventV1: whether the consumers accept input
+// events signed with the original (v1) scheme, which signs no time (a
+// replayed v1 event is accepted at any age, so registration is idempotent
+// only for the records' retention; docs/design.md "Retention and the
+// replay window").
+type EventV1 string
+
+// The values of EnvEventV1; unset means EventV1Refuse.
+const (
+	EventV1Refuse EventV1 = "refuse"
+	EventV1Accept EventV1 = "accept"
 )
 
 // Keys. Each key is read from one of two variables: <stem>_SECRET_ARN, a
@@ -155,11 +170,11 @@ var PollerEnv = concat([]EnvVar{
 	{EnvMonitorTable, Stack}, {EnvPollQueueURL, Stack}, {EnvQuarantineQueueURL, Stack}, {EnvEventBus, Stack},
 	{EnvDeployment, Stack}, {EnvCMSBaseURL, Stack},
 	{EnvMaxConsecutiveFailures, Stack}, {EnvRetryMaxDelay, Stack}, {EnvMonitorRetention, Stack},
-	{EnvOwedLayout, Stack}, {EnvSweepGrace, Stack},
+	{EnvSweepGrace, Stack},
 	{EnvAllowInsecureHTTP, Local},
 	{EnvWorkerID, Local},
 	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
-	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventRefuseV1, Operator},
+	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventV1, Operator}, {EnvEventRefuseV1Retired, Retired},
 	{EnvMonitorLease, Operator}, {EnvPollInterval, Operator}, {EnvRetryBaseDelay, Operator},
 	{EnvHintMinGap, Operator}, {EnvPollConcurrency, Operator},
 }, key(KeyCMS), key(KeyEvent))
@@ -174,7 +189,7 @@ var CoordinatorEnv = concat([]EnvVar{
 	{EnvAllowInsecureHTTP, Local},
 	{EnvWorkerID, Local},
 	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
-	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventRefuseV1, Operator},
+	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventV1, Operator}, {EnvEventRefuseV1Retired, Retired},
 	{EnvEvidenceRevision, Operator}, {EnvEvidenceLease, Operator}, {EnvEvidenceMaxAttempts, Operator},
 	{EnvEvidenceTimeout, Operator}, {EnvApprovalTTL, Operator}, {EnvDeliveryMaxAttempts, Operator},
 }, key(KeyEvent), key(KeyCMS), key(KeyEvidence), key(KeyApproval), key(KeyPublication))

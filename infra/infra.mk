@@ -20,8 +20,6 @@
 #   ALARM_EMAIL            e-mail address subscribed to the created alarm topic (optional)
 #   MAX_CONSECUTIVE_FAILURES  poller failure budget, 1..20 (default 5)
 #   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
-#   OWED_LAYOUT            wake|outbox (default wake): where the poller leaves owed outcomes; outbox for the
-#                          first deploy over code older than the setting (docs/runbook.md "Switching the owed-outcome layout")
 #   SWEEP_GRACE            poller sweep grace, Go duration, whole ms in (0, 900s] (default 30s): how long a due change
 #                          is left to its queued message before the sweep polls it (docs/design.md "The sweep's grace period")
 #   SETTINGS               function settings left to the operator, VAR=value separated by spaces
@@ -51,7 +49,6 @@ ALARM_TOPIC_ARN ?=
 ALARM_EMAIL ?=
 MAX_CONSECUTIVE_FAILURES ?=
 RETRY_MAX_DELAY ?=
-OWED_LAYOUT ?=
 SWEEP_GRACE ?=
 SETTINGS ?=
 CDK_FLAGS ?=
@@ -69,7 +66,6 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
 	$(if $(MAX_CONSECUTIVE_FAILURES),-c maxConsecutiveFailures=$(MAX_CONSECUTIVE_FAILURES)) \
 	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY)) \
 	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY)) \
-	$(if $(OWED_LAYOUT),-c owedLayout=$(OWED_LAYOUT)) \
 	$(if $(SWEEP_GRACE),-c sweepGrace=$(SWEEP_GRACE)) \
 	$(foreach s,$(SETTINGS),-c $(s))
 

@@ -47,8 +47,6 @@ const (
 	ctxTextRetention = "textRetention"
 	// How long finished monitor records stay (Go duration, default 2160h).
 	ctxMonitorRetention = "monitorRetention"
-	// Where the poller leaves owed outcomes: wake (default) or outbox.
-	ctxOwedLayout = "owedLayout"
 	// How long the poller's sweep leaves a due change to its message (Go
 	// duration, default 30s; LOCALEFLOW_SWEEP_GRACE).
 	ctxSweepGrace = "sweepGrace"
@@ -171,7 +169,6 @@ func run(appProps *awscdk.AppProps) error {
 		RetryMaxDelay:          retryMaxDelay,
 		TextRetention:          textRetention,
 		MonitorRetention:       monitorRetention,
-		OwedLayout:             ctx(ctxOwedLayout, ""),
 		SweepGrace:             sweepGrace,
 		SettingsEnv:            settings,
 	}

@@ -33,14 +33,11 @@ const (
 	// (failed, remote failure); health reads it instead of scanning.
 	AttrAttentionShard = "attention_shard"
 	AttrAttentionMS    = "attention_ms"
-	// Sparse outbox index (monitor table): present only on
-	// records whose output event is owed (stored, not yet known to be
-	// published); publishing removes both keys and the sweep re-publishes
-	// what is left. On the monitor table outbox_ms is the time of the
-	// finishing write (it versions the outcome); with the default
-	// owed-outcome layout (wake) an outcome owed by a finishing write
-	// carries outbox_ms without outbox_shard and stays in the wake index
-	// instead (docs/design.md "Owed outcomes in the wake index").
+	// outbox_ms on a monitor record whose outcome is owed: the time of the
+	// finishing write (it versions the outcome); the record stays in the
+	// wake index until its outcome is announced (docs/design.md "Owed
+	// outcomes in the wake index"). No table has an outbox index: storage
+	// format 1 writes no outbox_shard (the invariant checker reports one).
 	AttrOutboxShard = "outbox_shard"
 	AttrOutboxMS    = "outbox_ms"
 	// Records that expire carry a TTL attribute in epoch seconds.
@@ -239,12 +236,6 @@ func New(prefix string) Topology {
 		Sort:      Key{AttrAttentionMS, KeyNumber},
 		KeysOnly:  true,
 	}
-	outbox := Index{
-		Name:      IndexOutbox,
-		Partition: Key{AttrOutboxShard, KeyNumber},
-		Sort:      Key{AttrOutboxMS, KeyNumber},
-		KeysOnly:  true,
-	}
 	queue := func(logical, stem string, consumerTimeout int) Queue {
 		return Queue{
 			Logical:                  logical,
@@ -264,7 +255,7 @@ func New(prefix string) Topology {
 			Logical:   "MonitorTable",
 			Name:      prefix + "-monitor",
 			Partition: Key{AttrEventID, KeyString},
-			Indexes:   []Index{wake, attention, outbox},
+			Indexes:   []Index{wake, attention},
 			// Finished records that need no attention expire
 			// (LOCALEFLOW_MONITOR_RETENTION, default 90 days).
 			TTLAttribute: AttrExpiresAt,
@@ -387,7 +378,7 @@ var MonitorCensusAttributes = []string{
 	"max_consecutive_failures", "next_poll_ms", "lease_owner", "lease_token", "lease_expires_ms",
 	"last_error_code", "remote_status", "lifecycle_sha256", "lifecycle", "created_ms", "updated_ms",
 	"hint_ms", "acknowledged_ms", AttrExpiresAt, "timeline",
-	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS, AttrOutboxShard, AttrOutboxMS,
+	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS, AttrOutboxMS,
 }
 
 // MonitorIndexQueryAttributes are the attributes a health query of the

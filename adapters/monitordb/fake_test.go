@@ -12,14 +12,7 @@ import (
 // TestStoreConformanceOnFake runs the store's conformance suite (the one
 // TestStoreConformance runs on DynamoDB Local) on the in-memory DynamoDB
 // the simulation uses: the fake is trusted exactly as far as this suite.
-// Both owed-outcome layouts (the simulation draws one per seed).
 func TestStoreConformanceOnFake(t *testing.T) {
-	for _, layout := range []monitor.OwedLayout{monitor.OwedInWake, monitor.OwedInOutbox} {
-		t.Run(string(layout), func(t *testing.T) { storeConformanceOnFake(t, layout) })
-	}
-}
-
-func storeConformanceOnFake(t *testing.T, layout monitor.OwedLayout) {
 	monitortest.RunStoreSuite(t, monitortest.Harness{
 		New: func(t *testing.T) monitor.Store {
 			spec := topology.New("fake").Monitor
@@ -27,7 +20,7 @@ func storeConformanceOnFake(t *testing.T, layout monitor.OwedLayout) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return s.WithOwedLayout(layout)
+			return s
 		},
 		Tamper: func(t *testing.T, st monitor.Store, id string, edit func(*monitor.Record)) {
 			s := st.(*Store)

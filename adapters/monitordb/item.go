@@ -42,7 +42,6 @@ const (
 	attrWakeMS          = topology.AttrWakeMS
 	attrAttentionShard  = topology.AttrAttentionShard
 	attrAttentionMS     = topology.AttrAttentionMS
-	attrOutboxShard     = topology.AttrOutboxShard
 	attrOutboxMS        = topology.AttrOutboxMS
 )
 
@@ -123,7 +122,6 @@ type item struct {
 	WakeMS                 *int64 `dynamodbav:"wake_ms,omitempty"`
 	AttentionShard         *int   `dynamodbav:"attention_shard,omitempty"`
 	AttentionMS            *int64 `dynamodbav:"attention_ms,omitempty"`
-	OutboxShard            *int   `dynamodbav:"outbox_shard,omitempty"`
 	OutboxMS               int64  `dynamodbav:"outbox_ms,omitempty"`
 	AcknowledgedMS         int64  `dynamodbav:"acknowledged_ms,omitempty"`
 	ExpiresAt              int64  `dynamodbav:"expires_at,omitempty"`
@@ -141,7 +139,7 @@ var knownAttributes = map[string]bool{
 	attrLeaseToken: true, attrLeaseExpiresMS: true, attrLastErrorCode: true,
 	attrRemoteStatus: true, attrLifecycleSHA256: true, attrLifecycle: true,
 	attrCreatedMS: true, attrUpdatedMS: true, attrHintMS: true, attrWakeShard: true, attrWakeMS: true,
-	attrAttentionShard: true, attrAttentionMS: true, attrOutboxShard: true, attrOutboxMS: true,
+	attrAttentionShard: true, attrAttentionMS: true, attrOutboxMS: true,
 }
 
 // encode is the full item of rec, with its index keys derived from it.
@@ -158,11 +156,13 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		CreatedMS:       rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS, HintMS: rec.HintMS,
 		AcknowledgedMS: rec.AcknowledgedMS, ExpiresAt: rec.ExpiresAt, Timeline: EncodeTimeline(rec.Timeline),
 	}
-	if rec.OutboxMS != 0 {
-		shard := Shard(rec.EventID)
-		it.OutboxShard = &shard
-	}
-	if wake, ok := rec.WakeMS(); ok {
+	if rec.OutboxMS != 0 && rec.State.Final() {
+		// An owed outcome is listed by the wake index at its outbox key
+		// (a record final at registration; docs/design.md "Owed outcomes
+		// in the wake index").
+		shard, wake := Shard(rec.EventID), rec.OutboxMS
+		it.WakeShard, it.WakeMS = &shard, &wake
+	} else if wake, ok := rec.WakeMS(); ok {
 		shard := Shard(rec.EventID)
 		it.WakeShard, it.WakeMS = &shard, &wake
 	}
@@ -198,13 +198,19 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 			}
 			return ""
 		}
-		// The outbox key too: the outcome owed for it must stay findable.
-		var outbox int64
-		if v, ok := av[attrOutboxMS].(*types.AttributeValueMemberN); ok {
-			outbox, _ = strconv.ParseInt(v.Value, 10, 64)
+		num := func(name string) int64 {
+			if v, ok := av[name].(*types.AttributeValueMemberN); ok {
+				n, _ := strconv.ParseInt(v.Value, 10, 64)
+				return n
+			}
+			return 0
 		}
+		// The schema version decides whether the item is this code's to
+		// mark (monitor.Validate); the outbox key keeps the outcome owed
+		// for it findable.
 		return monitor.Record{EventID: str(attrEventID), State: monitor.State(str(attrState)),
-			LastErrorCode: str(attrLastErrorCode), OutboxMS: outbox, Corrupt: true}
+			LastErrorCode: str(attrLastErrorCode), OutboxMS: num(attrOutboxMS),
+			SchemaVersion: int(num(attrSchemaVersion)), Corrupt: true}
 	}
 	rec := monitor.Record{
 		EventID: it.EventID, SiteID: it.SiteID, PlanID: it.PlanID, WebsiteVersion: it.WebsiteVersion,
@@ -231,9 +237,10 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 		}
 		rec.Lifecycle = snap
 	}
-	if it.SchemaVersion != 0 && it.SchemaVersion != monitor.SchemaVersion {
-		// Another layout: its attributes and index keys are not ours to
-		// judge; validation reports it as lifecycle_monitor.schema_altered.
+	if it.SchemaVersion != monitor.SchemaVersion {
+		// Another format (or none: a missing schema_version reads as 0):
+		// its attributes and index keys are not ours to judge; validation
+		// refuses it as lifecycle_monitor.schema_altered.
 		return rec
 	}
 	for name := range av {
@@ -249,10 +256,11 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 
 func indexKeysAgree(rec monitor.Record, it item) bool {
 	shard := Shard(rec.EventID)
-	if rec.State.Final() && rec.OutboxMS != 0 && it.OutboxShard == nil {
+	if rec.State.Final() && rec.OutboxMS != 0 {
 		// An owed outcome in the wake index (docs/design.md "Owed outcomes
-		// in the wake index"): the wake keys the claim left, at most the
-		// outbox key; the attention keys as for any record.
+		// in the wake index"): the wake keys the claim left (or the outbox
+		// key itself), at most the outbox key; the attention keys as for
+		// any record.
 		if it.WakeShard == nil || it.WakeMS == nil || *it.WakeShard != shard || *it.WakeMS > rec.OutboxMS {
 			return false
 		}
@@ -271,8 +279,5 @@ func indexKeysAgree(rec monitor.Record, it item) bool {
 	if attention != (it.AttentionShard != nil && it.AttentionMS != nil) || (it.AttentionShard == nil) != (it.AttentionMS == nil) {
 		return false
 	}
-	if attention && *it.AttentionShard != shard {
-		return false
-	}
-	return (it.OutboxShard != nil) == (rec.OutboxMS != 0) && (it.OutboxShard == nil || *it.OutboxShard == shard)
+	return !attention || *it.AttentionShard == shard
 }

@@ -3,11 +3,8 @@ package monitordb
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
@@ -59,13 +56,9 @@ func TestTerminalAnswerIsOwedFinalAndClearedOnDynamoDB(t *testing.T) {
 	}
 	raw := getRaw(t, db, table, id)
 	// Owed through the wake index (docs/design.md "Owed outcomes in the
-	// wake index"): outbox_ms without outbox_shard, the claim's wake keys
-	// kept.
+	// wake index"): outbox_ms, the claim's wake keys kept.
 	if _, ok := raw[attrOutboxMS]; !ok {
 		t.Fatalf("terminal item without its outbox key: %v", raw)
-	}
-	if _, ok := raw[attrOutboxShard]; ok {
-		t.Fatal("terminal item written into the outbox index")
 	}
 	if _, ok := raw[attrWakeMS]; !ok {
 		t.Fatal("owed terminal item left the wake index before its outcome was announced")
@@ -90,7 +83,7 @@ func TestTerminalAnswerIsOwedFinalAndClearedOnDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw = getRaw(t, db, table, id)
-	for _, name := range []string{attrOutboxMS, attrOutboxShard, attrWakeShard, attrWakeMS} {
+	for _, name := range []string{attrOutboxMS, attrWakeShard, attrWakeMS} {
 		if _, ok := raw[name]; ok {
 			t.Fatalf("%s not cleared by the announcement", name)
 		}
@@ -138,64 +131,5 @@ func TestEarlyHintedFailureRoundTripsOnDynamoDB(t *testing.T) {
 	last := st.Timeline[len(st.Timeline)-1]
 	if last.State != monitor.StateWatching || last.Code != "cms.http_503" {
 		t.Fatalf("timeline %+v", st.Timeline)
-	}
-}
-
-// On DynamoDB Local: an owed outcome stored by the earlier layout (a final
-// item with outbox_shard and outbox_ms and no wake keys, as the code before
-// "Owed outcomes in the wake index" wrote it) still decodes, is listed as
-// owed, announces the final record's outcome, and its clear removes both
-// outbox keys (deploy-order safety, docs/design.md).
-func TestEarlierLayoutOwedOutcomeIsAnnouncedAndClearedOnDynamoDB(t *testing.T) {
-	ctx := context.Background()
-	s, db, table := newStore(t)
-	clock := &stepClock{now: time.Now().UTC().Truncate(time.Millisecond)}
-	svc, err := monitor.NewService(s, clock, nil, monitor.Config{WorkerID: "worker-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const id = "evt-0002"
-	if _, err := svc.Register(ctx, dispatchedDetail(t, id)); err != nil {
-		t.Fatal(err)
-	}
-	out, err := svc.PollOnce(ctx, id, fixedReader{status: "published"})
-	if err != nil || out.State != monitor.StateTerminal || out.Owed == nil {
-		t.Fatalf("terminal poll: %+v, %v", out, err)
-	}
-	// Rewrite the item as the earlier layout stored it.
-	raw := getRaw(t, db, table, id)
-	delete(raw, attrWakeShard)
-	delete(raw, attrWakeMS)
-	raw[attrOutboxShard] = &types.AttributeValueMemberN{Value: strconv.Itoa(Shard(id))}
-	putRaw(t, db, table, raw)
-
-	rec, err := s.Get(ctx, id)
-	if err != nil || rec.Corrupt || rec.OutboxMS != out.Owed.FinishedMS {
-		t.Fatalf("earlier-layout item reads %+v, %v", rec, err)
-	}
-	clock.now = clock.now.Add(monitor.OutboxGrace + time.Second)
-	owed, err := svc.OwedOutcomes(ctx, 10)
-	if err != nil || len(owed) != 1 || owed[0] != id {
-		t.Fatalf("owed = %v, %v; want [%s]", owed, err, id)
-	}
-	a, ok, err := svc.Announcement(ctx, id)
-	if err != nil || !ok || a != *out.Owed {
-		t.Fatalf("announcement %+v, %v, %v; want %+v", a, ok, err, *out.Owed)
-	}
-	if err := svc.Announced(ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	raw = getRaw(t, db, table, id)
-	for _, name := range []string{attrOutboxMS, attrOutboxShard, attrWakeShard, attrWakeMS} {
-		if _, ok := raw[name]; ok {
-			t.Fatalf("%s left after the announcement", name)
-		}
-	}
-	if owed, err := svc.OwedOutcomes(ctx, 10); err != nil || len(owed) != 0 {
-		t.Fatalf("owed after the announcement = %v, %v", owed, err)
-	}
-	st, err := svc.Status(ctx, id)
-	if err != nil || st.State != monitor.StateTerminal || st.RemoteStatus != "published" {
-		t.Fatalf("final status %+v, %v", st, err)
 	}
 }

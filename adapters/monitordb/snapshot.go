@@ -13,16 +13,11 @@ import (
 	"github.com/localeflow/localeflow/core/lifecycle"
 )
 
-// The lifecycle attribute holds the canonical lifecycle snapshot in one of
-// two forms:
-//
-//   - B (written since layout 1 of the compact snapshot): the byte
-//     snapshotFormatDeflate, then the raw DEFLATE stream (RFC 1951) of the
-//     canonical JSON with snapshotDictionary as the preset dictionary;
-//   - S (older items): the canonical JSON itself.
-//
-// Both decode to the same bytes, checked against lifecycle_sha256 by
-// validation. The compact form keeps the item of a watched change under
+// The lifecycle attribute holds the canonical lifecycle snapshot as a B
+// attribute: the byte snapshotFormatDeflate, then the raw DEFLATE stream
+// (RFC 1951) of the canonical JSON with snapshotDictionary as the preset
+// dictionary. It decodes to the canonical bytes, checked against
+// lifecycle_sha256 by validation. The compact form keeps the item of a watched change under
 // 1 KB (one write unit per claim and per finishing write); the snapshot
 // is otherwise the largest attribute of the item.
 const snapshotFormatDeflate = 1
@@ -73,17 +68,13 @@ func encodeSnapshot(canonical []byte) ([]byte, error) {
 
 var errSnapshot = errors.New("monitordb: stored snapshot does not decode")
 
-// decodeSnapshot reads either stored form; an unknown format, a stream
+// decodeSnapshot reads the stored form; another attribute type, an unknown
+// format, a stream
 // that does not inflate, one larger than lifecycle.MaxSnapshotBytes, or
 // any byte after the end of the DEFLATE stream is an error (the record is
 // corrupt: nothing may ride along after the snapshot, unchecked).
 func decodeSnapshot(av types.AttributeValue) ([]byte, error) {
 	switch v := av.(type) {
-	case *types.AttributeValueMemberS:
-		if v.Value == "" {
-			return nil, nil
-		}
-		return []byte(v.Value), nil
 	case *types.AttributeValueMemberB:
 		if len(v.Value) < 2 || v.Value[0] != snapshotFormatDeflate {
 			return nil, errSnapshot

@@ -43,24 +43,6 @@ func TestSnapshotIsStoredCompactAndReadBack(t *testing.T) {
 	}
 }
 
-// Items written before the compact form hold the canonical JSON as a
-// string; they still read (no migration).
-func TestSnapshotOldStringFormStillReads(t *testing.T) {
-	rec := watchedRecord("evt-snap-2", "publishing")
-	av, err := encode(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	av[attrLifecycle] = &types.AttributeValueMemberS{Value: string(rec.Lifecycle)}
-	got := decode(av)
-	if got.Corrupt || !bytes.Equal(got.Lifecycle, rec.Lifecycle) {
-		t.Fatalf("decoded corrupt=%v lifecycle %q", got.Corrupt, got.Lifecycle)
-	}
-	if _, err := monitor.Validate(got); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func deflated(format byte, data []byte) []byte {
 	var b bytes.Buffer
 	b.WriteByte(format)
@@ -81,13 +63,16 @@ func TestSnapshotThatDoesNotDecodeIsCorrupt(t *testing.T) {
 	rec := watchedRecord("evt-snap-3", "processing")
 	good := deflated(snapshotFormatDeflate, rec.Lifecycle)
 	for name, v := range map[string]types.AttributeValue{
-		"unknown format":      &types.AttributeValueMemberB{Value: deflated(2, rec.Lifecycle)},
-		"truncated stream":    &types.AttributeValueMemberB{Value: good[:len(good)/2]},
-		"not deflate":         &types.AttributeValueMemberB{Value: append([]byte{snapshotFormatDeflate}, rec.Lifecycle...)},
-		"format byte only":    &types.AttributeValueMemberB{Value: []byte{snapshotFormatDeflate}},
-		"above the size cap":  &types.AttributeValueMemberB{Value: deflated(snapshotFormatDeflate, bytes.Repeat([]byte(" "), lifecycle.MaxSnapshotBytes+1))},
-		"a number":            &types.AttributeValueMemberN{Value: "1"},
-		"a snapshot modified": &types.AttributeValueMemberB{Value: deflated(snapshotFormatDeflate, bytes.Replace(rec.Lifecycle, []byte("processing"), []byte("publishing"), 1))},
+		"unknown format":     &types.AttributeValueMemberB{Value: deflated(2, rec.Lifecycle)},
+		"truncated stream":   &types.AttributeValueMemberB{Value: good[:len(good)/2]},
+		"not deflate":        &types.AttributeValueMemberB{Value: append([]byte{snapshotFormatDeflate}, rec.Lifecycle...)},
+		"format byte only":   &types.AttributeValueMemberB{Value: []byte{snapshotFormatDeflate}},
+		"above the size cap": &types.AttributeValueMemberB{Value: deflated(snapshotFormatDeflate, bytes.Repeat([]byte(" "), lifecycle.MaxSnapshotBytes+1))},
+		"a number":           &types.AttributeValueMemberN{Value: "1"},
+		// The canonical JSON as a string was never a released form.
+		"the canonical JSON as a string": &types.AttributeValueMemberS{Value: string(rec.Lifecycle)},
+		"an empty string":                &types.AttributeValueMemberS{Value: ""},
+		"a snapshot modified":            &types.AttributeValueMemberB{Value: deflated(snapshotFormatDeflate, bytes.Replace(rec.Lifecycle, []byte("processing"), []byte("publishing"), 1))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			av, err := encode(rec)

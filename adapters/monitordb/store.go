@@ -47,21 +47,6 @@ type Store struct {
 	// table's TTL attribute, epoch seconds) to the write's time plus
 	// retention. Zero keeps every record.
 	retention time.Duration
-	// owed is where a finishing write leaves the outcome it makes owed
-	// (monitor.OwedLayout; the zero value writes monitor.OwedInWake).
-	// Whatever it is, the store reads, announces, clears and counts
-	// records of both layouts, so stores of different layouts can share
-	// one table (a deployment switching layouts).
-	owed monitor.OwedLayout
-}
-
-// WithOwedLayout returns s writing owed outcomes in layout l
-// (monitor.OwedLayout, docs/design.md "Owed outcomes in the wake index");
-// anything but monitor.OwedInOutbox writes monitor.OwedInWake.
-func (s *Store) WithOwedLayout(l monitor.OwedLayout) *Store {
-	c := *s
-	c.owed = l
-	return &c
 }
 
 // WithRetention returns s with the retention of finished records (see
@@ -80,8 +65,8 @@ func New(db DynamoDBAPI, table string) (*Store, error) {
 	return &Store{db: db, table: table}, nil
 }
 
-// Shard is the wake, attention and outbox index partition of the record
-// of eventID: core.Shard keyed by the event id alone.
+// Shard is the wake and attention index partition of the record of
+// eventID: core.Shard keyed by the event id alone.
 func Shard(eventID string) int { return core.Shard(topology.WakeShards, eventID) }
 
 // unavailable wraps an SDK failure: retryable, nothing changed — except
@@ -114,8 +99,10 @@ func build(b expression.Builder) (expression.Expression, error) {
 	return expr, nil
 }
 
-// Create implements monitor.Store.
+// Create implements monitor.Store: the item is written with
+// schema_version monitor.SchemaVersion, whatever rec says.
 func (s *Store) Create(ctx context.Context, rec monitor.Record) (monitor.Record, bool, error) {
+	rec.SchemaVersion = monitor.SchemaVersion
 	if rec.State.Final() && !rec.AttentionWorthy() && s.retention > 0 {
 		// A change final at registration (superseded, cancelled) is a
 		// finished record like any other: it expires after the retention.
@@ -272,6 +259,10 @@ func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Updat
 		var old monitor.Record
 		if exists {
 			old = decode(ccf.Item)
+			if old.SchemaVersion != monitor.SchemaVersion {
+				// Not this code's to change (written by another version).
+				return monitor.Record{}, core.Fail(monitor.CodeSchemaAltered)
+			}
 		}
 		if err := monitor.CheckFence(old, exists, f); err != nil {
 			return monitor.Record{}, err
@@ -285,9 +276,9 @@ func (s *Store) Transition(ctx context.Context, f monitor.Fence, u monitor.Updat
 	return decode(out.Attributes), nil
 }
 
-// fenceCondition is the whole claim (monitor.Fence) as a write condition:
-// a write never applies a failure count or limit the stored record does
-// not have.
+// fenceCondition is the whole claim (monitor.Fence) as a write condition,
+// on an item of this schema version: a write never applies a failure count
+// or limit the stored record does not have.
 func fenceCondition(f monitor.Fence) expression.ConditionBuilder {
 	now := expression.Value(f.NowMS)
 	expiry := expression.Name(attrLeaseExpiresMS).GreaterThan(now)
@@ -298,6 +289,7 @@ func fenceCondition(f monitor.Fence) expression.ConditionBuilder {
 		return expression.Name(name).Equal(expression.Value(v))
 	}
 	return expression.And(
+		eq(attrSchemaVersion, monitor.SchemaVersion),
 		eq(attrState, string(monitor.StateLeased)),
 		eq(attrLeaseToken, f.Token),
 		eq(attrLeaseOwner, f.Owner),
@@ -355,20 +347,15 @@ func (s *Store) transitionUpdate(eventID string, u monitor.Update) (expression.U
 	}
 	shard := expression.Value(Shard(eventID))
 	update = sparseKey(update, u.Attention(""), attrAttentionShard, shard, attrAttentionMS, u.UpdatedMS)
-	if u.Owes() && s.owed != monitor.OwedInOutbox {
+	if u.Owes() {
 		// A final write leaves the wake keys where the claim left them (no
-		// wake index write) and sets outbox_ms without outbox_shard (no
-		// outbox index entry): the owed outcome is found through the wake
-		// index until Announced removes both (docs/design.md "Owed outcomes
-		// in the wake index").
-		return update.Set(expression.Name(attrOutboxMS), expression.Value(u.UpdatedMS)).
-			Remove(expression.Name(attrOutboxShard)), nil
+		// wake index write) and sets outbox_ms: the owed outcome is found
+		// through the wake index until Announced removes both
+		// (docs/design.md "Owed outcomes in the wake index").
+		return update.Set(expression.Name(attrOutboxMS), expression.Value(u.UpdatedMS)), nil
 	}
 	update = sparseKey(update, u.State.CanWake(), attrWakeShard, shard, attrWakeMS, u.NextPollMS)
-	// The earlier layout (monitor.OwedInOutbox): a final record leaves the wake
-	// index and an owed one enters the outbox index.
-	update = sparseKey(update, u.Owes(), attrOutboxShard, shard, attrOutboxMS, u.UpdatedMS)
-	return update, nil
+	return update.Remove(expression.Name(attrOutboxMS)), nil
 }
 
 // sparseKey sets a sparse index's two key attributes when the record
@@ -388,20 +375,24 @@ func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) er
 		Set(expression.Name(attrUpdatedMS), expression.Value(nowMS)).
 		Set(expression.Name(attrAttentionShard), shard).
 		Set(expression.Name(attrAttentionMS), expression.Value(nowMS)).
-		Set(expression.Name(attrOutboxShard), shard).
+		// The owed outcome is listed by the wake index, at its outbox key,
+		// like every owed final record (docs/design.md "Owed outcomes in
+		// the wake index").
 		Set(expression.Name(attrOutboxMS), expression.Value(nowMS)).
+		Set(expression.Name(attrWakeShard), shard).
+		Set(expression.Name(attrWakeMS), expression.Value(nowMS)).
 		Remove(expression.Name(attrLeaseOwner)).
 		Remove(expression.Name(attrLeaseToken)).
 		Remove(expression.Name(attrLeaseExpiresMS)).
-		Remove(expression.Name(attrWakeShard)).
-		Remove(expression.Name(attrWakeMS)).
 		// An invalid record needs attention: never expired, not acknowledged.
 		Remove(expression.Name(AttrExpiresAt)).
 		Remove(expression.Name(AttrAcknowledgedMS))
 	// A record already marked invalid keeps its outcome: a second marking
 	// (a reader that saw the corrupt record before another marked it)
 	// would give it a new outbox_ms, so a new outcome_id, announced again.
+	// An item of another schema version is never ours to change.
 	cond := expression.And(expression.AttributeExists(expression.Name(attrEventID)),
+		expression.Name(attrSchemaVersion).Equal(expression.Value(monitor.SchemaVersion)),
 		expression.Not(expression.And(
 			expression.Name(attrState).Equal(expression.Value(string(monitor.StateFailed))),
 			expression.Name(attrLastErrorCode).Equal(expression.Value(monitor.CodeStateInvalid)))))
@@ -425,44 +416,15 @@ func (s *Store) MarkInvalid(ctx context.Context, eventID string, nowMS int64) er
 	return nil
 }
 
-// Park implements monitor.Store: one UpdateItem, conditional on the item
-// existing with another schema_version, that removes its wake keys and
-// sets its attention keys.
-func (s *Store) Park(ctx context.Context, eventID string, nowMS int64) error {
-	update := expression.Set(expression.Name(attrAttentionShard), expression.Value(Shard(eventID))).
-		Set(expression.Name(attrAttentionMS), expression.Value(nowMS)).
-		Remove(expression.Name(attrWakeShard)).
-		Remove(expression.Name(attrWakeMS))
-	cond := expression.And(expression.AttributeExists(expression.Name(attrEventID)),
-		expression.Name(attrSchemaVersion).NotEqual(expression.Value(monitor.SchemaVersion)))
-	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
-	if err != nil {
-		return err
-	}
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(eventID),
-		ConditionExpression:       expr.Condition(),
-		UpdateExpression:          expr.Update(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	})
-	if _, ok := conditionFailed(err); ok {
-		return nil
-	}
-	if err != nil {
-		return unavailable("park", err)
-	}
-	return nil
-}
-
 // Announced implements monitor.Store: one UpdateItem conditional on the
-// outbox key (and a final state), removing it with the wake keys an owed
-// final record keeps (docs/design.md "Owed outcomes in the wake index") and
-// the outbox_shard of the earlier layout: one index write either way.
+// schema version, the outbox key and a final state, removing the outbox key
+// with the wake keys an owed final record keeps (docs/design.md "Owed
+// outcomes in the wake index"): one index write.
 func (s *Store) Announced(ctx context.Context, eventID string, finishedMS int64) error {
-	update := expression.Remove(expression.Name(attrOutboxShard)).Remove(expression.Name(attrOutboxMS)).
+	update := expression.Remove(expression.Name(attrOutboxMS)).
 		Remove(expression.Name(attrWakeShard)).Remove(expression.Name(attrWakeMS))
-	cond := expression.And(expression.Name(attrOutboxMS).Equal(expression.Value(finishedMS)),
+	cond := expression.And(expression.Name(attrSchemaVersion).Equal(expression.Value(monitor.SchemaVersion)),
+		expression.Name(attrOutboxMS).Equal(expression.Value(finishedMS)),
 		expression.Name(attrState).In(expression.Value(string(monitor.StateTerminal)), expression.Value(string(monitor.StateFailed))))
 	expr, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(update))
 	if err != nil {
@@ -486,27 +448,20 @@ func (s *Store) Announced(ctx context.Context, eventID string, finishedMS int64)
 	return nil
 }
 
-// Owed implements monitor.Store. Owed outcomes live in two places: final
-// records written by Transition keep their wake keys and carry outbox_ms
-// without outbox_shard (docs/design.md "Owed outcomes in the wake index"),
-// and records marked invalid, final at registration, or written by the
-// earlier layout carry both outbox keys. So, per shard, one paginated
-// KEYS_ONLY Query of the sparse outbox index (outbox_shard = s AND
-// outbox_ms <= before), and one of the wake index (wake_shard = s AND
-// wake_ms <= before: an owed record's wake_ms is at most its outbox_ms)
-// whose entries are read (one projected BatchGetItem per page) and kept when final
-// with outbox_ms <= before; merged in outbox order.
+// Owed implements monitor.Store. An owed outcome's final record stays in
+// the wake index (docs/design.md "Owed outcomes in the wake index": a
+// finishing write keeps the wake keys its claim left, a record final at
+// registration or marked invalid is written there at its outbox key), so,
+// per shard, one paginated KEYS_ONLY Query of the wake index (wake_shard =
+// s AND wake_ms <= before: an owed record's wake_ms is at most its
+// outbox_ms) whose entries are read (one projected BatchGetItem per page)
+// and kept when final with outbox_ms <= before; merged in outbox order.
 func (s *Store) Owed(ctx context.Context, beforeMS int64, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	var all []wakeKey
 	for shard := range topology.WakeShards {
-		keys, err := s.rangeShard(ctx, topology.IndexOutbox, attrOutboxShard, attrOutboxMS, shard, beforeMS, limit, nil)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, keys...)
 		woken, err := s.owedInWake(ctx, shard, beforeMS, limit)
 		if err != nil {
 			return nil, err
@@ -514,7 +469,6 @@ func (s *Store) Owed(ctx context.Context, beforeMS int64, limit int) ([]string, 
 		all = append(all, woken...)
 	}
 	sortKeys(all)
-	all = dedupKeys(all)
 	ids := make([]string, 0, min(limit, len(all)))
 	for _, k := range all[:min(limit, len(all))] {
 		ids = append(ids, k.EventID)
@@ -561,11 +515,12 @@ func (s *Store) owedInWake(ctx context.Context, shard int, beforeMS int64, limit
 	return owed, nil
 }
 
-// owedProjection reads what owedOutboxes needs of a record: its id, state
-// and outbox key.
+// owedProjection reads what owedOutboxes needs of a record: its id, schema
+// version, state and outbox key.
 var owedProjection = func() expression.Expression {
 	expr, err := expression.NewBuilder().WithProjection(
-		expression.NamesList(expression.Name(attrEventID), expression.Name(attrState), expression.Name(attrOutboxMS))).Build()
+		expression.NamesList(expression.Name(attrEventID), expression.Name(attrSchemaVersion),
+			expression.Name(attrState), expression.Name(attrOutboxMS))).Build()
 	if err != nil {
 		panic(err) // constant expression
 	}
@@ -574,8 +529,9 @@ var owedProjection = func() expression.Expression {
 
 // owedOutboxes reads the records of keys (eventually consistent
 // BatchGetItem calls of up to 100 keys, batchget.Items, projected onto
-// owedProjection) and returns the outbox_ms of each one that is final and
-// owes its outcome, by event id.
+// owedProjection) and returns the outbox_ms of each one of this schema
+// version that is final and owes its outcome, by event id (an item of
+// another version is not this code's to announce: Get refuses it).
 func (s *Store) owedOutboxes(ctx context.Context, keys []wakeKey) (map[string]int64, error) {
 	if len(keys) == 0 {
 		return nil, nil
@@ -602,7 +558,8 @@ func (s *Store) owedOutboxes(ctx context.Context, keys []wakeKey) (map[string]in
 		id, _ := item[attrEventID].(*types.AttributeValueMemberS)
 		st, _ := item[attrState].(*types.AttributeValueMemberS)
 		n, _ := item[attrOutboxMS].(*types.AttributeValueMemberN)
-		if id == nil || st == nil || n == nil || !monitor.State(st.Value).Final() {
+		v, _ := item[attrSchemaVersion].(*types.AttributeValueMemberN)
+		if id == nil || st == nil || n == nil || v == nil || v.Value != strconv.Itoa(monitor.SchemaVersion) || !monitor.State(st.Value).Final() {
 			continue
 		}
 		ms, err := strconv.ParseInt(n.Value, 10, 64)
@@ -612,20 +569,6 @@ func (s *Store) owedOutboxes(ctx context.Context, keys []wakeKey) (map[string]in
 		out[id.Value] = ms
 	}
 	return out, nil
-}
-
-// dedupKeys drops repeated event ids from sorted keys (a record found in
-// both indexes while a write moves it), keeping the first.
-func dedupKeys(all []wakeKey) []wakeKey {
-	seen := map[string]bool{}
-	out := all[:0]
-	for _, k := range all {
-		if !seen[k.EventID] {
-			seen[k.EventID] = true
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 func sortKeys(all []wakeKey) {
@@ -892,10 +835,12 @@ func (s *Store) batchGet(ctx context.Context, ids []string) ([]monitor.Record, e
 	recs := make([]monitor.Record, 0, len(items))
 	for _, av := range items {
 		rec := decode(av)
-		if rec.State.Final() && !rec.NeedsAttention() && !rec.Corrupt {
+		if rec.State.Final() && !rec.NeedsAttention() && !rec.Corrupt && rec.SchemaVersion == monitor.SchemaVersion {
 			// Listed by the wake index only while its outcome is owed
 			// (docs/design.md "Owed outcomes in the wake index"): neither
-			// wakes nor needs attention, so not part of the census.
+			// wakes nor needs attention, so not part of the census. A
+			// record of another schema version always is: health
+			// reports it.
 			continue
 		}
 		recs = append(recs, rec)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -63,30 +64,6 @@ func TestStoreConformance(t *testing.T) {
 	})
 }
 
-// TestStoreConformanceOutboxLayout: the port's suite on a store writing
-// owed outcomes in the earlier layout (monitor.OwedInOutbox, the first
-// deploy over older code; docs/design.md "Owed outcomes in the wake
-// index").
-func TestStoreConformanceOutboxLayout(t *testing.T) {
-	monitortest.RunStoreSuite(t, monitortest.Harness{
-		New: func(t *testing.T) monitor.Store {
-			s, _, _ := newStore(t)
-			return s.WithOwedLayout(monitor.OwedInOutbox)
-		},
-		Tamper: func(t *testing.T, st monitor.Store, id string, edit func(*monitor.Record)) {
-			s := st.(*Store)
-			db := s.db.(*dynamodb.Client)
-			rec := decode(getRaw(t, db, s.table, id))
-			edit(&rec)
-			av, err := encode(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			putRaw(t, db, s.table, av)
-		},
-	})
-}
-
 // TestRawItemTampering plants items that only a DynamoDB table can hold
 // (wrong attribute types, unknown attributes, index keys that disagree):
 // each is state_invalid, gets marked failed, and never panics.
@@ -115,7 +92,6 @@ func TestRawItemTampering(t *testing.T) {
 			av[attrAttentionShard] = &types.AttributeValueMemberN{Value: "0"}
 			av[attrAttentionMS] = &types.AttributeValueMemberN{Value: "1"}
 		}},
-		{"schema version missing", func(av map[string]types.AttributeValue) { delete(av, attrSchemaVersion) }},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,8 +111,10 @@ func TestRawItemTampering(t *testing.T) {
 			if v, ok := after[attrState].(*types.AttributeValueMemberS); !ok || v.Value != string(monitor.StateFailed) {
 				t.Fatalf("not marked failed: %v", after[attrState])
 			}
-			if _, ok := after[attrWakeMS]; ok {
-				t.Fatal("failed item still in the wake index")
+			// Its owed outcome is listed by the wake index at its outbox key.
+			if w, o := after[attrWakeMS], after[attrOutboxMS]; w == nil || o == nil ||
+				w.(*types.AttributeValueMemberN).Value != o.(*types.AttributeValueMemberN).Value {
+				t.Fatalf("failed item: wake key %v, outbox key %v", w, o)
 			}
 			if _, ok := after[attrAttentionShard]; !ok {
 				t.Fatal("failed item not in the attention index")
@@ -149,22 +127,112 @@ func TestRawItemTampering(t *testing.T) {
 	}
 }
 
+// TestOtherSchemaVersionIsLeftAlone plants, on DynamoDB Local, items of
+// schema version 2 and items without schema_version — due, watching and
+// final with an owed outcome — and runs every path that reads or writes
+// them: Status, a poll (the claim), a due claim as the sweep makes, a
+// hint, a finishing write on a held lease, marking invalid, the owed
+// listing and its announcement. Each is refused with
+// lifecycle_monitor.schema_altered or passes the item by, and no item
+// changes by one byte.
 func TestOtherSchemaVersionIsLeftAlone(t *testing.T) {
+	for name, edit := range map[string]func(map[string]types.AttributeValue){
+		"version 2": func(av map[string]types.AttributeValue) {
+			av[attrSchemaVersion] = &types.AttributeValueMemberN{Value: "2"}
+		},
+		"no version": func(av map[string]types.AttributeValue) { delete(av, attrSchemaVersion) },
+	} {
+		t.Run(name, func(t *testing.T) { otherSchemaVersionIsLeftAlone(t, edit) })
+	}
+}
+
+func otherSchemaVersionIsLeftAlone(t *testing.T, edit func(map[string]types.AttributeValue)) {
 	ctx := context.Background()
 	s, db, table := newStore(t)
-	svc, _ := monitor.NewService(s, core.ClockFunc(func() time.Time { return core.FromMillis(monitortest.T0) }), nil, monitor.Config{})
-	if _, _, err := s.Create(ctx, monitortest.NewRecord("evt-v2", monitortest.T0)); err != nil {
+	now := monitortest.T0 + 10*time.Minute.Milliseconds()
+	svc, err := monitor.NewService(s, core.ClockFunc(func() time.Time { return core.FromMillis(now) }), nil, monitor.Config{WorkerID: "worker-1"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	av := getRaw(t, db, table, "evt-v2")
-	av[attrSchemaVersion] = &types.AttributeValueMemberN{Value: "2"}
-	putRaw(t, db, table, av)
-	_, err := svc.Status(ctx, "evt-v2")
-	if !core.HasCode(err, monitor.CodeSchemaAltered) {
-		t.Fatalf("Status = %v", err)
+	due := monitortest.NewRecord("evt-due", monitortest.T0)
+	watching := watchedRecord("evt-watching", "processing")
+	watching.NextPollMS = now + time.Hour.Milliseconds()
+	owed := monitortest.NewRecord("evt-owed", monitortest.T0)
+	owed.State, owed.RemoteStatus, owed.OutboxMS = monitor.StateTerminal, "cancelled", monitortest.T0
+	held := monitortest.NewRecord("evt-held", monitortest.T0)
+	planted := map[string]map[string]types.AttributeValue{}
+	for _, rec := range []monitor.Record{due, watching, owed, held} {
+		av, err := encode(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		putRaw(t, db, table, av)
 	}
-	if v := getRaw(t, db, table, "evt-v2")[attrState].(*types.AttributeValueMemberS).Value; v != string(monitor.StatePending) {
-		t.Fatalf("record of another version rewritten: %s", v)
+	lease, ok, err := s.Claim(ctx, "evt-held", monitor.Lease{Owner: "worker-1", Token: "tok-1", NowMS: now, ExpiresMS: now + 60_000})
+	if err != nil || !ok {
+		t.Fatalf("claim = %v, %v", ok, err)
+	}
+	for _, id := range []string{"evt-due", "evt-watching", "evt-owed", "evt-held"} {
+		av := getRaw(t, db, table, id)
+		edit(av)
+		putRaw(t, db, table, av)
+		planted[id] = getRaw(t, db, table, id)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !core.HasCode(err, monitor.CodeSchemaAltered) {
+			t.Errorf("%s = %v, want %s", what, err, monitor.CodeSchemaAltered)
+		}
+	}
+	for id := range planted {
+		_, err := svc.Status(ctx, id)
+		refused("Status("+id+")", err)
+	}
+	_, err = svc.PollOnce(ctx, "evt-due", fixedReader{status: "published"})
+	refused("PollOnce", err)
+	claims, err := svc.ClaimDue(ctx, 10)
+	if len(claims) != 0 {
+		t.Errorf("ClaimDue claimed %+v (%v)", claims, err)
+	}
+	ids, next, err := svc.SweepPage(ctx, 100, monitor.DueCursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(ids) > 0 {
+		for _, id := range ids {
+			if _, err := svc.PollOnce(ctx, id, fixedReader{status: "published"}); !core.HasCode(err, monitor.CodeSchemaAltered) {
+				t.Errorf("sweep poll of %s = %v", id, err)
+			}
+		}
+		if ids, next, err = svc.SweepPage(ctx, 100, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := svc.Hint(ctx, monitor.HintDetail{EventID: "evt-watching", SiteID: watching.SiteID}); res.Advanced {
+		t.Errorf("hint advanced a record of another version: %+v, %v", res, err)
+	}
+	_, err = s.Transition(ctx, monitor.FenceOf(lease, now+1), monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1,
+		LastErrorCode: "cms.http_404", NextPollMS: now + 1, UpdatedMS: now + 1})
+	refused("Transition", err)
+	for id := range planted {
+		if err := s.MarkInvalid(ctx, id, now+2); err != nil {
+			t.Errorf("MarkInvalid(%s) = %v", id, err)
+		}
+	}
+	if err := s.Announced(ctx, "evt-owed", owed.OutboxMS); err != nil {
+		t.Error(err)
+	}
+	if got, err := svc.OwedOutcomes(ctx, 10); err != nil || len(got) != 0 {
+		t.Errorf("OwedOutcomes = %v, %v", got, err)
+	}
+	for id, want := range planted {
+		if got := getRaw(t, db, table, id); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s changed:\n got %v\nwant %v", id, got, want)
+		}
+	}
+	recs, err := s.Census(ctx)
+	if err != nil || len(recs) != len(planted) {
+		t.Fatalf("Census = %d records, %v; want every planted one reported", len(recs), err)
 	}
 }
 
@@ -210,47 +278,5 @@ func TestOversizeItemIsRejectedNotRetried(t *testing.T) {
 	read, err := s.Get(ctx, "evt-big")
 	if err != nil || read.State != monitor.StateLeased || read.Lifecycle != nil {
 		t.Fatalf("record after the refused write = %+v, %v", read, err)
-	}
-}
-
-// An item written before the compact snapshot holds the canonical JSON as
-// a string: it reads and validates as it is, a claim keeps it, and the
-// next finishing write with an answer stores the compact form.
-func TestStringSnapshotItemIsPolledAndRewrittenCompact(t *testing.T) {
-	ctx := context.Background()
-	s, db, table := newStore(t)
-	rec := watchedRecord("evt-old-snapshot", "processing")
-	av, err := encode(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	av[attrLifecycle] = &types.AttributeValueMemberS{Value: string(rec.Lifecycle)}
-	putRaw(t, db, table, av)
-	got, err := s.Get(ctx, rec.EventID)
-	if err != nil || got.Corrupt || string(got.Lifecycle) != string(rec.Lifecycle) {
-		t.Fatalf("Get = corrupt %v lifecycle %q, %v", got.Corrupt, got.Lifecycle, err)
-	}
-	if _, err := monitor.Validate(got); err != nil {
-		t.Fatal(err)
-	}
-	now := rec.NextPollMS
-	held, ok, err := s.Claim(ctx, rec.EventID, monitor.Lease{Owner: "w", Token: "tok-old", NowMS: now, ExpiresMS: now + 60_000})
-	if err != nil || !ok || string(held.Lifecycle) != string(rec.Lifecycle) {
-		t.Fatalf("claim = %v, %v (lifecycle %q)", ok, err, held.Lifecycle)
-	}
-	if _, isString := getRaw(t, db, table, rec.EventID)[attrLifecycle].(*types.AttributeValueMemberS); !isString {
-		t.Fatal("the claim rewrote the snapshot")
-	}
-	snap := monitortest.Snapshot(rec, "publishing")
-	done, err := s.Transition(ctx, monitor.FenceOf(held, now+1), monitor.Update{State: monitor.StateWatching, NextPollMS: now + 30_000,
-		SetSnapshot: true, RemoteStatus: snap.Status, LifecycleSHA256: snap.SHA256, Lifecycle: snap.Canonical, UpdatedMS: now + 1})
-	if err != nil || string(done.Lifecycle) != string(snap.Canonical) {
-		t.Fatalf("transition = %v (lifecycle %q)", err, done.Lifecycle)
-	}
-	if _, compact := getRaw(t, db, table, rec.EventID)[attrLifecycle].(*types.AttributeValueMemberB); !compact {
-		t.Fatal("the finishing write did not store the compact snapshot")
-	}
-	if _, err := monitor.Validate(done); err != nil {
-		t.Fatal(err)
 	}
 }

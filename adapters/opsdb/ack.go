@@ -149,6 +149,9 @@ func (q *Requeuer) Acknowledge(ctx context.Context, eventID, by, reason string, 
 	_, err = q.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var canceled *types.TransactionCanceledException
 	if errors.As(err, &canceled) {
+		if journalRefused(canceled) {
+			return Acknowledged{}, core.Wrap(monitor.CodeSchemaAltered, false, fmt.Errorf("ack %s: the journal item is of another schema version", eventID))
+		}
 		current, gerr := q.store.Get(ctx, eventID)
 		if gerr == nil && current.AcknowledgedMS != 0 {
 			// Someone acknowledged it first.
@@ -179,12 +182,12 @@ func (q *Requeuer) already(ctx context.Context, rec monitor.Record) (Acknowledge
 }
 
 func (q *Requeuer) ackTransaction(before monitor.Record, by, reason string, nowMS int64) ([]types.TransactWriteItem, error) {
-	cond := expression.And(
+	cond := recordOfThisVersion(expression.And(
 		expression.Name(attrState).Equal(expression.Value(string(before.State))),
 		expression.Name(attrUpdatedMS).Equal(expression.Value(before.UpdatedMS)),
 		expression.AttributeNotExists(expression.Name(monitordb.AttrAcknowledgedMS)),
 		expression.AttributeExists(expression.Name(topology.AttrAttentionShard)),
-	)
+	))
 	update := expression.Set(expression.Name(monitordb.AttrAcknowledgedMS), expression.Value(nowMS)).
 		Remove(expression.Name(topology.AttrAttentionShard)).
 		Remove(expression.Name(topology.AttrAttentionMS))
@@ -208,9 +211,9 @@ func (q *Requeuer) ackTransaction(before monitor.Record, by, reason string, nowM
 	} else {
 		journal = journal.Remove(expression.Name("acked_remote_status"))
 	}
-	jexpr, err := expression.NewBuilder().WithUpdate(journal).Build()
+	jexpr, err := journalWrite(journal)
 	if err != nil {
-		return nil, fmt.Errorf("opsdb: build ack journal expression: %w", err)
+		return nil, err
 	}
 	return []types.TransactWriteItem{
 		{Update: &types.Update{
@@ -220,7 +223,8 @@ func (q *Requeuer) ackTransaction(before monitor.Record, by, reason string, nowM
 		}},
 		{Update: &types.Update{
 			TableName: aws.String(q.table), Key: ackKey(before.EventID),
-			UpdateExpression: jexpr.Update(), ExpressionAttributeNames: jexpr.Names(), ExpressionAttributeValues: jexpr.Values(),
+			ConditionExpression: jexpr.Condition(), UpdateExpression: jexpr.Update(),
+			ExpressionAttributeNames: jexpr.Names(), ExpressionAttributeValues: jexpr.Values(),
 		}},
 	}, nil
 }

@@ -168,6 +168,9 @@ func (q *Requeuer) Requeue(ctx context.Context, eventID string, nowMS int64) (Re
 	_, err = q.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var canceled *types.TransactionCanceledException
 	if errors.As(err, &canceled) {
+		if journalRefused(canceled) {
+			return Requeued{}, core.Wrap(monitor.CodeSchemaAltered, false, fmt.Errorf("requeue %s: the journal item is of another schema version", eventID))
+		}
 		for _, r := range canceled.CancellationReasons {
 			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
 				return Requeued{}, core.Wrap(CodeRequeueLost, false, fmt.Errorf("requeue %s: the record changed since it was read", eventID))
@@ -189,12 +192,12 @@ func (q *Requeuer) Requeue(ctx context.Context, eventID string, nowMS int64) (Re
 }
 
 func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWriteItem, error) {
-	cond := expression.And(
+	cond := recordOfThisVersion(expression.And(
 		expression.Name(attrState).Equal(expression.Value(string(monitor.StateFailed))),
 		expression.Name(attrUpdatedMS).Equal(expression.Value(before.UpdatedMS)),
 		expression.Name(attrLastErrorCode).Equal(expression.Value(before.LastErrorCode)),
 		expression.Name(attrFailures).Equal(expression.Value(before.ConsecutiveFailures)),
-	)
+	))
 	shard := monitordb.Shard(after.EventID)
 	update := expression.Set(expression.Name(attrState), expression.Value(string(after.State))).
 		Set(expression.Name(attrFailures), expression.Value(after.ConsecutiveFailures)).
@@ -205,7 +208,6 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 		Set(expression.Name(topology.AttrWakeMS), expression.Value(after.NextPollMS)).
 		Remove(expression.Name(topology.AttrAttentionShard)).
 		Remove(expression.Name(topology.AttrAttentionMS)).
-		Remove(expression.Name(topology.AttrOutboxShard)).
 		Remove(expression.Name(topology.AttrOutboxMS)).
 		Remove(expression.Name(monitordb.AttrAcknowledgedMS))
 	rexpr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(update).Build()
@@ -217,9 +219,9 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 		Set(expression.Name(attrFailedCode), expression.Value(before.LastErrorCode)).
 		Set(expression.Name(attrFailedMS), expression.Value(before.UpdatedMS)).
 		Set(expression.Name(attrFailedFailures), expression.Value(before.ConsecutiveFailures))
-	jexpr, err := expression.NewBuilder().WithUpdate(journal).Build()
+	jexpr, err := journalWrite(journal)
 	if err != nil {
-		return nil, fmt.Errorf("opsdb: build journal expression: %w", err)
+		return nil, err
 	}
 	return []types.TransactWriteItem{
 		{Update: &types.Update{
@@ -229,7 +231,8 @@ func (q *Requeuer) transaction(before, after monitor.Record) ([]types.TransactWr
 		}},
 		{Update: &types.Update{
 			TableName: aws.String(q.table), Key: journalKey(after.EventID),
-			UpdateExpression: jexpr.Update(), ExpressionAttributeNames: jexpr.Names(), ExpressionAttributeValues: jexpr.Values(),
+			ConditionExpression: jexpr.Condition(), UpdateExpression: jexpr.Update(),
+			ExpressionAttributeNames: jexpr.Names(), ExpressionAttributeValues: jexpr.Values(),
 		}},
 	}, nil
 }

@@ -46,7 +46,7 @@ One line per check and file: PASS, FAIL (with the code) or SKIP.
   --max-age D        the oldest v2 timestamp accepted, as the deployment's
                      LOCALEFLOW_EVENT_MAX_AGE (default: the functions' default,
                      ` + signing.DefaultEventMaxAge.String() + `); 5 min ahead at most
-  --refuse-v1        refuse v1 signatures, as LOCALEFLOW_EVENT_REFUSE_V1=1 does
+  --refuse-v1        refuse v1 signatures, as LOCALEFLOW_EVENT_V1=refuse (the default) does
 Checks: read, event (one JSON object; the detail-type known), envelope
 (signature under one key, timestamp window, exact members), payload (the
 function's strict parser), v2 (WARN only: a v1 signature is accepted until
@@ -199,7 +199,7 @@ func (c *cli) conformanceEvent(check peer.EventCheck, file string, haveKeys bool
 	}
 	add("payload", "PASS", "", "")
 	if signed && res.Version == 1 {
-		add("v2", "WARN", "", "v1 signature: refused where LOCALEFLOW_EVENT_REFUSE_V1=1 (check with --refuse-v1); sign v2")
+		add("v2", "WARN", "", "v1 signature: refused unless LOCALEFLOW_EVENT_V1=accept (check with --refuse-v1); sign v2")
 	}
 	r.Pass = true
 	return r

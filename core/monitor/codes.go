@@ -13,9 +13,6 @@ const (
 	CodeTimeInvalid        = "lifecycle_monitor.time_invalid"
 	CodeClientInvalid      = "lifecycle_monitor.client_invalid"
 	CodeLeaseTooShort      = "lifecycle_monitor.lease_too_short"
-	// CodeOwedLayoutInvalid: an owed-outcome layout (OwedLayout) that is
-	// neither "wake" nor "outbox".
-	CodeOwedLayoutInvalid = "lifecycle_monitor.owed_layout_invalid"
 
 	// Registration.
 	CodeChangeInvalid        = "lifecycle_monitor.change_invalid"

@@ -17,8 +17,10 @@
 // Every record read from a store is validated (Validate). A record that is
 // impossible or tampered with is marked failed with
 // lifecycle_monitor.state_invalid; nothing ever panics on stored data. A
-// record another schema version wrote is never leased (the claim condition
-// requires this version) and is parked out of due discovery.
+// record whose schema_version is not SchemaVersion (another version, or
+// none) is refused with lifecycle_monitor.schema_altered and never
+// written: every write is conditional on this version, and health reports
+// the record until an operator deals with it.
 //
 // Every write that makes a record final (terminal, failed, a reclaim at the
 // failure limit, state_invalid, a superseded or cancelled registration)

@@ -97,7 +97,8 @@ func (s *Service) Hint(ctx context.Context, d HintDetail) (HintResult, error) {
 	}
 	if _, verr := s.validated(ctx, rec, now); verr != nil {
 		// The write (if any) only moved a time; the record itself is
-		// broken and was marked or parked: nothing to poll.
+		// broken (marked failed) or of another schema version (left as it
+		// is): nothing to poll.
 		return HintResult{}, verr
 	}
 	res := HintResult{EventID: d.EventID, Advanced: ok, State: rec.State}

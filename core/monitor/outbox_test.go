@@ -3,6 +3,8 @@ package monitor_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -131,26 +133,37 @@ func TestAnnouncedKeepsANewerOutcome(t *testing.T) {
 	}
 }
 
-// A record written by another schema version is refused before it is
-// leased: it stays as it was, leaves due discovery and blocks health.
+// A record written by another schema version, or without one, is refused
+// before it is leased and left exactly as it was: it stays listed as due
+// (only an operator may change it), every poll refuses it again, and
+// health is blocked.
 func TestSchemaAlteredRecordIsNeverLeased(t *testing.T) {
-	ctx := context.Background()
-	b := setup(t, monitor.Config{Lease: time.Minute})
-	register(t, b, "evt-1")
-	b.store.Tamper("evt-1", func(r *monitor.Record) { r.SchemaVersion = monitor.SchemaVersion + 1 })
-	_, err := b.svc.PollOnce(ctx, "evt-1", reader())
-	wantCode(t, err, monitor.CodeSchemaAltered)
-	rec, _ := b.store.Get(ctx, "evt-1")
-	if rec.State != monitor.StatePending || rec.LeaseToken != "" || rec.PollAttempts != 0 {
-		t.Fatalf("record of another schema version was changed: %+v", rec)
-	}
-	b.clock.Advance(time.Hour)
-	if ids, err := b.svc.Due(ctx, 10); err != nil || len(ids) != 0 {
-		t.Fatalf("still due: %v, %v", ids, err)
-	}
-	h, err := b.svc.Health(ctx)
-	if err != nil || h.Status != monitor.HealthBlocked || h.Failed != 1 || h.ExpiredLeases != 0 || h.Due != 0 {
-		t.Fatalf("health = %+v, %v", h, err)
+	for _, version := range []int{monitor.SchemaVersion + 1, 0} {
+		t.Run(fmt.Sprint(version), func(t *testing.T) {
+			ctx := context.Background()
+			b := setup(t, monitor.Config{Lease: time.Minute})
+			register(t, b, "evt-1")
+			b.store.Tamper("evt-1", func(r *monitor.Record) { r.SchemaVersion = version })
+			planted, _ := b.store.Get(ctx, "evt-1")
+			_, err := b.svc.PollOnce(ctx, "evt-1", reader())
+			wantCode(t, err, monitor.CodeSchemaAltered)
+			b.clock.Advance(time.Hour)
+			if ids, err := b.svc.Due(ctx, 10); err != nil || len(ids) != 1 {
+				t.Fatalf("due = %v, %v", ids, err)
+			}
+			_, err = b.svc.PollOnce(ctx, "evt-1", reader())
+			wantCode(t, err, monitor.CodeSchemaAltered)
+			if _, err := b.svc.Status(ctx, "evt-1"); !core.HasCode(err, monitor.CodeSchemaAltered) {
+				t.Fatalf("status: %v", err)
+			}
+			if rec, _ := b.store.Get(ctx, "evt-1"); !reflect.DeepEqual(rec, planted) {
+				t.Fatalf("record of another schema version was changed: %+v", rec)
+			}
+			h, err := b.svc.Health(ctx)
+			if err != nil || h.Status != monitor.HealthBlocked || h.Failed != 1 || h.ExpiredLeases != 0 {
+				t.Fatalf("health = %+v, %v", h, err)
+			}
+		})
 	}
 }
 

@@ -145,20 +145,16 @@ func (s *Service) status(ctx context.Context, rec Record, now int64) (Status, er
 	return statusOf(rec, snap, now), nil
 }
 
-// validated runs Validate and marks a record that fails it as failed (or
-// parks a record of another schema version).
+// validated runs Validate and marks a record that fails it as failed
+// (never one of another schema version).
 func (s *Service) validated(ctx context.Context, rec Record, now int64) (*lifecycle.Response, error) {
 	snap, err := Validate(rec)
 	if err == nil {
 		return snap, nil
 	}
 	s.log.ErrorContext(ctx, "monitor record invalid", "event_id", safeID(rec.EventID), "code", core.CodeOf(err))
-	if core.HasCode(err, CodeSchemaAltered) && core.ValidToken(rec.EventID) {
-		// Not ours to change: out of due discovery, into health's attention.
-		if perr := s.store.Park(context.WithoutCancel(ctx), rec.EventID, now); perr != nil {
-			return nil, errors.Join(err, fmt.Errorf("park %s: %w", rec.EventID, perr))
-		}
-	}
+	// A record of another schema version (CodeSchemaAltered) is refused
+	// and left as it is: health reports it; only an operator changes it.
 	if core.HasCode(err, CodeStateInvalid) && core.ValidToken(rec.EventID) &&
 		!MarkedInvalid(rec) {
 		if merr := s.store.MarkInvalid(context.WithoutCancel(ctx), rec.EventID, now); merr != nil {

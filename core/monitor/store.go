@@ -28,10 +28,11 @@ type Store interface {
 	// leased ones (a claim does not move the wake key, so a leased record
 	// stays listed; its claim is refused while the lease lives and reclaims
 	// it once expired). A store may also list a final record whose
-	// outcome is still owed (adapters/monitordb with the wake layout keeps
-	// it at its claim's wake key until Announced, docs/design.md "Owed
-	// outcomes in the wake index"): its claim is refused and the caller
-	// announces what it owes (a sweep once it is OutboxGrace old).
+	// outcome is still owed (adapters/monitordb keeps it at its claim's
+	// wake key until Announced, docs/design.md "Owed outcomes in the wake
+	// index"), and a record of another schema version (left as it is):
+	// their claims are refused and the caller announces what an owed
+	// record owes (a sweep once it is OutboxGrace old).
 	// It may be stale (eventually consistent); the conditional writes
 	// decide.
 	Due(ctx context.Context, nowMS int64, limit int) ([]string, error)
@@ -52,12 +53,14 @@ type Store interface {
 	// applies ApplyUpdate(current, u) and returns the new record; otherwise
 	// it writes nothing and returns the error CheckFence gives for the
 	// current record (CodeClaimMissing, CodeClaimLost, CodeLeaseExpired,
-	// CodeClockRegressed, or CodeCompletionLost when the store cannot tell).
+	// CodeClockRegressed, CodeSchemaAltered for a record of another schema
+	// version, or CodeCompletionLost when the store cannot tell).
 	Transition(ctx context.Context, f Fence, u Update) (Record, error)
-	// MarkInvalid sets a record that failed validation to failed with
-	// CodeStateInvalid at nowMS, dropping its lease and wake position and
-	// setting its outbox key to nowMS (the outcome is owed). It does
-	// nothing when the record does not exist or is already MarkedInvalid
+	// MarkInvalid sets a record of this SchemaVersion that failed
+	// validation to failed with CodeStateInvalid at nowMS, dropping its
+	// lease and setting its outbox key to nowMS (the outcome is owed). It
+	// does nothing when the record does not exist, is of another schema
+	// version (never this code's to change) or is already MarkedInvalid
 	// (one outcome per change: a second marking would owe a second
 	// outcome_id).
 	MarkInvalid(ctx context.Context, eventID string, nowMS int64) error
@@ -67,18 +70,14 @@ type Store interface {
 	// Otherwise it writes nothing and returns the current record with
 	// ok=false. CodeEventMissing when there is no record.
 	Hint(ctx context.Context, h Hint) (rec Record, ok bool, err error)
-	// Park takes a record of another schema version (one this code must not
-	// change) out of due discovery and into the census of records needing
-	// attention, changing nothing else. It does nothing when the record does
-	// not exist or has this code's SchemaVersion.
-	Park(ctx context.Context, eventID string, nowMS int64) error
 	// Owed lists up to limit event ids whose outbox key is ≤ beforeMS,
 	// earliest first (a sparse index of final records whose outcome was
 	// not announced yet). It may be stale.
 	Owed(ctx context.Context, beforeMS int64, limit int) ([]string, error)
-	// Announced clears the outbox key of eventID (and any wake position
-	// the owed final record kept) if it equals finishedMS; it does nothing
-	// otherwise (cleared already, or no record).
+	// Announced clears the outbox key of eventID (and the wake position
+	// the owed final record kept) if it equals finishedMS and the record
+	// is of this SchemaVersion; it does nothing otherwise (cleared
+	// already, another version, or no record).
 	Announced(ctx context.Context, eventID string, finishedMS int64) error
 	// Census returns every record that can wake or needs attention (see
 	// Record.NeedsAttention); its cost never depends on other records.

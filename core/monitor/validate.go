@@ -16,9 +16,10 @@ import (
 // exists only on a final record (at its finishing write's time). It returns
 // the parsed snapshot (nil when there is none) or
 // lifecycle_monitor.state_invalid, or lifecycle_monitor.schema_altered for a
-// record of another layout version.
+// record whose schema_version is not SchemaVersion (another version, or
+// none): such a record is never this code's to judge or change.
 func Validate(r Record) (*lifecycle.Response, error) {
-	if r.SchemaVersion != SchemaVersion && !r.Corrupt && r.SchemaVersion != 0 {
+	if r.SchemaVersion != SchemaVersion {
 		return nil, core.Fail(CodeSchemaAltered)
 	}
 	snap, ok := validRecord(r)

@@ -120,7 +120,6 @@ func TestTamperedRecordIsMarkedFailed(t *testing.T) {
 			return b
 		}, func(r *monitor.Record) { r.RemoteStatus = "published" }},
 		{"corrupt item", watchingRecord, func(r *monitor.Record) { r.Corrupt = true }},
-		{"missing schema version", watchingRecord, func(r *monitor.Record) { r.SchemaVersion = 0 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,9 +27,8 @@ func TestCreateTableInput(t *testing.T) {
 			wantKeys: []string{"event_id/HASH"},
 			wantAttrs: map[string]types.ScalarAttributeType{
 				"event_id": "S", "wake_shard": "N", "wake_ms": "N", "attention_shard": "N", "attention_ms": "N",
-				"outbox_shard": "N", "outbox_ms": "N",
 			},
-			wantIndexes: 3, // wake, attention, outbox
+			wantIndexes: 2, // wake, attention (owed outcomes stay in the wake index)
 		},
 		{
 			name:     "release: hash and range key",

@@ -63,8 +63,8 @@ const (
 	envTextRetention        = contract.EnvTextRetention      // texts kept after delivered/blocked
 	envKeyTTL               = contract.EnvKeyTTL             // key sets re-read after (default 5m)
 	envRecordRetention      = contract.EnvMonitorRetention   // content-free records kept after their last write (default 2160h)
-	// Signed input events: the oldest v2 event accepted, and "1" to refuse
-	// v1 signatures once every producer signs v2.
-	envEventMaxAge   = contract.EnvEventMaxAge
-	envEventRefuseV1 = contract.EnvEventRefuseV1
+	// Signed input events: the oldest v2 event accepted, and whether v1
+	// signatures are accepted (accept|refuse, default refuse).
+	envEventMaxAge = contract.EnvEventMaxAge
+	envEventV1     = contract.EnvEventV1
 )

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/localeflow/localeflow/contract"
 )
 
 // TestPlainHTTPServiceURLsNeedTheLocalFlag: http:// evidence and CMS URLs
@@ -27,12 +29,13 @@ func TestPlainHTTPServiceURLsNeedTheLocalFlag(t *testing.T) {
 	}
 }
 
-// TestEventSettingsFromEnv: the v2 window and the v1 refusal reach the
-// coordinator's settings.
+// TestEventSettingsFromEnv: the v2 window and the v1 setting reach the
+// coordinator's settings; a bad value and the retired variable are
+// refused naming the variable.
 func TestEventSettingsFromEnv(t *testing.T) {
 	env := baseEnv()
 	env[envEventMaxAge] = "2h"
-	env[envEventRefuseV1] = "1"
+	env[envEventV1] = "refuse"
 	c, err := loadConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -40,8 +43,17 @@ func TestEventSettingsFromEnv(t *testing.T) {
 	if c.Events.MaxAge != 2*time.Hour || !c.Events.RefuseV1 {
 		t.Fatalf("events %+v", c.Events)
 	}
-	env[envEventRefuseV1] = "yes"
-	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil {
-		t.Fatal("refuse v1 = yes accepted")
+	env[envEventV1] = "accept"
+	if c, err := loadConfig(func(k string) string { return env[k] }); err != nil || c.Events.RefuseV1 {
+		t.Fatalf("accept: refuse=%v, %v", c.Events.RefuseV1, err)
+	}
+	env[envEventV1] = "yes"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), envEventV1) {
+		t.Fatalf("%s=yes: %v", envEventV1, err)
+	}
+	delete(env, envEventV1)
+	env[contract.EnvEventRefuseV1Retired] = "0"
+	if _, err := loadConfig(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), envEventV1+"=accept") {
+		t.Fatalf("retired %s=0: %v", contract.EnvEventRefuseV1Retired, err)
 	}
 }

@@ -44,7 +44,7 @@
 //	LOCALEFLOW_TEXT_RETENTION           texts kept after the release ends (default 168h)
 //	LOCALEFLOW_MONITOR_RETENTION        content-free records kept after their last write once they need nothing more (default 2160h)
 //	LOCALEFLOW_EVENT_MAX_AGE            oldest v2 signed input event accepted (default 720h, ≤ retention)
-//	LOCALEFLOW_EVENT_REFUSE_V1          0 accepts v1 event signatures (default 1: refused)
+//	LOCALEFLOW_EVENT_V1                 accept or refuse v1 event signatures (default refuse)
 //	LOCALEFLOW_ALLOW_INSECURE_HTTP      1 allows http:// service URLs (local runs only)
 //	LOCALEFLOW_LOG_LEVEL                DEBUG, INFO (default), WARN, ERROR
 package main

@@ -8,7 +8,7 @@ import (
 )
 
 // TestReleaseReplayWindow (issue 25, findings 9 and 10): v1 input
-// signatures are refused unless LOCALEFLOW_EVENT_REFUSE_V1=0; the default
+// signatures are refused unless LOCALEFLOW_EVENT_V1=accept; the default
 // window covers a DLQ redrive (14 days of DLQ retention); the record
 // retention must cover the window.
 func TestReleaseReplayWindow(t *testing.T) {
@@ -23,7 +23,7 @@ func TestReleaseReplayWindow(t *testing.T) {
 	if w := signing.EffectiveEventMaxAge(c.Events.MaxAge); w < 15*24*3600e9 || c.RecordRetention < w {
 		t.Fatalf("window %s (a DLQ keeps 14 days), retention %s", w, c.RecordRetention)
 	}
-	env[envEventRefuseV1] = "0"
+	env[envEventV1] = "accept"
 	if c, err := loadConfig(func(k string) string { return env[k] }); err != nil || c.Events.RefuseV1 {
 		t.Fatalf("explicit v1 acceptance: refuse=%v err=%v", c.Events.RefuseV1, err)
 	}

@@ -111,7 +111,7 @@ func rieEnv(fx releasetest.Fixture, table, queueURL, bus, evidenceURL, cmsURL st
 		envIssuersIndependent + "=" + issuerEnv(fx, release.KindIndependentModelReview),
 		"LOCALEFLOW_EVENT_KEY_HEX=" + hex.EncodeToString(fx.EventKey),
 		// The fixture signs v1; v1 is refused unless accepted.
-		envEventRefuseV1 + "=0",
+		envEventV1 + "=accept",
 		"LOCALEFLOW_EVIDENCE_KEY_HEX=" + hex.EncodeToString(evidenceKey),
 		"LOCALEFLOW_CMS_KEY_HEX=" + hex.EncodeToString(cmsKey),
 		"LOCALEFLOW_APPROVAL_KEY_HEX=" + hex.EncodeToString(fx.ApprovalSeed),

@@ -16,8 +16,8 @@ import (
 )
 
 // TestIntegrationColdStartVerifiesMonitorTable: a poller pointed at a
-// table without the topology's indexes (here: an older table lacking the
-// outbox index) fails at cold start with schema_altered; the topology's
+// table without the topology's indexes (here: one lacking the attention
+// index) fails at cold start with schema_altered; the topology's
 // table passes.
 func TestIntegrationColdStartVerifiesMonitorTable(t *testing.T) {
 	db, good := localtest.Table(t, func(topo topology.Topology) topology.Table { return topo.Monitor })
@@ -26,7 +26,7 @@ func TestIntegrationColdStartVerifiesMonitorTable(t *testing.T) {
 	old.Name = good.Name + "-old"
 	old.Indexes = nil
 	for _, ix := range good.Indexes {
-		if ix.Name != topology.IndexOutbox {
+		if ix.Name != topology.IndexAttention {
 			old.Indexes = append(old.Indexes, ix)
 		}
 	}
@@ -48,7 +48,7 @@ func TestIntegrationColdStartVerifiesMonitorTable(t *testing.T) {
 	}
 	env[envMonitorTable] = old.Name
 	if _, err := coldStart(ctx, getenv, log); !core.HasCode(err, monitor.CodeSchemaAltered) {
-		t.Fatalf("cold start on a table without the outbox index = %v, want %s", err, monitor.CodeSchemaAltered)
+		t.Fatalf("cold start on a table without the attention index = %v, want %s", err, monitor.CodeSchemaAltered)
 	}
 	env[envMonitorTable] = good.Name + "-missing"
 	if _, err := coldStart(ctx, getenv, log); err == nil {

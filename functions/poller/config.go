@@ -30,7 +30,7 @@ const (
 	envEventKeyHex  = envEventKey + contract.HexSuffix
 	envEventMaxAge  = contract.EnvEventMaxAge
 	envKeyTTL       = contract.EnvKeyTTL // key sets re-read after (default 5m)
-	envEventV1      = contract.EnvEventRefuseV1
+	envEventV1      = contract.EnvEventV1
 	envCMSTimeout   = contract.EnvCMSTimeout
 	envLease        = contract.EnvMonitorLease
 	envPollInterval = contract.EnvPollInterval
@@ -43,6 +43,5 @@ const (
 	envWorkerID     = contract.EnvWorkerID
 	envLogLevel     = contract.EnvLogLevel
 	envRetention    = contract.EnvMonitorRetention // finished records expire after (default 2160h)
-	envOwedLayout   = contract.EnvOwedLayout       // where finishing writes leave owed outcomes (default wake)
 	envSweepGrace   = contract.EnvSweepGrace       // due changes left to their message this long before a sweep (default 30s)
 )

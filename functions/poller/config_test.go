@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/localeflow/localeflow/adapters/secretkey"
+	"github.com/localeflow/localeflow/contract"
 )
 
 const keyHex = "6c6f63616c65666c6f772d636d732d746573742d6b65792d3030303030303031"
@@ -79,7 +80,9 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{"key short", func(e map[string]string) { e[envCMSKeyHex] = "abcd" }, "at least"},
 		{"no event key", func(e map[string]string) { delete(e, envEventKeyHex) }, envEventKey},
 		{"event key short", func(e map[string]string) { e[envEventKeyHex] = "abcd" }, "at least"},
-		{"refuse v1 not 0/1", func(e map[string]string) { e[envEventV1] = "yes" }, envEventV1},
+		{"v1 signatures neither accept nor refuse", func(e map[string]string) { e[envEventV1] = "yes" }, envEventV1 + ` ("yes") must be accept or refuse`},
+		{"v1 signatures as 0 (the retired form)", func(e map[string]string) { e[envEventV1] = "0" }, envEventV1},
+		{"retired refuse-v1 variable", func(e map[string]string) { e[contract.EnvEventRefuseV1Retired] = "0" }, envEventV1 + "=accept"},
 		{"bad duration", func(e map[string]string) { e[envLease] = "ten minutes" }, envLease},
 		{"bad integer", func(e map[string]string) { e[envMaxFailures] = "five" }, envMaxFailures},
 		{"lease too short", func(e map[string]string) { e[envLease] = "10s" }, "lifecycle_monitor.lease_too_short"},

@@ -67,34 +67,6 @@ func TestConfigErrorsNameVariableValueAndRule(t *testing.T) {
 	}
 }
 
-// TestOwedLayoutSetting: LOCALEFLOW_OWED_LAYOUT defaults to wake, accepts
-// outbox (the earlier layout, deploy order in docs/design.md "Owed outcomes
-// in the wake index"), and refuses anything else — another spelling
-// included — with the variable, the value and the stable code, so a typo
-// never silently picks a layout.
-func TestOwedLayoutSetting(t *testing.T) {
-	for value, want := range map[string]monitor.OwedLayout{"": monitor.OwedInWake, "wake": monitor.OwedInWake, "outbox": monitor.OwedInOutbox, " outbox ": monitor.OwedInOutbox} {
-		env := baseEnv()
-		env[envOwedLayout] = value
-		c, err := loadConfig(func(k string) string { return env[k] })
-		if err != nil || c.OwedLayout != want {
-			t.Errorf("%q: layout %q, %v; want %q", value, c.OwedLayout, err, want)
-		}
-	}
-	for _, value := range []string{"Wake", "OUTBOX", "wake-index", "1", "outbox,wake"} {
-		env := baseEnv()
-		env[envOwedLayout] = value
-		_, err := loadConfig(func(k string) string { return env[k] })
-		if err == nil {
-			t.Errorf("%q accepted", value)
-			continue
-		}
-		if !core.HasCode(err, monitor.CodeOwedLayoutInvalid) || !strings.Contains(err.Error(), envOwedLayout+` ("`+value+`") must be wake or outbox`) {
-			t.Errorf("%q: %v", value, err)
-		}
-	}
-}
-
 // TestSweepGraceSetting: LOCALEFLOW_SWEEP_GRACE sets the sweep's grace
 // (monitor.Config.SweepGrace; default 30s when unset) and refuses, with the
 // variable, the value and monitor's stable code, every value outside whole

@@ -122,7 +122,7 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 	if err != nil {
 		return nil, wired{}, fmt.Errorf("monitor store: %w", err)
 	}
-	store := base.WithRetention(cfg.Retention).WithOwedLayout(cfg.OwedLayout)
+	store := base.WithRetention(cfg.Retention)
 	clock := core.SystemClock{}
 	svc, err := monitor.NewService(store, clock, log, cfg.Monitor)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // monitor retention shorter than LOCALEFLOW_EVENT_MAX_AGE was allowed: an
 // old dispatch re-sent after its record expired registered the finished
 // change again (a second outcome). v1 is now refused unless
-// LOCALEFLOW_EVENT_REFUSE_V1=0, and the retention must cover the window.
+// LOCALEFLOW_EVENT_V1=accept, and the retention must cover the window.
 func TestRegistrationStaysIdempotentForTheReplayWindow(t *testing.T) {
 	env := baseEnv()
 	c, err := loadConfig(func(k string) string { return env[k] })
@@ -25,7 +25,7 @@ func TestRegistrationStaysIdempotentForTheReplayWindow(t *testing.T) {
 	if c.Retention < signing.EffectiveEventMaxAge(c.EventMaxAge) {
 		t.Fatalf("default retention %s below the default window %s", c.Retention, signing.EffectiveEventMaxAge(c.EventMaxAge))
 	}
-	env[envEventV1] = "0"
+	env[envEventV1] = "accept"
 	if c, err := loadConfig(func(k string) string { return env[k] }); err != nil || c.RefuseV1 {
 		t.Fatalf("explicit v1 acceptance: refuse=%v err=%v", c.RefuseV1, err)
 	}

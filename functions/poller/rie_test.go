@@ -41,7 +41,7 @@ func TestIntegrationBootstrapUnderRIE(t *testing.T) {
 		// The key that signed testdata/sqs_intake.json's dispatch details.
 		envEventKeyHex+"="+hex.EncodeToString([]byte("localeflow-event-test-key-000001")),
 		// Those details are v1-signed: v1 is refused unless accepted.
-		envEventV1+"=0",
+		envEventV1+"=accept",
 		envCMSTimeout+"=2s",
 		// The sweep below runs right after registering: with the default
 		// grace (30 s) it would leave the change to its queued message.

@@ -15,8 +15,10 @@ import (
 var (
 	// pollerMonitorActions: what adapters/monitordb does for the poller:
 	// register (PutItem, conditional), claim/complete/retry/fail and marking
-	// invalid records (UpdateItem, conditional), status reads (GetItem).
-	pollerMonitorActions = []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+	// invalid records (UpdateItem, conditional), status reads (GetItem),
+	// and the sweep's owed pass, which reads the wake index's entries a
+	// page at a time (BatchGetItem, projected).
+	pollerMonitorActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
 	// coordinatorReleaseActions: adapters/releasedb loads an event's item
 	// collection with one Query and writes every state change as a PutItem
 	// conditional on the version read.
@@ -53,7 +55,6 @@ func (b *builder) grant() {
 	b.allow("poller", "MonitorItems", pollerMonitorActions, monitor.TableArn())
 	b.allow("poller", "VerifyMonitorTable", pollerVerifyAction, monitor.TableArn())
 	b.allow("poller", "MonitorWakeIndex", queryAction, indexArn(monitor, topology.IndexWake))
-	b.allow("poller", "MonitorOutboxIndex", queryAction, indexArn(monitor, topology.IndexOutbox))
 	b.allow("poller", "PollQueueSend", sendAction, b.queues[topo.PollQueue.Logical].QueueArn())
 	b.allow("poller", "QuarantineSend", sendAction, b.quarantine.QueueArn())
 
@@ -73,8 +74,7 @@ func (b *builder) grant() {
 	// onto the table keys (Select SPECIFIC_ATTRIBUTES, required), item
 	// reads onto the records' content-free attributes. The conditions
 	// (dynamodb:Attributes) enforce the projections adapters/monitordb and
-	// adapters/opsdb make; health never reads the outbox index (only
-	// the poller publishes owed outcomes from it).
+	// adapters/opsdb make; health reads no wake or outbox index.
 	b.allowIf("health", "ReadMonitorItems", healthTableActions, onlyAttributes(topology.MonitorCensusAttributes, false), monitor.TableArn())
 	// The release census cannot read source or result texts.
 	b.allowIf("health", "ReadReleaseItems", healthTableActions, onlyAttributes(topology.ReleaseCensusAttributes, false), release.TableArn())

@@ -90,9 +90,8 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	want := map[string][]string{
 		"poller": slices.Concat(xray,
 			pairs("log-group PollerFunction", "logs:CreateLogStream", "logs:PutLogEvents"),
-			pairs("table MonitorTable", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+			pairs("table MonitorTable", "dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
 			pairs("table MonitorTable/index/wake", "dynamodb:Query"),
-			pairs("table MonitorTable/index/outbox", "dynamodb:Query"),
 			pairs("queue PollQueue", append([]string{"sqs:SendMessage"}, consume...)...),
 			pairs("queue QuarantineQueue", "sqs:SendMessage"),
 			pairs("bus", "events:PutEvents"),

@@ -392,15 +392,14 @@ func (b *builder) env(dir string) map[string]*string {
 		env[EnvPollQueueURL] = b.queues[topo.PollQueue.Logical].QueueUrl()
 		env[EnvQuarantineQueueURL] = b.quarantine.QueueUrl()
 		env[EnvCMSBaseURL] = jsii.String(b.cfg.cmsBaseURL)
-		// The failure budget is always explicit, so the template states the
-		// outage tolerance it was synthesized for.
-		env[EnvMaxFailures] = jsii.String(fmt.Sprint(b.cfg.monitor.MaxConsecutiveFailures))
-		env[EnvRetryMaxDelay] = jsii.String(b.cfg.monitor.MaxDelay.String())
-		env[EnvMonitorRetention] = jsii.String(b.cfg.monitorRetention.String())
-		// Always explicit: the template states the layout it writes.
-		env[EnvOwedLayout] = jsii.String(string(b.cfg.owedLayout))
-		// Always explicit: the template states the sweep's grace.
-		env[EnvSweepGrace] = jsii.String(b.cfg.monitor.SweepGrace.String())
+		// Always explicit (the failure budget, the backoff cap, the
+		// retention, the sweep's grace), so the template states the outage
+		// tolerance it was synthesized for; rendered by the poller's own
+		// package (pollerconfig.Stack), which the simulation and the cost
+		// benchmarks compare their poller with.
+		for name, value := range b.cfg.pollerStack().Env() {
+			env[name] = jsii.String(value)
+		}
 	case "coordinator":
 		// The one definition of the coordinator's stack environment
 		// (the simulation and the benchmarks load the same: config.

@@ -42,7 +42,6 @@ const (
 	// coordinator's content-free release records this long after their
 	// last write once they need nothing more.
 	EnvMonitorRetention     = contract.EnvMonitorRetention
-	EnvOwedLayout           = contract.EnvOwedLayout
 	EnvSweepGrace           = contract.EnvSweepGrace
 	EnvReleaseQueueURL      = contract.EnvReleaseQueueURL
 	EnvEventBus             = contract.EnvEventBus
@@ -177,14 +176,6 @@ type Props struct {
 	// their last write once they need nothing more; 0 means
 	// DefaultMonitorRetention.
 	MonitorRetention time.Duration
-	// OwedLayout is where the poller's finishing writes leave owed
-	// outcomes (LOCALEFLOW_OWED_LAYOUT): "wake" (the default for "") or
-	// "outbox", the earlier layout; anything else fails synth with
-	// lifecycle_monitor.owed_layout_invalid. A deployment running code
-	// from before this setting deploys once with "outbox" and switches
-	// after (docs/design.md "Owed outcomes in the wake index", deploy
-	// order; docs/runbook.md "Switching the owed-outcome layout").
-	OwedLayout string
 	// SweepGrace is how long past its wake time a due change is left to
 	// its queued message before the poller's sweep claims it
 	// (LOCALEFLOW_SWEEP_GRACE, monitor.Config.SweepGrace); 0 means
@@ -251,8 +242,6 @@ type stackConfig struct {
 	textRetention time.Duration
 	// monitorRetention keeps finished monitor records.
 	monitorRetention time.Duration
-	// owedLayout is the poller's owed-outcome layout (validated).
-	owedLayout monitor.OwedLayout
 	// visibility per queue Logical: the topology value, raised to
 	// visibilityFactor × the consumer's timeout when that is larger.
 	visibility map[string]int
@@ -345,11 +334,6 @@ func resolve(props *Props) (stackConfig, error) {
 		// and the replay window").
 		return stackConfig{}, fmt.Errorf("infra: MonitorRetention %s must be at least the signed events' max age %s", cfg.monitorRetention, signing.DefaultEventMaxAge)
 	}
-	layout, err := monitor.ParseOwedLayout(props.OwedLayout)
-	if err != nil {
-		return stackConfig{}, fmt.Errorf("infra: OwedLayout %q must be wake or outbox: %w", props.OwedLayout, err)
-	}
-	cfg.owedLayout = layout
 	if err := resolveFunctions(&cfg, props.Functions); err != nil {
 		return stackConfig{}, err
 	}

@@ -35,8 +35,11 @@ type Settings struct {
 	CMSTimeout     time.Duration `env:"LOCALEFLOW_CMS_TIMEOUT"`
 	KeyTTL         time.Duration `env:"LOCALEFLOW_KEY_TTL"`
 	EventMaxAge    time.Duration `env:"LOCALEFLOW_EVENT_MAX_AGE"`
-	// EventRefuseV1 refuses v1 event signatures (LOCALEFLOW_EVENT_REFUSE_V1=1).
-	EventRefuseV1 bool `env:"LOCALEFLOW_EVENT_REFUSE_V1"`
+	// EventV1 says whether input events signed with v1 (no signed time)
+	// are accepted: contract.EventV1Accept while a producer still signs
+	// v1, or contract.EventV1Refuse; "" keeps the functions' default,
+	// refuse (LOCALEFLOW_EVENT_V1).
+	EventV1 contract.EventV1 `env:"LOCALEFLOW_EVENT_V1"`
 
 	// Poller.
 	MonitorLease    time.Duration `env:"LOCALEFLOW_MONITOR_LEASE"`
@@ -70,7 +73,7 @@ func SettingVariables() []string {
 }
 
 // env renders the non-zero fields as variable values, in the form the
-// loaders read (Go durations, decimal integers, "1").
+// loaders read (Go durations, decimal integers, the values as written).
 func (s Settings) env() map[string]string {
 	out := map[string]string{}
 	v := reflect.ValueOf(s)
@@ -81,6 +84,10 @@ func (s Settings) env() map[string]string {
 			if f != "" {
 				out[name] = f
 			}
+		case contract.EventV1:
+			if f != "" {
+				out[name] = string(f)
+			}
 		case time.Duration:
 			if f != 0 {
 				out[name] = f.String()
@@ -88,10 +95,6 @@ func (s Settings) env() map[string]string {
 		case int:
 			if f != 0 {
 				out[name] = strconv.Itoa(f)
-			}
-		case bool:
-			if f {
-				out[name] = "1"
 			}
 		}
 	}
@@ -149,12 +152,10 @@ func checkSettings(cfg stackConfig, dir string, settings map[string]string) erro
 		contract.EnvPollQueueURL: placeholderQueue(topo.PollQueue.Name), contract.EnvReleaseQueueURL: placeholderQueue(topo.RelQueue.Name),
 		contract.EnvQuarantineQueueURL: placeholderQueue(topo.Quarantine.Name),
 		contract.EnvCMSBaseURL:         cfg.cmsBaseURL, contract.EnvEvidenceBaseURL: cfg.evidenceBaseURL,
-		contract.EnvMaxConsecutiveFailures: strconv.Itoa(cfg.monitor.MaxConsecutiveFailures),
-		contract.EnvRetryMaxDelay:          cfg.monitor.MaxDelay.String(),
-		contract.EnvMonitorRetention:       cfg.monitorRetention.String(),
-		contract.EnvOwedLayout:             string(cfg.owedLayout),
-		contract.EnvSweepGrace:             cfg.monitor.SweepGrace.String(),
-		contract.EnvTextRetention:          cfg.textRetention.String(),
+		contract.EnvTextRetention: cfg.textRetention.String(),
+	}
+	for name, value := range cfg.pollerStack().Env() {
+		env[name] = value
 	}
 	issuers := cfg.receiptIssuers
 	if issuers.Quality == "" {
@@ -195,4 +196,11 @@ func placeholderIssuer(n byte) string {
 	seed[0] = n
 	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
 	return fmt.Sprintf("placeholder%d=%s", n, hex.EncodeToString(pub))
+}
+
+// pollerStack is what the stack states on the poller besides its
+// resources.
+func (cfg stackConfig) pollerStack() pollerconfig.Stack {
+	return pollerconfig.Stack{MaxConsecutiveFailures: cfg.monitor.MaxConsecutiveFailures, RetryMaxDelay: cfg.monitor.MaxDelay,
+		Retention: cfg.monitorRetention, SweepGrace: cfg.monitor.SweepGrace}
 }

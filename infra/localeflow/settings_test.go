@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 
 	"github.com/localeflow/localeflow/contract"
+	pollerconfig "github.com/localeflow/localeflow/functions/poller/config"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -17,7 +18,7 @@ import (
 // loaders accept together.
 var validSettings = Settings{
 	LogLevel: "DEBUG", DeadlineMargin: 3 * time.Second, CMSTimeout: 20 * time.Second, KeyTTL: 10 * time.Minute,
-	EventMaxAge: 48 * time.Hour, EventRefuseV1: true,
+	EventMaxAge: 48 * time.Hour, EventV1: contract.EventV1Accept,
 	MonitorLease: 15 * time.Minute, PollInterval: time.Minute, RetryBaseDelay: 10 * time.Second, HintMinGap: 2 * time.Second,
 	PollConcurrency:  32,
 	EvidenceRevision: "rev-2", EvidenceLease: 100 * time.Second, EvidenceMaxAttempts: 7, EvidenceTimeout: 25 * time.Second,
@@ -109,7 +110,7 @@ func TestInvalidSettingFailsWithTheLoadersMessage(t *testing.T) {
 		{contract.EnvCMSTimeout, "0s", `LOCALEFLOW_CMS_TIMEOUT (0s) must be positive`},
 		{contract.EnvKeyTTL, "-5m", `LOCALEFLOW_KEY_TTL (-5m0s) must not be negative`},
 		{contract.EnvEventMaxAge, "soon", `LOCALEFLOW_EVENT_MAX_AGE ("soon") is not a Go duration`},
-		{contract.EnvEventRefuseV1, "yes", `LOCALEFLOW_EVENT_REFUSE_V1 must be 0 or 1`},
+		{contract.EnvEventV1, "yes", `LOCALEFLOW_EVENT_V1 ("yes") must be accept or refuse`},
 		{contract.EnvMonitorLease, "5s", `LOCALEFLOW_MONITOR_LEASE (5s) must outlast LOCALEFLOW_CMS_TIMEOUT (10s)`},
 		{contract.EnvPollInterval, "25h", `LOCALEFLOW_POLL_INTERVAL (25h0m0s) must be a Go duration of whole milliseconds from 1ms to 24h0m0s`},
 		{contract.EnvRetryBaseDelay, "10m", `LOCALEFLOW_RETRY_BASE_DELAY (10m0s) must not exceed LOCALEFLOW_RETRY_MAX_DELAY (5m0s)`},
@@ -183,6 +184,45 @@ func TestSecretsAreTheTopologys(t *testing.T) {
 		want := topology.Secrets[i]
 		if s.Logical != want.Logical || s.Stem != want.Stem || s.Env != contract.SecretARN(want.Key) {
 			t.Errorf("secret %+v, topology %+v", s, want)
+		}
+	}
+}
+
+// TestEventV1SettingSaysAcceptAndRefuse: the typed v1 setting can state
+// both values (the retired bool could only state the default) and leaves
+// the variable unset for the default; the deploy test above carries accept
+// to the functions.
+func TestEventV1SettingSaysAcceptAndRefuse(t *testing.T) {
+	for v, want := range map[contract.EventV1]string{contract.EventV1Accept: "accept", contract.EventV1Refuse: "refuse", "": ""} {
+		got, set := Settings{EventV1: v}.env()[contract.EnvEventV1]
+		if got != want || set != (want != "") {
+			t.Errorf("EventV1 %q: %s = %q (set %v), want %q", v, contract.EnvEventV1, got, set, want)
+		}
+		p := testProps()
+		p.Settings = Settings{EventV1: v}
+		if _, err := resolve(p); err != nil {
+			t.Errorf("EventV1 %q refused: %v", v, err)
+		}
+	}
+}
+
+// TestPollerStackDefaultsArePollerconfigs: a stack that sets none of the
+// poller's stack settings gives the poller exactly
+// pollerconfig.DefaultStack, the environment the simulation and the cost
+// benchmarks compare their poller configuration with
+// (dev/proof/harness TestPollerConfigIsTheStacks).
+func TestPollerStackDefaultsArePollerconfigs(t *testing.T) {
+	cfg, err := resolve(testProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.pollerStack(), pollerconfig.DefaultStack(); got != want {
+		t.Fatalf("the stack's poller settings %+v, pollerconfig.DefaultStack %+v", got, want)
+	}
+	vars := synth(t, testProps()).functionEnv(t, "poller")
+	for name, want := range pollerconfig.DefaultStack().Env() {
+		if vars[name] != want {
+			t.Errorf("poller %s = %v, want %q", name, vars[name], want)
 		}
 	}
 }

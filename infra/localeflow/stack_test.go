@@ -96,7 +96,7 @@ func TestFunctionEnvironment(t *testing.T) {
 			EnvMonitorTable: monitor, EnvPollQueueURL: pollURL, EnvEventBus: bus, EnvQuarantineQueueURL: quarantineURL,
 			EnvCMSBaseURL: "https://cms.example.com", EnvCMSKeySecret: ref("CMSKeySecret"),
 			EnvEventKeySecret: ref("EventKeySecret"), EnvMaxFailures: "5", EnvRetryMaxDelay: "5m0s",
-			EnvDeployment: "localeflow", EnvMonitorRetention: "2160h0m0s", EnvOwedLayout: "wake",
+			EnvDeployment: "localeflow", EnvMonitorRetention: "2160h0m0s",
 			EnvSweepGrace: "30s",
 		},
 		"coordinator": {
@@ -920,7 +920,6 @@ func TestInvalidPropsRejected(t *testing.T) {
 			p.ReceiptIssuers.IndependentReview = "rv=" + humanKey
 		}, "share a key"},
 		{"retention below the event max age", func(p *Props) { p.MonitorRetention = 168 * 3600e9 }, "max age"},
-		{"unknown owed layout", func(p *Props) { p.OwedLayout = "Wake" }, "lifecycle_monitor.owed_layout_invalid"},
 		{"sweep grace over 900s", func(p *Props) { p.SweepGrace = 901 * time.Second }, "lifecycle_monitor.delay_invalid"},
 		{"sweep grace negative", func(p *Props) { p.SweepGrace = -time.Second }, "SweepGrace -1s"},
 		{"sweep grace sub-millisecond", func(p *Props) { p.SweepGrace = 1500 * time.Microsecond }, "lifecycle_monitor.delay_invalid"},
@@ -946,22 +945,6 @@ func TestInvalidPropsRejected(t *testing.T) {
 	for _, id := range []string{"", "1stack", "my_stack", "a/b"} {
 		if _, err := NewStack(awscdk.NewApp(nil), id, &StackProps{Props: *testProps()}); err == nil || !strings.Contains(err.Error(), "stack name") {
 			t.Errorf("stack id %q: err = %v", id, err)
-		}
-	}
-}
-
-// TestOwedLayoutOutboxReachesThePoller: the earlier layout (deploy order,
-// docs/design.md "Owed outcomes in the wake index") is set on the poller
-// alone; the default is wake (TestFunctionEnvironment).
-func TestOwedLayoutOutboxReachesThePoller(t *testing.T) {
-	props := testProps()
-	props.OwedLayout = "outbox"
-	s := synth(t, props)
-	for _, fn := range s.topo.Functions {
-		env := s.props(t, "AWS::Lambda::Function", fn.Logical)["Environment"].(map[string]any)["Variables"].(map[string]any)
-		v, ok := env[EnvOwedLayout]
-		if want := fn.Dir == "poller"; ok != want || (want && v != "outbox") {
-			t.Errorf("%s: %s = %v (set %v)", fn.Dir, EnvOwedLayout, v, ok)
 		}
 	}
 }

@@ -130,3 +130,26 @@ func (r *Reader) Deployment(def string) string {
 	}
 	return v
 }
+
+// RefuseV1 reports whether v1 event signatures are refused:
+// contract.EnvEventV1 is contract.EventV1Refuse or unset (refused), or
+// contract.EventV1Accept; any other value is an error naming the
+// variable, and so is the retired contract.EnvEventRefuseV1Retired when it
+// is set (an operator who set it to 0 to accept v1 would otherwise be
+// refused silently).
+func (r *Reader) RefuseV1() bool {
+	if v := r.String(contract.EnvEventRefuseV1Retired); v != "" {
+		r.errs = append(r.errs, fmt.Errorf("%s (%q) is no longer read: set %s=%s to accept v1 event signatures, or leave it unset to refuse them",
+			contract.EnvEventRefuseV1Retired, v, contract.EnvEventV1, contract.EventV1Accept))
+	}
+	switch v := contract.EventV1(r.String(contract.EnvEventV1)); v {
+	case "", contract.EventV1Refuse:
+		return true
+	case contract.EventV1Accept:
+		return false
+	default:
+		r.errs = append(r.errs, fmt.Errorf("%s (%q) must be %s or %s (default %s)", contract.EnvEventV1, v,
+			contract.EventV1Accept, contract.EventV1Refuse, contract.EventV1Refuse))
+		return true
+	}
+}

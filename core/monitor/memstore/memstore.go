@@ -14,14 +14,12 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	records map[string]monitor.Record
-	// parked holds the records Park took out of due discovery.
-	parked map[string]bool
 }
 
 var _ monitor.Store = (*Store)(nil)
 
 // New returns an empty store.
-func New() *Store { return &Store{records: map[string]monitor.Record{}, parked: map[string]bool{}} }
+func New() *Store { return &Store{records: map[string]monitor.Record{}} }
 
 func clone(r monitor.Record) monitor.Record {
 	r.Lifecycle = append([]byte(nil), r.Lifecycle...)
@@ -31,8 +29,10 @@ func clone(r monitor.Record) monitor.Record {
 	return r
 }
 
-// Create implements monitor.Store.
+// Create implements monitor.Store (the record is stored with
+// monitor.SchemaVersion).
 func (s *Store) Create(_ context.Context, rec monitor.Record) (monitor.Record, bool, error) {
+	rec.SchemaVersion = monitor.SchemaVersion
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.records[rec.EventID]; ok {
@@ -71,7 +71,7 @@ func (s *Store) DuePage(_ context.Context, nowMS int64, limit int, cursor monito
 	for id, r := range s.records {
 		wake, ok := r.WakeMS()
 		e := monitor.DueEntry{WakeMS: wake, EventID: id}
-		if ok && wake <= nowMS && !s.parked[id] && (!started || after.Less(e)) {
+		if ok && wake <= nowMS && (!started || after.Less(e)) {
 			all = append(all, e)
 		}
 	}
@@ -108,6 +108,9 @@ func (s *Store) Transition(_ context.Context, f monitor.Fence, u monitor.Update)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.records[f.EventID]
+	if ok && cur.SchemaVersion != monitor.SchemaVersion {
+		return monitor.Record{}, core.Fail(monitor.CodeSchemaAltered)
+	}
 	if err := monitor.CheckFence(cur, ok, f); err != nil {
 		return monitor.Record{}, err
 	}
@@ -137,20 +140,10 @@ func (s *Store) MarkInvalid(_ context.Context, eventID string, nowMS int64) erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.records[eventID]
-	if !ok || monitor.MarkedInvalid(cur) {
+	if !ok || cur.SchemaVersion != monitor.SchemaVersion || monitor.MarkedInvalid(cur) {
 		return nil
 	}
 	s.records[eventID] = monitor.ApplyInvalid(cur, nowMS)
-	return nil
-}
-
-// Park implements monitor.Store.
-func (s *Store) Park(_ context.Context, eventID string, _ int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cur, ok := s.records[eventID]; ok && cur.SchemaVersion != monitor.SchemaVersion {
-		s.parked[eventID] = true
-	}
 	return nil
 }
 
@@ -160,7 +153,7 @@ func (s *Store) Owed(_ context.Context, beforeMS int64, limit int) ([]string, er
 	defer s.mu.Unlock()
 	var all []monitor.Record
 	for _, r := range s.records {
-		if r.OutboxMS != 0 && r.OutboxMS <= beforeMS {
+		if r.SchemaVersion == monitor.SchemaVersion && r.OutboxMS != 0 && r.OutboxMS <= beforeMS {
 			all = append(all, r)
 		}
 	}
@@ -182,20 +175,21 @@ func (s *Store) Announced(_ context.Context, eventID string, finishedMS int64) e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.records[eventID]
-	if ok && cur.OutboxMS == finishedMS {
+	if ok && cur.SchemaVersion == monitor.SchemaVersion && cur.OutboxMS == finishedMS {
 		cur.OutboxMS = 0
 		s.records[eventID] = cur
 	}
 	return nil
 }
 
-// Census implements monitor.Store.
+// Census implements monitor.Store (a record of another schema version is
+// always listed, as the DynamoDB store lists one its wake index holds).
 func (s *Store) Census(_ context.Context) ([]monitor.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []monitor.Record
 	for _, r := range s.records {
-		if _, wakes := r.WakeMS(); wakes || r.NeedsAttention() || s.parked[r.EventID] {
+		if _, wakes := r.WakeMS(); wakes || r.NeedsAttention() || r.SchemaVersion != monitor.SchemaVersion {
 			out = append(out, clone(r))
 		}
 	}
@@ -216,7 +210,6 @@ func (s *Store) Tamper(eventID string, edit func(*monitor.Record)) bool {
 	}
 	edit(&cur)
 	s.records[eventID] = cur
-	delete(s.parked, eventID)
 	return true
 }
 

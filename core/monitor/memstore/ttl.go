@@ -26,7 +26,6 @@ func (s *Store) DeleteExpired(now time.Time, retention time.Duration, lag func(e
 			continue
 		}
 		delete(s.records, id)
-		delete(s.parked, id)
 		out = append(out, id)
 	}
 	sort.Strings(out)

@@ -167,42 +167,21 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		_, _, err := s.Claim(ctx, "evt-none", lease("w", T0))
 		wantCode(t, err, monitor.CodeEventMissing)
 	})
-	t.Run("claim refuses another schema version and park moves it to attention", func(t *testing.T) {
+	t.Run("a record of another schema version or none is refused and left as it is", func(t *testing.T) {
+		for _, version := range []int{monitor.SchemaVersion + 1, 0} {
+			t.Run(fmt.Sprint(version), func(t *testing.T) { otherVersionRefused(t, h, version) })
+		}
+	})
+	t.Run("create writes this schema version", func(t *testing.T) {
 		s := h.New(t)
 		rec := NewRecord("evt-1", T0)
-		create(t, s, rec)
-		h.Tamper(t, s, "evt-1", func(r *monitor.Record) { r.SchemaVersion = monitor.SchemaVersion + 1 })
-		altered, _ := s.Get(ctx, "evt-1")
-		cur, ok, err := s.Claim(ctx, "evt-1", lease("w", T0+1))
-		if ok || err != nil {
-			t.Fatalf("claim of another schema version = %v, %v", ok, err)
+		rec.SchemaVersion = 0
+		got, ok, err := s.Create(ctx, rec)
+		if err != nil || !ok || got.SchemaVersion != monitor.SchemaVersion {
+			t.Fatalf("Create = %+v, %v, %v", got, ok, err)
 		}
-		equalRecords(t, cur, altered)
-		if ids, _ := s.Due(ctx, T0+1, 10); strings.Join(ids, ",") != "evt-1" {
-			t.Fatalf("Due before park = %v", ids)
-		}
-		if err := s.Park(ctx, "evt-1", T0+2); err != nil {
-			t.Fatal(err)
-		}
-		if ids, _ := s.Due(ctx, T0+1_000_000, 10); len(ids) != 0 {
-			t.Fatalf("parked record still due: %v", ids)
-		}
-		recs, err := s.Census(ctx)
-		if err != nil || len(recs) != 1 || recs[0].EventID != "evt-1" {
-			t.Fatalf("Census = %v, %v", recs, err)
-		}
-		read, _ := s.Get(ctx, "evt-1")
-		equalRecords(t, read, altered)
-		// Park never touches a record of this version.
-		create(t, s, NewRecord("evt-2", T0))
-		if err := s.Park(ctx, "evt-2", T0+2); err != nil {
-			t.Fatal(err)
-		}
-		if ids, _ := s.Due(ctx, T0+1, 10); strings.Join(ids, ",") != "evt-2" {
-			t.Fatalf("Due after parking a current record = %v", ids)
-		}
-		if err := s.Park(ctx, "evt-none", T0); err != nil {
-			t.Fatalf("Park of a missing record: %v", err)
+		if read, _ := s.Get(ctx, "evt-1"); read.SchemaVersion != monitor.SchemaVersion {
+			t.Fatalf("stored schema version %d", read.SchemaVersion)
 		}
 	})
 	t.Run("claim refuses final states", func(t *testing.T) {
@@ -565,8 +544,10 @@ func RunStoreSuite(t *testing.T, h Harness) {
 			rec.LeaseOwner != "" || rec.LeaseExpiresMS != 0 || rec.UpdatedMS != T0+2 || rec.OutboxMS != T0+2 {
 			t.Fatalf("record = %+v", rec)
 		}
-		if ids, _ := s.Due(ctx, T0+1_000_000, 10); len(ids) != 0 {
-			t.Fatalf("failed record still due: %v", ids)
+		// A store may list the owed record as due until it is announced
+		// (monitor.Store.Due); its claim is refused.
+		if _, ok, err := s.Claim(ctx, "evt-1", lease("w", T0+1_000_000)); ok || err != nil {
+			t.Fatalf("claim of a record marked invalid = %v, %v", ok, err)
 		}
 		if ids, _ := s.Owed(ctx, T0+2, 10); strings.Join(ids, ",") != "evt-1" {
 			t.Fatalf("record marked invalid owes no outcome: Owed = %v", ids)
@@ -588,6 +569,9 @@ func RunStoreSuite(t *testing.T, h Harness) {
 		}
 		if ids, _ := s.Owed(ctx, T0+1_000_000, 10); len(ids) != 0 {
 			t.Fatalf("an announced invalid record is owed again after a second MarkInvalid: %v", ids)
+		}
+		if ids, _ := s.Due(ctx, T0+1_000_000, 10); len(ids) != 0 {
+			t.Fatalf("failed record still due once announced: %v", ids)
 		}
 		if err := s.MarkInvalid(ctx, "evt-none", T0); err != nil {
 			t.Fatalf("MarkInvalid of a missing record: %v", err)
@@ -782,5 +766,75 @@ func runServiceFlow(t *testing.T, h Harness) {
 	rec, _ := s.Get(ctx, "evt-tamper")
 	if rec.State != monitor.StateFailed || rec.LastErrorCode != monitor.CodeStateInvalid {
 		t.Fatalf("tampered record = %+v", rec)
+	}
+}
+
+// otherVersionRefused plants records of schema version v (not
+// monitor.SchemaVersion; 0 is a record without one) in the states every
+// write can meet — due, leased, final with its outcome owed — and checks
+// that every write refuses them and leaves them exactly as they were,
+// that the owed listing skips them and that the census still lists the
+// one that can wake (health reports it).
+func otherVersionRefused(t *testing.T, h Harness, v int) {
+	ctx := context.Background()
+	s := h.New(t)
+	create(t, s, NewRecord("evt-due", T0))
+	create(t, s, NewRecord("evt-held", T0))
+	held := claim(t, s, "evt-held", lease("w", T0+1))
+	owed := NewRecord("evt-owed", T0)
+	owed.State, owed.RemoteStatus, owed.OutboxMS = monitor.StateTerminal, "cancelled", T0
+	create(t, s, owed)
+	ids := []string{"evt-due", "evt-held", "evt-owed"}
+	planted := map[string]monitor.Record{}
+	for _, id := range ids {
+		h.Tamper(t, s, id, func(r *monitor.Record) { r.SchemaVersion = v })
+		rec, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := monitor.Validate(rec); !core.HasCode(err, monitor.CodeSchemaAltered) {
+			t.Fatalf("%s: Validate = %v, want %s", id, err, monitor.CodeSchemaAltered)
+		}
+		planted[id] = rec
+	}
+	if cur, ok, err := s.Claim(ctx, "evt-due", lease("w", T0+2)); ok || err != nil {
+		t.Fatalf("claim = %v, %v", ok, err)
+	} else {
+		equalRecords(t, cur, planted["evt-due"])
+	}
+	expired := expiredFence(held, held.LeaseExpiresMS)
+	for _, f := range []monitor.Fence{monitor.FenceOf(held, T0+2), expired} {
+		_, err := s.Transition(ctx, f, monitor.Update{State: monitor.StateFailed, ConsecutiveFailures: 1,
+			LastErrorCode: "cms.http_404", NextPollMS: f.NowMS, UpdatedMS: f.NowMS})
+		wantCode(t, err, monitor.CodeSchemaAltered)
+	}
+	for _, id := range ids {
+		if err := s.MarkInvalid(ctx, id, T0+3); err != nil {
+			t.Fatalf("MarkInvalid(%s): %v", id, err)
+		}
+	}
+	if err := s.Announced(ctx, "evt-owed", T0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Owed(ctx, T0+1_000_000, 10); err != nil || len(got) != 0 {
+		t.Fatalf("Owed lists a record of another version: %v, %v", got, err)
+	}
+	for _, id := range ids {
+		read, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, read, planted[id])
+	}
+	recs, err := s.Census(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, r := range recs {
+		listed = append(listed, r.EventID)
+	}
+	if !strings.Contains(strings.Join(listed, ","), "evt-due") {
+		t.Fatalf("Census = %v: the due record of another version is not reported", listed)
 	}
 }

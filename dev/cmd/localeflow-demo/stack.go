@@ -124,9 +124,6 @@ func functionEnv(names resourceNames, k keys, s *servers, issuers reference.Rece
 			// Accelerated for the demo (defaults: 5 s..300 s backoff); the
 			// poll interval, hint gap and sweep grace come from pollerTiming.
 			contract.EnvRetryBaseDelay + "=1s", contract.EnvRetryMaxDelay + "=4s",
-			// As the stack sets it (docs/design.md "Owed outcomes in the
-			// wake index").
-			contract.EnvOwedLayout + "=wake",
 		},
 		"coordinator": {
 			contract.EnvReleaseTable + "=" + names.ReleaseTable, contract.EnvReleaseQueueURL + "=" + names.ReleaseQueueURL,

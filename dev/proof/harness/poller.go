@@ -18,6 +18,7 @@ import (
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
+	pollerconfig "github.com/localeflow/localeflow/functions/poller/config"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/signing"
@@ -43,6 +44,16 @@ func FastMonitor(worker string, pollInterval time.Duration, maxFailures int) mon
 
 // CMSTimeout is the lifecycle client's timeout in FastMonitor runs.
 const CMSTimeout = 2 * time.Second
+
+// PollerConfig is the poller configuration the proofs run (the soak, the
+// fault suite, the cost benchmarks) with monitor timing mc: the stack's
+// (functions/poller/config.Load of pollerconfig.DefaultStack's
+// environment) at the run's time scale. TestPollerConfigIsTheStacks fails
+// when anything but the time scale, the load and the resources differs
+// from the stack's (pollerconfig.Config.RunScale).
+func PollerConfig(mc monitor.Config) pollerconfig.Config {
+	return pollerconfig.Config{Monitor: mc, CMSTimeout: CMSTimeout, Retention: pollerconfig.DefaultStack().Retention, RefuseV1: true}
+}
 
 // Lifecycle is the test CMS shared by every poller of a test.
 type Lifecycle struct {
@@ -116,19 +127,21 @@ func (s *Stack) NewPoller(t testing.TB, life *Lifecycle, clock core.Clock, cfg m
 
 func (s *Stack) newPoller(t testing.TB, c Clients, life *Lifecycle, clock core.Clock, cfg monitor.Config, log io.Writer) *Poller {
 	t.Helper()
-	store, err := monitordb.New(c.DB, s.Resources.MonitorTable)
+	pc := PollerConfig(cfg)
+	base, err := monitordb.New(c.DB, s.Resources.MonitorTable)
 	if err != nil {
 		t.Fatal(err)
 	}
+	store := base.WithRetention(pc.Retention)
 	var logger *slog.Logger
 	if log != nil {
 		logger = lambdalog.New(log, slog.LevelInfo)
 	}
-	svc, err := monitor.NewService(store, clock, logger, cfg)
+	svc, err := monitor.NewService(store, clock, logger, pc.Monitor)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, err := cms.New(cms.Config{BaseURL: life.URL, Key: CMSKey, Timeout: CMSTimeout, Clock: clock})
+	reader, err := cms.New(cms.Config{BaseURL: life.URL, Key: CMSKey, Timeout: pc.CMSTimeout, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +150,8 @@ func (s *Stack) newPoller(t testing.TB, c Clients, life *Lifecycle, clock core.C
 		Monitor: timedMonitor{svc, latency}, Reader: reader, Clock: clock, Log: logger,
 		Queue:     delayqueue.New(c.SQS, s.Resources.PollQueue.URL),
 		Bus:       eventbus.New(c.EB, s.Resources.BusName),
-		EventKeys: [][]byte{EventKey},
+		EventKeys: [][]byte{EventKey}, EventMaxAge: pc.EventMaxAge, RefuseV1Events: pc.RefuseV1,
+		Concurrency: pc.Concurrency, Margin: pc.Margin,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -191,9 +205,10 @@ func (s *Stack) Dispatch(ctx context.Context, eventID string) error {
 	if err != nil {
 		return err
 	}
-	// v1-signed: the pollers may run on an accelerated clock, which a v2
-	// timestamp window would refuse.
-	signed, err := json.Marshal(map[string]string{"payload": string(detail), "signature": signing.SignEvent(EventKey, detail)})
+	// Signed v2 as a producer signs, now: the pollers refuse v1 as
+	// deployed (PollerConfig), and their accelerated clocks only make it
+	// look older, well within the 30-day window.
+	signed, err := signing.EventDetailV2(EventKey, contract.DetailChangeDispatched, time.Now(), detail)
 	if err != nil {
 		return err
 	}

@@ -57,14 +57,6 @@ func checkMonitor(ctx context.Context, o Options, c *collector, rep *Report) err
 	if err != nil {
 		return err
 	}
-	outbox, err := queryIndex(ctx, o.DB, table, topology.IndexOutbox, topology.AttrOutboxShard, monitorKey)
-	if err != nil {
-		return err
-	}
-	// An item is in the outbox index when it carries outbox_shard: an owed
-	// outcome in the wake index carries outbox_ms alone (RuleOutboxKeys
-	// checks that outbox_shard never comes without outbox_ms).
-	indexAgrees(c, table, topology.IndexOutbox, topology.AttrOutboxShard, outbox, byIndexKey(byID))
 	indexAgrees(c, table, topology.IndexWake, topology.AttrWakeMS, wake, byIndexKey(byID))
 	indexAgrees(c, table, topology.IndexAttention, topology.AttrAttentionMS, attention, byIndexKey(byID))
 	return nil
@@ -83,8 +75,7 @@ func byIndexKey(byID map[string]map[string]types.AttributeValue) map[indexKey]ma
 }
 
 // indexAgrees checks that the sparse index holds exactly the items that
-// carry keyAttr (its sort key, or for the monitor outbox its partition
-// key).
+// carry keyAttr (its sort key).
 func indexAgrees(c *collector, table, index, keyAttr string, inIndex map[indexKey]bool, items map[indexKey]map[string]types.AttributeValue) {
 	for k, it := range items {
 		_, carries := it[keyAttr]
@@ -145,12 +136,12 @@ func checkMonitorItem(c *collector, table, id string, it map[string]types.Attrib
 	nextPoll, _ := num(it, "next_poll_ms")
 	wakeShard, hasWakeShard := num(it, topology.AttrWakeShard)
 	wakeMS, hasWakeMS := num(it, topology.AttrWakeMS)
-	outShard, hasOutShard := num(it, topology.AttrOutboxShard)
+	_, hasOutShard := num(it, topology.AttrOutboxShard)
 	outMS, hasOutMS := num(it, topology.AttrOutboxMS)
 	// An owed outcome in the wake index (docs/design.md "Owed outcomes in
-	// the wake index"): a final record with outbox_ms and no outbox_shard
-	// keeps the wake keys its claim left, at most its outbox key.
-	owedInWake := state.Final() && hasOutMS && !hasOutShard
+	// the wake index"): a final record with outbox_ms keeps the wake keys
+	// its claim left (or its outbox key), at most its outbox key.
+	owedInWake := state.Final() && hasOutMS
 	switch {
 	case owedInWake && (!hasWakeShard || !hasWakeMS || wakeShard != shard || wakeMS > outMS):
 		c.add(table, id, RuleFinalWakes, "state %s owes outcome %d: wake keys (%v,%v) at (%d,%d), want shard %d at most the outbox key",
@@ -174,12 +165,13 @@ func checkMonitorItem(c *collector, table, id string, it map[string]types.Attrib
 	}
 	updated, _ := num(it, "updated_ms")
 	switch {
-	case hasOutShard && !hasOutMS:
-		c.add(table, id, RuleOutboxKeys, "outbox keys (%v,%v)", hasOutShard, hasOutMS)
+	case hasOutShard:
+		// The monitor table has no outbox index.
+		c.add(table, id, RuleOutboxKeys, "carries outbox_shard")
 	case hasOutMS && !state.Final():
 		c.add(table, id, RuleOutboxKeys, "state %s carries outbox_ms %d", state, outMS)
-	case hasOutMS && (outMS != updated || (hasOutShard && outShard != shard)):
-		c.add(table, id, RuleOutboxKeys, "state %s outbox (%d,%d), want a final record at (%d, updated_ms %d)", state, outShard, outMS, shard, updated)
+	case hasOutMS && outMS != updated:
+		c.add(table, id, RuleOutboxKeys, "state %s outbox_ms %d, want a final record at updated_ms %d", state, outMS, updated)
 	case hasOutMS && o.OutcomesAnnounced:
 		c.add(table, id, RuleOutcomeOwed, "state %s: outcome of %d never announced", state, outMS)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/dynamofake"
+	pollerconfig "github.com/localeflow/localeflow/functions/poller/config"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -59,20 +60,9 @@ func (w *World) newMonitorBacking() (monitorBacking, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tamperableMonitorDB{Store: s.WithOwedLayout(w.owedLayout()), db: w.ddb.db, table: w.ddb.topo.Monitor.Name}, nil
-}
-
-// owedLayout is the layout the run's monitor store writes owed outcomes
-// in (docs/design.md "Owed outcomes in the wake index"): drawn from the
-// seed without consuming the run's random stream, so both layouts are
-// exercised and every other draw of a seed is the same either way. A
-// tampered record is re-encoded in the earlier layout (monitordb.ItemOf),
-// so a run of the new layout meets both.
-func (w *World) owedLayout() monitor.OwedLayout {
-	if w.Seed%2 == 1 {
-		return monitor.OwedInOutbox
-	}
-	return monitor.OwedInWake
+	// The store writes what the deployed poller's does: finished records
+	// with their expires_at (the stack's retention, pollerConfig).
+	return &tamperableMonitorDB{Store: s.WithRetention(pollerconfig.DefaultStack().Retention), db: w.ddb.db, table: w.ddb.topo.Monitor.Name}, nil
 }
 
 func (w *World) newReleaseBacking() releaseBacking {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/logcapture"
+	pollerconfig "github.com/localeflow/localeflow/functions/poller/config"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/signing"
 	"github.com/localeflow/localeflow/topology"
@@ -66,8 +68,10 @@ type monitorStore struct {
 	w      *World
 	mem    monitorBacking
 	leases map[string]*lease
-	// altered holds the records whose schema version was changed.
-	altered map[string]bool
+	// altered holds the records whose schema version was changed, as the
+	// tampering left them (nothing may change them after).
+	altered   map[string]bool
+	alteredAs map[string]monitor.Record
 	// reclaimed holds the records a write took from an expired lease.
 	reclaimed map[string]bool
 
@@ -209,16 +213,6 @@ func (s *monitorStore) Hint(ctx context.Context, h monitor.Hint) (out monitor.Re
 		return "hinted", nil
 	})
 	return out, ok, err
-}
-
-func (s *monitorStore) Park(ctx context.Context, id string, nowMS int64) error {
-	return s.w.do(ctx, KindStore, "monitor.Park "+id, storeDown, func() (string, error) {
-		// A parked record leaves the wake index: no follow-up is owed.
-		if inv := invocationOf(ctx); inv != nil {
-			delete(s.followUps, readKey{inv.ID, id})
-		}
-		return "parked", s.mem.Park(ctx, id, nowMS)
-	})
 }
 
 func (s *monitorStore) Owed(ctx context.Context, beforeMS int64, limit int) (ids []string, err error) {
@@ -593,7 +587,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 	sc := w.Faults.Config
 	cfg := monitor.Config{PollInterval: sc.PollInterval, BaseDelay: sc.BaseDelay, MaxDelay: sc.MaxDelay, Lease: sc.Lease,
 		MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults()
-	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, reclaimed: map[string]bool{},
+	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, alteredAs: map[string]monitor.Record{}, reclaimed: map[string]bool{},
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
 		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
@@ -642,11 +636,12 @@ func (m *Monitor) deploy(d deployment) error {
 		if err != nil {
 			return err
 		}
+		pc := pollerConfig(d, w.Faults.WorkerConcurrency)
 		h, err := handler.New(handler.Config{
 			Monitor: svc, Reader: simReader{client, m.store}, Queue: delayqueue.New(m.queue, "https://sqs.sim.invalid/poll"),
 			Bus: eventbus.New(m.bus, "sim-bus"), Clock: clock, Log: logger,
-			Concurrency: w.Faults.WorkerConcurrency, PageSize: m.pageSize,
-			EventKeys: d.eventKeys,
+			Concurrency: pc.Concurrency, PageSize: m.pageSize, Margin: pc.Margin,
+			EventKeys: d.eventKeys, EventMaxAge: pc.EventMaxAge, RefuseV1Events: pc.RefuseV1,
 			Rejecter: &quarantine.Rejecter{SQS: quarantined, QueueURL: "https://sqs.sim.invalid/quarantine",
 				Source: top.PollQueue.Logical, Function: "poller", Clock: clock},
 		})
@@ -766,6 +761,11 @@ func (m *Monitor) tamper(c *change) {
 	if !c.tampered {
 		m.w.record(nil, "tamper skipped "+c.id, "record final or missing")
 	}
+	if c.tampered && c.tamper == "schema" {
+		if rec, err := m.mem.Get(context.Background(), c.id); err == nil {
+			m.store.alteredAs[c.id] = rec
+		}
+	}
 }
 
 func dispatchedDetail(c *change) json.RawMessage {
@@ -788,8 +788,7 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 	m.checkAnnouncedInline()
 	m.checkFollowUps()
 	m.checkTrailing(ctx)
-	due, err := m.mem.Due(ctx, nowMS, 10_000)
-	if err != nil {
+	if _, err := m.mem.Due(ctx, nowMS, 10_000); err != nil {
 		m.w.violate("due listing failed: %v", err)
 	}
 	known := map[string]bool{}
@@ -825,11 +824,11 @@ func (m *Monitor) check(ctx context.Context, now time.Time) {
 			continue
 		}
 		if c.tampered && c.tamper == "schema" {
-			// Another layout version: nobody may lease or poll it; it must
-			// leave due discovery and wait for an operator.
+			// Another schema version: nobody may lease, poll or change
+			// it; it waits, exactly as it was, for an operator.
 			m.needOperator = append(m.needOperator, c.id)
-			if contains(due, c.id) {
-				m.w.violate("record %s of another schema version is due forever", c.id)
+			if want, ok := m.store.alteredAs[c.id]; !ok || !reflect.DeepEqual(rec, want) {
+				m.w.violate("record %s of another schema version was changed: %+v, tampered as %+v", c.id, rec, want)
 			}
 			continue
 		}
@@ -1159,4 +1158,14 @@ func (m *Monitor) peerRetryAfterWake(ctx context.Context) (time.Time, bool) {
 		}
 	}
 	return core.FromMillis(latest), latest != 0
+}
+
+// pollerConfig is the poller configuration the run deploys with d: the
+// stack's (functions/poller/config.Load of pollerconfig.DefaultStack's
+// environment) at the run's time scale and load (d's monitor timing and
+// CMS timeout, the drawn concurrency). TestPollerConfigIsTheStacks fails
+// when anything else differs from the stack's.
+func pollerConfig(d deployment, concurrency int) pollerconfig.Config {
+	return pollerconfig.Config{Monitor: d.monitor, CMSTimeout: d.cmsTimeout, Concurrency: concurrency,
+		Retention: pollerconfig.DefaultStack().Retention, RefuseV1: true}
 }

@@ -57,10 +57,9 @@ const (
 	envTextRetention        = contract.EnvTextRetention      // texts kept after delivered/blocked
 	envKeyTTL               = contract.EnvKeyTTL             // key sets re-read after (default 5m)
 	envRecordRetention      = contract.EnvMonitorRetention   // content-free records kept after their last write (default 2160h)
-	// Signed input events: the oldest v2 event accepted, and "1" to refuse
-	// v1 signatures once every producer signs v2.
-	envEventMaxAge   = contract.EnvEventMaxAge
-	envEventRefuseV1 = contract.EnvEventRefuseV1
+	// Signed input events: the oldest v2 event accepted (v1 signatures:
+	// envvar.Reader.RefuseV1).
+	envEventMaxAge = contract.EnvEventMaxAge
 )
 
 // Key names (their labels in errors and logs) and their variable stems
@@ -169,18 +168,13 @@ func Load(getenv func(string) string) (Config, error) {
 	env.Duration(envKeyTTL, &c.KeyTTL)
 	c.RecordRetention = release.DefaultRetention
 	env.Duration(envRecordRetention, &c.RecordRetention)
-	errs := []error{env.Err()}
 	// v1 signatures carry no time: a replayed v1 input is accepted at any
 	// age, so registration would stop being idempotent once its record
-	// expired. They are refused unless the variable is 0 (a producer
-	// still signs v1; docs/design.md "Retention and the replay window").
-	switch env.String(envEventRefuseV1) {
-	case "", "1":
-		c.Events.RefuseV1 = true
-	case "0":
-	default:
-		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventRefuseV1))
-	}
+	// expired. They are refused unless LOCALEFLOW_EVENT_V1=accept (a
+	// producer still signs v1; docs/design.md "Retention and the replay
+	// window").
+	c.Events.RefuseV1 = env.RefuseV1()
+	errs := []error{env.Err()}
 	c.Release.DeliveryLease = c.Release.EvidenceLease
 	issuers, err := loadIssuers(env)
 	if err != nil {

@@ -41,7 +41,6 @@ const (
 	envEventKeyHex  = envEventKey + contract.HexSuffix
 	envEventMaxAge  = contract.EnvEventMaxAge
 	envKeyTTL       = contract.EnvKeyTTL // key sets re-read after (default 5m)
-	envEventV1      = contract.EnvEventRefuseV1
 	envCMSTimeout   = contract.EnvCMSTimeout
 	envLease        = contract.EnvMonitorLease
 	envPollInterval = contract.EnvPollInterval
@@ -54,7 +53,6 @@ const (
 	envWorkerID     = contract.EnvWorkerID
 	envLogLevel     = contract.EnvLogLevel
 	envRetention    = contract.EnvMonitorRetention // finished records expire after (default 2160h)
-	envOwedLayout   = contract.EnvOwedLayout       // where finishing writes leave owed outcomes (default wake)
 	envSweepGrace   = contract.EnvSweepGrace       // due changes left to their message this long before a sweep (default 30s)
 )
 
@@ -94,11 +92,6 @@ type Config struct {
 	InsecureHTTP bool
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
-	// OwedLayout is where the store's finishing writes leave owed
-	// outcomes (LOCALEFLOW_OWED_LAYOUT: wake, the default, or outbox, the
-	// earlier layout; docs/design.md "Owed outcomes in the wake index").
-	// The store reads both whatever it is.
-	OwedLayout monitor.OwedLayout
 }
 
 // Load reads the environment through getenv (os.Getenv in main).
@@ -131,28 +124,18 @@ func Load(getenv func(string) string) (Config, error) {
 	env.Duration(envKeyTTL, &c.KeyTTL)
 	c.Retention = DefaultMonitorRetention
 	env.Duration(envRetention, &c.Retention)
+	// v1 signatures carry no time: a replayed v1 input is accepted at any
+	// age, so registration would stop being idempotent once its record
+	// expired. They are refused unless LOCALEFLOW_EVENT_V1=accept (a
+	// producer still signs v1; docs/design.md "Retention and the replay
+	// window").
+	c.RefuseV1 = env.RefuseV1()
 	errs := []error{env.Err()}
 	if env.String(envSweepGrace) != "" && c.Monitor.SweepGrace == 0 {
 		// Zero would silently take the default: a value that is set must
 		// be a grace (monitor.Config.SweepGrace: (0, MaxSweepGrace]).
 		errs = append(errs, fmt.Errorf("%s (%s) must be a Go duration of whole milliseconds from 1ms to %s: %w",
 			envSweepGrace, env.String(envSweepGrace), monitor.MaxSweepGrace, core.Fail(monitor.CodeDelayInvalid)))
-	}
-	layout, err := monitor.ParseOwedLayout(env.String(envOwedLayout))
-	if err != nil {
-		errs = append(errs, fmt.Errorf("%s (%q) must be wake or outbox: %w", envOwedLayout, env.String(envOwedLayout), err))
-	}
-	c.OwedLayout = layout
-	// v1 signatures carry no time: a replayed v1 input is accepted at any
-	// age, so registration would stop being idempotent once its record
-	// expired. They are refused unless the variable is 0 (a producer
-	// still signs v1; docs/design.md "Retention and the replay window").
-	switch env.String(envEventV1) {
-	case "", "1":
-		c.RefuseV1 = true
-	case "0":
-	default:
-		errs = append(errs, fmt.Errorf("%s must be 0 or 1", envEventV1))
 	}
 	if c.CMSTimeout == 0 {
 		c.CMSTimeout = cms.DefaultTimeout

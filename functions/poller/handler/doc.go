@@ -13,8 +13,7 @@
 // event id is polled at most once per sweep. Then the sweep publishes the
 // outcomes still owed (the monitor's outbox: final records whose
 // localeflow.change.terminal was not published within
-// monitor.Config.OutboxGrace). With the default owed-outcome layout
-// (LOCALEFLOW_OWED_LAYOUT=wake) an owed final record stays in the wake
+// monitor.Config.OutboxGrace). An owed final record stays in the wake
 // index until its outcome is announced (docs/design.md "Owed outcomes in
 // the wake index"), so the due listing meets it too: its claim is refused
 // and the sweep announces what it owes once it is owed for OutboxGrace

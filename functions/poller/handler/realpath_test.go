@@ -66,9 +66,8 @@ func runRealPath(t *testing.T, e *realPathEnv, path, status string, n int) (requ
 // 2.0 requests, and could be contradicted later). Write units: 1 per write
 // on the table (items under 1 KB), the wake index written once (its key
 // removed by the clear: the owed outcome stays in the wake index,
-// docs/design.md "Owed outcomes in the wake index"), the outbox index
-// never (the first version of the fix wrote it twice: entry added, then
-// removed).
+// docs/design.md "Owed outcomes in the wake index"; the monitor table
+// has no outbox index).
 func TestRealPathTerminalPollCostsOneWriteMoreThanAPoll(t *testing.T) {
 	for _, tc := range []struct {
 		path string
