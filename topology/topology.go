@@ -48,7 +48,6 @@ const (
 const (
 	IndexWake      = "wake"
 	IndexAttention = "attention"
-	IndexOutbox    = "outbox"
 )
 
 // WakeShards is the number of partitions of the sparse indexes. Items are

@@ -208,8 +208,7 @@ func (n resourceNames) describe(t testing.TB, res any) string {
 			suffix, _ := parts[1].(string)
 			base := n.describe(t, parts[0])
 			if strings.HasPrefix(base, "table ") && strings.HasPrefix(suffix, "/index/") &&
-				(suffix == "/index/"+topology.IndexWake || suffix == "/index/"+topology.IndexAttention ||
-					suffix == "/index/"+topology.IndexOutbox) {
+				(suffix == "/index/"+topology.IndexWake || suffix == "/index/"+topology.IndexAttention) {
 				return base + suffix
 			}
 		}
