@@ -73,7 +73,7 @@ func TestCMSRequestWindowAndReplay(t *testing.T) {
 
 // TestCMSRefusesExpiredApprovalAndForeignApproval: the reference CMS
 // makes every check of "Verifying a delivery", the approval's expiry and
-// binding included (contract/peer.VerifyDelivery).
+// binding included (peer.VerifyDelivery).
 func TestCMSRefusesExpiredApprovalAndForeignApproval(t *testing.T) {
 	b := setup(t, Faults{}, Faults{})
 	s := spec("evt-exp", "de-DE")
@@ -119,7 +119,7 @@ func TestCMSRefusesExpiredApprovalAndForeignApproval(t *testing.T) {
 
 // TestEvidenceRefusesStaleAndUnboundRequests: the reference provider
 // refuses a stale request (401) and one whose request_id is not derived
-// from its body (400, contract/peer.CheckEvidenceRequest).
+// from its body (400, peer.CheckEvidenceRequest).
 func TestEvidenceRefusesStaleAndUnboundRequests(t *testing.T) {
 	b := setup(t, Faults{}, Faults{})
 	plan := evidenceBody(t, "blun-l10n-evidence-"+core.SHA256Hex([]byte("not the derivation")))

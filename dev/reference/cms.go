@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
-	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -228,7 +228,7 @@ var deliverStatus = map[string]int{
 }
 
 // deliver verifies a delivery as docs/integrating.md "Verifying a
-// delivery" says (contract/peer: request, then bundle), records it
+// delivery" says (peer: request, then bundle), records it
 // idempotently by delivery_id and, when it is new, moves the change's
 // lifecycle on.
 func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {

@@ -9,10 +9,10 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 )
 

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/contract"
-	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -30,11 +30,11 @@ import (
 // product's code, and every expected outcome (a value, or an error code)
 // is asserted against that code while generating. The test then compares
 // the generated files with the committed ones: a vector and the code
-// cannot disagree. `go test ./contract/peer -run TestVectors -update`
+// cannot disagree. `go test ./peer -run TestVectors -update`
 // rewrites the files after a deliberate change (review the diff).
 var update = flag.Bool("update", false, "rewrite contract/testdata/vectors")
 
-const vectorDir = "../testdata/vectors"
+const vectorDir = "../contract/testdata/vectors"
 
 // t0 is the vectors' "now": 2026-11-30T00:00:00Z.
 var t0 = time.Unix(1764460800, 0).UTC()
