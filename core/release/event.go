@@ -71,12 +71,9 @@ type Plan struct {
 	PayloadSHA256 string
 }
 
-// Provider identifies a translation or review model.
-type Provider struct {
-	ID           string `json:"id"`
-	ModelID      string `json:"model_id"`
-	ModelVersion string `json:"model_version"`
-}
+// Provider identifies a translation or review model (the contract's
+// type: results and evidence requests carry it).
+type Provider = contract.Provider
 
 // Result is a succeeded job's result: exactly the 15 result fields of
 // docs/design.md "localeflow.job.completed". Its canonical JSON hash is the
