@@ -688,7 +688,6 @@ func outputEventVectors(t *testing.T) file {
 	r := runRelease(t)
 	b := r.bundle
 	str := func(s string) *string { return &s }
-	type section = map[string]int
 	vector := func(name, detailType, schemaVersion string, detail any) any {
 		raw := mustJSON(t, detail)
 		var probe struct {
@@ -716,7 +715,7 @@ func outputEventVectors(t *testing.T) file {
 				Schema: contract.SchemaDelivery, EventID: b.EventID, PlanID: b.PlanID, DeliveryID: b.DeliveryID, Status: release.OutcomeDeliveryReady}),
 			vector("delivery delivered", contract.DetailDeliveryDelivered, contract.SchemaDelivery, contract.Delivery{
 				Schema: contract.SchemaDelivery, EventID: b.EventID, PlanID: b.PlanID, DeliveryID: b.DeliveryID, Status: release.OutcomeDelivered}),
-			vector("health blocked, check failed", contract.DetailHealthBlocked, contract.SchemaHealthBlocked, contract.HealthBlocked[section, section]{
+			vector("health blocked, check failed", contract.DetailHealthBlocked, contract.SchemaHealthBlocked, contract.HealthBlocked{
 				Schema: health.Schema, CheckedAtMS: core.Millis(t0), Reasons: []string{"health.unavailable"}}),
 		},
 	}

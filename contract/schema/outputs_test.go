@@ -218,10 +218,10 @@ func TestOutputEventsValidate(t *testing.T) {
 	} {
 		mustValidate(t, schema.ChangeTerminal, marshal(t, d))
 	}
-	type blocked = contract.HealthBlocked[health.MonitorHealth, health.ReleaseHealth]
+	type blocked = contract.HealthBlocked
 	mustValidate(t, schema.HealthBlocked, marshal(t, blocked{Schema: "localeflow.health.v1", CheckedAtMS: 1, Reasons: []string{"health.unavailable"}}))
 	mustValidate(t, schema.HealthBlocked, marshal(t, blocked{Schema: "localeflow.health.v1", CheckedAtMS: 1, Reasons: []string{"monitor.failed"},
-		Monitor: &health.MonitorHealth{}, Release: &health.ReleaseHealth{}}))
+		Monitor: &contract.MonitorHealth{}, Release: &contract.ReleaseHealth{}}))
 }
 
 // TestOutputVectorsCarryTheirSchema: output_events.json has a detail for

@@ -129,7 +129,7 @@ func checkCollection(c *collector, table, eventID string, s *release.Snapshot) {
 		var res release.Result
 		h, err := "", json.Unmarshal([]byte(r.ResultJSON), &res)
 		if err == nil {
-			h, err = res.Hash()
+			h, err = release.ResultHash(res)
 		}
 		if err != nil || h != r.ResultSHA256 {
 			c.add(table, key(release.SKResultPrefix+jobID), RuleHashes, "result_sha256 is not the hash of the stored result")
