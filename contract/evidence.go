@@ -48,6 +48,14 @@ type EvidenceBinding struct {
 	IndependentReviewRequired bool              `json:"independent_review_required"`
 }
 
+// IndependentModelReview is the independent_model_review object of an
+// evidence response: the reviewing model and its signed receipt.
+type IndependentModelReview struct {
+	Schema   string   `json:"schema"`
+	Provider Provider `json:"provider"`
+	Receipt  string   `json:"receipt"`
+}
+
 // ReceiptPayload is the signed content of a receipt.
 type ReceiptPayload struct {
 	Kind         string `json:"kind"`

@@ -90,12 +90,9 @@ type EvidenceProvider interface {
 	Obtain(ctx context.Context, req *contract.EvidenceRequest) ([]byte, error)
 }
 
-// IndependentReview is a validated independent model review.
-type IndependentReview struct {
-	Schema   string   `json:"schema"`
-	Provider Provider `json:"provider"`
-	Receipt  string   `json:"receipt"`
-}
+// IndependentReview is a validated independent model review (the
+// contract's IndependentModelReview).
+type IndependentReview = contract.IndependentModelReview
 
 // Evidence is a validated evidence response.
 type Evidence struct {
