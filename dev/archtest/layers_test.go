@@ -54,9 +54,8 @@ var layers = []layer{
 	{name: "adapters", paths: []string{"adapters/..."}, may: with([]string{"contract", "signing", "topology", "internal"}, coreAll)},
 	{name: "functions", paths: []string{"functions/..."}, may: with([]string{"contract", "signing", "topology", "internal", "adapters"}, coreAll)},
 	{name: "cmd", paths: []string{"cmd/..."}, may: with([]string{"contract", "signing", "topology", "internal", "adapters", "peer"}, coreAll)},
-	// The CDK app (its own module) reads the functions' settings, and its
-	// log queries the functions' log messages (internal/remotecall).
-	{name: "infra", paths: []string{"infra/..."}, may: with([]string{"contract", "signing", "topology", "internal", "functions"}, coreAll)},
+	// The CDK app (its own module) reads the functions' settings.
+	{name: "infra", paths: []string{"infra/..."}, may: with([]string{"contract", "signing", "topology", "functions"}, coreAll)},
 	{name: "dev", paths: []string{"dev/..."}, may: []string{"*"}},
 }
 
