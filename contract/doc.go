@@ -9,9 +9,16 @@
 //     of the variables it reads (env.go): the functions' config loaders
 //     read through these names, the CDK stack and the local tools set them,
 //     and tests check that both sides agree;
-//   - the custom metric namespace, dimensions and names (metrics.go).
+//   - the custom metric namespace, dimensions and names (metrics.go);
+//   - the payloads of the input events (inputs.go), and the HTTP bodies
+//     and signed artifacts localeflow sends its peers: the approval
+//     payload (approval.go), the delivery request and bundle
+//     (delivery.go), the evidence request and the receipt payload
+//     (evidence.go). Their builders and verifiers are in core/release
+//     (the product's side) and peer (a peer's side).
 //
 // It is pure data and imports only the standard library, so every layer
-// (core, adapters, functions, infra, the local tools) may import it.
+// (core, adapters, functions, infra, the local tools) may import it
+// (dev/archtest keeps it so).
 // Resource topology (tables, queues, rules, schedules) stays in topology/.
 package contract

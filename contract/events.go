@@ -127,12 +127,12 @@ type Delivery struct {
 }
 
 // HealthBlocked is the content-free detail of localeflow.health.blocked.
-// M and R are the health report's monitor and release sections (package
-// core/health), absent when the check itself failed.
-type HealthBlocked[M, R any] struct {
-	Schema      string   `json:"schema"`
-	CheckedAtMS int64    `json:"checked_at_ms"`
-	Reasons     []string `json:"reasons"`
-	Monitor     *M       `json:"monitor,omitempty"`
-	Release     *R       `json:"release,omitempty"`
+// Monitor and Release are the health document's sections (health.go),
+// absent when the check itself failed.
+type HealthBlocked struct {
+	Schema      string         `json:"schema"`
+	CheckedAtMS int64          `json:"checked_at_ms"`
+	Reasons     []string       `json:"reasons"`
+	Monitor     *MonitorHealth `json:"monitor,omitempty"`
+	Release     *ReleaseHealth `json:"release,omitempty"`
 }

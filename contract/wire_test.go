@@ -11,9 +11,6 @@ import (
 // renamed key, a lost omitempty or a changed null breaks consumers.
 func TestWireEncodings(t *testing.T) {
 	s := func(v string) *string { return &v }
-	type section struct {
-		N int `json:"n"`
-	}
 	for _, tt := range []struct {
 		name string
 		v    any
@@ -29,10 +26,37 @@ func TestWireEncodings(t *testing.T) {
 			`{"schema":"localeflow.release-approved.v1","event_id":"e","plan_id":"p","job_id":"j","target_locale":"de-DE","approval_id":"a"}`},
 		{"delivery", contract.Delivery{Schema: contract.SchemaDelivery, EventID: "e", PlanID: "p", DeliveryID: "d", Status: "delivered"},
 			`{"schema":"localeflow.delivery.v1","event_id":"e","plan_id":"p","delivery_id":"d","status":"delivered"}`},
-		{"blocked, check failed", contract.HealthBlocked[section, section]{Schema: "h", CheckedAtMS: 5, Reasons: []string{"r"}},
+		{"blocked, check failed", contract.HealthBlocked{Schema: "h", CheckedAtMS: 5, Reasons: []string{"r"}},
 			`{"schema":"h","checked_at_ms":5,"reasons":["r"]}`},
-		{"blocked", contract.HealthBlocked[section, section]{Schema: "h", CheckedAtMS: 5, Reasons: []string{"r"}, Monitor: &section{1}, Release: &section{2}},
-			`{"schema":"h","checked_at_ms":5,"reasons":["r"],"monitor":{"n":1},"release":{"n":2}}`},
+		{"blocked", contract.HealthBlocked{Schema: "h", CheckedAtMS: 5, Reasons: []string{"r"},
+			Monitor: &contract.MonitorHealth{Counts: map[string]int{"polling": 1}, Due: 1, ExpiredLeases: 2, Failed: 3, RemoteFailures: 4},
+			Release: &contract.ReleaseHealth{Evidence: contract.LeaseHealth{Counts: map[string]int{"leased": 1}, Open: 1, Due: 2, ExpiredLeases: 3, Failed: 4}}},
+			`{"schema":"h","checked_at_ms":5,"reasons":["r"],` +
+				`"monitor":{"counts":{"polling":1},"due":1,"expired_leases":2,"failed":3,"remote_failures":4},` +
+				`"release":{"evidence":{"counts":{"leased":1},"open":1,"due":2,"expired_leases":3,"failed":4},` +
+				`"delivery":{"counts":null,"open":0,"due":0,"expired_leases":0,"failed":0}}}`},
+		{"approval payload", contract.ApprovalPayload{Schema: contract.ApprovalSchema, ApprovalID: "a", EventID: "e", SiteID: "s", PlanID: "p", JobID: "j",
+			TargetLocale: "de-DE", ResultSHA256: "r", EvidenceRequestID: "q", QualityReceiptSHA256: "h", ApprovedAtMS: 1, ExpiresAtMS: 2},
+			`{"schema":"localeflow.approval.v1","approval_id":"a","event_id":"e","site_id":"s","plan_id":"p","job_id":"j","target_locale":"de-DE",` +
+				`"result_sha256":"r","evidence_request_id":"q","quality_receipt_sha256":"h","approved_at_ms":1,"expires_at_ms":2}`},
+		{"delivery request", contract.DeliveryRequest{Schema: contract.DeliveryRequestSchema, DeliveryID: "d", EventID: "e", SiteID: "s", Bundle: "t"},
+			`{"schema":"localeflow.delivery-request.v1","delivery_id":"d","event_id":"e","site_id":"s","bundle":"t"}`},
+		{"bundle", contract.Bundle{Schema: contract.DeliveryBundleSchema, DeliveryID: "d", EventID: "e", SiteID: "s", PlanID: "p", PreparedAtMS: 1,
+			Locales: []contract.BundleLocale{{JobID: "j", SourceLocale: "en", TargetLocale: "de-DE", ContentType: "text/plain", SourceSHA256: "a",
+				TargetSHA256: "b", ResultSHA256: "c", Text: "Hallo", ApprovalID: "i", Approval: "t"}}},
+			`{"schema":"localeflow.delivery-bundle.v1","delivery_id":"d","event_id":"e","site_id":"s","plan_id":"p","prepared_at_ms":1,"locales":[` +
+				`{"job_id":"j","source_locale":"en","target_locale":"de-DE","content_type":"text/plain","source_sha256":"a","target_sha256":"b",` +
+				`"result_sha256":"c","text":"Hallo","approval_id":"i","approval":"t"}]}`},
+		{"evidence request", contract.EvidenceRequest{RequestID: contract.EvidenceRequestIDPrefix + "h", EvidenceBinding: contract.EvidenceBinding{
+			Schema: contract.EvidenceRequestSchema, EvidenceRevision: "v", EventID: "e", PlanID: "p", JobID: "j", Provider: contract.Provider{ID: "m"}},
+			SourceText: "Hello", TargetText: "Hallo"},
+			`{"request_id":"blun-l10n-evidence-h","schema":"blun.localization-quality-evidence-request.v5","evidence_revision":"v","event_id":"e",` +
+				`"plan_id":"p","job_id":"j","result_sha256":"","source_sha256":"","target_sha256":"","source_locale":"","target_locale":"",` +
+				`"content_type":"","glossary_version":"","policy_version":"","provider":{"id":"m","model_id":"","model_version":""},` +
+				`"software_version":"","review_confidence":null,"quality_profile":null,"commercial_profile":null,"commercial_review":null,` +
+				`"human_review_required":false,"independent_review_required":false,"source_text":"Hello","target_text":"Hallo"}`},
+		{"receipt payload", contract.ReceiptPayload{Kind: "quality", Issuer: "i", RequestID: "q", ResultSHA256: "r", IssuedAtMS: 1, ExpiresAtMS: 2},
+			`{"kind":"quality","issuer":"i","request_id":"q","result_sha256":"r","issued_at_ms":1,"expires_at_ms":2}`},
 		{"delayed", contract.DelayedMessage{Schema: contract.DelayedSchema, Kind: contract.KindPoll, EventID: "evt-1", NotBeforeMS: 1764460830000},
 			`{"schema":"localeflow.delayed.v1","kind":"poll","event_id":"evt-1","not_before_ms":1764460830000}`},
 		{"delayed with ref", contract.DelayedMessage{Schema: contract.DelayedSchema, Kind: contract.KindReleaseRun, EventID: "e", Ref: "r", NotBeforeMS: 1},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/cmsdelivery"
 	"github.com/localeflow/localeflow/adapters/cmsdelivery/cmsdeliverytest"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -153,9 +154,9 @@ func TestServerRejectsForgeries(t *testing.T) {
 	other, _ := release.NewPublicationAuthority(make([]byte, 32))
 	srv := cmsdeliverytest.New(key, publication.PublicKey(), approval.PublicKey())
 	defer srv.Close()
-	bundle, _ := json.Marshal(release.Bundle{Schema: release.DeliveryBundleSchema, DeliveryID: "dlv-1", EventID: "e", SiteID: "s", Locales: []release.BundleLocale{{Text: "x", TargetSHA256: core.SHA256Hex([]byte("x"))}}})
+	bundle, _ := json.Marshal(contract.Bundle{Schema: contract.DeliveryBundleSchema, DeliveryID: "dlv-1", EventID: "e", SiteID: "s", Locales: []contract.BundleLocale{{Text: "x", TargetSHA256: core.SHA256Hex([]byte("x"))}}})
 	forged, _ := other.Sign(bundle)
-	body, _ := json.Marshal(release.DeliveryRequest{Schema: release.DeliveryRequestSchema, DeliveryID: "dlv-1", EventID: "e", SiteID: "s", Bundle: forged})
+	body, _ := json.Marshal(contract.DeliveryRequest{Schema: contract.DeliveryRequestSchema, DeliveryID: "dlv-1", EventID: "e", SiteID: "s", Bundle: forged})
 	c, _ := cmsdelivery.New(cmsdelivery.Config{BaseURL: srv.URL, Key: key})
 	if err := c.Deliver(context.Background(), "s", "e", body); !core.HasCode(err, "cms.http_403") {
 		t.Fatalf("forged bundle: %v", err)
@@ -166,7 +167,7 @@ func TestServerRejectsForgeries(t *testing.T) {
 	}
 	// Correct bundle signature, approval signed by somebody else.
 	good, _ := publication.Sign(bundle)
-	body, _ = json.Marshal(release.DeliveryRequest{Schema: release.DeliveryRequestSchema, DeliveryID: "dlv-1", EventID: "e", SiteID: "s", Bundle: good})
+	body, _ = json.Marshal(contract.DeliveryRequest{Schema: contract.DeliveryRequestSchema, DeliveryID: "dlv-1", EventID: "e", SiteID: "s", Bundle: good})
 	if err := c.Deliver(context.Background(), "s", "e", body); !core.HasCode(err, "cms.http_403") {
 		t.Fatalf("unapproved locale: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/signedhttp"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/internal/remotecall"
@@ -89,8 +90,8 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) Timeout() time.Duration { return c.endpoint.Timeout() }
 
 // Obtain implements release.EvidenceProvider: one signed attempt.
-func (c *Client) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
-	body, err := req.Canonical()
+func (c *Client) Obtain(ctx context.Context, req *contract.EvidenceRequest) ([]byte, error) {
+	body, err := release.EvidenceBody(req)
 	if err != nil {
 		return nil, err
 	}

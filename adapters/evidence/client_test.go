@@ -10,6 +10,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/evidence"
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -17,7 +18,7 @@ import (
 
 var key = []byte("evidence-test-key-0123456789")
 
-func request(t *testing.T, human, independent bool) *release.EvidenceRequest {
+func request(t *testing.T, human, independent bool) *contract.EvidenceRequest {
 	t.Helper()
 	job := release.PlanJob{JobID: "job-1", SourceLocale: "en-US", SourceSHA256: core.SHA256Hex([]byte("src")), TargetLocale: "de-DE", ContentType: "page"}
 	r := &release.Result{

@@ -21,6 +21,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/health/healthtest"
@@ -239,7 +240,7 @@ func TestHealthCountsEachState(t *testing.T) {
 	// Now: pending due, retry_wait due (base+1+5000), watching not yet
 	// (base+1+30000), leases live.
 	b.clock.ms.Store(base + 10_000)
-	want := health.MonitorHealth{
+	want := contract.MonitorHealth{
 		Counts: map[string]int{"pending": 1, "leased": 1, "watching": 1, "retry_wait": 1, "failed": 1, "terminal": 3},
 		Due:    2, Failed: 1, RemoteFailures: 1,
 	}
@@ -250,8 +251,8 @@ func TestHealthCountsEachState(t *testing.T) {
 	if !r.TerminalApproximate {
 		t.Fatal("terminal count not from the table's item count")
 	}
-	wantEvidence := health.LeaseHealth{Counts: map[string]int{"pending": 1, "leased": 1, "retry_wait": 1, "failed": 1}, Open: 3, Due: 2, Failed: 1}
-	wantDelivery := health.LeaseHealth{Counts: map[string]int{"pending": 1, "leased": 1, "retry_wait": 1, "failed": 0}, Open: 3, Due: 2}
+	wantEvidence := contract.LeaseHealth{Counts: map[string]int{"pending": 1, "leased": 1, "retry_wait": 1, "failed": 1}, Open: 3, Due: 2, Failed: 1}
+	wantDelivery := contract.LeaseHealth{Counts: map[string]int{"pending": 1, "leased": 1, "retry_wait": 1, "failed": 0}, Open: 3, Due: 2}
 	if !reflect.DeepEqual(r.Release.Evidence, wantEvidence) || !reflect.DeepEqual(r.Release.Delivery, wantDelivery) {
 		t.Fatalf("release = %+v", r.Release)
 	}

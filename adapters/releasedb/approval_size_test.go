@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/localeflow/localeflow/adapters/monitordb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/signing"
@@ -26,10 +27,10 @@ type approvalIDs struct {
 func approvalItemSize(t *testing.T, ids approvalIDs) int {
 	t.Helper()
 	const ms = 1_764_460_800_000
-	p := release.ApprovalPayload{
-		Schema: release.ApprovalSchema, EventID: ids.event, SiteID: ids.site, PlanID: ids.plan, JobID: ids.job,
+	p := contract.ApprovalPayload{
+		Schema: contract.ApprovalSchema, EventID: ids.event, SiteID: ids.site, PlanID: ids.plan, JobID: ids.job,
 		TargetLocale: ids.locale, ResultSHA256: core.SHA256Hex([]byte("result")),
-		EvidenceRequestID:    release.EvidenceRequestIDPrefix + core.SHA256Hex([]byte("request")),
+		EvidenceRequestID:    contract.EvidenceRequestIDPrefix + core.SHA256Hex([]byte("request")),
 		QualityReceiptSHA256: core.SHA256Hex([]byte("quality")),
 		ApprovedAtMS:         ms, ExpiresAtMS: ms + 30*24*3_600_000,
 	}

@@ -19,7 +19,7 @@ type refuseJob struct {
 	jobID string
 }
 
-func (p refuseJob) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
+func (p refuseJob) Obtain(ctx context.Context, req *contract.EvidenceRequest) ([]byte, error) {
 	if req.JobID == p.jobID {
 		return nil, core.Fail("http_400")
 	}

@@ -439,7 +439,7 @@ func (c *cli) printHealth(r health.Report) {
 	fmt.Fprintln(w, "RELEASE\tPENDING\tLEASED\tRETRY_WAIT\tFAILED\tOPEN\tDUE\tEXPIRED LEASES")
 	for _, p := range []struct {
 		name string
-		l    health.LeaseHealth
+		l    contract.LeaseHealth
 	}{{"evidence", r.Release.Evidence}, {"delivery", r.Release.Delivery}} {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.name, p.l.Counts["pending"], p.l.Counts["leased"],
 			p.l.Counts["retry_wait"], p.l.Counts["failed"], p.l.Open, p.l.Due, p.l.ExpiredLeases)

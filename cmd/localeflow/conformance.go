@@ -11,8 +11,8 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/contract"
-	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 )
 

@@ -11,11 +11,11 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/adapters/signedhttp"
+	"github.com/localeflow/localeflow/cmd/localeflow/internal/conformance"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/release"
-	"github.com/localeflow/localeflow/internal/conformance"
 )
 
 // Variables the server checks read keys from when the flags are absent.

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localeflow/localeflow/cmd/localeflow/internal/conformance"
 	"github.com/localeflow/localeflow/contract"
-	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/reference"
-	"github.com/localeflow/localeflow/internal/conformance"
+	"github.com/localeflow/localeflow/peer"
 )
 
 const refCMSKeyHex = "636f6e666f726d616e63652d636c692d636d732d6b65792d30303030303031" // conformance-cli-cms-key-0000001

@@ -13,6 +13,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/cms"
 	"github.com/localeflow/localeflow/adapters/cmsdelivery"
 	"github.com/localeflow/localeflow/adapters/evidence"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/contract/openapi"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
@@ -174,7 +175,7 @@ func TestClientsHandleStatusesAsDocumented(t *testing.T) {
 
 // sampleEvidenceRequest is an evidence request as the coordinator builds
 // it.
-func sampleEvidenceRequest(t *testing.T) *release.EvidenceRequest {
+func sampleEvidenceRequest(t *testing.T) *contract.EvidenceRequest {
 	t.Helper()
 	src, cand := "Welcome to our shop", "Willkommen in unserem Shop"
 	r := &release.Result{

@@ -34,8 +34,8 @@ type recordingProvider struct {
 	responses [][]byte
 }
 
-func (p *recordingProvider) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
-	body, err := req.Canonical()
+func (p *recordingProvider) Obtain(ctx context.Context, req *contract.EvidenceRequest) ([]byte, error) {
+	body, err := release.EvidenceBody(req)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func TestReleaseOutputsValidate(t *testing.T) {
 		}
 	}
 	mustValidate(t, schema.DeliveryRequest, r.delivery)
-	var req release.DeliveryRequest
+	var req contract.DeliveryRequest
 	if err := json.Unmarshal(r.delivery, &req); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestReleaseOutputsValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustValidate(t, schema.DeliveryBundle, bundle)
-	var b release.Bundle
+	var b contract.Bundle
 	if err := json.Unmarshal(bundle, &b); err != nil || len(b.Locales) != 3 {
 		t.Fatalf("bundle: %v, %d locales", err, len(b.Locales))
 	}
@@ -168,7 +168,7 @@ func TestReleaseOutputsValidate(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustValidate(t, schema.ApprovalPayload, payload)
-		var p release.ApprovalPayload
+		var p contract.ApprovalPayload
 		_ = json.Unmarshal(payload, &p)
 		kinds[map[bool]string{true: "human"}[p.HumanReviewReceiptSHA256 != ""]+map[bool]string{true: "independent"}[p.IndependentReviewProvider != ""]] = true
 	}
@@ -218,10 +218,10 @@ func TestOutputEventsValidate(t *testing.T) {
 	} {
 		mustValidate(t, schema.ChangeTerminal, marshal(t, d))
 	}
-	type blocked = contract.HealthBlocked[health.MonitorHealth, health.ReleaseHealth]
+	type blocked = contract.HealthBlocked
 	mustValidate(t, schema.HealthBlocked, marshal(t, blocked{Schema: "localeflow.health.v1", CheckedAtMS: 1, Reasons: []string{"health.unavailable"}}))
 	mustValidate(t, schema.HealthBlocked, marshal(t, blocked{Schema: "localeflow.health.v1", CheckedAtMS: 1, Reasons: []string{"monitor.failed"},
-		Monitor: &health.MonitorHealth{}, Release: &health.ReleaseHealth{}}))
+		Monitor: &contract.MonitorHealth{}, Release: &contract.ReleaseHealth{}}))
 }
 
 // TestOutputVectorsCarryTheirSchema: output_events.json has a detail for

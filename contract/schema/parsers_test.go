@@ -353,7 +353,7 @@ func TestCMSLifecycleResponseBothWays(t *testing.T) {
 
 func TestEvidenceResponseBothWays(t *testing.T) {
 	fx := releasetest.NewFixture()
-	req := &release.EvidenceRequest{RequestID: "blun-l10n-evidence-" + strings.Repeat("1", 64)}
+	req := &contract.EvidenceRequest{RequestID: "blun-l10n-evidence-" + strings.Repeat("1", 64)}
 	req.ResultSHA256 = strings.Repeat("2", 64)
 	req.Provider = release.Provider{ID: "mt-alpha", ModelID: "m", ModelVersion: "1"}
 	req.IndependentReviewRequired = true
@@ -376,9 +376,9 @@ func TestEvidenceResponseBothWays(t *testing.T) {
 		return err
 	}
 	base := obj{
-		"schema": release.EvidenceResponseSchema, "request_id": req.RequestID, "result_sha256": req.ResultSHA256,
+		"schema": contract.EvidenceResponseSchema, "request_id": req.RequestID, "result_sha256": req.ResultSHA256,
 		"quality_receipt": quality, "human_review_receipt": nil,
-		"independent_model_review": obj{"schema": release.IndependentModelReviewSchema,
+		"independent_model_review": obj{"schema": contract.IndependentModelReviewSchema,
 			"provider": obj{"id": releasetest.DefaultReviewer, "model_id": "m-2", "model_version": "1"}, "receipt": review},
 	}
 	invalid := []mutation{

@@ -3,6 +3,7 @@ package health
 import (
 	"strings"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -47,7 +48,7 @@ func Evaluate(nowMS int64, c Census) Report {
 	r := Report{
 		Schema: Schema, CheckedAtMS: nowMS,
 		Monitor: newMonitorHealth(),
-		Release: ReleaseHealth{Evidence: newLeaseHealth(), Delivery: newLeaseHealth()},
+		Release: contract.ReleaseHealth{Evidence: newLeaseHealth(), Delivery: newLeaseHealth()},
 		Items:   []Item{},
 	}
 	var reasons []string
@@ -71,7 +72,7 @@ func Evaluate(nowMS int64, c Census) Report {
 			reasons = append(reasons, reason)
 		}
 	}
-	for _, l := range []*LeaseHealth{&r.Release.Evidence, &r.Release.Delivery} {
+	for _, l := range []*contract.LeaseHealth{&r.Release.Evidence, &r.Release.Delivery} {
 		l.Failed = l.Counts[string(release.StateFailed)]
 		l.Open = l.Counts[string(release.StatePending)] + l.Counts[string(release.StateLeased)] + l.Counts[string(release.StateRetryWait)]
 	}

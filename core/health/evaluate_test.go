@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/health/healthtest"
@@ -142,27 +143,27 @@ func TestEvaluateRelease(t *testing.T) {
 		name     string
 		recs     []health.ReleaseRecord
 		nowMS    int64
-		evidence health.LeaseHealth
-		delivery health.LeaseHealth
+		evidence contract.LeaseHealth
+		delivery contract.LeaseHealth
 		reasons  []string
 	}{
 		{"open evidence and delivery", []health.ReleaseRecord{ev("req-1", "pending"), ev("req-2", "retry_wait"), ev("req-3", "leased"), dl("evt-1", "pending")}, base,
-			health.LeaseHealth{Counts: map[string]int{"pending": 1, "retry_wait": 1, "leased": 1, "failed": 0}, Open: 3, Due: 1},
-			health.LeaseHealth{Counts: map[string]int{"pending": 1, "retry_wait": 0, "leased": 0, "failed": 0}, Open: 1, Due: 1}, nil},
+			contract.LeaseHealth{Counts: map[string]int{"pending": 1, "retry_wait": 1, "leased": 1, "failed": 0}, Open: 3, Due: 1},
+			contract.LeaseHealth{Counts: map[string]int{"pending": 1, "retry_wait": 0, "leased": 0, "failed": 0}, Open: 1, Due: 1}, nil},
 		{"expired evidence lease", []health.ReleaseRecord{ev("req-3", "leased")}, base + 1 + healthtest.LeaseMS,
-			health.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 1, "failed": 0}, Open: 1, ExpiredLeases: 1},
-			health.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 0, "failed": 0}},
+			contract.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 1, "failed": 0}, Open: 1, ExpiredLeases: 1},
+			contract.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 0, "failed": 0}},
 			[]string{health.ReasonEvidenceExpiredLeases}},
 		{"failed evidence and delivery", []health.ReleaseRecord{ev("req-1", "failed"), dl("evt-2", "failed"), dl("evt-3", "leased")}, base + 1 + healthtest.LeaseMS,
-			health.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 0, "failed": 1}, Failed: 1},
-			health.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 1, "failed": 1}, Open: 1, Failed: 1, ExpiredLeases: 1},
+			contract.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 0, "failed": 1}, Failed: 1},
+			contract.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 1, "failed": 1}, Open: 1, Failed: 1, ExpiredLeases: 1},
 			[]string{health.ReasonDeliveryExpiredLeases, health.ReasonDeliveryFailed, health.ReasonEvidenceFailed}},
 		{"corrupt delivery and invalid evidence", []health.ReleaseRecord{
 			{EventID: "evt-9", SortKey: release.SKDelivery, Corrupt: true},
 			func() health.ReleaseRecord { r := ev("req-1", "pending"); r.Evidence.LastErrorCode = "x.y"; return r }(),
 			ev("req-2", "succeeded")}, base,
-			health.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 0, "failed": 2}, Failed: 2},
-			health.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 0, "failed": 1}, Failed: 1},
+			contract.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 0, "failed": 2}, Failed: 2},
+			contract.LeaseHealth{Counts: map[string]int{"pending": 0, "retry_wait": 0, "leased": 0, "failed": 1}, Failed: 1},
 			[]string{health.CodeDeliveryInvalid, health.CodeEvidenceInvalid, health.ReasonDeliveryFailed, health.ReasonEvidenceFailed}},
 	}
 	for _, tc := range tests {

@@ -3,6 +3,7 @@ package health
 import (
 	"sort"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
 )
@@ -49,11 +50,11 @@ const (
 // Report is the health document. Its JSON form is exactly the contract;
 // the fields tagged "-" are for people and logs.
 type Report struct {
-	Schema      string        `json:"schema"`
-	Status      string        `json:"status"`
-	CheckedAtMS int64         `json:"checked_at_ms"`
-	Monitor     MonitorHealth `json:"monitor"`
-	Release     ReleaseHealth `json:"release"`
+	Schema      string                 `json:"schema"`
+	Status      string                 `json:"status"`
+	CheckedAtMS int64                  `json:"checked_at_ms"`
+	Monitor     contract.MonitorHealth `json:"monitor"`
+	Release     contract.ReleaseHealth `json:"release"`
 
 	// Reasons lists, sorted and unique, why Status is blocked.
 	Reasons []string `json:"-"`
@@ -63,37 +64,6 @@ type Report struct {
 	// TerminalApproximate is false when the table's item count was not
 	// available and counts.terminal is only a lower bound.
 	TerminalApproximate bool `json:"-"`
-}
-
-// MonitorHealth is the "monitor" object of the contract.
-type MonitorHealth struct {
-	// Counts has every monitor state; "terminal" is approximate (doc.go).
-	Counts         map[string]int `json:"counts"`
-	Due            int            `json:"due"`
-	ExpiredLeases  int            `json:"expired_leases"`
-	Failed         int            `json:"failed"`
-	RemoteFailures int            `json:"remote_failures"`
-}
-
-// ReleaseHealth is the "release" object: the evidence and delivery
-// counterparts of the monitor's counts.
-type ReleaseHealth struct {
-	Evidence LeaseHealth `json:"evidence"`
-	Delivery LeaseHealth `json:"delivery"`
-}
-
-// LeaseHealth counts the open and failed records of one kind of leased
-// release record. Succeeded records are finished and not counted.
-type LeaseHealth struct {
-	// Counts has pending, leased, retry_wait and failed.
-	Counts map[string]int `json:"counts"`
-	// Open is pending + leased + retry_wait (for deliveries: not yet
-	// delivered).
-	Open int `json:"open"`
-	// Due is pending or retry_wait records whose next attempt is due.
-	Due           int `json:"due"`
-	ExpiredLeases int `json:"expired_leases"`
-	Failed        int `json:"failed"`
 }
 
 // Item kinds.
@@ -154,8 +124,8 @@ func (r Report) Attention() []Item {
 	return out
 }
 
-func newMonitorHealth() MonitorHealth {
-	m := MonitorHealth{Counts: map[string]int{}}
+func newMonitorHealth() contract.MonitorHealth {
+	m := contract.MonitorHealth{Counts: map[string]int{}}
 	for _, st := range monitor.States() {
 		m.Counts[string(st)] = 0
 	}
@@ -165,8 +135,8 @@ func newMonitorHealth() MonitorHealth {
 // leaseStates are the counted states of evidence and delivery records.
 var leaseStates = []release.State{release.StatePending, release.StateLeased, release.StateRetryWait, release.StateFailed}
 
-func newLeaseHealth() LeaseHealth {
-	l := LeaseHealth{Counts: map[string]int{}}
+func newLeaseHealth() contract.LeaseHealth {
+	l := contract.LeaseHealth{Counts: map[string]int{}}
 	for _, st := range leaseStates {
 		l.Counts[string(st)] = 0
 	}

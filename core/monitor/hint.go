@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 )
 
@@ -38,12 +39,9 @@ func ApplyHint(r Record, h Hint) Record {
 	return r
 }
 
-// HintDetail is the detail of a localeflow.change.hint event: exactly
-// {"event_id", "site_id"}, both tokens.
-type HintDetail struct {
-	EventID string
-	SiteID  string
-}
+// HintDetail is the detail of a localeflow.change.hint event (the
+// contract's ChangeHint): exactly {"event_id", "site_id"}, both tokens.
+type HintDetail = contract.ChangeHint
 
 // ParseHint reads a localeflow.change.hint detail. Anything but an object
 // with exactly the string members event_id and site_id, both tokens, is

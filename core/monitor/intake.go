@@ -5,27 +5,18 @@ import (
 	"encoding/json"
 	"math"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 )
 
-// Dispatch is the dispatcher's success record for one change.
-type Dispatch struct {
-	EventID        string
-	PayloadSHA256  string
-	Status         string
-	RemotePlanID   string
-	RemoteJobCount int64
-	RemoteStatus   string
-	ResponseSHA256 string
-}
+// Dispatch is the dispatcher's success record for one change (the
+// contract's type).
+type Dispatch = contract.Dispatch
 
-// Dispatched is the detail of a localeflow.change.dispatched event:
-// the change as sent (any JSON object; it is hashed canonically) and the
-// dispatch that accepted it.
-type Dispatched struct {
-	Change   json.RawMessage
-	Dispatch Dispatch
-}
+// Dispatched is the payload of a localeflow.change.dispatched event (the
+// contract's type): the change as sent (any JSON object; it is hashed
+// canonically) and the dispatch that accepted it.
+type Dispatched = contract.ChangeDispatched
 
 // registration is a validated Dispatched.
 type registration struct {
@@ -80,13 +71,13 @@ func ParseDispatched(detail []byte) (Dispatched, error) {
 		return Dispatched{}, core.Fail(CodeDispatchInvalid)
 	}
 	out := Dispatched{Change: change, Dispatch: d}
-	if _, err := out.validate(); err != nil {
+	if _, err := validateDispatched(out); err != nil {
 		return Dispatched{}, err
 	}
 	return out, nil
 }
 
-// validate checks a dispatched change before registration
+// validateDispatched checks a dispatched change before registration
 // (docs/design.md "localeflow.change.dispatched"): the change is an object
 // whose event_id, site_id and website_version are tokens (else
 // CodeChangeInvalid), and the dispatch matches it (a source_sequence in the
@@ -94,7 +85,7 @@ func ParseDispatched(detail []byte) (Dispatched, error) {
 // the canonical change as payload hash, status succeeded, a plan id token,
 // a job count in 1..2^31-1, a remote status enqueued, superseded or
 // cancelled, a response hash; else CodeDispatchInvalid).
-func (d Dispatched) validate() (registration, error) {
+func validateDispatched(d Dispatched) (registration, error) {
 	canonical, err := core.CanonicalizeJSON(d.Change)
 	if err != nil || !isObject(canonical) {
 		return registration{}, core.Fail(CodeChangeInvalid)

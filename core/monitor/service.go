@@ -65,7 +65,7 @@ func (s *Service) Register(ctx context.Context, d Dispatched) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	reg, err := d.validate()
+	reg, err := validateDispatched(d)
 	if err != nil {
 		return Status{}, err
 	}

@@ -7,11 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 )
-
-// ApprovalSchema is the schema of a signed approval's payload.
-const ApprovalSchema = "localeflow.approval.v1"
 
 // Approval lookup codes (docs/design.md "Approvals"), the operation guard
 // code and the approval TTL configuration code.
@@ -24,25 +22,6 @@ const (
 	CodeApprovalTTLInvalid     = "release.approval.ttl_invalid"
 	CodeApprovalJSONInvalid    = "release.json.invalid"
 )
-
-// ApprovalPayload is what the approval authority signs.
-type ApprovalPayload struct {
-	Schema                    string `json:"schema"`
-	ApprovalID                string `json:"approval_id"`
-	EventID                   string `json:"event_id"`
-	SiteID                    string `json:"site_id"`
-	PlanID                    string `json:"plan_id"`
-	JobID                     string `json:"job_id"`
-	TargetLocale              string `json:"target_locale"`
-	ResultSHA256              string `json:"result_sha256"`
-	EvidenceRequestID         string `json:"evidence_request_id"`
-	QualityReceiptSHA256      string `json:"quality_receipt_sha256"`
-	HumanReviewReceiptSHA256  string `json:"human_review_receipt_sha256,omitempty"`
-	IndependentReviewSHA256   string `json:"independent_model_review_sha256,omitempty"`
-	IndependentReviewProvider string `json:"independent_model_review_provider,omitempty"`
-	ApprovedAtMS              int64  `json:"approved_at_ms"`
-	ExpiresAtMS               int64  `json:"expires_at_ms"`
-}
 
 // Guard refuses to start work that may not finish within lease: the
 // coordinator passes the evidence lease and the Lambda guard compares it
@@ -92,7 +71,7 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 	if in.ttl <= 0 {
 		return nil, core.Fail(CodeApprovalTTLInvalid)
 	}
-	verify := func(v Verifier, receipt string) (p ReceiptPayload, err error) {
+	verify := func(v Verifier, receipt string) (p contract.ReceiptPayload, err error) {
 		err = guarded(ctx, c.guard, c.cfg.EvidenceLease, func() error {
 			if v == nil {
 				return core.Fail("verifier.missing")
@@ -102,8 +81,8 @@ func (c *Coordinator) approve(ctx context.Context, snap *Snapshot, in approvalIn
 		})
 		return p, err
 	}
-	payload := ApprovalPayload{
-		Schema: ApprovalSchema, EventID: in.plan.Event.EventID, SiteID: in.plan.Event.SiteID,
+	payload := contract.ApprovalPayload{
+		Schema: contract.ApprovalSchema, EventID: in.plan.Event.EventID, SiteID: in.plan.Event.SiteID,
 		PlanID: in.plan.PlanID, JobID: in.job.JobID, TargetLocale: in.job.TargetLocale,
 		ResultSHA256: in.resultSHA, EvidenceRequestID: in.requestID,
 		QualityReceiptSHA256: core.SHA256Hex([]byte(in.evidence.QualityReceipt)),
@@ -205,11 +184,11 @@ func (c *Coordinator) lookupApproval(snap *Snapshot, plan *PlanRecord, job PlanJ
 	if err != nil {
 		return nil, core.Wrap(CodeApprovalInvalid, false, err)
 	}
-	var p ApprovalPayload
+	var p contract.ApprovalPayload
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, core.Wrap(CodeApprovalInvalid, false, err)
 	}
-	if p.Schema != ApprovalSchema || p.ApprovalID != rec.ApprovalID || p.EventID != plan.Event.EventID ||
+	if p.Schema != contract.ApprovalSchema || p.ApprovalID != rec.ApprovalID || p.EventID != plan.Event.EventID ||
 		p.PlanID != plan.PlanID || p.JobID != job.JobID || p.TargetLocale != job.TargetLocale ||
 		p.ResultSHA256 != rec.ResultSHA256 || p.ExpiresAtMS != rec.ExpiresMS {
 		return nil, core.Fail(CodeApprovalInvalid)
@@ -421,11 +400,11 @@ func (c *Coordinator) approvalMade(a *ApprovalRecord, plan *PlanRecord, job Plan
 	if err != nil {
 		return false
 	}
-	var p ApprovalPayload
+	var p contract.ApprovalPayload
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return false
 	}
-	return p.Schema == ApprovalSchema && p.ApprovalID == a.ApprovalID && p.EventID == plan.Event.EventID &&
+	return p.Schema == contract.ApprovalSchema && p.ApprovalID == a.ApprovalID && p.EventID == plan.Event.EventID &&
 		p.PlanID == plan.PlanID && p.JobID == job.JobID && p.TargetLocale == job.TargetLocale
 }
 

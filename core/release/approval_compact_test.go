@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
@@ -52,10 +53,10 @@ func deliverAll(t *testing.T, b *bundle, plan releasetest.PlanSpec, locales ...s
 // openedApprovals opens the delivered bundle with the publication key and
 // every approval token in it with the approval key, as a CMS does
 // (release.OpenToken), and returns the approval payloads.
-func openedApprovals(t *testing.T, fx releasetest.Fixture, body []byte) []release.ApprovalPayload {
+func openedApprovals(t *testing.T, fx releasetest.Fixture, body []byte) []contract.ApprovalPayload {
 	t.Helper()
 	approval, publication := fx.Authorities()
-	var req release.DeliveryRequest
+	var req contract.DeliveryRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatal(err)
 	}
@@ -63,17 +64,17 @@ func openedApprovals(t *testing.T, fx releasetest.Fixture, body []byte) []releas
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bun release.Bundle
+	var bun contract.Bundle
 	if err := json.Unmarshal(raw, &bun); err != nil {
 		t.Fatal(err)
 	}
-	var out []release.ApprovalPayload
+	var out []contract.ApprovalPayload
 	for _, l := range bun.Locales {
 		p, err := release.OpenToken(release.ApprovalContext, approval.PublicKey(), l.Approval)
 		if err != nil {
 			t.Fatalf("%s: approval token does not verify: %v", l.TargetLocale, err)
 		}
-		var ap release.ApprovalPayload
+		var ap contract.ApprovalPayload
 		if err := json.Unmarshal(p, &ap); err != nil || ap.ApprovalID != l.ApprovalID || ap.TargetLocale != l.TargetLocale {
 			t.Fatalf("%s: approval payload %+v %v", l.TargetLocale, ap, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"unicode/utf8"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 )
 
@@ -108,11 +109,11 @@ func openCompact(a *ApprovalRecord, eventID string) error {
 		return core.Fail(CodeStoredApprovalInvalid)
 	}
 	// Read as lookupApproval reads a token's payload.
-	var p ApprovalPayload
+	var p contract.ApprovalPayload
 	if err := json.Unmarshal([]byte(a.Body), &p); err != nil {
 		return core.Fail(CodeStoredApprovalInvalid)
 	}
-	if p.Schema != ApprovalSchema || p.EventID != eventID || p.EventID != a.EventID || p.JobID != a.JobID ||
+	if p.Schema != contract.ApprovalSchema || p.EventID != eventID || p.EventID != a.EventID || p.JobID != a.JobID ||
 		p.ApprovedAtMS != a.ApprovedMS || p.ExpiresAtMS != a.ExpiresMS ||
 		!core.ValidToken(p.PlanID) || !core.ValidToken(p.TargetLocale) || !core.ValidSHA256(p.ResultSHA256) ||
 		!core.ValidToken(p.EvidenceRequestID) || !core.ValidToken(p.ApprovalID) {

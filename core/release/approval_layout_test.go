@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 )
 
@@ -35,8 +36,8 @@ func TestCompactFormHoldsEveryField(t *testing.T) {
 
 func compactSample(t testing.TB) *ApprovalRecord {
 	t.Helper()
-	p := ApprovalPayload{
-		Schema: ApprovalSchema, ApprovalID: "apv-" + strings.Repeat("a", 40), EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1",
+	p := contract.ApprovalPayload{
+		Schema: contract.ApprovalSchema, ApprovalID: "apv-" + strings.Repeat("a", 40), EventID: "evt-1", SiteID: "site-1", PlanID: "plan-1",
 		JobID: "job-de-DE", TargetLocale: "de-DE", ResultSHA256: strings.Repeat("c", 64), EvidenceRequestID: "req-1",
 		QualityReceiptSHA256: strings.Repeat("1", 64), ApprovedAtMS: 1000, ExpiresAtMS: 2000,
 	}
@@ -93,7 +94,7 @@ func TestOpenStoredRefusesMalformedApprovals(t *testing.T) {
 		"body not json":         func(a *ApprovalRecord) { a.Body = a.Body[:len(a.Body)-1] },
 		"body trailing data":    func(a *ApprovalRecord) { a.Body += "{}" },
 		"body not utf-8":        func(a *ApprovalRecord) { a.Body = strings.Replace(a.Body, "de-DE", "de-\xff", 1) },
-		"body another schema":   func(a *ApprovalRecord) { a.Body = strings.Replace(a.Body, ApprovalSchema, "x", 1) },
+		"body another schema":   func(a *ApprovalRecord) { a.Body = strings.Replace(a.Body, contract.ApprovalSchema, "x", 1) },
 		"body another event":    func(a *ApprovalRecord) { a.Body = strings.Replace(a.Body, `"evt-1"`, `"evt-2"`, 1) },
 		"body another job":      func(a *ApprovalRecord) { a.JobID = "job-fr-FR" },
 		"approved_ms disagrees": func(a *ApprovalRecord) { a.ApprovedMS++ },

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -18,7 +19,7 @@ type frozenProvider struct {
 	meanwhile func()
 }
 
-func (p *frozenProvider) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
+func (p *frozenProvider) Obtain(ctx context.Context, req *contract.EvidenceRequest) ([]byte, error) {
 	if f := p.meanwhile; f != nil {
 		p.meanwhile = nil
 		f()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -18,7 +19,7 @@ type refusingProvider struct {
 	jobID string
 }
 
-func (p refusingProvider) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
+func (p refusingProvider) Obtain(ctx context.Context, req *contract.EvidenceRequest) ([]byte, error) {
 	if req.JobID == p.jobID {
 		return nil, core.Fail("http_400")
 	}

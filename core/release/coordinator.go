@@ -448,7 +448,7 @@ func validatedResult(snap *Snapshot, plan *PlanRecord, job PlanJob) (*Result, st
 	if err := json.Unmarshal([]byte(rec.ResultJSON), &r); err != nil {
 		return nil, "", "", core.Wrap(CodeStoredResultInvalid, false, err)
 	}
-	h, err := r.Hash()
+	h, err := ResultHash(r)
 	if err != nil || h != rec.ResultSHA256 {
 		return nil, "", "", core.Fail(CodeStoredResultInvalid)
 	}

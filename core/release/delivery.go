@@ -7,13 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 )
 
-// Delivery schemas and codes.
+// Delivery codes.
 const (
-	DeliveryBundleSchema       = "localeflow.delivery-bundle.v1"
-	DeliveryRequestSchema      = "localeflow.delivery-request.v1"
 	CodeDeliveryFailed         = "cms.delivery.failed"
 	CodeDeliveryInvalid        = "cms.delivery.invalid"
 	CodeDeliveryMissing        = "cms.delivery.missing"
@@ -27,42 +26,6 @@ const (
 	CodeDeliveryWriteFailed    = "cms.delivery.write_failed"
 	CodeDeliveryJSONInvalid    = "cms.json.invalid"
 )
-
-// BundleLocale is one approved locale of a delivery bundle.
-type BundleLocale struct {
-	JobID        string `json:"job_id"`
-	SourceLocale string `json:"source_locale"`
-	TargetLocale string `json:"target_locale"`
-	ContentType  string `json:"content_type"`
-	SourceSHA256 string `json:"source_sha256"`
-	TargetSHA256 string `json:"target_sha256"`
-	ResultSHA256 string `json:"result_sha256"`
-	Text         string `json:"text"`
-	ApprovalID   string `json:"approval_id"`
-	Approval     string `json:"approval"`
-}
-
-// Bundle is the delivery the publication authority signs.
-type Bundle struct {
-	Schema         string         `json:"schema"`
-	DeliveryID     string         `json:"delivery_id"`
-	EventID        string         `json:"event_id"`
-	SiteID         string         `json:"site_id"`
-	PlanID         string         `json:"plan_id"`
-	WebsiteVersion string         `json:"website_version,omitempty"`
-	PreparedAtMS   int64          `json:"prepared_at_ms"`
-	Locales        []BundleLocale `json:"locales"`
-}
-
-// DeliveryRequest is the body POSTed to the CMS delivery API: the signed
-// bundle token plus its routing identities.
-type DeliveryRequest struct {
-	Schema     string `json:"schema"`
-	DeliveryID string `json:"delivery_id"`
-	EventID    string `json:"event_id"`
-	SiteID     string `json:"site_id"`
-	Bundle     string `json:"bundle"`
-}
 
 // DeliveryClient sends a delivery to the CMS. It must be idempotent on the
 // delivery id; failures are *core.Error values ("cms.http_503", ...).
@@ -86,8 +49,8 @@ func deliveryID(plan *PlanRecord, approvals []*ApprovalRecord) (string, error) {
 
 // buildBundle assembles the bundle from the approvals and result records.
 func buildBundle(snap *Snapshot, plan *PlanRecord, approvals []*ApprovalRecord, id string, preparedMS int64) ([]byte, error) {
-	b := Bundle{
-		Schema: DeliveryBundleSchema, DeliveryID: id, EventID: plan.Event.EventID,
+	b := contract.Bundle{
+		Schema: contract.DeliveryBundleSchema, DeliveryID: id, EventID: plan.Event.EventID,
 		SiteID: plan.Event.SiteID, PlanID: plan.PlanID, WebsiteVersion: plan.Event.WebsiteVersion,
 		PreparedAtMS: preparedMS,
 	}
@@ -101,7 +64,7 @@ func buildBundle(snap *Snapshot, plan *PlanRecord, approvals []*ApprovalRecord, 
 		if err := json.Unmarshal([]byte(res.ResultJSON), &r); err != nil {
 			return nil, core.Wrap(codeDeliveryBundleMismatch, false, err)
 		}
-		b.Locales = append(b.Locales, BundleLocale{
+		b.Locales = append(b.Locales, contract.BundleLocale{
 			JobID: job.JobID, SourceLocale: job.SourceLocale, TargetLocale: job.TargetLocale,
 			ContentType: job.ContentType, SourceSHA256: r.SourceSHA256, TargetSHA256: r.TargetSHA256,
 			ResultSHA256: res.ResultSHA256, Text: r.Candidate, ApprovalID: a.ApprovalID, Approval: a.Token,
@@ -274,8 +237,8 @@ func (c *Coordinator) deliveryBody(snap *Snapshot, plan *PlanRecord, d *Delivery
 	if _, err := c.publication.OpenKey(d.KeyID, token); err != nil {
 		return nil, core.Wrap(CodeDeliveryInvalid, false, err)
 	}
-	body, err := core.Canonical(DeliveryRequest{
-		Schema: DeliveryRequestSchema, DeliveryID: d.DeliveryID, EventID: d.EventID, SiteID: d.SiteID, Bundle: token,
+	body, err := core.Canonical(contract.DeliveryRequest{
+		Schema: contract.DeliveryRequestSchema, DeliveryID: d.DeliveryID, EventID: d.EventID, SiteID: d.SiteID, Bundle: token,
 	})
 	if err != nil {
 		return nil, core.Wrap(CodeDeliveryJSONInvalid, false, err)

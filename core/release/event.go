@@ -71,36 +71,18 @@ type Plan struct {
 	PayloadSHA256 string
 }
 
-// Provider identifies a translation or review model.
-type Provider struct {
-	ID           string `json:"id"`
-	ModelID      string `json:"model_id"`
-	ModelVersion string `json:"model_version"`
-}
+// Provider identifies a translation or review model (the contract's
+// type: results and evidence requests carry it).
+type Provider = contract.Provider
 
-// Result is a succeeded job's result: exactly the 15 result fields of
-// docs/design.md "localeflow.job.completed". Its canonical JSON hash is the
-// result_sha256 every receipt and approval binds to.
-type Result struct {
-	SourceSHA256              string            `json:"source_sha256"`
-	TargetSHA256              string            `json:"target_sha256"`
-	SourceLocale              string            `json:"source_locale"`
-	TargetLocale              string            `json:"target_locale"`
-	ContentType               string            `json:"content_type"`
-	GlossaryVersion           string            `json:"glossary_version"`
-	PolicyVersion             string            `json:"policy_version"`
-	Provider                  Provider          `json:"provider"`
-	SoftwareVersion           string            `json:"software_version"`
-	ReviewConfidence          map[string]string `json:"review_confidence"`
-	QualityProfile            map[string]string `json:"quality_profile"`
-	CommercialReview          json.RawMessage   `json:"commercial_review"`
-	HumanReviewRequired       bool              `json:"human_review_required"`
-	IndependentReviewRequired bool              `json:"independent_review_required"`
-	Candidate                 string            `json:"candidate"`
-}
+// Result is a succeeded job's result, the contract's JobResult: exactly
+// the 15 result fields of docs/design.md "localeflow.job.completed". Its
+// canonical JSON hash (ResultHash) is the result_sha256 every receipt and
+// approval binds to.
+type Result = contract.JobResult
 
-// Hash is the SHA-256 of the result's canonical JSON.
-func (r Result) Hash() (string, error) {
+// ResultHash is the SHA-256 of the result's canonical JSON.
+func ResultHash(r Result) (string, error) {
 	h, err := core.HashCanonical(r)
 	if err != nil {
 		return "", core.Wrap(CodeJSONInvalid, false, err)

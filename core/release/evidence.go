@@ -11,17 +11,13 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 )
 
-// Evidence provider contract schemas and codes (docs/design.md "Evidence
-// provider API"). The schema names and the request id prefix are fixed by
-// the provider's contract and must not change.
+// Evidence provider codes (docs/design.md "Evidence provider API"); the
+// schemas and the request id prefix are in contract.
 const (
-	EvidenceRequestSchema         = "blun.localization-quality-evidence-request.v5"
-	EvidenceResponseSchema        = "blun.localization-quality-evidence-response.v2"
-	IndependentModelReviewSchema  = "blun.independent-model-review.v1"
-	EvidenceRequestIDPrefix       = "blun-l10n-evidence-"
 	MaxReceiptLength              = 16_384
 	CodeEvidenceUnavailable       = "evidence.unavailable"
 	CodeEvidenceRequestMutated    = "evidence.request_mutated"
@@ -38,18 +34,9 @@ const (
 	CodeIndependentReceipt        = "evidence.independent_model_review.receipt.required"
 )
 
-// EvidenceRequest is the quality evidence request sent to the provider
-// (docs/design.md "Evidence provider API", request body). It carries the
-// texts; it is never stored.
-type EvidenceRequest struct {
-	RequestID string `json:"request_id"`
-	EvidenceBinding
-	SourceText string `json:"source_text"`
-	TargetText string `json:"target_text"`
-}
-
-// Canonical is the request's canonical JSON, the body sent to the provider.
-func (r *EvidenceRequest) Canonical() ([]byte, error) {
+// EvidenceBody is the request's canonical JSON, the body sent to the
+// provider.
+func EvidenceBody(r *contract.EvidenceRequest) ([]byte, error) {
 	b, err := core.Canonical(r)
 	if err != nil {
 		return nil, core.Wrap(CodeJSONInvalid, false, err)
@@ -57,43 +44,17 @@ func (r *EvidenceRequest) Canonical() ([]byte, error) {
 	return b, nil
 }
 
-// EvidenceBinding is everything the request id commits to: the request
-// without its id and texts (the texts are bound through their hashes).
-type EvidenceBinding struct {
-	Schema                    string            `json:"schema"`
-	EvidenceRevision          string            `json:"evidence_revision"`
-	EventID                   string            `json:"event_id"`
-	PlanID                    string            `json:"plan_id"`
-	JobID                     string            `json:"job_id"`
-	ResultSHA256              string            `json:"result_sha256"`
-	SourceSHA256              string            `json:"source_sha256"`
-	TargetSHA256              string            `json:"target_sha256"`
-	SourceLocale              string            `json:"source_locale"`
-	TargetLocale              string            `json:"target_locale"`
-	ContentType               string            `json:"content_type"`
-	GlossaryVersion           string            `json:"glossary_version"`
-	PolicyVersion             string            `json:"policy_version"`
-	Provider                  Provider          `json:"provider"`
-	SoftwareVersion           string            `json:"software_version"`
-	ReviewConfidence          map[string]string `json:"review_confidence"`
-	QualityProfile            map[string]string `json:"quality_profile"`
-	CommercialProfile         *string           `json:"commercial_profile"`
-	CommercialReview          json.RawMessage   `json:"commercial_review"`
-	HumanReviewRequired       bool              `json:"human_review_required"`
-	IndependentReviewRequired bool              `json:"independent_review_required"`
-}
-
 // BuildEvidenceRequest builds the request for a validated result. The
 // request id is EvidenceRequestIDPrefix + sha256(JCS(binding)), so the same
 // result under the same evidence revision always has the same id.
-func BuildEvidenceRequest(eventID, planID string, job PlanJob, sourceText string, r *Result, resultSHA256, revision string) (*EvidenceRequest, error) {
+func BuildEvidenceRequest(eventID, planID string, job PlanJob, sourceText string, r *Result, resultSHA256, revision string) (*contract.EvidenceRequest, error) {
 	var profile *string
 	if job.CommercialProfile != "" {
 		p := job.CommercialProfile
 		profile = &p
 	}
-	b := EvidenceBinding{
-		Schema: EvidenceRequestSchema, EvidenceRevision: revision,
+	b := contract.EvidenceBinding{
+		Schema: contract.EvidenceRequestSchema, EvidenceRevision: revision,
 		EventID: eventID, PlanID: planID, JobID: job.JobID, ResultSHA256: resultSHA256,
 		SourceSHA256: r.SourceSHA256, TargetSHA256: r.TargetSHA256,
 		SourceLocale: r.SourceLocale, TargetLocale: r.TargetLocale, ContentType: r.ContentType,
@@ -109,7 +70,7 @@ func BuildEvidenceRequest(eventID, planID string, job PlanJob, sourceText string
 	// The request owns its maps and review (the result keeps its own).
 	b.ReviewConfidence, b.QualityProfile = cloneMap(b.ReviewConfidence), cloneMap(b.QualityProfile)
 	b.CommercialReview = bytes.Clone(b.CommercialReview)
-	return &EvidenceRequest{RequestID: EvidenceRequestIDPrefix + h, EvidenceBinding: b, SourceText: sourceText, TargetText: r.Candidate}, nil
+	return &contract.EvidenceRequest{RequestID: contract.EvidenceRequestIDPrefix + h, EvidenceBinding: b, SourceText: sourceText, TargetText: r.Candidate}, nil
 }
 
 func cloneMap(m map[string]string) map[string]string {
@@ -126,15 +87,12 @@ func cloneMap(m map[string]string) map[string]string {
 // code) and whether it is retryable; any other error is
 // "evidence.unavailable", retryable.
 type EvidenceProvider interface {
-	Obtain(ctx context.Context, req *EvidenceRequest) ([]byte, error)
+	Obtain(ctx context.Context, req *contract.EvidenceRequest) ([]byte, error)
 }
 
-// IndependentReview is a validated independent model review.
-type IndependentReview struct {
-	Schema   string   `json:"schema"`
-	Provider Provider `json:"provider"`
-	Receipt  string   `json:"receipt"`
-}
+// IndependentReview is a validated independent model review (the
+// contract's IndependentModelReview).
+type IndependentReview = contract.IndependentModelReview
 
 // Evidence is a validated evidence response.
 type Evidence struct {
@@ -148,7 +106,7 @@ type Evidence struct {
 // (evidence.request_mutated). A provider error with a code becomes
 // "evidence.<code>" with its retryability; any other error is
 // evidence.unavailable (retryable).
-func ObtainEvidence(ctx context.Context, p EvidenceProvider, req *EvidenceRequest) (Evidence, error) {
+func ObtainEvidence(ctx context.Context, p EvidenceProvider, req *contract.EvidenceRequest) (Evidence, error) {
 	if p == nil {
 		return Evidence{}, core.Fail("evidence.provider.invalid")
 	}
@@ -175,7 +133,7 @@ func ObtainEvidence(ctx context.Context, p EvidenceProvider, req *EvidenceReques
 // keys, schema and binding, NFC receipts, and the review policy (human
 // review excludes independent model review; an escalation needs exactly
 // one of them; the reviewer must be another provider).
-func ValidateEvidenceResponse(req *EvidenceRequest, body []byte) (Evidence, error) {
+func ValidateEvidenceResponse(req *contract.EvidenceRequest, body []byte) (Evidence, error) {
 	f, err := object(body, CodeEvidenceResponseInvalid, []string{
 		"schema", "request_id", "result_sha256", "quality_receipt",
 		"human_review_receipt", "independent_model_review",
@@ -186,7 +144,7 @@ func ValidateEvidenceResponse(req *EvidenceRequest, body []byte) (Evidence, erro
 	schema, _ := f.str("schema", CodeEvidenceBindingMismatch)
 	requestID, _ := f.str("request_id", CodeEvidenceBindingMismatch)
 	resultSHA, _ := f.str("result_sha256", CodeEvidenceBindingMismatch)
-	if schema != EvidenceResponseSchema || requestID != req.RequestID || resultSHA != req.ResultSHA256 {
+	if schema != contract.EvidenceResponseSchema || requestID != req.RequestID || resultSHA != req.ResultSHA256 {
 		return Evidence{}, core.Fail(CodeEvidenceBindingMismatch)
 	}
 	quality, err := receiptField(f, "quality_receipt", CodeQualityReceiptInvalid)
@@ -233,7 +191,7 @@ func independentReview(raw json.RawMessage, translatorID string) (*IndependentRe
 	if err != nil {
 		return nil, err
 	}
-	if schema, err := f.str("schema", CodeIndependentInvalid); err != nil || schema != IndependentModelReviewSchema {
+	if schema, err := f.str("schema", CodeIndependentInvalid); err != nil || schema != contract.IndependentModelReviewSchema {
 		return nil, core.Fail(CodeIndependentInvalid)
 	}
 	pv, err := object(f["provider"], CodeIndependentProvider, []string{"id", "model_id", "model_version"})
@@ -257,7 +215,7 @@ func independentReview(raw json.RawMessage, translatorID string) (*IndependentRe
 	if err != nil {
 		return nil, err
 	}
-	return &IndependentReview{Schema: IndependentModelReviewSchema, Provider: p, Receipt: receipt}, nil
+	return &IndependentReview{Schema: contract.IndependentModelReviewSchema, Provider: p, Receipt: receipt}, nil
 }
 
 func receiptField(f fields, name, code string) (string, error) {

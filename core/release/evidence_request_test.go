@@ -38,7 +38,7 @@ func TestEvidenceRequestIDStable(t *testing.T) {
 			if req.RequestID != tc.want {
 				t.Fatalf("request id %s, want %s", req.RequestID, tc.want)
 			}
-			body, err := req.Canonical()
+			body, err := release.EvidenceBody(req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 )
 
@@ -49,7 +50,7 @@ type Claim struct {
 	record      *EvidenceRecord
 }
 
-func validBinding(req *EvidenceRequest) error {
+func validBinding(req *contract.EvidenceRequest) error {
 	if req == nil {
 		return core.Fail("evidence.request.invalid")
 	}
@@ -83,7 +84,7 @@ func ValidateEvidenceRecord(r *EvidenceRecord) error {
 	return nil
 }
 
-func (r *EvidenceRecord) sameBinding(req *EvidenceRequest) bool {
+func (r *EvidenceRecord) sameBinding(req *contract.EvidenceRequest) bool {
 	return r.RequestID == req.RequestID && r.EventID == req.EventID && r.PlanID == req.PlanID &&
 		r.JobID == req.JobID && r.ResultSHA256 == req.ResultSHA256 && r.EvidenceRevision == req.EvidenceRevision
 }
@@ -132,7 +133,7 @@ func (s EvidenceState) clearAwaitingClaim(ctx context.Context, snap *Snapshot, j
 // and attempt policy), expires a stale lease, and takes the lease when an
 // attempt is due. It returns nil, nil when the request is leased by another
 // worker or waiting for its backoff.
-func (s EvidenceState) Claim(ctx context.Context, snap *Snapshot, req *EvidenceRequest, workerID string, now time.Time, lease time.Duration, maxAttempts int) (*Claim, error) {
+func (s EvidenceState) Claim(ctx context.Context, snap *Snapshot, req *contract.EvidenceRequest, workerID string, now time.Time, lease time.Duration, maxAttempts int) (*Claim, error) {
 	if err := validBinding(req); err != nil {
 		return nil, err
 	}

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
 
-func request(eventID string) *release.EvidenceRequest {
+func request(eventID string) *contract.EvidenceRequest {
 	job := release.PlanJob{JobID: "job-1", SourceLocale: "en-US", SourceSHA256: strings.Repeat("a", 64), TargetLocale: "de-DE", ContentType: "page"}
 	r := &release.Result{
 		SourceSHA256: job.SourceSHA256, TargetSHA256: strings.Repeat("b", 64), SourceLocale: "en-US", TargetLocale: "de-DE",
@@ -49,7 +50,7 @@ func (s *stateBundle) reload(t *testing.T, eventID string) {
 
 func TestRequestIDIsBindingHash(t *testing.T) {
 	a, b := request("evt-1"), request("evt-1")
-	if a.RequestID != b.RequestID || !strings.HasPrefix(a.RequestID, release.EvidenceRequestIDPrefix) || len(a.RequestID) != len(release.EvidenceRequestIDPrefix)+64 {
+	if a.RequestID != b.RequestID || !strings.HasPrefix(a.RequestID, contract.EvidenceRequestIDPrefix) || len(a.RequestID) != len(contract.EvidenceRequestIDPrefix)+64 {
 		t.Fatalf("request id %q", a.RequestID)
 	}
 	if request("evt-2").RequestID == a.RequestID {
@@ -60,15 +61,15 @@ func TestRequestIDIsBindingHash(t *testing.T) {
 func TestClaimValidation(t *testing.T) {
 	tests := []struct {
 		name   string
-		mutate func(*release.EvidenceRequest)
+		mutate func(*contract.EvidenceRequest)
 		worker string
 		lease  time.Duration
 		max    int
 		code   string
 	}{
-		{"bad request id", func(r *release.EvidenceRequest) { r.RequestID = "" }, "w", time.Minute, 5, release.CodeEvidenceRequestInvalid},
-		{"bad revision", func(r *release.EvidenceRequest) { r.EvidenceRevision = "a b" }, "w", time.Minute, 5, release.CodeRevisionInvalid},
-		{"bad result hash", func(r *release.EvidenceRequest) { r.ResultSHA256 = "X" }, "w", time.Minute, 5, "evidence.result_sha256.invalid"},
+		{"bad request id", func(r *contract.EvidenceRequest) { r.RequestID = "" }, "w", time.Minute, 5, release.CodeEvidenceRequestInvalid},
+		{"bad revision", func(r *contract.EvidenceRequest) { r.EvidenceRevision = "a b" }, "w", time.Minute, 5, release.CodeRevisionInvalid},
+		{"bad result hash", func(r *contract.EvidenceRequest) { r.ResultSHA256 = "X" }, "w", time.Minute, 5, "evidence.result_sha256.invalid"},
 		{"bad worker", nil, "w w", time.Minute, 5, release.CodeWorkerIDInvalid},
 		{"zero lease", nil, "w", 0, 5, release.CodeEvidenceLeaseInvalid},
 		{"lease over 3600 s", nil, "w", release.MaxLease + time.Second, 5, release.CodeEvidenceLeaseInvalid},

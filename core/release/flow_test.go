@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -66,7 +67,7 @@ func TestThreeLocalesOutOfOrderDeliveredOnce(t *testing.T) {
 		}
 	}
 	// The CMS can verify the bundle with the publication public key alone.
-	var req release.DeliveryRequest
+	var req contract.DeliveryRequest
 	if err := json.Unmarshal(b.cms.Deliveries[o.DeliveryID], &req); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestThreeLocalesOutOfOrderDeliveredOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bundle release.Bundle
+	var bundle contract.Bundle
 	if err := json.Unmarshal(raw, &bundle); err != nil {
 		t.Fatal(err)
 	}

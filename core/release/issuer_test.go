@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -22,7 +23,7 @@ func TestQualityIssuerRefusedAsHumanReview(t *testing.T) {
 	req := request("evt-1")
 	qualityKey := releasetest.Fixture{Issuer: fx.Issuer, IssuerKey: fx.IssuerKey}
 	sign := func(f releasetest.Fixture, issuer, kind string) string {
-		raw, _ := json.Marshal(release.ReceiptPayload{
+		raw, _ := json.Marshal(contract.ReceiptPayload{
 			Kind: kind, Issuer: issuer, RequestID: req.RequestID, ResultSHA256: req.ResultSHA256,
 			IssuedAtMS: core.Millis(t0), ExpiresAtMS: core.Millis(t0.Add(time.Hour)),
 		})

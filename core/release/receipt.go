@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/signing"
 )
@@ -31,24 +32,10 @@ const (
 // receiptSkew tolerates issuer clocks slightly ahead of ours.
 const receiptSkew = 5 * time.Minute
 
-// ReceiptPayload is the signed content of a receipt.
-type ReceiptPayload struct {
-	Kind         string `json:"kind"`
-	Issuer       string `json:"issuer"`
-	RequestID    string `json:"request_id"`
-	ResultSHA256 string `json:"result_sha256"`
-	IssuedAtMS   int64  `json:"issued_at_ms"`
-	ExpiresAtMS  int64  `json:"expires_at_ms"`
-	// ReviewerID is the independent reviewer's provider id. It is present
-	// in (and only in) independent_model_review receipts, so the reviewer
-	// is a signed fact rather than a claim of the evidence response.
-	ReviewerID string `json:"reviewer_id,omitempty"`
-}
-
 // Verifier checks one receipt against the request and result it must be
 // bound to.
 type Verifier interface {
-	Verify(receipt, requestID, resultSHA256 string, now time.Time) (ReceiptPayload, error)
+	Verify(receipt, requestID, resultSHA256 string, now time.Time) (contract.ReceiptPayload, error)
 }
 
 // ReceiptVerifier verifies receipts of one kind with the Ed25519 public
@@ -70,21 +57,21 @@ var _ Verifier = ReceiptVerifier{}
 
 // Verify opens the receipt with its issuer's key and checks kind, binding
 // and validity window.
-func (v ReceiptVerifier) Verify(receipt, requestID, resultSHA256 string, now time.Time) (ReceiptPayload, error) {
+func (v ReceiptVerifier) Verify(receipt, requestID, resultSHA256 string, now time.Time) (contract.ReceiptPayload, error) {
 	raw, err := signing.PeekReceiptPayload(receipt)
 	if err != nil {
-		return ReceiptPayload{}, core.Wrap(CodeReceiptMalformed, false, err)
+		return contract.ReceiptPayload{}, core.Wrap(CodeReceiptMalformed, false, err)
 	}
 	p, err := parseReceiptPayload(raw)
 	if err != nil {
-		return ReceiptPayload{}, err
+		return contract.ReceiptPayload{}, err
 	}
 	key, ok := v.Issuers[p.Issuer]
 	if !ok {
 		if v.OtherKinds[p.Issuer] {
-			return ReceiptPayload{}, core.Fail(CodeReceiptIssuerUntrusted)
+			return contract.ReceiptPayload{}, core.Fail(CodeReceiptIssuerUntrusted)
 		}
-		return ReceiptPayload{}, core.Fail(CodeReceiptIssuerUnknown)
+		return contract.ReceiptPayload{}, core.Fail(CodeReceiptIssuerUnknown)
 	}
 	if _, err := signing.OpenReceipt(key, receipt); err != nil {
 		opened := false
@@ -95,60 +82,60 @@ func (v ReceiptVerifier) Verify(receipt, requestID, resultSHA256 string, now tim
 			}
 		}
 		if !opened {
-			return ReceiptPayload{}, core.Wrap(CodeReceiptSignature, false, err)
+			return contract.ReceiptPayload{}, core.Wrap(CodeReceiptSignature, false, err)
 		}
 	}
 	if p.Kind != v.Kind {
-		return ReceiptPayload{}, core.Fail(CodeReceiptKindMismatch)
+		return contract.ReceiptPayload{}, core.Fail(CodeReceiptKindMismatch)
 	}
 	if p.RequestID != requestID || p.ResultSHA256 != resultSHA256 {
-		return ReceiptPayload{}, core.Fail(CodeReceiptBindingMismatch)
+		return contract.ReceiptPayload{}, core.Fail(CodeReceiptBindingMismatch)
 	}
 	nowMS := core.Millis(now)
 	if p.ExpiresAtMS <= nowMS {
-		return ReceiptPayload{}, core.Fail(CodeReceiptExpired)
+		return contract.ReceiptPayload{}, core.Fail(CodeReceiptExpired)
 	}
 	if p.IssuedAtMS > nowMS+receiptSkew.Milliseconds() {
-		return ReceiptPayload{}, core.Fail(CodeReceiptNotYetValid)
+		return contract.ReceiptPayload{}, core.Fail(CodeReceiptNotYetValid)
 	}
 	return p, nil
 }
 
-func parseReceiptPayload(raw []byte) (ReceiptPayload, error) {
+func parseReceiptPayload(raw []byte) (contract.ReceiptPayload, error) {
 	const code = CodeReceiptMalformed
 	f, err := object(raw, code, []string{"kind", "issuer", "request_id", "result_sha256", "issued_at_ms", "expires_at_ms"}, "reviewer_id")
 	if err != nil {
-		return ReceiptPayload{}, err
+		return contract.ReceiptPayload{}, err
 	}
-	var p ReceiptPayload
+	var p contract.ReceiptPayload
 	if p.Kind, err = f.str("kind", code); err != nil {
-		return ReceiptPayload{}, err
+		return contract.ReceiptPayload{}, err
 	}
 	switch {
 	case p.Kind == KindIndependentModelReview:
 		if p.ReviewerID, err = f.token("reviewer_id", code); err != nil {
-			return ReceiptPayload{}, err
+			return contract.ReceiptPayload{}, err
 		}
 	case f.has("reviewer_id"):
-		return ReceiptPayload{}, core.Fail(code)
+		return contract.ReceiptPayload{}, core.Fail(code)
 	}
 	if p.Issuer, err = f.token("issuer", code); err != nil {
-		return ReceiptPayload{}, err
+		return contract.ReceiptPayload{}, err
 	}
 	if p.RequestID, err = f.token("request_id", code); err != nil {
-		return ReceiptPayload{}, err
+		return contract.ReceiptPayload{}, err
 	}
 	if p.ResultSHA256, err = f.sha("result_sha256", code); err != nil {
-		return ReceiptPayload{}, err
+		return contract.ReceiptPayload{}, err
 	}
 	if p.IssuedAtMS, err = f.integer("issued_at_ms", code, 0, 253402300799999); err != nil {
-		return ReceiptPayload{}, err
+		return contract.ReceiptPayload{}, err
 	}
 	if p.ExpiresAtMS, err = f.integer("expires_at_ms", code, 0, 253402300799999); err != nil {
-		return ReceiptPayload{}, err
+		return contract.ReceiptPayload{}, err
 	}
 	if p.ExpiresAtMS <= p.IssuedAtMS {
-		return ReceiptPayload{}, core.Fail(code)
+		return contract.ReceiptPayload{}, core.Fail(code)
 	}
 	return p, nil
 }

@@ -9,16 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
 
-func response(t testing.TB, req *release.EvidenceRequest, mutate func(m map[string]any)) []byte {
+func response(t testing.TB, req *contract.EvidenceRequest, mutate func(m map[string]any)) []byte {
 	t.Helper()
 	fx := releasetest.NewFixture()
 	m := map[string]any{
-		"schema": release.EvidenceResponseSchema, "request_id": req.RequestID, "result_sha256": req.ResultSHA256,
+		"schema": contract.EvidenceResponseSchema, "request_id": req.RequestID, "result_sha256": req.ResultSHA256,
 		"quality_receipt":      fx.Receipt(release.KindQuality, req.RequestID, req.ResultSHA256, t0, time.Hour),
 		"human_review_receipt": nil, "independent_model_review": nil,
 	}
@@ -34,7 +35,7 @@ func response(t testing.TB, req *release.EvidenceRequest, mutate func(m map[stri
 
 func review(id string) map[string]any {
 	return map[string]any{
-		"schema":   release.IndependentModelReviewSchema,
+		"schema":   contract.IndependentModelReviewSchema,
 		"provider": map[string]any{"id": id, "model_id": "rv", "model_version": "1"},
 		"receipt":  "v1.x.y",
 	}
@@ -48,7 +49,7 @@ func TestValidateEvidenceResponse(t *testing.T) {
 	indep.IndependentReviewRequired = true
 	tests := []struct {
 		name   string
-		req    *release.EvidenceRequest
+		req    *contract.EvidenceRequest
 		mutate func(m map[string]any)
 		raw    string
 		code   string
@@ -120,14 +121,14 @@ func TestValidateEvidenceResponse(t *testing.T) {
 
 type mutatingProvider struct{ body []byte }
 
-func (p mutatingProvider) Obtain(_ context.Context, req *release.EvidenceRequest) ([]byte, error) {
+func (p mutatingProvider) Obtain(_ context.Context, req *contract.EvidenceRequest) ([]byte, error) {
 	req.ReviewConfidence["level"] = "low"
 	return p.body, nil
 }
 
 type errProvider struct{ err error }
 
-func (p errProvider) Obtain(context.Context, *release.EvidenceRequest) ([]byte, error) {
+func (p errProvider) Obtain(context.Context, *contract.EvidenceRequest) ([]byte, error) {
 	return nil, p.err
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -65,8 +66,8 @@ func TestReceiptReviewerField(t *testing.T) {
 	fx := releasetest.NewFixture()
 	v := fx.Verifiers()
 	req := request("evt-1")
-	payload := func(kind, reviewer string) release.ReceiptPayload {
-		return release.ReceiptPayload{
+	payload := func(kind, reviewer string) contract.ReceiptPayload {
+		return contract.ReceiptPayload{
 			Kind: kind, RequestID: req.RequestID, ResultSHA256: req.ResultSHA256,
 			IssuedAtMS: core.Millis(t0), ExpiresAtMS: core.Millis(t0.Add(time.Hour)), ReviewerID: reviewer,
 		}
@@ -116,7 +117,7 @@ func TestReceiptContractVector(t *testing.T) {
 	if err := json.Unmarshal(raw, &v); err != nil {
 		t.Fatal(err)
 	}
-	var p release.ReceiptPayload
+	var p contract.ReceiptPayload
 	if err := json.Unmarshal([]byte(v.Receipt.Payload), &p); err != nil {
 		t.Fatal(err)
 	}

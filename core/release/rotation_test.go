@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
@@ -260,7 +261,7 @@ func TestReceiptIssuerRotation(t *testing.T) {
 		}
 	}
 	// The rotating key does not sign another kind, even under its name.
-	p := release.ReceiptPayload{Kind: release.KindHumanReview, Issuer: fx.Issuer, RequestID: "req-1", ResultSHA256: sha,
+	p := contract.ReceiptPayload{Kind: release.KindHumanReview, Issuer: fx.Issuer, RequestID: "req-1", ResultSHA256: sha,
 		IssuedAtMS: core.Millis(now), ExpiresAtMS: core.Millis(now.Add(time.Hour))}
 	f := fx
 	f.HumanIssuerKey, f.HumanIssuer = newKey, fx.Issuer

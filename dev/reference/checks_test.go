@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/cms"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/signing"
@@ -73,7 +74,7 @@ func TestCMSRequestWindowAndReplay(t *testing.T) {
 
 // TestCMSRefusesExpiredApprovalAndForeignApproval: the reference CMS
 // makes every check of "Verifying a delivery", the approval's expiry and
-// binding included (contract/peer.VerifyDelivery).
+// binding included (peer.VerifyDelivery).
 func TestCMSRefusesExpiredApprovalAndForeignApproval(t *testing.T) {
 	b := setup(t, Faults{}, Faults{})
 	s := spec("evt-exp", "de-DE")
@@ -82,7 +83,7 @@ func TestCMSRefusesExpiredApprovalAndForeignApproval(t *testing.T) {
 	}
 	approval, publication := b.fx.Authorities()
 	build := func(expires int64, job string) []byte {
-		a := release.ApprovalPayload{Schema: release.ApprovalSchema, EventID: s.EventID, SiteID: s.SiteID, PlanID: s.PlanID, JobID: job,
+		a := contract.ApprovalPayload{Schema: contract.ApprovalSchema, EventID: s.EventID, SiteID: s.SiteID, PlanID: s.PlanID, JobID: job,
 			TargetLocale: "de-DE", ResultSHA256: core.SHA256Hex([]byte("r")), EvidenceRequestID: "blun-l10n-evidence-x",
 			QualityReceiptSHA256: core.SHA256Hex([]byte("q")), ApprovedAtMS: 1, ExpiresAtMS: expires}
 		id, _ := core.HashCanonical(a)
@@ -90,15 +91,15 @@ func TestCMSRefusesExpiredApprovalAndForeignApproval(t *testing.T) {
 		raw, _ := core.Canonical(a)
 		token, _ := approval.Sign(raw)
 		text := "Hallo"
-		bun := release.Bundle{Schema: release.DeliveryBundleSchema, EventID: s.EventID, SiteID: s.SiteID, PlanID: s.PlanID, PreparedAtMS: 1,
-			Locales: []release.BundleLocale{{JobID: "job-de", SourceLocale: "en-US", TargetLocale: "de-DE", ContentType: "page",
+		bun := contract.Bundle{Schema: contract.DeliveryBundleSchema, EventID: s.EventID, SiteID: s.SiteID, PlanID: s.PlanID, PreparedAtMS: 1,
+			Locales: []contract.BundleLocale{{JobID: "job-de", SourceLocale: "en-US", TargetLocale: "de-DE", ContentType: "page",
 				SourceSHA256: core.SHA256Hex([]byte("Hello")), TargetSHA256: core.SHA256Hex([]byte(text)), ResultSHA256: a.ResultSHA256,
 				Text: text, ApprovalID: a.ApprovalID, Approval: token}}}
 		h, _ := core.HashCanonical(map[string]any{"event_id": s.EventID, "plan_id": s.PlanID, "approvals": []string{a.ApprovalID}})
 		bun.DeliveryID = "dlv-" + h[:40]
 		raw, _ = core.Canonical(bun)
 		bt, _ := publication.Sign(raw)
-		body, _ := core.Canonical(release.DeliveryRequest{Schema: release.DeliveryRequestSchema, DeliveryID: bun.DeliveryID, EventID: s.EventID, SiteID: s.SiteID, Bundle: bt})
+		body, _ := core.Canonical(contract.DeliveryRequest{Schema: contract.DeliveryRequestSchema, DeliveryID: bun.DeliveryID, EventID: s.EventID, SiteID: s.SiteID, Bundle: bt})
 		return body
 	}
 	dpath := "/v1/sites/" + s.SiteID + "/changes/" + s.EventID + "/deliveries"
@@ -119,7 +120,7 @@ func TestCMSRefusesExpiredApprovalAndForeignApproval(t *testing.T) {
 
 // TestEvidenceRefusesStaleAndUnboundRequests: the reference provider
 // refuses a stale request (401) and one whose request_id is not derived
-// from its body (400, contract/peer.CheckEvidenceRequest).
+// from its body (400, peer.CheckEvidenceRequest).
 func TestEvidenceRefusesStaleAndUnboundRequests(t *testing.T) {
 	b := setup(t, Faults{}, Faults{})
 	plan := evidenceBody(t, "blun-l10n-evidence-"+core.SHA256Hex([]byte("not the derivation")))
@@ -139,7 +140,7 @@ func TestEvidenceRefusesStaleAndUnboundRequests(t *testing.T) {
 // evidenceBody is a canonical evidence request; requestID "" derives it.
 func evidenceBody(t *testing.T, requestID string) []byte {
 	t.Helper()
-	bind := release.EvidenceBinding{Schema: release.EvidenceRequestSchema, EvidenceRevision: "r1", EventID: "evt-ev", PlanID: "plan-ev", JobID: "job-ev",
+	bind := contract.EvidenceBinding{Schema: contract.EvidenceRequestSchema, EvidenceRevision: "r1", EventID: "evt-ev", PlanID: "plan-ev", JobID: "job-ev",
 		ResultSHA256: core.SHA256Hex([]byte("res")), SourceSHA256: core.SHA256Hex([]byte("Hello")), TargetSHA256: core.SHA256Hex([]byte("Hallo")),
 		SourceLocale: "en-US", TargetLocale: "de-DE", ContentType: "page", GlossaryVersion: "g", PolicyVersion: "p",
 		Provider: release.Provider{ID: "tr", ModelID: "m", ModelVersion: "1"}, SoftwareVersion: "s",
@@ -149,9 +150,9 @@ func evidenceBody(t *testing.T, requestID string) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		requestID = release.EvidenceRequestIDPrefix + h
+		requestID = contract.EvidenceRequestIDPrefix + h
 	}
-	body, err := (&release.EvidenceRequest{RequestID: requestID, EvidenceBinding: bind, SourceText: "Hello", TargetText: "Hallo"}).Canonical()
+	body, err := release.EvidenceBody(&contract.EvidenceRequest{RequestID: requestID, EvidenceBinding: bind, SourceText: "Hello", TargetText: "Hallo"})
 	if err != nil {
 		t.Fatal(err)
 	}

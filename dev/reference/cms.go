@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
-	"github.com/localeflow/localeflow/contract/peer"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
-	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -228,7 +228,7 @@ var deliverStatus = map[string]int{
 }
 
 // deliver verifies a delivery as docs/integrating.md "Verifying a
-// delivery" says (contract/peer: request, then bundle), records it
+// delivery" says (peer: request, then bundle), records it
 // idempotently by delivery_id and, when it is new, moves the change's
 // lifecycle on.
 func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
@@ -256,7 +256,7 @@ func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
 		reject(deliverStatus[core.CodeOf(err)], core.CodeOf(err))
 		return
 	}
-	var req release.DeliveryRequest
+	var req contract.DeliveryRequest
 	if json.Unmarshal(body, &req) != nil || !core.ValidToken(req.DeliveryID) {
 		reject(http.StatusBadRequest, peer.CodeDeliveryRequestInvalid)
 		return

@@ -7,7 +7,7 @@
 //     (GET /v1/sites/{site}/changes/{event}/lifecycle, adapters/cms/cmstest:
 //     HMAC-verified requests, signed responses bound to the request id) and
 //     the delivery API (POST …/deliveries: every check of
-//     docs/integrating.md "Verifying a delivery", with contract/peer
+//     docs/integrating.md "Verifying a delivery", with peer
 //     (VerifyDelivery: bundle signature, each approval, its binding and
 //     expiry, sha256(text) = target_sha256), idempotent on delivery_id, 409
 //     for another bundle under a known delivery_id). The lifecycle follows the deliveries: a
@@ -26,11 +26,11 @@
 // everything else: the signature (401), a timestamp within RequestWindow
 // (5 minutes by default; 401) and a request id not accepted before (409).
 // The evidence provider also checks the request's request_id derivation
-// and text hashes (contract/peer.CheckEvidenceRequest; 400).
+// and text hashes (peer.CheckEvidenceRequest; 400).
 //
 // Breaks (tests only) make a server violate the contract one named way
 // each, so that `localeflow conformance cms|evidence` can be shown to
-// report each violation by its own check (internal/conformance).
+// report each violation by its own check (cmd/localeflow/internal/conformance).
 //
 // Both take Faults: a fixed latency plus jitter, and a rate of requests
 // answered with HTTP 503 {"code":…,"retryable":true} before they reach the

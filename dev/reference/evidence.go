@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/signedhttp"
-	"github.com/localeflow/localeflow/contract/peer"
+	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
@@ -140,7 +140,7 @@ func (e *Evidence) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.faults.
 
 // serve makes the request checks of docs/integrating.md "The evidence
 // provider API" (signature, window, replay, then the request itself:
-// contract/peer.CheckEvidenceRequest) and lets the test provider answer,
+// peer.CheckEvidenceRequest) and lets the test provider answer,
 // applying the breaks.
 func (e *Evidence) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r, 2<<20)

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -21,7 +21,7 @@ import (
 // cms|evidence`) can be shown to report each violation by its check. A
 // server without breaks follows docs/integrating.md, SHOULDs included.
 //
-// "skip:<peer code>" skips one peer-side check of contract/peer (the
+// "skip:<peer code>" skips one peer-side check of peer (the
 // request checks request.signature_invalid, request.stale,
 // request.replayed; the delivery checks delivery.*, bundle.*; the
 // evidence request checks evidence_request.*): the request is served as

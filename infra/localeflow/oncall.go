@@ -194,7 +194,7 @@ var queryDefinitions = []queryDefinition{
 		// CMS logs too.
 		Query: strings.Join([]string{
 			"fields @timestamp, @log, slowest_remote, slowest_remote_ms, slowest_request_id, remote_calls, request_id, xray_trace_id",
-			`| filter msg = "remote calls" and slowest_remote like /^cms_/`,
+			`| filter msg = "` + contract.LogRemoteCalls + `" and slowest_remote like /^cms_/`,
 			"| sort slowest_remote_ms desc",
 			"| limit 50",
 		}, "\n"),

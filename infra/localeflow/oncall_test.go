@@ -11,7 +11,6 @@ import (
 
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/monitor"
-	"github.com/localeflow/localeflow/internal/remotecall"
 )
 
 // TestRuleTargetsHaveDLQAndRetryPolicy: the rule targets had no dead-letter
@@ -207,7 +206,7 @@ func TestQueryDefinitions(t *testing.T) {
 	}{
 		{"ChangeHistoryQuery", "localeflow/change-history", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator"}, []string{"event_id = ", "sort @timestamp asc"}},
 		{"FailuresByCodeQuery", "localeflow/failures-by-code", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator", "/aws/lambda/localeflow-health"}, []string{"stats count(*)", "by code"}},
-		{"SlowestCMSCallsQuery", "localeflow/slowest-cms-calls", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator"}, []string{`msg = "` + remotecall.Message + `"`, "sort slowest_remote_ms desc", "slowest_request_id"}},
+		{"SlowestCMSCallsQuery", "localeflow/slowest-cms-calls", []any{"/aws/lambda/localeflow-poller", "/aws/lambda/localeflow-coordinator"}, []string{`msg = "` + contract.LogRemoteCalls + `"`, "sort slowest_remote_ms desc", "slowest_request_id"}},
 	} {
 		p := s.props(t, "AWS::Logs::QueryDefinition", q.logical)
 		if p["Name"] != q.name || !jsonEqual(p["LogGroupNames"], q.groups) {

@@ -35,9 +35,6 @@ var Metric = map[string]string{
 	KindEvidence:     contract.MetricEvidenceLatency,
 }
 
-// Message is the "msg" of the per-invocation document.
-const Message = "remote calls"
-
 // maxValues is EMF's limit of values in one metric array; more calls
 // continue in further documents.
 const maxValues = 100
@@ -90,7 +87,7 @@ func (r *Recorder) Lines(ctx context.Context, deployment string, nowMS int64) []
 	}
 	var lines [][]byte
 	for first := true; ; first = false {
-		doc := map[string]any{"msg": Message, contract.MetricDeploymentDimension: deployment}
+		doc := map[string]any{"msg": contract.LogRemoteCalls, contract.MetricDeploymentDimension: deployment}
 		if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 			doc["request_id"] = lc.AwsRequestID
 		}

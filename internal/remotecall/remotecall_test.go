@@ -54,7 +54,7 @@ func TestOneDocumentPerInvocation(t *testing.T) {
 	}
 	if fmt.Sprint(doc[contract.MetricCMSLifecycleLatency]) != "[10 11 12]" || fmt.Sprint(doc[contract.MetricEvidenceLatency]) != "[5]" ||
 		doc["remote_calls"] != float64(4) || doc["slowest_remote"] != remotecall.KindCMSLifecycle || doc["slowest_remote_ms"] != float64(12) ||
-		doc["slowest_request_id"] != "req-2" || doc["request_id"] != "inv-1" || doc["Deployment"] != "dep-a" || doc["msg"] != remotecall.Message {
+		doc["slowest_request_id"] != "req-2" || doc["request_id"] != "inv-1" || doc["Deployment"] != "dep-a" || doc["msg"] != contract.LogRemoteCalls {
 		t.Fatalf("document %s", lines[0])
 	}
 	if !strings.Contains(lines[0], `{"Name":"CMSLifecycleLatency","Unit":"Milliseconds"}`) {

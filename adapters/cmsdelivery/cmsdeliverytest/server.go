@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/signing"
@@ -37,13 +38,13 @@ type Server struct {
 	rejected   int
 	duplicates int
 	deliveries map[string][]byte
-	bundles    map[string]release.Bundle
+	bundles    map[string]contract.Bundle
 }
 
 // New starts a server sharing key with the client and trusting the given
 // publication and approval public keys.
 func New(key []byte, publication, approval ed25519.PublicKey) *Server {
-	s := &Server{key: key, publication: publication, approval: approval, deliveries: map[string][]byte{}, bundles: map[string]release.Bundle{}}
+	s := &Server{key: key, publication: publication, approval: approval, deliveries: map[string][]byte{}, bundles: map[string]contract.Bundle{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -94,10 +95,10 @@ func (s *Server) FailFirst(n int) {
 
 // Stats reports calls, rejected requests, idempotent duplicates and the
 // verified deliveries by id.
-func (s *Server) Stats() (calls, rejected, duplicates int, bundles map[string]release.Bundle) {
+func (s *Server) Stats() (calls, rejected, duplicates int, bundles map[string]contract.Bundle) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]release.Bundle, len(s.bundles))
+	out := make(map[string]contract.Bundle, len(s.bundles))
 	for k, v := range s.bundles {
 		out[k] = v
 	}
@@ -135,10 +136,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusUnauthorized)
 		return
 	}
-	var req release.DeliveryRequest
+	var req contract.DeliveryRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if dec.Decode(&req) != nil || req.Schema != release.DeliveryRequestSchema || req.SiteID != siteID || req.EventID != eventID {
+	if dec.Decode(&req) != nil || req.Schema != contract.DeliveryRequestSchema || req.SiteID != siteID || req.EventID != eventID {
 		s.reject(w, http.StatusBadRequest)
 		return
 	}
@@ -147,8 +148,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusForbidden)
 		return
 	}
-	var b release.Bundle
-	if json.Unmarshal(payload, &b) != nil || b.Schema != release.DeliveryBundleSchema || b.DeliveryID != req.DeliveryID ||
+	var b contract.Bundle
+	if json.Unmarshal(payload, &b) != nil || b.Schema != contract.DeliveryBundleSchema || b.DeliveryID != req.DeliveryID ||
 		b.EventID != eventID || b.SiteID != siteID || len(b.Locales) == 0 {
 		s.reject(w, http.StatusBadRequest)
 		return

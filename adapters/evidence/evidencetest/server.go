@@ -13,8 +13,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
-	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/signing"
 )
@@ -116,10 +116,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest, "body_not_canonical")
 		return
 	}
-	var req release.EvidenceRequest
+	var req contract.EvidenceRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || req.Schema != release.EvidenceRequestSchema || !core.ValidToken(req.RequestID) {
+	if err := dec.Decode(&req); err != nil || req.Schema != contract.EvidenceRequestSchema || !core.ValidToken(req.RequestID) {
 		s.reject(w, http.StatusBadRequest, "request_invalid")
 		return
 	}

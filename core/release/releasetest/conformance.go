@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 )
@@ -481,8 +482,8 @@ func SampleRecords(eventID string) []release.Record {
 // canonical JSON of an approval payload, its signature 64 made-up bytes
 // (a store never verifies it).
 func SampleCompactApproval(eventID, jobID string, approvedMS int64) *release.ApprovalRecord {
-	p := release.ApprovalPayload{
-		Schema: release.ApprovalSchema, ApprovalID: "apv-" + sha('7')[:40], EventID: eventID, SiteID: "site-1",
+	p := contract.ApprovalPayload{
+		Schema: contract.ApprovalSchema, ApprovalID: "apv-" + sha('7')[:40], EventID: eventID, SiteID: "site-1",
 		PlanID: "plan-1", JobID: jobID, TargetLocale: "fr-FR", ResultSHA256: sha('c'),
 		EvidenceRequestID: "blun-l10n-evidence-" + sha('e'), QualityReceiptSHA256: sha('1'),
 		ApprovedAtMS: approvedMS, ExpiresAtMS: approvedMS + 1000,

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/signing"
@@ -198,7 +199,7 @@ func (f Fixture) Detail(payload []byte) []byte {
 // Receipt signs a receipt of kind with the kind's issuer. An independent
 // model review receipt names DefaultReviewer.
 func (f Fixture) Receipt(kind, requestID, resultSHA string, issued time.Time, ttl time.Duration) string {
-	p := release.ReceiptPayload{
+	p := contract.ReceiptPayload{
 		Kind: kind, RequestID: requestID, ResultSHA256: resultSHA,
 		IssuedAtMS: core.Millis(issued), ExpiresAtMS: core.Millis(issued.Add(ttl)),
 	}
@@ -211,14 +212,14 @@ func (f Fixture) Receipt(kind, requestID, resultSHA string, issued time.Time, tt
 // IndependentReceipt signs an independent model review receipt naming
 // reviewer.
 func (f Fixture) IndependentReceipt(reviewer, requestID, resultSHA string, issued time.Time, ttl time.Duration) string {
-	return f.SignReceipt(release.ReceiptPayload{
+	return f.SignReceipt(contract.ReceiptPayload{
 		Kind: release.KindIndependentModelReview, RequestID: requestID, ResultSHA256: resultSHA,
 		IssuedAtMS: core.Millis(issued), ExpiresAtMS: core.Millis(issued.Add(ttl)), ReviewerID: reviewer,
 	})
 }
 
 // SignReceipt signs p with the issuer of p.Kind, setting p.Issuer.
-func (f Fixture) SignReceipt(p release.ReceiptPayload) string {
+func (f Fixture) SignReceipt(p contract.ReceiptPayload) string {
 	issuer, key := f.IssuerFor(p.Kind)
 	p.Issuer = issuer
 	payload, _ := json.Marshal(p)
@@ -272,7 +273,7 @@ func (r *Responder) Calls() int {
 
 // Respond returns the response body for req, or a *core.Error when the
 // responder is configured to fail this call.
-func (r *Responder) Respond(req *release.EvidenceRequest) ([]byte, error) {
+func (r *Responder) Respond(req *contract.EvidenceRequest) ([]byte, error) {
 	r.mu.Lock()
 	r.calls++
 	n := r.calls
@@ -290,7 +291,7 @@ func (r *Responder) Respond(req *release.EvidenceRequest) ([]byte, error) {
 	}
 	ttl := 24 * time.Hour
 	resp := map[string]any{
-		"schema": release.EvidenceResponseSchema, "request_id": req.RequestID, "result_sha256": req.ResultSHA256,
+		"schema": contract.EvidenceResponseSchema, "request_id": req.RequestID, "result_sha256": req.ResultSHA256,
 		"quality_receipt":      r.Fixture.Receipt(release.KindQuality, req.RequestID, req.ResultSHA256, now, ttl),
 		"human_review_receipt": nil, "independent_model_review": nil,
 	}
@@ -304,7 +305,7 @@ func (r *Responder) Respond(req *release.EvidenceRequest) ([]byte, error) {
 			signed = r.SignedReviewer
 		}
 		return map[string]any{
-			"schema":   release.IndependentModelReviewSchema,
+			"schema":   contract.IndependentModelReviewSchema,
 			"provider": map[string]any{"id": id, "model_id": "rv-1", "model_version": "2026-09"},
 			"receipt":  r.Fixture.IndependentReceipt(signed, req.RequestID, req.ResultSHA256, now, ttl),
 		}
@@ -334,7 +335,7 @@ type Provider struct{ *Responder }
 var _ release.EvidenceProvider = Provider{}
 
 // Obtain implements release.EvidenceProvider.
-func (p Provider) Obtain(_ context.Context, req *release.EvidenceRequest) ([]byte, error) {
+func (p Provider) Obtain(_ context.Context, req *contract.EvidenceRequest) ([]byte, error) {
 	return p.Respond(req)
 }
 
@@ -359,7 +360,7 @@ func (c *CMS) Deliver(_ context.Context, _, _ string, body []byte) error {
 	if c.Sends <= c.FailFirst {
 		return core.WithRetryAfter(core.Retry("http_503"), c.RetryAfter)
 	}
-	var req release.DeliveryRequest
+	var req contract.DeliveryRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return core.Fail("http_400")
 	}

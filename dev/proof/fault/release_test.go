@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/proof/harness"
@@ -282,7 +283,7 @@ type crashingEvidence struct {
 	crashed atomic.Bool
 }
 
-func (p *crashingEvidence) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
+func (p *crashingEvidence) Obtain(ctx context.Context, req *contract.EvidenceRequest) ([]byte, error) {
 	body, err := p.EvidenceProvider.Obtain(ctx, req)
 	if p.crashed.CompareAndSwap(false, true) {
 		runtime.Goexit()

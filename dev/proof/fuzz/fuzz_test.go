@@ -126,7 +126,7 @@ func FuzzEvidenceErrorAnswer(f *testing.F) {
 	if err := json.Unmarshal(plan.ResultPayload("de-DE", releasetest.ResultOptions{}), &res); err != nil {
 		f.Fatal(err)
 	}
-	h, err := res.Hash()
+	h, err := release.ResultHash(res)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/topology"
@@ -128,7 +129,7 @@ func checkCollection(c *collector, table, eventID string, s *release.Snapshot) {
 		var res release.Result
 		h, err := "", json.Unmarshal([]byte(r.ResultJSON), &res)
 		if err == nil {
-			h, err = res.Hash()
+			h, err = release.ResultHash(res)
 		}
 		if err != nil || h != r.ResultSHA256 {
 			c.add(table, key(release.SKResultPrefix+jobID), RuleHashes, "result_sha256 is not the hash of the stored result")
@@ -298,7 +299,7 @@ func checkDeliveries(c *collector, table string, snaps map[string]*release.Snaps
 // authority's public key and compares what it binds with the record.
 func checkApprovalToken(c *collector, table, key string, a *release.ApprovalRecord, pub ed25519.PublicKey) {
 	payload, err := release.OpenToken(release.ApprovalContext, pub, a.Token)
-	var p release.ApprovalPayload
+	var p contract.ApprovalPayload
 	if err == nil {
 		err = json.Unmarshal(payload, &p)
 	}

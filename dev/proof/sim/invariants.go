@@ -299,8 +299,8 @@ func (r *Release) maybeForgeApproval(spec *releaseSpec, locale string, at time.T
 			panic(err)
 		}
 		now := time.Now()
-		p := release.ApprovalPayload{
-			Schema: release.ApprovalSchema, EventID: id, SiteID: spec.plan.SiteID, PlanID: spec.plan.PlanID,
+		p := contract.ApprovalPayload{
+			Schema: contract.ApprovalSchema, EventID: id, SiteID: spec.plan.SiteID, PlanID: spec.plan.PlanID,
 			JobID: job.JobID, TargetLocale: job.TargetLocale,
 			ResultSHA256:         core.SHA256Hex([]byte("another result of " + job.JobID)),
 			EvidenceRequestID:    "forged-request",
@@ -341,12 +341,12 @@ func (r *Release) maybeForgeApproval(spec *releaseSpec, locale string, at time.T
 
 // checkApprovedResult: the approval delivered with a locale was issued for
 // the result delivered (the job's accepted result).
-func (r *Release) checkApprovedResult(id string, snap release.Snapshot, l release.BundleLocale) {
+func (r *Release) checkApprovedResult(id string, snap release.Snapshot, l contract.BundleLocale) {
 	raw, err := r.openApproval(l.Approval)
 	if err != nil {
 		return // checkApproval reports it
 	}
-	var p release.ApprovalPayload
+	var p contract.ApprovalPayload
 	if json.Unmarshal(raw, &p) != nil {
 		return
 	}

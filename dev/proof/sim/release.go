@@ -768,7 +768,7 @@ func (r *Release) checkApproval(id string, job *releaseJob, token string) {
 		r.w.violate("release %s: delivered %s with an approval that does not open", id, job.locale)
 		return
 	}
-	var p release.ApprovalPayload
+	var p contract.ApprovalPayload
 	if err := json.Unmarshal(raw, &p); err != nil {
 		r.w.violate("release %s: approval payload of %s does not decode", id, job.locale)
 		return
@@ -794,7 +794,7 @@ func (r *Release) checkApproval(id string, job *releaseJob, token string) {
 
 // checkBundle: everything delivered is the accepted result of its job,
 // and every locale of the plan is approved.
-func (r *Release) checkBundle(spec *releaseSpec, snap release.Snapshot, b release.Bundle) {
+func (r *Release) checkBundle(spec *releaseSpec, snap release.Snapshot, b contract.Bundle) {
 	id := spec.plan.EventID
 	if len(b.Locales) != len(spec.plan.Jobs) {
 		r.w.violate("release %s: delivery has %d locales, the plan %d", id, len(b.Locales), len(spec.plan.Jobs))

@@ -809,10 +809,10 @@ func (h *Handler) approvalBinds(rec *release.ApprovalRecord, plan *release.PlanR
 	if err != nil {
 		return false
 	}
-	var p release.ApprovalPayload
+	var p contract.ApprovalPayload
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return false
 	}
-	return p.Schema == release.ApprovalSchema && p.ApprovalID == rec.ApprovalID && p.EventID == plan.Event.EventID &&
+	return p.Schema == contract.ApprovalSchema && p.ApprovalID == rec.ApprovalID && p.EventID == plan.Event.EventID &&
 		p.PlanID == plan.PlanID && p.JobID == job.JobID && p.TargetLocale == job.TargetLocale
 }

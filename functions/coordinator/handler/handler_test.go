@@ -383,7 +383,7 @@ type slowProvider struct {
 	d time.Duration
 }
 
-func (p slowProvider) Obtain(ctx context.Context, req *release.EvidenceRequest) ([]byte, error) {
+func (p slowProvider) Obtain(ctx context.Context, req *contract.EvidenceRequest) ([]byte, error) {
 	time.Sleep(p.d)
 	return p.EvidenceProvider.Obtain(ctx, req)
 }

@@ -22,7 +22,7 @@ type clockAdvancingProvider struct {
 	delay time.Duration
 }
 
-func (p clockAdvancingProvider) Obtain(_ context.Context, req *release.EvidenceRequest) ([]byte, error) {
+func (p clockAdvancingProvider) Obtain(_ context.Context, req *contract.EvidenceRequest) ([]byte, error) {
 	*p.now = p.now.Add(p.delay)
 	return p.resp.Respond(req)
 }

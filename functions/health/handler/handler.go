@@ -184,7 +184,7 @@ func wantsHTML(headers map[string]string) bool {
 }
 
 // BlockedDetail is the content-free detail of localeflow.health.blocked.
-type BlockedDetail = contract.HealthBlocked[health.MonitorHealth, health.ReleaseHealth]
+type BlockedDetail = contract.HealthBlocked
 
 // ScheduledResult is what a scheduled invocation returns.
 type ScheduledResult struct {

@@ -145,11 +145,11 @@ func TestFunctionURLJSON(t *testing.T) {
 				t.Fatalf("response %d %v", resp.StatusCode, resp.Headers)
 			}
 			var doc struct {
-				Schema      string               `json:"schema"`
-				Status      string               `json:"status"`
-				CheckedAtMS int64                `json:"checked_at_ms"`
-				Monitor     health.MonitorHealth `json:"monitor"`
-				Release     health.ReleaseHealth `json:"release"`
+				Schema      string                 `json:"schema"`
+				Status      string                 `json:"status"`
+				CheckedAtMS int64                  `json:"checked_at_ms"`
+				Monitor     contract.MonitorHealth `json:"monitor"`
+				Release     contract.ReleaseHealth `json:"release"`
 			}
 			dec := json.NewDecoder(strings.NewReader(resp.Body))
 			dec.DisallowUnknownFields()

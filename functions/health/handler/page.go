@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
@@ -284,7 +285,7 @@ type countRow struct {
 
 type releaseCard struct {
 	Title  string
-	Part   health.LeaseHealth
+	Part   contract.LeaseHealth
 	States []countRow
 }
 
@@ -310,7 +311,7 @@ func newPageData(r health.Report) pageData {
 	}
 	for _, c := range []struct {
 		title string
-		part  health.LeaseHealth
+		part  contract.LeaseHealth
 	}{{"Quality evidence", r.Release.Evidence}, {"Deliveries", r.Release.Delivery}} {
 		card := releaseCard{Title: c.title, Part: c.part}
 		for _, st := range []string{"pending", "leased", "retry_wait", "failed"} {

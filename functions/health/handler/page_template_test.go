@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
 )
@@ -117,15 +118,15 @@ func randomReport(rng *rand.Rand) health.Report {
 		states = append(states, string(st))
 	}
 	leaseStates := []string{"pending", "leased", "retry_wait", "failed"}
-	lease := func() health.LeaseHealth {
-		return health.LeaseHealth{Counts: randomCounts(rng, leaseStates), Open: rng.IntN(5), Due: rng.IntN(3),
+	lease := func() contract.LeaseHealth {
+		return contract.LeaseHealth{Counts: randomCounts(rng, leaseStates), Open: rng.IntN(5), Due: rng.IntN(3),
 			ExpiredLeases: rng.IntN(2), Failed: rng.IntN(2)}
 	}
 	now := int64(1_764_460_800_000) + rng.Int64N(1e9)
 	r := health.Report{Schema: health.Schema, Status: []string{"ok", "blocked", nasty(rng)}[rng.IntN(3)], CheckedAtMS: now,
-		Monitor: health.MonitorHealth{Counts: randomCounts(rng, states), Due: rng.IntN(4), ExpiredLeases: rng.IntN(2),
+		Monitor: contract.MonitorHealth{Counts: randomCounts(rng, states), Due: rng.IntN(4), ExpiredLeases: rng.IntN(2),
 			Failed: rng.IntN(2), RemoteFailures: rng.IntN(2)},
-		Release:             health.ReleaseHealth{Evidence: lease(), Delivery: lease()},
+		Release:             contract.ReleaseHealth{Evidence: lease(), Delivery: lease()},
 		TerminalApproximate: rng.IntN(2) == 0}
 	for n := rng.IntN(4); n > 0; n-- {
 		r.Reasons = append(r.Reasons, nasty(rng))

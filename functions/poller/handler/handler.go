@@ -37,11 +37,8 @@ const (
 	// CodeDeadline: not enough time left to start a poll; the message is
 	// reported as a batch item failure and redelivered.
 	CodeDeadline = "poller.deadline"
-	// Codes of a localeflow.change.dispatched detail that is not a signed
-	// event (see docs/design.md "Signed bus events"); none is retryable.
-	CodeDispatchEnvelope  = "poller.dispatch.envelope_invalid"
-	CodeDispatchSignature = "poller.dispatch.signature_invalid"
-	CodeDispatchStale     = "poller.dispatch.stale"
+	// The codes of a dispatch detail that is not a signed event are
+	// monitor.CodeDispatchEnvelope, .CodeDispatchSignature, .CodeDispatchStale.
 	// CodeDispatchKeys: the event key set could not be read (retryable).
 	CodeDispatchKeys = "poller.dispatch.keys_unavailable"
 	// CodeUnexpected is logged for a sweep failure that carries no code.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/dev/logcapture"
 	"github.com/localeflow/localeflow/functions/poller/handler"
 )
@@ -79,8 +80,8 @@ func TestRejectedMessagesAreQuarantined(t *testing.T) {
 	}
 	for id, want := range map[string]string{
 		"m-bad-json": handler.CodeMessageInvalid, "m-bad-schema": "delayqueue.envelope_invalid",
-		"m-bad-dispatch": "lifecycle_monitor.dispatch_invalid", "m-unsigned-dispatch": handler.CodeDispatchEnvelope,
-		"m-forged-dispatch": handler.CodeDispatchSignature,
+		"m-bad-dispatch": "lifecycle_monitor.dispatch_invalid", "m-unsigned-dispatch": monitor.CodeDispatchEnvelope,
+		"m-forged-dispatch": monitor.CodeDispatchSignature,
 	} {
 		if codes[id] != want {
 			t.Errorf("%s quarantined with code %q, want %q", id, codes[id], want)

@@ -14,7 +14,6 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/internal/lambdalog"
-	"github.com/localeflow/localeflow/signing"
 )
 
 // HandleSQS processes a batch concurrently (bounded) and reports the
@@ -148,24 +147,7 @@ func (h *Handler) openDispatch(ctx context.Context, detail []byte) (string, erro
 		}
 		check.Keys = keys
 	}
-	return OpenDispatch(check, detail)
-}
-
-// OpenDispatch verifies a signed localeflow.change.dispatched detail under
-// check and returns its payload, with the poller's codes
-// (poller.dispatch.signature_invalid, .stale, .envelope_invalid). The
-// CLI's `conformance event` and the contract vectors use it.
-func OpenDispatch(check signing.EventCheck, detail []byte) (string, error) {
-	payload, _, err := signing.OpenEvent(check, contract.DetailChangeDispatched, detail)
-	switch {
-	case errors.Is(err, signing.ErrEventSignature):
-		return "", core.Fail(CodeDispatchSignature)
-	case errors.Is(err, signing.ErrEventStale):
-		return "", core.Fail(CodeDispatchStale)
-	case err != nil:
-		return "", core.Fail(CodeDispatchEnvelope)
-	}
-	return payload, nil
+	return monitor.OpenDispatch(check, detail)
 }
 
 // delayed handles a delayed poll envelope.

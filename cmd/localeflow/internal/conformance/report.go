@@ -8,7 +8,7 @@
 // It reuses what ships: the strict lifecycle parser (core/lifecycle), the
 // evidence response validation and receipt verifiers (core/release), the
 // request signing (signing) and the peer-side checks and derivations
-// (contract/peer). It never prints key material: details carry statuses,
+// (peer). It never prints key material: details carry statuses,
 // codes and ids only.
 package conformance
 

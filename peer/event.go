@@ -7,7 +7,6 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
-	pollerhandler "github.com/localeflow/localeflow/functions/poller/handler"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -46,7 +45,7 @@ func OpenInputEvent(check EventCheck, detailType string, detail []byte) (res Eve
 		_, err := monitor.ParseHint(detail)
 		return EventResult{}, false, err
 	case contract.DetailChangeDispatched:
-		payload, err := pollerhandler.OpenDispatch(check, detail)
+		payload, err := monitor.OpenDispatch(check, detail)
 		if err != nil {
 			return EventResult{}, true, err
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 )
@@ -57,7 +58,7 @@ func Evidence(ctx context.Context, o EvidenceOptions) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	body, _ := plain.Canonical()
+	body, _ := release.EvidenceBody(plain)
 	first, firstHeaders := c.signed(http.MethodPost, evidencePath, body)
 	if first.err != nil {
 		rep.unreachable(EvidenceChecks, first.err)
@@ -109,14 +110,14 @@ func Evidence(ctx context.Context, o EvidenceOptions) (Report, error) {
 
 	// The request checks a provider SHOULD make.
 	if req, err := evidenceRequest(run, "binding", false, false); err == nil {
-		req.RequestID = release.EvidenceRequestIDPrefix + zeros(64)
-		b, _ := req.Canonical()
+		req.RequestID = contract.EvidenceRequestIDPrefix + zeros(64)
+		b, _ := release.EvidenceBody(req)
 		a, _ := c.signed(http.MethodPost, evidencePath, b)
 		rep.refusal("request.binding", Should, a, 0, "400")
 	}
 	if req, err := evidenceRequest(run, "text", false, false); err == nil {
 		req.TargetText += " (edited)"
-		b, _ := req.Canonical()
+		b, _ := release.EvidenceBody(req)
 		a, _ := c.signed(http.MethodPost, evidencePath, b)
 		rep.refusal("request.text_sha256", Should, a, 0, "400")
 	}
@@ -127,7 +128,7 @@ func Evidence(ctx context.Context, o EvidenceOptions) (Report, error) {
 		if err != nil {
 			return nil
 		}
-		b, _ := req.Canonical()
+		b, _ := release.EvidenceBody(req)
 		return b
 	}
 	full := c.path(evidencePath)
@@ -152,8 +153,8 @@ func Evidence(ctx context.Context, o EvidenceOptions) (Report, error) {
 }
 
 // receiptCheck sends req and judges its answer with verify.
-func receiptCheck(rep *Report, c *client, check string, req *release.EvidenceRequest, verify func(release.Evidence) error) {
-	body, err := req.Canonical()
+func receiptCheck(rep *Report, c *client, check string, req *contract.EvidenceRequest, verify func(release.Evidence) error) {
+	body, err := release.EvidenceBody(req)
 	if err != nil {
 		rep.fail(check, Must, CodeRequestBuild, "")
 		return
@@ -180,10 +181,10 @@ func receiptCheck(rep *Report, c *client, check string, req *release.EvidenceReq
 
 // evidenceRequest is a synthetic request whose request_id is derived as
 // localeflow derives it.
-func evidenceRequest(run, tag string, human, independent bool) (*release.EvidenceRequest, error) {
+func evidenceRequest(run, tag string, human, independent bool) (*contract.EvidenceRequest, error) {
 	source, target := "Welcome", "Willkommen ("+tag+")"
-	b := release.EvidenceBinding{
-		Schema: release.EvidenceRequestSchema, EvidenceRevision: "lf-conformance-1",
+	b := contract.EvidenceBinding{
+		Schema: contract.EvidenceRequestSchema, EvidenceRevision: "lf-conformance-1",
 		EventID: "lf-conformance-" + run + "-" + tag, PlanID: "lf-conformance-plan-" + run, JobID: "lf-conformance-job-" + tag,
 		ResultSHA256: core.SHA256Hex([]byte("lf-conformance-result|" + run + "|" + tag)),
 		SourceSHA256: core.SHA256Hex([]byte(source)), TargetSHA256: core.SHA256Hex([]byte(target)),
@@ -196,5 +197,5 @@ func evidenceRequest(run, tag string, human, independent bool) (*release.Evidenc
 	if err != nil {
 		return nil, err
 	}
-	return &release.EvidenceRequest{RequestID: release.EvidenceRequestIDPrefix + h, EvidenceBinding: b, SourceText: source, TargetText: target}, nil
+	return &contract.EvidenceRequest{RequestID: contract.EvidenceRequestIDPrefix + h, EvidenceBinding: b, SourceText: source, TargetText: target}, nil
 }

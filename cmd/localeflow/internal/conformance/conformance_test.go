@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/localeflow/localeflow/contract/peer"
+	"github.com/localeflow/localeflow/cmd/localeflow/internal/conformance"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/reference"
-	"github.com/localeflow/localeflow/internal/conformance"
+	"github.com/localeflow/localeflow/peer"
 )
 
 var cmsKey = []byte("conformance-cms-key-0123456789")

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/signing"
@@ -135,20 +136,20 @@ func strictDecode(raw []byte, v any) bool {
 // body, the bundle's publication signature, the bundle, and for every
 // locale its approval token, the approval's binding and expiry at now and
 // sha256(text) = target_sha256. It returns the verified bundle.
-func VerifyDelivery(keys Keys, siteID, eventID string, body []byte, now time.Time) (release.Bundle, error) {
-	var req release.DeliveryRequest
-	if !strictDecode(body, &req) || req.Schema != release.DeliveryRequestSchema || req.SiteID != siteID || req.EventID != eventID ||
+func VerifyDelivery(keys Keys, siteID, eventID string, body []byte, now time.Time) (contract.Bundle, error) {
+	var req contract.DeliveryRequest
+	if !strictDecode(body, &req) || req.Schema != contract.DeliveryRequestSchema || req.SiteID != siteID || req.EventID != eventID ||
 		!core.ValidToken(req.DeliveryID) {
-		return release.Bundle{}, core.Fail(CodeDeliveryRequestInvalid)
+		return contract.Bundle{}, core.Fail(CodeDeliveryRequestInvalid)
 	}
 	payload, ok := openAny(release.PublicationContext, keys.Publication, req.Bundle)
 	if !ok {
-		return release.Bundle{}, core.Fail(CodeBundleSignature)
+		return contract.Bundle{}, core.Fail(CodeBundleSignature)
 	}
-	var b release.Bundle
-	if !strictDecode(payload, &b) || b.Schema != release.DeliveryBundleSchema || b.DeliveryID != req.DeliveryID ||
+	var b contract.Bundle
+	if !strictDecode(payload, &b) || b.Schema != contract.DeliveryBundleSchema || b.DeliveryID != req.DeliveryID ||
 		b.EventID != eventID || b.SiteID != siteID || !core.ValidToken(b.PlanID) || len(b.Locales) == 0 {
-		return release.Bundle{}, core.Fail(CodeBundleInvalid)
+		return contract.Bundle{}, core.Fail(CodeBundleInvalid)
 	}
 	ids := make([]string, 0, len(b.Locales))
 	for _, l := range b.Locales {
@@ -156,21 +157,21 @@ func VerifyDelivery(keys Keys, siteID, eventID string, body []byte, now time.Tim
 	}
 	h, err := core.HashCanonical(map[string]any{"event_id": b.EventID, "plan_id": b.PlanID, "approvals": ids})
 	if err != nil || b.DeliveryID != "dlv-"+h[:40] {
-		return release.Bundle{}, core.Fail(CodeBundleDeliveryID)
+		return contract.Bundle{}, core.Fail(CodeBundleDeliveryID)
 	}
 	nowMS := core.Millis(now)
 	for _, l := range b.Locales {
 		a, err := VerifyApproval(keys.Approval, l.Approval)
 		switch {
 		case err != nil:
-			return release.Bundle{}, core.Fail(CodeBundleApproval)
+			return contract.Bundle{}, core.Fail(CodeBundleApproval)
 		case a.ApprovalID != l.ApprovalID || a.EventID != b.EventID || a.SiteID != b.SiteID || a.PlanID != b.PlanID ||
 			a.JobID != l.JobID || a.TargetLocale != l.TargetLocale || a.ResultSHA256 != l.ResultSHA256:
-			return release.Bundle{}, core.Fail(CodeBundleApprovalMismatch)
+			return contract.Bundle{}, core.Fail(CodeBundleApprovalMismatch)
 		case a.ExpiresAtMS <= nowMS:
-			return release.Bundle{}, core.Fail(CodeBundleApprovalExpired)
+			return contract.Bundle{}, core.Fail(CodeBundleApprovalExpired)
 		case core.SHA256Hex([]byte(l.Text)) != l.TargetSHA256:
-			return release.Bundle{}, core.Fail(CodeBundleText)
+			return contract.Bundle{}, core.Fail(CodeBundleText)
 		}
 	}
 	return b, nil
@@ -178,21 +179,21 @@ func VerifyDelivery(keys Keys, siteID, eventID string, body []byte, now time.Tim
 
 // VerifyApproval opens an approval token under any of keys and checks its
 // payload and its approval_id derivation.
-func VerifyApproval(keys []ed25519.PublicKey, token string) (release.ApprovalPayload, error) {
+func VerifyApproval(keys []ed25519.PublicKey, token string) (contract.ApprovalPayload, error) {
 	payload, ok := openAny(release.ApprovalContext, keys, token)
-	var a release.ApprovalPayload
-	if !ok || !strictDecode(payload, &a) || a.Schema != release.ApprovalSchema {
-		return release.ApprovalPayload{}, core.Fail(CodeApprovalToken)
+	var a contract.ApprovalPayload
+	if !ok || !strictDecode(payload, &a) || a.Schema != contract.ApprovalSchema {
+		return contract.ApprovalPayload{}, core.Fail(CodeApprovalToken)
 	}
 	if id, err := ApprovalID(a); err != nil || id != a.ApprovalID {
-		return release.ApprovalPayload{}, core.Fail(CodeApprovalID)
+		return contract.ApprovalPayload{}, core.Fail(CodeApprovalID)
 	}
 	return a, nil
 }
 
 // ApprovalID derives an approval's id: "apv-" + the first 40 hex digits of
 // SHA-256 of the JCS form of the payload with approval_id "".
-func ApprovalID(a release.ApprovalPayload) (string, error) {
+func ApprovalID(a contract.ApprovalPayload) (string, error) {
 	a.ApprovalID = ""
 	h, err := core.HashCanonical(a)
 	if err != nil {
@@ -204,17 +205,17 @@ func ApprovalID(a release.ApprovalPayload) (string, error) {
 // CheckEvidenceRequest is what an evidence provider checks on a request
 // body after VerifyRequest: the exact members, the request_id derivation
 // and the text hashes.
-func CheckEvidenceRequest(body []byte) (release.EvidenceRequest, error) {
-	var req release.EvidenceRequest
-	if !strictDecode(body, &req) || req.Schema != release.EvidenceRequestSchema {
-		return release.EvidenceRequest{}, core.Fail(CodeEvidenceRequestInvalid)
+func CheckEvidenceRequest(body []byte) (contract.EvidenceRequest, error) {
+	var req contract.EvidenceRequest
+	if !strictDecode(body, &req) || req.Schema != contract.EvidenceRequestSchema {
+		return contract.EvidenceRequest{}, core.Fail(CodeEvidenceRequestInvalid)
 	}
 	h, err := core.HashCanonical(req.EvidenceBinding)
-	if err != nil || req.RequestID != release.EvidenceRequestIDPrefix+h {
-		return release.EvidenceRequest{}, core.Fail(CodeEvidenceRequestID)
+	if err != nil || req.RequestID != contract.EvidenceRequestIDPrefix+h {
+		return contract.EvidenceRequest{}, core.Fail(CodeEvidenceRequestID)
 	}
 	if core.SHA256Hex([]byte(req.SourceText)) != req.SourceSHA256 || core.SHA256Hex([]byte(req.TargetText)) != req.TargetSHA256 {
-		return release.EvidenceRequest{}, core.Fail(CodeEvidenceRequestText)
+		return contract.EvidenceRequest{}, core.Fail(CodeEvidenceRequestText)
 	}
 	return req, nil
 }

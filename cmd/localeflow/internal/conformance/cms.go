@@ -9,10 +9,11 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/localeflow/localeflow/contract/peer"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -380,7 +381,7 @@ func (b bundler) body(v variant) ([]byte, error) {
 		return nil, fmt.Errorf("no authority")
 	}
 	nowMS := core.Millis(b.now)
-	bundle := release.Bundle{Schema: release.DeliveryBundleSchema, EventID: b.event, SiteID: b.site, PlanID: b.plan,
+	bundle := contract.Bundle{Schema: contract.DeliveryBundleSchema, EventID: b.event, SiteID: b.site, PlanID: b.plan,
 		WebsiteVersion: b.version, PreparedAtMS: nowMS + v.preparedOffset}
 	var ids []string
 	for _, locale := range b.locales {
@@ -391,9 +392,9 @@ func (b bundler) body(v variant) ([]byte, error) {
 		text := "localeflow conformance check, " + locale
 		job := "lf-conformance-job-" + locale
 		result := core.SHA256Hex([]byte("lf-conformance-result|" + locale))
-		a := release.ApprovalPayload{Schema: release.ApprovalSchema, EventID: b.event, SiteID: b.site, PlanID: b.plan,
+		a := contract.ApprovalPayload{Schema: contract.ApprovalSchema, EventID: b.event, SiteID: b.site, PlanID: b.plan,
 			JobID: job, TargetLocale: locale, ResultSHA256: result,
-			EvidenceRequestID:    release.EvidenceRequestIDPrefix + core.SHA256Hex([]byte("lf-conformance-evidence|"+locale)),
+			EvidenceRequestID:    contract.EvidenceRequestIDPrefix + core.SHA256Hex([]byte("lf-conformance-evidence|"+locale)),
 			QualityReceiptSHA256: core.SHA256Hex([]byte("lf-conformance-receipt|" + locale)),
 			ApprovedAtMS:         nowMS - int64(v.seq), ExpiresAtMS: nowMS + time.Hour.Milliseconds()}
 		if v.expired {
@@ -415,7 +416,7 @@ func (b bundler) body(v variant) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		l := release.BundleLocale{JobID: job, SourceLocale: source, TargetLocale: locale, ContentType: "page",
+		l := contract.BundleLocale{JobID: job, SourceLocale: source, TargetLocale: locale, ContentType: "page",
 			SourceSHA256: core.SHA256Hex([]byte("localeflow conformance check")), TargetSHA256: core.SHA256Hex([]byte(text)),
 			ResultSHA256: result, Text: text, ApprovalID: id, Approval: token}
 		if v.textEdited {
@@ -444,6 +445,6 @@ func (b bundler) body(v variant) ([]byte, error) {
 	if v.requestEvent != "" {
 		event = v.requestEvent
 	}
-	return core.Canonical(release.DeliveryRequest{Schema: release.DeliveryRequestSchema, DeliveryID: bundle.DeliveryID,
+	return core.Canonical(contract.DeliveryRequest{Schema: contract.DeliveryRequestSchema, DeliveryID: bundle.DeliveryID,
 		EventID: event, SiteID: b.site, Bundle: token})
 }

@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/localeflow/localeflow/internal/conformance"
+	"github.com/localeflow/localeflow/cmd/localeflow/internal/conformance"
 )
 
 // TestDocsListEveryCheck keeps docs/integrating.md "Checking your servers"
 // in step with the checks: each table row names one check and its level,
 // in report order.
 func TestDocsListEveryCheck(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/integrating.md")
+	raw, err := os.ReadFile("../../../../docs/integrating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestDocsListEveryCheck(t *testing.T) {
 
 // TestDocsNameEveryCode: every code of the checker is in the guide.
 func TestDocsNameEveryCode(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/integrating.md")
+	raw, err := os.ReadFile("../../../../docs/integrating.md")
 	if err != nil {
 		t.Fatal(err)
 	}

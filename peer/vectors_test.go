@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/contract"
-	"github.com/localeflow/localeflow/contract/peer"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/core/release/releasetest"
+	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 )
 
@@ -30,11 +30,11 @@ import (
 // product's code, and every expected outcome (a value, or an error code)
 // is asserted against that code while generating. The test then compares
 // the generated files with the committed ones: a vector and the code
-// cannot disagree. `go test ./contract/peer -run TestVectors -update`
+// cannot disagree. `go test ./peer -run TestVectors -update`
 // rewrites the files after a deliberate change (review the diff).
 var update = flag.Bool("update", false, "rewrite contract/testdata/vectors")
 
-const vectorDir = "../testdata/vectors"
+const vectorDir = "../contract/testdata/vectors"
 
 // t0 is the vectors' "now": 2026-11-30T00:00:00Z.
 var t0 = time.Unix(1764460800, 0).UTC()
@@ -382,7 +382,7 @@ func setOutcome(v map[string]any, code string) {
 
 // ---- evidence request ----
 
-func sampleEvidenceRequest(t *testing.T) *release.EvidenceRequest {
+func sampleEvidenceRequest(t *testing.T) *contract.EvidenceRequest {
 	src, cand := "Welcome to our shop", "Willkommen in unserem Shop"
 	r := &release.Result{
 		SourceSHA256: core.SHA256Hex([]byte(src)), TargetSHA256: core.SHA256Hex([]byte(cand)),
@@ -401,7 +401,7 @@ func sampleEvidenceRequest(t *testing.T) *release.EvidenceRequest {
 
 func evidenceRequestVectors(t *testing.T) file {
 	req := sampleEvidenceRequest(t)
-	body, err := req.Canonical()
+	body, err := release.EvidenceBody(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +521,7 @@ func receiptVectors(t *testing.T) file {
 type releaseRun struct {
 	approvalPub, publicationPub ed25519.PublicKey
 	delivery                    []byte
-	bundle                      release.Bundle
+	bundle                      contract.Bundle
 	now                         time.Time
 }
 
@@ -580,7 +580,7 @@ func approvalVectors(t *testing.T) file {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a release.ApprovalPayload
+	var a contract.ApprovalPayload
 	_ = json.Unmarshal(payload, &a)
 	idInput := a
 	idInput.ApprovalID = ""
@@ -632,11 +632,11 @@ func bundleVectors(t *testing.T) file {
 	add("delivery from the coordinator", r.delivery, r.now, "")
 	// Variants: re-sign an edited bundle with the publication key (the
 	// check under test is then the only one that fails).
-	var req release.DeliveryRequest
+	var req contract.DeliveryRequest
 	_ = json.Unmarshal(r.delivery, &req)
-	variant := func(editReq func(*release.DeliveryRequest), edit func(*release.Bundle)) []byte {
+	variant := func(editReq func(*contract.DeliveryRequest), edit func(*contract.Bundle)) []byte {
 		b := r.bundle
-		b.Locales = append([]release.BundleLocale(nil), r.bundle.Locales...)
+		b.Locales = append([]contract.BundleLocale(nil), r.bundle.Locales...)
 		if edit != nil {
 			edit(&b)
 		}
@@ -651,25 +651,25 @@ func bundleVectors(t *testing.T) file {
 		return out
 	}
 	add("re-signed unchanged", variant(nil, nil), r.now, "")
-	add("another site in the request", variant(func(q *release.DeliveryRequest) { q.SiteID = "site-paris" }, nil), r.now, peer.CodeDeliveryRequestInvalid)
+	add("another site in the request", variant(func(q *contract.DeliveryRequest) { q.SiteID = "site-paris" }, nil), r.now, peer.CodeDeliveryRequestInvalid)
 	add("unknown request member", bytes.Replace(r.delivery, []byte(`{"bundle"`), []byte(`{"x":1,"bundle"`), 1), r.now, peer.CodeDeliveryRequestInvalid)
-	add("bundle signed by another key", variant(func(q *release.DeliveryRequest) {
+	add("bundle signed by another key", variant(func(q *contract.DeliveryRequest) {
 		payload, _ := release.OpenToken(release.PublicationContext, r.publicationPub, q.Bundle)
 		q.Bundle = signToken(approvalPriv, release.PublicationContext, payload)
 	}, nil), r.now, peer.CodeBundleSignature)
-	add("approval token as the bundle", variant(func(q *release.DeliveryRequest) { q.Bundle = r.bundle.Locales[0].Approval }, nil), r.now, peer.CodeBundleSignature)
-	add("bundle delivery_id differs from the request's", variant(func(q *release.DeliveryRequest) { q.DeliveryID = "dlv-" + strings.Repeat("0", 40) }, nil), r.now, peer.CodeBundleInvalid)
-	add("delivery_id not derived from the approvals", variant(nil, func(b *release.Bundle) { b.DeliveryID = "dlv-" + strings.Repeat("0", 40) }), r.now, peer.CodeBundleDeliveryID)
-	add("locales swapped (order is part of the id)", variant(nil, func(b *release.Bundle) { b.Locales[0], b.Locales[1] = b.Locales[1], b.Locales[0] }), r.now, peer.CodeBundleDeliveryID)
-	add("approval signed by another key", variant(nil, func(b *release.Bundle) {
+	add("approval token as the bundle", variant(func(q *contract.DeliveryRequest) { q.Bundle = r.bundle.Locales[0].Approval }, nil), r.now, peer.CodeBundleSignature)
+	add("bundle delivery_id differs from the request's", variant(func(q *contract.DeliveryRequest) { q.DeliveryID = "dlv-" + strings.Repeat("0", 40) }, nil), r.now, peer.CodeBundleInvalid)
+	add("delivery_id not derived from the approvals", variant(nil, func(b *contract.Bundle) { b.DeliveryID = "dlv-" + strings.Repeat("0", 40) }), r.now, peer.CodeBundleDeliveryID)
+	add("locales swapped (order is part of the id)", variant(nil, func(b *contract.Bundle) { b.Locales[0], b.Locales[1] = b.Locales[1], b.Locales[0] }), r.now, peer.CodeBundleDeliveryID)
+	add("approval signed by another key", variant(nil, func(b *contract.Bundle) {
 		p, _ := release.OpenToken(release.ApprovalContext, r.approvalPub, b.Locales[0].Approval)
 		b.Locales[0].Approval = signToken(pubPriv, release.ApprovalContext, p)
 	}), r.now, peer.CodeBundleApproval)
-	add("approval of another locale", variant(nil, func(b *release.Bundle) { b.Locales[0].Approval = b.Locales[1].Approval }), r.now, peer.CodeBundleApprovalMismatch)
-	add("result_sha256 not the approved one", variant(nil, func(b *release.Bundle) { b.Locales[0].ResultSHA256 = strings.Repeat("0", 64) }), r.now, peer.CodeBundleApprovalMismatch)
+	add("approval of another locale", variant(nil, func(b *contract.Bundle) { b.Locales[0].Approval = b.Locales[1].Approval }), r.now, peer.CodeBundleApprovalMismatch)
+	add("result_sha256 not the approved one", variant(nil, func(b *contract.Bundle) { b.Locales[0].ResultSHA256 = strings.Repeat("0", 64) }), r.now, peer.CodeBundleApprovalMismatch)
 	a, _ := peer.VerifyApproval(keys.Approval, r.bundle.Locales[0].Approval)
 	add("approval expired at now", r.delivery, core.FromMillis(a.ExpiresAtMS), peer.CodeBundleApprovalExpired)
-	add("text changed", variant(nil, func(b *release.Bundle) { b.Locales[0].Text += "!" }), r.now, peer.CodeBundleText)
+	add("text changed", variant(nil, func(b *contract.Bundle) { b.Locales[0].Text += "!" }), r.now, peer.CodeBundleText)
 	return file{
 		Description: "Delivery requests and bundles (docs/design.md \"CMS delivery API\", \"Delivery bundle tokens\"; docs/integrating.md \"Verifying a delivery\"). Each body is POSTed for site_id and event_id and verified at now_ms with common.publication_public_hex (bundle: Ed25519 over \"localeflow.delivery.v1.\" + b64url(payload)) and common.approval_public_hex (each approval). error is the peer-side check that fails first, in the order of docs/integrating.md. The seeds let a test re-sign variants.",
 		Common: map[string]any{"publication_public_hex": hexOf(r.publicationPub), "approval_public_hex": hexOf(r.approvalPub),
@@ -688,7 +688,6 @@ func outputEventVectors(t *testing.T) file {
 	r := runRelease(t)
 	b := r.bundle
 	str := func(s string) *string { return &s }
-	type section = map[string]int
 	vector := func(name, detailType, schemaVersion string, detail any) any {
 		raw := mustJSON(t, detail)
 		var probe struct {
@@ -716,7 +715,7 @@ func outputEventVectors(t *testing.T) file {
 				Schema: contract.SchemaDelivery, EventID: b.EventID, PlanID: b.PlanID, DeliveryID: b.DeliveryID, Status: release.OutcomeDeliveryReady}),
 			vector("delivery delivered", contract.DetailDeliveryDelivered, contract.SchemaDelivery, contract.Delivery{
 				Schema: contract.SchemaDelivery, EventID: b.EventID, PlanID: b.PlanID, DeliveryID: b.DeliveryID, Status: release.OutcomeDelivered}),
-			vector("health blocked, check failed", contract.DetailHealthBlocked, contract.SchemaHealthBlocked, contract.HealthBlocked[section, section]{
+			vector("health blocked, check failed", contract.DetailHealthBlocked, contract.SchemaHealthBlocked, contract.HealthBlocked{
 				Schema: health.Schema, CheckedAtMS: core.Millis(t0), Reasons: []string{"health.unavailable"}}),
 		},
 	}
