@@ -115,7 +115,7 @@ func TestApprovalsDeliverTheSignedBytes(t *testing.T) {
 	if got := openedApprovals(t, b.fx, body); len(got) != len(locales) {
 		t.Fatalf("%d approvals in the bundle", len(got))
 	}
-	var req release.DeliveryRequest
+	var req contract.DeliveryRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestApprovalsDeliverTheSignedBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bun release.Bundle
+	var bun contract.Bundle
 	if err := json.Unmarshal(raw, &bun); err != nil {
 		t.Fatal(err)
 	}
