@@ -359,7 +359,8 @@ func TestPutEventsOnlyForOwnDetailTypes(t *testing.T) {
 }
 
 // TestCoordinatorUpdatesOnlyTheTTL: the coordinator's UpdateItem (text
-// retention) may touch only pk, sk and expires_at.
+// retention) may touch only pk, sk and expires_at, its condition reading
+// schema_version (an item of another format is left as it is).
 func TestCoordinatorUpdatesOnlyTheTTL(t *testing.T) {
 	s := defaultSynth(t)
 	roleID := s.logicalID(t, "AWS::IAM::Role", "CoordinatorFunctionRole")
@@ -376,7 +377,7 @@ func TestCoordinatorUpdatesOnlyTheTTL(t *testing.T) {
 			found++
 			cond, _ := st["Condition"].(map[string]any)
 			all, _ := cond["ForAllValues:StringEquals"].(map[string]any)
-			if got := sortedStrings(all["dynamodb:Attributes"]); !slices.Equal(got, []string{topology.AttrExpiresAt, topology.AttrPK, topology.AttrSK}) {
+			if got := sortedStrings(all["dynamodb:Attributes"]); !slices.Equal(got, []string{topology.AttrExpiresAt, topology.AttrPK, "schema_version", topology.AttrSK}) {
 				t.Errorf("%s: UpdateItem attributes %v", path, got)
 			}
 		})

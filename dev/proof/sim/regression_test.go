@@ -354,7 +354,15 @@ var regressions = []regression{
 	// block, a late duplicate blocked the release days after the operator
 	// acknowledged it). TestSimFailedBlockIsRetried checks the retry.
 	{"block_write_failed_nothing_wakes", 1000289, blockWriteFailed},
-	{"capped_retry_after_outlasts_recovery", 3345, func(r Result) bool {
+	// Seed 3345 no longer reaches it under storage format 1 (the release
+	// histories changed: one approval layout, the revision of the
+	// deployed configuration). The finder found no seed in
+	// 1,000,001–1,003,000 nor in a partial search from 1,006,001; in its
+	// run from seed 1 it reported 3345 again, which does not reach it
+	// when run alone or here: some state carries from one seed to the
+	// next within one process (to investigate). Choose one again from a
+	// long run's block.
+	{"capped_retry_after_outlasts_recovery", 0, func(r Result) bool {
 		o := Options{}.withDefaults()
 		end := o.FaultWindow + o.Recovery
 		for _, s := range r.Trace {
