@@ -212,7 +212,7 @@ func eventSignatureVectors(t *testing.T) file {
 		vs = append(vs, v)
 	}
 	return file{
-		Description: "Signed input events (docs/design.md \"Signed bus events\", docs/integrating.md \"Producing events\"). op sign_v2: from key_hex, detail_type, timestamp and payload compute canonical, signature and the detail to put on the bus (the detail's member order is free; the payload string is signed byte for byte). op verify: the detail, put with detail_type and checked at now (Unix seconds) under keys_hex with the window max_age_s (the deployment's LOCALEFLOW_EVENT_MAX_AGE; 5 minutes ahead at most) and refuse_v1 (LOCALEFLOW_EVENT_REFUSE_V1), is accepted (valid) or refused with error, the consuming function's code. A signed payload is also checked (lifecycle_monitor.*, coordinator.*).",
+		Description: "Signed input events (docs/design.md \"Signed bus events\", docs/integrating.md \"Producing events\"). op sign_v2: from key_hex, detail_type, timestamp and payload compute canonical, signature and the detail to put on the bus (the detail's member order is free; the payload string is signed byte for byte). op verify: the detail, put with detail_type and checked at now (Unix seconds) under keys_hex with the window max_age_s (the deployment's LOCALEFLOW_EVENT_MAX_AGE; 5 minutes ahead at most) and refuse_v1 (true: LOCALEFLOW_EVENT_V1=refuse, the default; false: LOCALEFLOW_EVENT_V1=accept), is accepted (valid) or refused with error, the consuming function's code. A signed payload is also checked (lifecycle_monitor.*, coordinator.*).",
 		Vectors:     vs,
 	}
 }
