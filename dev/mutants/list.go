@@ -312,7 +312,7 @@ var List = []Mutant{
 		Equivalent: "every writer and reader derives the shard from this one function and every query reads " +
 			"all 16 shards: the layout changes, no history does"},
 	// Issue 24's other findings (a)–(f), each its fix reverted: found by
-	// the simulation (docs/simulation.md "Issue 24's other findings").
+	// the simulation (issue 24; its findings are in CHANGELOG.md).
 	{ID: "poller-hint-refused-not-rescheduled", File: "functions/poller/handler/hint.go",
 		From: "\t\tif leaseLost(err) {\n\t\t\t// Not an input error: acknowledged (never quarantined) once\n\t\t\t// the next poll is scheduled, as on the SQS and sweep paths.\n\t\t\treturn h.afterLostLease(ctx, d.EventID, err)\n\t\t}\n",
 		To:   "",

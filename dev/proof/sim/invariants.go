@@ -16,7 +16,8 @@ import (
 )
 
 // Stored invariants checked at the store ports, each against the
-// simulator's own ground truth (docs/simulation.md "What is checked"):
+// simulator's own ground truth (docs/simulation.md "Stored invariants at
+// the ports, and the faults that reach them"):
 //
 //   - a monitor record the simulator corrupted (an impossible failure
 //     count) is never the basis of a finishing write: whoever reads it

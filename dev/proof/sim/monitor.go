@@ -945,8 +945,8 @@ func (m *Monitor) checkAnnouncedInline() {
 	for _, id := range ids {
 		inv := m.store.storedBy[id]
 		// A record the simulator tampered with (another schema version,
-		// an impossible counter) is a fault of its own: the poller parks
-		// or marks it instead of publishing.
+		// an impossible counter) is a fault of its own: the poller leaves
+		// the first as it is and marks the second instead of publishing.
 		rec := m.store.written[id]
 		if inv.faulted.Load() || inv.crashed.Load() || m.store.announcedBy[id][inv.ID] || m.store.tampered[rec.EventID] {
 			continue
