@@ -90,6 +90,61 @@ type StepRequest struct {
 	Input   *Input
 }
 
+// ApprovedEvent is a release.approved event a step publishes and then
+// settles (SettleApproval with Tally).
+type ApprovedEvent struct {
+	Event contract.ReleaseApproved
+	Tally bool
+}
+
+// OwedEvents are the events of the owed approvals the outcome reports
+// (Owed), published and settled first, with the tally; none without the
+// outcome's event and plan ids.
+func (o Outcome) OwedEvents() []ApprovedEvent {
+	if o.EventID == "" || o.PlanID == "" {
+		return nil
+	}
+	var out []ApprovedEvent
+	for _, a := range o.Owed {
+		out = append(out, ApprovedEvent{Event: approvedEvent(o.EventID, o.PlanID, a.JobID, a.TargetLocale, a.ApprovalID), Tally: true})
+	}
+	return out
+}
+
+// OwnEvent is the event of the approval the step stored (Changed, with an
+// approval id), published after the owed ones; its settle reads the tally
+// unless the step tallied it (Tallied).
+func (o Outcome) OwnEvent() (ApprovedEvent, bool) {
+	if !o.Changed || o.ApprovalID == "" {
+		return ApprovedEvent{}, false
+	}
+	return ApprovedEvent{Event: approvedEvent(o.EventID, o.PlanID, o.JobID, o.TargetLocale, o.ApprovalID), Tally: !o.Tallied}, true
+}
+
+// Approvals is what the outcome publishes and settles, in order:
+// OwedEvents, then OwnEvent.
+func (o Outcome) Approvals() []ApprovedEvent {
+	out := o.OwedEvents()
+	if a, ok := o.OwnEvent(); ok {
+		out = append(out, a)
+	}
+	return out
+}
+
+// DeliveryEvent is the delivery event of a changing step, published after
+// its approvals (Publisher.PublishDelivery publishes delivery_ready and
+// delivered only); false when the step changed nothing.
+func (o Outcome) DeliveryEvent() (contract.Delivery, bool) {
+	if !o.Changed {
+		return contract.Delivery{}, false
+	}
+	return contract.Delivery{Schema: contract.SchemaDelivery, EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}, true
+}
+
+func approvedEvent(eventID, planID, jobID, locale, approvalID string) contract.ReleaseApproved {
+	return contract.ReleaseApproved{Schema: contract.SchemaReleaseApproved, EventID: eventID, PlanID: planID, JobID: jobID, TargetLocale: locale, ApprovalID: approvalID}
+}
+
 // Next is the step message to schedule after a step; a zero Kind
 // schedules none. Cause is the step's error that the message retries (a
 // failed send is reported joined to it).
@@ -97,6 +152,16 @@ type Next struct {
 	Kind  string
 	At    time.Time
 	Cause error
+}
+
+// StepResult is what Step did: the run's outcome (the completing read's
+// when there was one), the message to schedule, and the run's own error
+// when Step handled it (the release goes on or is rescheduled: Step
+// returns no error then).
+type StepResult struct {
+	Outcome Outcome
+	Next    Next
+	StepErr error
 }
 
 // Step runs one release step as the coordinator function does, the whole
@@ -109,7 +174,7 @@ type Next struct {
 // blocked release's texts start their retention and a blocked release's
 // owed approvals are published. It returns the run's outcome (the
 // completing read's when there was one) and the message to schedule.
-func (c *Coordinator) Step(ctx context.Context, req StepRequest, p Ports) (Outcome, Next, error) {
+func (c *Coordinator) Step(ctx context.Context, req StepRequest, p Ports) (StepResult, error) {
 	d := driver{c: c, p: p, kind: req.Kind, eventID: req.EventID}
 	if d.p.Log == nil {
 		d.p.Log = c.log()
@@ -117,7 +182,8 @@ func (c *Coordinator) Step(ctx context.Context, req StepRequest, p Ports) (Outco
 	if d.p.TextRetention <= 0 {
 		d.p.TextRetention = DefaultTextRetention
 	}
-	return d.step(ctx, req)
+	o, next, err := d.step(ctx, req)
+	return StepResult{Outcome: o, Next: next, StepErr: d.stepErr}, err
 }
 
 type driver struct {
@@ -125,6 +191,8 @@ type driver struct {
 	p       Ports
 	kind    string
 	eventID string
+	// stepErr is the run's own error (StepResult.StepErr).
+	stepErr error
 }
 
 func (d *driver) now() time.Time { return d.c.clock.Now() }
@@ -158,6 +226,7 @@ func (d *driver) step(ctx context.Context, req StepRequest) (Outcome, Next, erro
 	if d.p.Observe != nil {
 		d.p.Observe(ctx, kind, o, err)
 	}
+	d.stepErr = err
 	if err != nil && o.Changed && o.ApprovalID != "" {
 		// The step stored an approval and then failed: the approval
 		// stands, so its event is published and the release goes on.
@@ -194,6 +263,7 @@ func (d *driver) step(ctx context.Context, req StepRequest) (Outcome, Next, erro
 			return o, Next{}, nil
 		}
 		if o, err = d.complete(ctx); err != nil {
+			d.stepErr = err
 			n, aerr := d.afterError(ctx, err)
 			return o, n, aerr
 		}
@@ -315,18 +385,16 @@ func (d *driver) publish(ctx context.Context, o Outcome) (settled, owedSettled b
 	if owedSettled, err = d.publishOwed(ctx, o); err != nil {
 		return false, false, err
 	}
-	if !o.Changed {
+	dl, changed := o.DeliveryEvent()
+	if !changed {
 		return true, owedSettled, nil
 	}
 	settled = true
-	if o.ApprovalID != "" {
-		if settled, err = d.publishApproved(ctx, contract.ReleaseApproved{
-			Schema: contract.SchemaReleaseApproved, EventID: o.EventID, PlanID: o.PlanID, JobID: o.JobID, TargetLocale: o.TargetLocale, ApprovalID: o.ApprovalID,
-		}, true, !o.Tallied); err != nil {
+	if a, ok := o.OwnEvent(); ok {
+		if settled, err = d.publishApproved(ctx, a); err != nil {
 			return false, false, err
 		}
 	}
-	dl := contract.Delivery{Schema: contract.SchemaDelivery, EventID: o.EventID, PlanID: o.PlanID, DeliveryID: o.DeliveryID, Status: o.Status}
 	if err := d.p.Publisher.PublishDelivery(ctx, dl); err != nil {
 		return false, false, err
 	}
@@ -338,14 +406,12 @@ func (d *driver) publish(ctx context.Context, o Outcome) (settled, owedSettled b
 // owed approvals a step reports (Outcome.Owed: approvals whose step is
 // gone); all says every one was settled.
 func (d *driver) publishOwed(ctx context.Context, o Outcome) (all bool, err error) {
+	if len(o.Owed) > 0 && (o.EventID == "" || o.PlanID == "") {
+		return false, nil
+	}
 	all = true
-	for _, a := range o.Owed {
-		if o.EventID == "" || o.PlanID == "" {
-			return false, nil
-		}
-		ok, err := d.publishApproved(ctx, contract.ReleaseApproved{
-			Schema: contract.SchemaReleaseApproved, EventID: o.EventID, PlanID: o.PlanID, JobID: a.JobID, TargetLocale: a.TargetLocale, ApprovalID: a.ApprovalID,
-		}, true, true)
+	for _, a := range o.OwedEvents() {
+		ok, err := d.publishApproved(ctx, a)
 		if err != nil {
 			return false, err
 		}
@@ -411,18 +477,16 @@ func (d *driver) settleAnnounced(ctx context.Context, dl contract.Delivery) {
 	}
 }
 
-// publishApproved publishes localeflow.release.approved and then, when
-// owed, settles it (SettleApproval, tally as given). A failed settling
+// publishApproved publishes localeflow.release.approved and then settles
+// it (SettleApproval, with a.Tally): the one settle path. A failed settling
 // only means a later run publishes the same event again (its evidence
 // record still wakes the release; consumers dedupe on approval_id).
-func (d *driver) publishApproved(ctx context.Context, a contract.ReleaseApproved, owed, tally bool) (bool, error) {
+func (d *driver) publishApproved(ctx context.Context, ae ApprovedEvent) (bool, error) {
+	a := ae.Event
 	if err := d.p.Publisher.PublishApproved(ctx, a); err != nil {
 		return false, err
 	}
-	if !owed {
-		return true, nil
-	}
-	if err := d.c.SettleApproval(ctx, a.EventID, a.JobID, a.ApprovalID, tally); err != nil {
+	if err := d.c.SettleApproval(ctx, a.EventID, a.JobID, a.ApprovalID, ae.Tally); err != nil {
 		d.p.Log.WarnContext(ctx, "approved event published, not settled", "event_id", a.EventID,
 			"job_id", a.JobID, "approval_id", a.ApprovalID, "code", core.CodeOf(err))
 		return false, nil
@@ -511,9 +575,9 @@ func (d *driver) republishApprovals(ctx context.Context, snap Snapshot, plan *Pl
 		if !ApprovalOwed(rec, snap.Evidence[rec.RequestID]) || !d.approvalBinds(rec, plan, job) {
 			continue
 		}
-		if _, err := d.publishApproved(ctx, contract.ReleaseApproved{
-			Schema: contract.SchemaReleaseApproved, EventID: plan.Event.EventID, PlanID: plan.PlanID, JobID: job.JobID, TargetLocale: job.TargetLocale, ApprovalID: rec.ApprovalID,
-		}, true, true); err != nil {
+		if _, err := d.publishApproved(ctx, ApprovedEvent{
+			Event: approvedEvent(plan.Event.EventID, plan.PlanID, job.JobID, job.TargetLocale, rec.ApprovalID), Tally: true,
+		}); err != nil {
 			return n, err
 		}
 		n++

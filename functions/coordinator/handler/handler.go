@@ -368,7 +368,8 @@ func (h *Handler) delayed(ctx context.Context, body []byte, redo bool) error {
 // redelivered message (redo) first re-publishes the stored state's owed
 // events. in, when set, runs its named step (release.RunInput).
 func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool, in *release.Input) error {
-	_, next, err := h.c.Step(ctx, release.StepRequest{Kind: kind, EventID: eventID, Redo: redo, Input: in}, h.ports)
+	res, err := h.c.Step(ctx, release.StepRequest{Kind: kind, EventID: eventID, Redo: redo, Input: in}, h.ports)
+	next := res.Next
 	if err != nil || next.Kind == "" {
 		return err
 	}
