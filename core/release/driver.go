@@ -74,6 +74,10 @@ type Ports struct {
 	TextRetention time.Duration
 	// Log: nil is the coordinator's logger.
 	Log *slog.Logger
+	// HandOn, when set, says the step may not start here (the
+	// invocation's time is short): Step, after any re-publishing,
+	// schedules it at once for a fresh invocation instead.
+	HandOn func(ctx context.Context) bool
 	// Observe, when set, sees the run's own outcome and error (metrics).
 	Observe func(ctx context.Context, kind string, o Outcome, err error)
 }
@@ -166,8 +170,8 @@ type StepResult struct {
 
 // Step runs one release step as the coordinator function does, the whole
 // sequence (docs/design.md "One release step"): on a redelivered message
-// the stored state's owed events are published again; the step runs (a
-// step the guard refuses the lease is handed on: Next now); its owed
+// the stored state's owed events are published again; the step runs (or
+// is handed on: Ports.HandOn, Next now); its owed
 // approvals, its own approval and its delivery event are published in
 // that order, each approval settled after its event; a step that
 // completed the tally then runs the completing read; a delivered or
@@ -206,7 +210,7 @@ func (d *driver) step(ctx context.Context, req StepRequest) (Outcome, Next, erro
 			return Outcome{}, Next{}, err
 		}
 	}
-	if c.guard != nil && c.guard(ctx, c.cfg.EvidenceLease) != nil {
+	if d.p.HandOn != nil && d.p.HandOn(ctx) {
 		// Not enough time left for a leased step: hand it to a fresh
 		// invocation instead of failing the batch.
 		return Outcome{}, Next{Kind: kind, At: d.now()}, nil

@@ -129,7 +129,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{c: cfg.Coordinator, queue: cfg.Queue, bus: cfg.Bus, due: cfg.Due, clock: cfg.Clock, log: cfg.Log, margin: cfg.Margin,
 		longestWait: cfg.LongestWait, rejecter: cfg.Rejecter, metrics: cfg.Metrics}
 	h.ports = release.Ports{Publisher: release.BusPublisher{Bus: cfg.Bus}, TextRetention: cfg.TextRetention, Log: cfg.Log,
-		Observe: h.stepMetrics}
+		Observe: h.stepMetrics, HandOn: h.handOn}
 	if cfg.Texts != nil {
 		h.ports.Texts = cfg.Texts
 	}
@@ -147,6 +147,10 @@ func (h *Handler) guard(ctx context.Context, lease time.Duration) error {
 	}
 	return nil
 }
+
+// handOn says a leased step may not start in this invocation: not enough
+// time is left (the step is handed to a fresh invocation).
+func (h *Handler) handOn(ctx context.Context) bool { return !h.hasTime(ctx, h.c.Config().EvidenceLease) }
 
 func (h *Handler) hasTime(ctx context.Context, need time.Duration) bool {
 	deadline, ok := ctx.Deadline()
