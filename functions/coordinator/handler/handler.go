@@ -150,7 +150,9 @@ func (h *Handler) guard(ctx context.Context, lease time.Duration) error {
 
 // handOn says a leased step may not start in this invocation: not enough
 // time is left (the step is handed to a fresh invocation).
-func (h *Handler) handOn(ctx context.Context) bool { return !h.hasTime(ctx, h.c.Config().EvidenceLease) }
+func (h *Handler) handOn(ctx context.Context) bool {
+	return !h.hasTime(ctx, h.c.Config().EvidenceLease)
+}
 
 func (h *Handler) hasTime(ctx context.Context, need time.Duration) bool {
 	deadline, ok := ctx.Deadline()
