@@ -169,7 +169,7 @@ type StepResult struct {
 }
 
 // Step runs one release step as the coordinator function does, the whole
-// sequence (docs/design.md "One release step"): on a redelivered message
+// sequence (docs/design.md "Release steps"): on a redelivered message
 // the stored state's owed events are published again; the step runs (or
 // is handed on: Ports.HandOn, Next now); its owed
 // approvals, its own approval and its delivery event are published in

@@ -12,8 +12,8 @@ import (
 	"github.com/localeflow/localeflow/core/release/releasetest"
 )
 
-// The orderings release.Coordinator.Step owns (docs/design.md "One
-// release step"): an approval's event is published before its settle,
+// The orderings release.Coordinator.Step owns (docs/design.md "Release
+// steps"): an approval's event is published before its settle,
 // delivery.ready only once every owed approval is published and settled,
 // and a blocked release's owed approval events are still published.
 

@@ -370,7 +370,7 @@ func (h *Handler) delayed(ctx context.Context, body []byte, redo bool) error {
 }
 
 // step runs one release step and schedules the next: the whole sequence
-// is release.Coordinator.Step's (docs/design.md "One release step"); a
+// is release.Coordinator.Step's (docs/design.md "Release steps"); a
 // redelivered message (redo) first re-publishes the stored state's owed
 // events. in, when set, runs its named step (release.RunInput).
 func (h *Handler) step(ctx context.Context, kind, eventID string, redo bool, in *release.Input) error {
