@@ -131,10 +131,11 @@ func (b *bundle) runErr(t *testing.T, eventID, code string) {
 	_ = b.runFail(t, eventID, code)
 }
 
-// runFail runs a step that must fail with code and returns the error.
+// runFail runs a step that must fail with code (through the step
+// driver, as run: its error, rescheduled or not) and returns the error.
 func (b *bundle) runFail(t *testing.T, eventID, code string) error {
 	t.Helper()
-	o, err := b.c.RunNextRelease(b.ctx, eventID)
+	o, err := releasetest.Drive(b.ctx, b.c, release.StepRequest{EventID: eventID}, releasetest.Options{Ports: b.ports()})
 	if !core.HasCode(err, code) {
 		t.Fatalf("run = %+v, %v; want code %s", o, err, code)
 	}
