@@ -304,6 +304,15 @@ func resolve(props *Props) (stackConfig, error) {
 	if cfg.alarmEmail != "" && (cfg.alarmTopicArn != "" || !validEmail(cfg.alarmEmail)) {
 		return stackConfig{}, fmt.Errorf("infra: AlarmEmail %q must be one e-mail address, and only without AlarmTopicArn (subscribe it to the existing topic instead)", cfg.alarmEmail)
 	}
+	// Raw settings that have a typed prop go through the prop (a copy:
+	// the caller's props are left as given).
+	applied := *props
+	rest, err := applyTypedSettings(&applied)
+	if err != nil {
+		return stackConfig{}, err
+	}
+	applied.SettingsEnv = rest
+	props = &applied
 	cfg.monitor = monitor.Config{WorkerID: "synth", MaxConsecutiveFailures: props.MaxConsecutiveFailures, MaxDelay: props.RetryMaxDelay}.WithDefaults()
 	if err := cfg.monitor.Validate(); err != nil {
 		return stackConfig{}, fmt.Errorf("infra: MaxConsecutiveFailures/RetryMaxDelay: %w", err)
