@@ -16,7 +16,7 @@ import (
 // busPattern is what an event rule or archive on a bus matches: the
 // values of source, detail-type and resources (nil: any value).
 type busPattern struct {
-	owner, id                      string
+	owner, id                     string
 	source, detailType, resources []string
 }
 
