@@ -190,10 +190,14 @@ type Props struct {
 	// functions' own config loaders.
 	Settings Settings
 	// SettingsEnv are the same settings as raw values keyed by variable
-	// name (SettingVariables), as the app's context passes them: the
-	// loaders parse them, so a bad value fails synth with the cold
-	// start's message. A variable may not be given here and in Settings
-	// with different values.
+	// name, as the app's context passes them: the loaders parse them, so
+	// a bad value fails synth with the cold start's message. A variable
+	// may not be given here and in Settings with different values. A
+	// stack-owned variable with a typed prop (MaxConsecutiveFailures,
+	// RetryMaxDelay, SweepGrace, TextRetention, MonitorRetention) is
+	// applied as that prop (a different value in the prop is refused);
+	// any other variable not left to the operator is refused, naming the
+	// prop that sets it or, for an unknown name, the closest variable.
 	SettingsEnv map[string]string
 	// HostProps are the host stack's own constructs (alarm topic, event
 	// bus, VPC) and whether to add stack outputs.
