@@ -3,6 +3,22 @@ package contract
 // EventSource is the EventBridge `source` of every localeflow event.
 const EventSource = "localeflow"
 
+// DeploymentResourcePrefix starts the deployment discriminator: the
+// EventBridge `resources` entry DeploymentResource(prefix) that tells one
+// deployment's events from another's on a shared bus. It lives in the
+// event's envelope, not in the detail, so signed details, their
+// signatures and the output schemas are unchanged (an additive, optional
+// field of the entry).
+const DeploymentResourcePrefix = "localeflow:deployment/"
+
+// DeploymentResource is the `resources` entry naming the deployment with
+// resource prefix prefix (LOCALEFLOW_DEPLOYMENT). Every output event
+// carries it. On a host bus shared with other deployments the input rules
+// route only events that carry it, so a producer there puts
+// Resources: [DeploymentResource(prefix)] with each input event; on the
+// deployment's own bus it is optional.
+func DeploymentResource(prefix string) string { return DeploymentResourcePrefix + prefix }
+
 // Input detail-types: put on the bus by the CMS and the translation
 // pipeline, signed (SignedDetail), routed by the topology's rules to the
 // functions' queues. No function emits one.

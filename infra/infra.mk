@@ -6,7 +6,8 @@
 #
 # Deployment settings (see infra/README.md), passed as CDK context:
 #   LOCALEFLOW_PREFIX      resource name prefix (default localeflow)
-#   STACK_NAME             CloudFormation stack name (default Localeflow)
+#   STACK_NAME             CloudFormation stack name (default: follows the prefix, Localeflow for the default
+#                          prefix, Localeflow-<prefix> otherwise; Localeflow[-<other prefix>] is refused)
 #   CMS_BASE_URL           CMS base URL (required by deploy)
 #   EVIDENCE_BASE_URL      evidence provider base URL (required by deploy)
 #   RECEIPT_ISSUERS_QUALITY            quality receipt issuers, issuer=<hex Ed25519 public key>,... (required by deploy)
@@ -22,8 +23,12 @@
 #   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
 #   SWEEP_GRACE            poller sweep grace, Go duration, whole ms in (0, 900s] (default 30s): how long a due change
 #                          is left to its queued message before the sweep polls it (docs/design.md "The sweep's grace period")
-#   SETTINGS               function settings left to the operator, VAR=value separated by spaces
-#                          (e.g. "LOCALEFLOW_POLL_INTERVAL=60s LOCALEFLOW_LOG_LEVEL=WARN"); README.md, "Configuration"
+#   SETTINGS               function settings, VAR=value separated by spaces
+#                          (e.g. "LOCALEFLOW_POLL_INTERVAL=60s LOCALEFLOW_LOG_LEVEL=WARN"); README.md, "Configuration".
+#                          Each is applied to the functions that read it or refused at synth: a typo names the
+#                          closest variable, a stack-owned one the setting that sets it; MAX_CONSECUTIVE_FAILURES,
+#                          RETRY_MAX_DELAY, SWEEP_GRACE, TEXT_RETENTION and MONITOR_RETENTION (LOCALEFLOW_*) are
+#                          applied as their typed setting (the same value twice is fine, two values are refused)
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
 #   ASSET_DIR              directory with <fn>/bootstrap (default build/, from make build)
 
@@ -36,7 +41,7 @@ INFRA_CLI_STAMP := $(INFRA_CLI_DIR)/node_modules/.localeflow-installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 LOCALEFLOW_PREFIX ?=
-STACK_NAME ?= Localeflow
+STACK_NAME ?=
 CMS_BASE_URL ?=
 EVIDENCE_BASE_URL ?=
 RECEIPT_ISSUERS ?=
@@ -54,7 +59,8 @@ SETTINGS ?=
 CDK_FLAGS ?=
 ASSET_DIR ?= $(CURDIR)/build
 
-INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) -c stackName=$(STACK_NAME) \
+INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) \
+	$(if $(STACK_NAME),-c stackName=$(STACK_NAME)) \
 	$(if $(LOCALEFLOW_PREFIX),-c prefix=$(LOCALEFLOW_PREFIX)) \
 	$(if $(CMS_BASE_URL),-c cmsBaseUrl=$(CMS_BASE_URL)) \
 	$(if $(EVIDENCE_BASE_URL),-c evidenceBaseUrl=$(EVIDENCE_BASE_URL)) \
@@ -79,7 +85,7 @@ cdk-cli: $(INFRA_CLI_STAMP) ## Install the pinned CDK CLI (aws-cdk, aws-cdk-loca
 
 synth: build $(INFRA_CLI_STAMP) ## Synthesize the CloudFormation template offline into infra/cdk.out (runs cdk-nag)
 	cd infra && $(INFRA_CDK) synth --quiet $(INFRA_CONTEXT) -c deletionProtection=$(DELETION_PROTECTION) $(CDK_FLAGS)
-	@echo "template: infra/cdk.out/$(STACK_NAME).template.json"
+	@echo "template: infra/cdk.out/$(DEPLOY_STACK).template.json"
 	@cat infra/cdk.out/outage-tolerance.txt
 	@cat infra/cdk.out/alarms.txt
 	@cat infra/cdk.out/encryption.txt
@@ -99,9 +105,11 @@ deploy: infra-deploy-settings build $(INFRA_CLI_STAMP) ## Deploy to AWS with cdk
 # deploy-next-steps is what `make deploy` prints at its end (infra/README.md,
 # "First change published: checklist").
 DEPLOY_PREFIX = $(or $(LOCALEFLOW_PREFIX),localeflow)
+# DEPLOY_STACK is the stack name the app derives (infra/main.go, appStackName).
+DEPLOY_STACK = $(or $(STACK_NAME),$(if $(filter localeflow,$(DEPLOY_PREFIX)),Localeflow,Localeflow-$(DEPLOY_PREFIX)))
 deploy-next-steps:
 	@echo ""
-	@echo "Deployed $(STACK_NAME) (prefix $(DEPLOY_PREFIX)). Next steps (infra/README.md, \"First change published: checklist\"):"
+	@echo "Deployed $(DEPLOY_STACK) (prefix $(DEPLOY_PREFIX)). Next steps (infra/README.md, \"First change published: checklist\"):"
 	@echo "  1. make build-local && build/local/localeflow keys --prefix $(DEPLOY_PREFIX)"
 	@echo "     hand the CMS its HMAC key (by secret reference) and the approval and publication public keys,"
 	@echo "     the event producer and the evidence provider their HMAC keys; every change fails until the CMS has its key"

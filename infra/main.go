@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,10 @@ const AlarmsFile = "alarms.txt"
 // EncryptionFile (in the cdk.out directory) says whether the
 // customer-managed KMS key is on; `make synth` prints it.
 const EncryptionFile = "encryption.txt"
+
+// settingKey is a context key taken as a function setting: upper case, as
+// the variables are (CDK's own keys are lower case or start with @ or aws:).
+var settingKey = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
 // placeholderURL is used when no base URL is given, so that synth works on a
 // fresh machine; the .invalid TLD never resolves, so a stack deployed with it
@@ -137,17 +142,25 @@ func run(appProps *awscdk.AppProps) error {
 		// 0 would silently take the default, as it does for the variable.
 		return fmt.Errorf("infra: context %s (%s) must be more than 0 (whole milliseconds up to %s)", ctxSweepGrace, ctx(ctxSweepGrace, ""), monitor.MaxSweepGrace)
 	}
-	// The functions' settings left to the operator: one context key per
-	// variable, named as the variable (-c LOCALEFLOW_POLL_INTERVAL=60s);
-	// the functions' config loaders check them at synth.
+	// The functions' settings: one context key per variable, named as the
+	// variable (-c LOCALEFLOW_POLL_INTERVAL=60s, make SETTINGS). Every
+	// upper-case key is taken as one, so a typo or a stack-owned variable
+	// reaches the construct, which applies it or refuses it by name
+	// (localeflow.Props.SettingsEnv); the functions' config loaders check
+	// the values at synth.
 	settings := map[string]string{}
-	for _, name := range localeflow.SettingVariables() {
-		if v := ctx(name, ""); v != "" {
-			settings[name] = v
+	if all, ok := app.Node().GetAllContext(nil).(map[string]any); ok {
+		for name, v := range all {
+			if settingKey.MatchString(name) {
+				settings[name] = fmt.Sprint(v)
+			}
 		}
 	}
 	prefix := ctx(ctxPrefix, "")
-	stackName := ctx(ctxStackName, "Localeflow")
+	stackName, err := appStackName(prefix, ctx(ctxStackName, ""))
+	if err != nil {
+		return err
+	}
 	// Env is left unset on purpose: an environment-agnostic stack
 	// synthesizes offline, with no context lookups.
 	props := localeflow.Props{
@@ -204,6 +217,24 @@ func run(appProps *awscdk.AppProps) error {
 	alarms := lf.AlarmsLine() + "\n"
 	fmt.Fprint(os.Stderr, alarms)
 	return os.WriteFile(filepath.Join(*app.Outdir(), AlarmsFile), []byte(alarms), 0o644)
+}
+
+// appStackName is the stack's name: stackName when given, else
+// localeflow.DefaultStackName(prefix) (Localeflow for the default prefix,
+// so existing deployments keep their stack; Localeflow-<prefix> otherwise).
+// A name of that form for another prefix is refused: deploying prefix
+// staging as the stack Localeflow would replace the default deployment
+// (its tables renamed, so replaced, and new keys no peer holds).
+func appStackName(prefix, stackName string) (string, error) {
+	want := localeflow.DefaultStackName(prefix)
+	if stackName == "" {
+		return want, nil
+	}
+	if stackName != want && localeflow.IsDefaultStackName(stackName) {
+		return "", fmt.Errorf("infra: context %s %q is the stack name of another prefix: prefix %q deploys as %q (leave %s/STACK_NAME unset, or choose a name not of the form Localeflow[-<prefix>])",
+			ctxStackName, stackName, localeflow.PrefixOrDefault(prefix), want, ctxStackName)
+	}
+	return stackName, nil
 }
 
 // synthErrors fails on error annotations (cdk-nag findings among them), so

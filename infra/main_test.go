@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -243,4 +245,157 @@ func jsonEqual(t testing.TB, a, b any) bool {
 		t.Fatal(err)
 	}
 	return string(ja) == string(jb)
+}
+
+// template reads the synthesized template of stackName in out.
+func template(t *testing.T, out, stackName string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(out, stackName+".template.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl map[string]any
+	if err := json.Unmarshal(raw, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
+}
+
+// functionEnv is each function's environment in tmpl, by FunctionName.
+func functionEnv(tmpl map[string]any) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, r := range tmpl["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		if res["Type"] != "AWS::Lambda::Function" {
+			continue
+		}
+		props := res["Properties"].(map[string]any)
+		out[props["FunctionName"].(string)] = props["Environment"].(map[string]any)["Variables"].(map[string]any)
+	}
+	return out
+}
+
+// TestSettingsContextIsAppliedOrRefused: make SETTINGS passes one context
+// key per variable. A stack-owned variable with a typed prop is applied
+// through it (it used to be dropped and the defaults deployed); a typo or
+// another stack-owned variable fails synth naming it.
+func TestSettingsContextIsAppliedOrRefused(t *testing.T) {
+	out := t.TempDir()
+	ctx := map[string]any{"assetDir": assetDir, "deletionProtection": "false", "nag": "false",
+		"LOCALEFLOW_SWEEP_GRACE": "10s", "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES": "10", "LOCALEFLOW_TEXT_RETENTION": "24h",
+		"LOCALEFLOW_POLL_INTERVAL": "60s"}
+	if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(out)}); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	env := functionEnv(template(t, out, "Localeflow"))
+	for fn, want := range map[string]map[string]string{
+		"localeflow-poller":      {"LOCALEFLOW_SWEEP_GRACE": "10s", "LOCALEFLOW_MAX_CONSECUTIVE_FAILURES": "10", "LOCALEFLOW_POLL_INTERVAL": "60s"},
+		"localeflow-coordinator": {"LOCALEFLOW_TEXT_RETENTION": "24h0m0s"},
+	} {
+		for name, value := range want {
+			if env[fn][name] != value {
+				t.Errorf("%s %s = %v, want %s", fn, name, env[fn][name], value)
+			}
+		}
+	}
+	line, err := os.ReadFile(filepath.Join(out, ToleranceFile))
+	if err != nil || strings.HasPrefix(string(line), "CMS outage tolerance: 1m15s") {
+		t.Errorf("tolerance %q (%v) is the default's, not 10 failures'", line, err)
+	}
+
+	for name, tc := range map[string]struct {
+		ctx  map[string]any
+		want string
+	}{
+		"typo":               {map[string]any{"LOCALEFLOW_POLL_INTERVALL": "60s"}, "LOCALEFLOW_POLL_INTERVALL is not a variable any function reads (did you mean LOCALEFLOW_POLL_INTERVAL?)"},
+		"typo of LOCALEFLOW": {map[string]any{"LOCALFLOW_POLL_INTERVAL": "60s"}, "did you mean LOCALEFLOW_POLL_INTERVAL?"},
+		"stack-owned":        {map[string]any{"LOCALEFLOW_RELEASE_TABLE": "other"}, "LOCALEFLOW_RELEASE_TABLE is stack-owned: the stack sets it from Props.Prefix"},
+		"issuers":            {map[string]any{"LOCALEFLOW_RECEIPT_ISSUERS_QUALITY": "qa=" + issuerKey}, "context receiptIssuersQuality, make RECEIPT_ISSUERS_QUALITY"},
+		"typed twice":        {map[string]any{"sweepGrace": "20s", "LOCALEFLOW_SWEEP_GRACE": "10s"}, "LOCALEFLOW_SWEEP_GRACE given twice"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := map[string]any{"assetDir": assetDir, "nag": "false"}
+			for k, v := range tc.ctx {
+				ctx[k] = v
+			}
+			err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// physicalNames are the explicit resource names in tmpl (tables, queues,
+// functions, rules, alarms, secrets, log groups, ...).
+func physicalNames(tmpl map[string]any) []string {
+	keys := []string{"TableName", "QueueName", "FunctionName", "Name", "ArchiveName", "AliasName", "TopicName",
+		"DashboardName", "LogGroupName", "AlarmName", "RoleName", "EventBusName", "RegistryName", "SchemaName"}
+	resources := tmpl["Resources"].(map[string]any)
+	var out []string
+	for _, r := range resources {
+		props, _ := r.(map[string]any)["Properties"].(map[string]any)
+		if r.(map[string]any)["Type"] == "AWS::EventSchemas::Schema" {
+			// A schema's name is unique within its registry: qualify it.
+			att := props["RegistryName"].(map[string]any)["Fn::GetAtt"].([]any)
+			registry := resources[att[0].(string)].(map[string]any)["Properties"].(map[string]any)["RegistryName"]
+			out = append(out, fmt.Sprintf("%v/%v", registry, props["SchemaName"]))
+			continue
+		}
+		for _, k := range keys {
+			if s, ok := props[k].(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// TestStackNameFollowsThePrefix: a second prefix is a second stack (it
+// used to keep the stack name Localeflow, so deploying it replaced the
+// first deployment's tables and keys), and the two templates share no
+// physical name. The default prefix keeps the stack name Localeflow.
+func TestStackNameFollowsThePrefix(t *testing.T) {
+	names := map[string][]string{}
+	for prefix, stackName := range map[string]string{"": "Localeflow", "staging": "Localeflow-staging"} {
+		out := t.TempDir()
+		ctx := map[string]any{"assetDir": assetDir, "deletionProtection": "false", "nag": "false"}
+		if prefix != "" {
+			ctx["prefix"] = prefix
+		}
+		if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(out)}); err != nil {
+			t.Fatalf("run %q: %v", prefix, err)
+		}
+		names[stackName] = physicalNames(template(t, out, stackName))
+	}
+	a, b := names["Localeflow"], names["Localeflow-staging"]
+	if len(a) < 30 || len(a) != len(b) {
+		t.Fatalf("%d and %d physical names", len(a), len(b))
+	}
+	for _, n := range a {
+		if slices.Contains(b, n) {
+			t.Errorf("physical name %q in both stacks", n)
+		}
+	}
+
+	// An explicit stack name of another prefix's form is refused; a name
+	// of the team's own is kept.
+	ctx := map[string]any{"assetDir": assetDir, "nag": "false", "prefix": "staging", "stackName": "Localeflow"}
+	if err := run(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())}); err == nil ||
+		!strings.Contains(err.Error(), `prefix "staging" deploys as "Localeflow-staging"`) {
+		t.Errorf("stackName Localeflow with prefix staging: %v", err)
+	}
+	for _, tc := range []struct{ prefix, given, want string }{
+		{"staging", "", "Localeflow-staging"}, {"", "", "Localeflow"}, {"staging", "TeamL10n", "TeamL10n"},
+		{"staging", "Localeflow-staging", "Localeflow-staging"},
+	} {
+		if got, err := appStackName(tc.prefix, tc.given); err != nil || got != tc.want {
+			t.Errorf("appStackName(%q, %q) = %q, %v; want %q", tc.prefix, tc.given, got, err, tc.want)
+		}
+	}
+	for _, given := range []string{"Localeflow-prod", "Localeflow"} {
+		if _, err := appStackName("staging", given); err == nil {
+			t.Errorf("appStackName(staging, %q) accepted", given)
+		}
+	}
 }

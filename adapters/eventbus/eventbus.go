@@ -37,11 +37,25 @@ var _ EventBridgeAPI = (*eventbridge.Client)(nil)
 type Publisher struct {
 	client EventBridgeAPI
 	bus    string
+	// resources is the entries' `resources`: the deployment
+	// discriminator (WithDeployment), else none.
+	resources []string
 }
 
 // New returns a Publisher for busName (a name or ARN).
 func New(client EventBridgeAPI, busName string) *Publisher {
 	return &Publisher{client: client, bus: busName}
+}
+
+// WithDeployment returns a copy of p whose events carry
+// contract.DeploymentResource(deployment) in their `resources`, so that
+// consumers of a bus shared by several deployments can tell them apart
+// (an additive envelope field: the detail is unchanged). The functions
+// publish with their LOCALEFLOW_DEPLOYMENT.
+func (p *Publisher) WithDeployment(deployment string) *Publisher {
+	c := *p
+	c.resources = []string{contract.DeploymentResource(deployment)}
+	return &c
 }
 
 // Publish puts one event with source contract.EventSource, detailType and
@@ -63,6 +77,7 @@ func (p *Publisher) Publish(ctx context.Context, detailType string, detail any) 
 			Source:       aws.String(contract.EventSource),
 			DetailType:   aws.String(detailType),
 			Detail:       aws.String(string(raw)),
+			Resources:    p.resources,
 		}},
 	})
 	if err != nil {

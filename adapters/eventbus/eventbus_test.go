@@ -84,6 +84,25 @@ func TestPublish(t *testing.T) {
 	}
 }
 
+// TestPublishCarriesTheDeployment: a publisher WithDeployment puts the
+// deployment discriminator in the entry's resources (the detail is
+// unchanged); a plain one puts none.
+func TestPublishCarriesTheDeployment(t *testing.T) {
+	var bus fakeBus
+	plain := eventbus.New(&bus, "lf-bus")
+	for _, p := range []*eventbus.Publisher{plain.WithDeployment("staging"), plain} {
+		if err := p.Publish(context.Background(), contract.DetailHealthBlocked, map[string]any{"schema": contract.SchemaHealthBlocked}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := bus.inputs[0].Entries[0].Resources; len(got) != 1 || got[0] != "localeflow:deployment/staging" {
+		t.Errorf("resources %v, want [localeflow:deployment/staging]", got)
+	}
+	if got := bus.inputs[1].Entries[0].Resources; len(got) != 0 {
+		t.Errorf("plain publisher resources %v, want none", got)
+	}
+}
+
 func TestPublishRejectsBadDetail(t *testing.T) {
 	tests := []struct {
 		name       string

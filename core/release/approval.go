@@ -335,7 +335,7 @@ const CodeOutboxLost = "release.outbox.lost"
 // record ev of the approval a (the record of a.RequestID; nil when
 // missing or not read) is not succeeded. Every reader that decides
 // whether to publish or to hold the delivery uses it: the walk, the
-// completing read, blocking, the handler's re-publication and the
+// completing read, blocking, Step's re-publication and the
 // simulator's checkers.
 func ApprovalOwed(a *ApprovalRecord, ev *EvidenceRecord) bool {
 	return a != nil && ev != nil && ev.RequestID == a.RequestID && ev.EventID == a.EventID &&
@@ -348,7 +348,7 @@ func owedByEvidence(snap *Snapshot, a *ApprovalRecord) bool {
 	return a != nil && ApprovalOwed(a, snap.Evidence[a.RequestID])
 }
 
-// OwedApproval is an owed approval event a step reports for the handler
+// OwedApproval is an owed approval event a step reports for Step
 // to publish and settle (SettleApproval): the detail's ids.
 type OwedApproval struct {
 	JobID        string

@@ -1,6 +1,7 @@
 package release_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -43,49 +44,43 @@ func approvalWrites(t *testing.T, b *bundle) *int {
 	return n
 }
 
-// handlerStep runs a job input as the coordinator function does after it:
-// publish (counted in announced) and settle the step's approval and the
-// owed ones it reports; a completing step then runs CompleteRelease
-// (twice at most).
+// handlerStep runs a job input as the coordinator function does
+// (release.Coordinator.Step): its approval and the owed ones it reports
+// published (counted in announced) and settled, a completing step's
+// completing read.
 func (b *bundle) handlerStep(t *testing.T, in release.Input, announced map[string]int) release.Outcome {
 	t.Helper()
-	o, err := b.c.RunInput(b.ctx, in)
+	return b.handlerStepObserved(t, in, announced, nil)
+}
+
+// handlerStepObserved is handlerStep with observe called right after the
+// run (Ports.Observe), before anything is published or settled.
+func (b *bundle) handlerStepObserved(t *testing.T, in release.Input, announced map[string]int, observe func(release.Outcome, error)) release.Outcome {
+	t.Helper()
+	pub := &releasetest.Published{}
+	p := release.Ports{Publisher: pub, Log: b.log}
+	if observe != nil {
+		p.Observe = func(_ context.Context, _ string, o release.Outcome, err error) { observe(o, err) }
+	}
+	res, err := b.c.Step(b.ctx, release.StepRequest{Kind: contract.KindReleaseRun, EventID: in.EventID, Input: &in}, p)
+	if err == nil {
+		err = res.StepErr
+	}
 	if err != nil {
 		t.Fatalf("run input %s: %v", in.JobID(), err)
 	}
-	return b.afterStep(t, in.EventID, o, announced)
+	for id, n := range pub.Approvals() {
+		announced[id] += n
+	}
+	return res.Outcome
 }
 
-// afterStep is what the coordinator function does after a named step's
-// outcome o: publish (counted in announced) and settle the step's
-// approval and the owed ones it reports; a completing step then runs
-// CompleteRelease (twice at most).
-func (b *bundle) afterStep(t *testing.T, eventID string, o release.Outcome, announced map[string]int) release.Outcome {
-	t.Helper()
-	var err error
-	b.settleAnnounced(t, o, announced)
-	if !o.Completes {
-		return o
-	}
-	for range 2 {
-		if o, err = b.c.CompleteRelease(b.ctx, eventID); err != nil {
-			t.Fatalf("complete: %v", err)
-		}
-		b.settleAnnounced(t, o, announced)
-		if !o.Held || len(o.Owed) == 0 {
-			break
-		}
-	}
-	return o
-}
-
+// settleAnnounced settles o's approvals (settle), counting each in
+// announced as published.
 func (b *bundle) settleAnnounced(t *testing.T, o release.Outcome, announced map[string]int) {
 	t.Helper()
-	for _, a := range o.Owed {
-		announced[a.ApprovalID]++
-	}
-	if o.Changed && o.ApprovalID != "" {
-		announced[o.ApprovalID]++
+	for _, a := range o.Approvals() {
+		announced[a.Event.ApprovalID]++
 	}
 	b.settle(t, o)
 }

@@ -67,15 +67,15 @@ type Outcome struct {
 	// locales to their own inputs: no run is scheduled at once.
 	Quiet bool `json:"-"`
 	// Owed lists approvals of the release whose event is owed and whose
-	// step is gone (their evidence lease ended): the handler publishes
+	// step is gone (their evidence lease ended): Step publishes
 	// and settles each (SettleApproval).
 	Owed []OwedApproval `json:"-"`
 	// Held says the delivery was not prepared because an approval of the
-	// release is owed: once the handler has settled every Owed
+	// release is owed: once Step has settled every Owed
 	// approval it runs the release again.
 	Held bool `json:"-"`
 	// Completes says the named step's tally write completed the
-	// release's tally: the handler publishes and settles the step's
+	// release's tally: Step publishes and settles the step's
 	// approval and then runs CompleteRelease.
 	Completes bool `json:"-"`
 }
@@ -625,7 +625,7 @@ func (c *Coordinator) runNextReleaseClaimed(ctx context.Context, eventID string,
 	o, err := c.approveSelected(ctx, snap, plan, *selected, now, false, pre)
 	if len(o.Owed) == 0 {
 		// The walk reports the other owed approvals whatever it did
-		// with the selected job, also when it failed (the handler
+		// with the selected job, also when it failed (Step
 		// publishes them before it handles the error).
 		if o.Owed, _, _ = c.held(snap, plan, now, o.ApprovalID); len(o.Owed) > 0 && o.Status == "" {
 			o.Schema, o.EventID, o.PlanID = OutcomeSchema, plan.Event.EventID, plan.PlanID
@@ -766,7 +766,7 @@ func (c *Coordinator) approveSelected(ctx context.Context, snap *Snapshot, plan 
 	// The evidence lease stays: the approval is owed while its evidence
 	// record is not succeeded, and settling its published event finishes
 	// it (docs/design.md "Owed events of compact approvals"). The walk's
-	// own approval holds the delivery: the handler settles it and runs the
+	// own approval holds the delivery: Step settles it and runs the
 	// release again.
 	if !named {
 		o.Tallied = c.tallyAfterWalk(ctx, snap, plan, job.JobID)

@@ -20,7 +20,13 @@
 //     tallied release approves its own locale, reading that locale's
 //     records; the tally of approved jobs says when to read the whole
 //     release and prepare the delivery) and Deliver (send the signed
-//     bundle with leased, bounded attempts).
+//     bundle with leased, bounded attempts);
+//   - Coordinator.Step, the one step driver of the coordinator function and
+//     every test: run a step, publish its events through a Publisher in
+//     order (owed approvals, its approval, its delivery event), settle each
+//     approval after its publish, run the completing read, expire the
+//     texts of a delivered or blocked release, publish a blocked release's
+//     owed approvals, and return the message to schedule (StepResult.Next).
 //
 // Content-free: evidence, job, approval, delivery and plan records hold only
 // identities, counts, codes and hashes. Texts live only in the source and

@@ -42,6 +42,8 @@ type bundle struct {
 	c     *release.Coordinator
 	logs  *bytes.Buffer
 	ctx   context.Context
+	// published records the events the step driver published.
+	published *releasetest.Published
 	// deps, log and cfg are what c was built with (reconfigure).
 	deps release.Dependencies
 	log  *slog.Logger
@@ -57,7 +59,7 @@ func setup(t *testing.T) *bundle {
 	logs := &bytes.Buffer{}
 	b := &bundle{
 		fx: fx, store: releasetest.NewMemStore(), clock: clk, resp: resp, cms: &releasetest.CMS{},
-		logs: logs, ctx: context.Background(),
+		logs: logs, ctx: context.Background(), published: &releasetest.Published{},
 	}
 	b.deps = release.Dependencies{
 		Store: b.store, EventKey: fx.EventKey, Evidence: releasetest.Provider{Responder: resp}, CMS: b.cms,
@@ -96,44 +98,31 @@ func (b *bundle) ingestResult(t *testing.T, p releasetest.PlanSpec, locale strin
 	}
 }
 
+// run runs the event's release as the coordinator function does
+// (release.Coordinator.Step through releasetest.Drive: its events
+// published into b.published, its approvals settled, the run it schedules
+// at once after an approval run too); an error of either run fails the
+// test.
 func (b *bundle) run(t *testing.T, eventID string) release.Outcome {
 	t.Helper()
-	o, err := b.c.RunNextRelease(b.ctx, eventID)
+	o, err := releasetest.Drive(b.ctx, b.c, release.StepRequest{EventID: eventID}, releasetest.Options{Ports: b.ports(), Strict: true})
 	if err != nil {
 		t.Fatalf("run: %v", err)
-	}
-	b.settle(t, o)
-	if o.Changed && o.ApprovalID != "" && !o.Quiet && o.Status == release.OutcomeApproved {
-		// As the function does next: the release runs again at once, and
-		// prepares the delivery when that approval was the last one
-		// (reported on the approving step's outcome).
-		next, err := b.c.RunNextRelease(b.ctx, eventID)
-		if err != nil {
-			t.Fatalf("run after the approval: %v", err)
-		}
-		b.settle(t, next)
-		if next.Status == release.OutcomeDeliveryReady {
-			o.Status, o.DeliveryID, o.WakeAt = next.Status, next.DeliveryID, next.WakeAt
-		}
 	}
 	return o
 }
 
-// settle does what the coordinator function does after a step
-// (docs/design.md "Owed events of compact approvals"): the owed approvals
-// the step reports and its own approval are settled as published
-// (SettleApproval).
+// ports are the step driver's ports: events recorded in b.published.
+func (b *bundle) ports() release.Ports {
+	return release.Ports{Publisher: b.published, Log: b.log}
+}
+
+// settle settles what the outcome o says to settle (releasetest.Settle),
+// for tests that look at the state between a step's run and its settle.
 func (b *bundle) settle(t *testing.T, o release.Outcome) {
 	t.Helper()
-	for _, a := range o.Owed {
-		if err := b.c.SettleApproval(b.ctx, o.EventID, a.JobID, a.ApprovalID, true); err != nil {
-			t.Fatalf("settle owed %s: %v", a.JobID, err)
-		}
-	}
-	if o.Changed && o.ApprovalID != "" {
-		if err := b.c.SettleApproval(b.ctx, o.EventID, o.JobID, o.ApprovalID, !o.Tallied); err != nil {
-			t.Fatalf("settle %s: %v", o.JobID, err)
-		}
+	if err := releasetest.Settle(b.ctx, b.c, o); err != nil {
+		t.Fatalf("settle: %v", err)
 	}
 }
 
@@ -142,10 +131,11 @@ func (b *bundle) runErr(t *testing.T, eventID, code string) {
 	_ = b.runFail(t, eventID, code)
 }
 
-// runFail runs a step that must fail with code and returns the error.
+// runFail runs a step that must fail with code (through the step
+// driver, as run: its error, rescheduled or not) and returns the error.
 func (b *bundle) runFail(t *testing.T, eventID, code string) error {
 	t.Helper()
-	o, err := b.c.RunNextRelease(b.ctx, eventID)
+	o, err := releasetest.Drive(b.ctx, b.c, release.StepRequest{EventID: eventID}, releasetest.Options{Ports: b.ports()})
 	if !core.HasCode(err, code) {
 		t.Fatalf("run = %+v, %v; want code %s", o, err, code)
 	}

@@ -2,7 +2,6 @@ package release_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -141,24 +140,4 @@ func TestNewEvidenceRequestIsCreatedLeased(t *testing.T) {
 		evidence[1].Status != release.StateSucceeded || evidence[1].Version != 2 {
 		t.Fatalf("evidence writes: %+v", evidence)
 	}
-}
-
-// requestIDOf is the evidence request id the coordinator derives for a
-// locale's current result.
-func requestIDOf(t *testing.T, b *bundle, plan releasetest.PlanSpec, locale, resultSHA string) string {
-	t.Helper()
-	s := b.snap(t, plan.EventID)
-	job, ok := s.Plan.Job("job-" + locale)
-	if !ok {
-		t.Fatalf("no job for %s", locale)
-	}
-	var r release.Result
-	if err := json.Unmarshal([]byte(s.Results[job.JobID].ResultJSON), &r); err != nil {
-		t.Fatal(err)
-	}
-	req, err := release.BuildEvidenceRequest(plan.EventID, plan.PlanID, job, s.Sources[job.JobID].Text, &r, resultSHA, "rev-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req.RequestID
 }

@@ -229,8 +229,7 @@ func TestNoTextInEvidenceStateOrLogs(t *testing.T) {
 		b.ingestResult(t, plan, l, releasetest.ResultOptions{IndependentReviewRequired: l == "de-DE"})
 	}
 	for i := 0; i < 8; i++ {
-		o, _ := b.c.RunNextRelease(b.ctx, "evt-cf")
-		b.settle(t, o)
+		_, _ = releasetest.Drive(b.ctx, b.c, release.StepRequest{EventID: "evt-cf"}, releasetest.Options{Ports: b.ports()})
 		b.clock.Advance(time.Minute)
 	}
 	if _, err := b.c.Deliver(b.ctx, "evt-cf"); err != nil {

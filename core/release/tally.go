@@ -243,7 +243,7 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	}
 	if err != nil {
 		// Approved and tallied, then failed (the evidence lease's
-		// finish): the handler runs the release again at once.
+		// finish): Step runs the release again at once.
 		o.Tallied = !t.complete()
 		return o, err
 	}
@@ -252,7 +252,7 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 		o.Tallied, o.Quiet = true, true
 		return o, nil
 	}
-	// The handler publishes and settles this approval first, then runs
+	// Step publishes and settles this approval first, then runs
 	// the completing read (CompleteRelease): the delivery is prepared only
 	// when no approval is owed.
 	o.Tallied, o.Completes = true, true
@@ -260,11 +260,11 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 }
 
 // CompleteRelease is the completing read of a release
-// (afterTallyComplete), run by the handler after it published and settled
+// (afterTallyComplete), run by Step after it published and settled
 // the approval of the named step whose tally write completed the tally
 // (Outcome.Completes): it prepares the delivery when every approval
 // checks out and none is owed; otherwise it reports the owed approvals
-// (Outcome.Owed, Held) for the handler to settle. A failure every later
+// (Outcome.Owed, Held) for Step to settle. A failure every later
 // run would meet again blocks the release, as RunNextRelease does.
 func (c *Coordinator) CompleteRelease(ctx context.Context, eventID string) (Outcome, error) {
 	if err := c.Validate(); err != nil {
@@ -278,7 +278,7 @@ func (c *Coordinator) CompleteRelease(ctx context.Context, eventID string) (Outc
 // whose tally write completed the tally reads the whole state and
 // prepares the delivery when every approval checks out (prepareIfReady).
 // When one does not (expired, replaced), the step reports its approval
-// and the handler runs the full walk at once, which approves again.
+// and Step runs the full walk at once, which approves again.
 func (c *Coordinator) afterTallyComplete(ctx context.Context, eventID string, o Outcome) (Outcome, error) {
 	full, plan, done, err := c.load(ctx, eventID, false)
 	if err != nil {

@@ -78,31 +78,34 @@ func TestNamedStepsReadTheirLocaleOnly(t *testing.T) {
 			t.Fatalf("%s: input names %q", l, in.JobID())
 		}
 		rc.reset()
-		o, err := b.c.RunInput(b.ctx, in)
-		if err != nil {
-			t.Fatalf("%s: %v", l, err)
-		}
-		states += rc.state
 		last := i == len(locales12)-1
-		switch {
-		case last && (o.Status != release.OutcomeApproved || !o.Completes || !o.Tallied):
-			t.Fatalf("%s: %+v", l, o)
-		case !last && (o.Status != release.OutcomeApproved || o.TargetLocale != l || !o.Quiet || !o.Tallied):
-			t.Fatalf("%s: %+v", l, o)
+		// The run's own reads, checked before the driver publishes and
+		// settles its approval (Ports.Observe).
+		observe := func(o release.Outcome, err error) {
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			states += rc.state
+			switch {
+			case last && (o.Status != release.OutcomeApproved || !o.Completes || !o.Tallied):
+				t.Fatalf("%s: %+v", l, o)
+			case !last && (o.Status != release.OutcomeApproved || o.TargetLocale != l || !o.Quiet || !o.Tallied):
+				t.Fatalf("%s: %+v", l, o)
+			}
+			if rc.full != 0 || strings.Join(rc.prefixes[:1], " ") != "job#" {
+				t.Fatalf("%s: %d full reads, prefixes %v", l, rc.full, rc.prefixes)
+			}
+			// The locale's source was read at ingest (the evidence request
+			// is created there, before the job record).
+			if strings.Join(rc.keys, " ") != "tally" {
+				t.Fatalf("%s: keys %v", l, rc.keys)
+			}
+			// Published and settled next (the tally not read again: the
+			// step tallied it); the last one's completing read prepares
+			// the delivery.
+			rc.reset()
 		}
-		if rc.full != 0 || strings.Join(rc.prefixes[:1], " ") != "job#" {
-			t.Fatalf("%s: %d full reads, prefixes %v", l, rc.full, rc.prefixes)
-		}
-		// The locale's source was read at ingest (the evidence request
-		// is created there, before the job record).
-		if strings.Join(rc.keys, " ") != "tally" {
-			t.Fatalf("%s: keys %v", l, rc.keys)
-		}
-		// Published and settled (the tally not read again: the step
-		// tallied it); the last one's completing read prepares the
-		// delivery.
-		rc.reset()
-		if o = b.afterStep(t, "evt-named", o, map[string]int{}); last && o.Status != release.OutcomeDeliveryReady {
+		if o := b.handlerStepObserved(t, in, map[string]int{}, observe); last && o.Status != release.OutcomeDeliveryReady {
 			t.Fatalf("%s: completing read %+v", l, o)
 		}
 		states += rc.state

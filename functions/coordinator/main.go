@@ -166,7 +166,7 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	return handler.New(handler.Config{
 		Coordinator: coord,
 		Queue:       delayqueue.New(awsclient.SQS(awsCfg), cfg.ReleaseQueueURL),
-		Bus:         eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
+		Bus:         eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus).WithDeployment(cfg.Deployment),
 		Due:         store,
 		Clock:       clock,
 		Log:         log,

@@ -85,7 +85,7 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 	}
 	return handler.New(handler.Config{
 		Checker:    checker,
-		Bus:        eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
+		Bus:        eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus).WithDeployment(cfg.Deployment),
 		Metrics:    stdout,
 		Clock:      clock,
 		Log:        log,

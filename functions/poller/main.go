@@ -132,7 +132,7 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 		Monitor:     svc,
 		Reader:      reader,
 		Queue:       delayqueue.New(awsclient.SQS(awsCfg), cfg.PollQueueURL),
-		Bus:         eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus),
+		Bus:         eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus).WithDeployment(cfg.Deployment),
 		Clock:       clock,
 		Log:         log,
 		Concurrency: cfg.Concurrency,

@@ -23,7 +23,9 @@ type HostProps struct {
 	// EventBus is an existing bus to use instead of creating
 	// <prefix>-bus: the routing rules are added to it and the functions
 	// publish on it. The CLI finds the bus by the functions' environment,
-	// not by name.
+	// not by name. Other deployments may share it: the input rules and
+	// the archive then match only events whose resources hold
+	// contract.DeploymentResource(prefix), which producers set.
 	EventBus awsevents.IEventBus
 	// Vpc puts the three functions in the VPC (e.g. to reach a CMS on a
 	// private network), in VpcSubnets (default: the VPC's private

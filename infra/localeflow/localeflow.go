@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -124,6 +125,40 @@ type builder struct {
 // stackNamePattern is CloudFormation's rule for stack names; the id names
 // the stack unless StackProps.StackName is set.
 var stackNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,127}$`)
+
+// DefaultStackNameBase is the stack name of the default prefix; another
+// prefix deploys as DefaultStackNameBase-<prefix> (DefaultStackName).
+const DefaultStackNameBase = "Localeflow"
+
+// PrefixOrDefault is prefix, or topology.DefaultPrefix when empty.
+func PrefixOrDefault(prefix string) string {
+	if prefix == "" {
+		return topology.DefaultPrefix
+	}
+	return prefix
+}
+
+// DefaultStackName is the app's stack name for prefix: Localeflow for the
+// default prefix (existing deployments keep their stack), else
+// Localeflow-<prefix>, so a second prefix is a second stack instead of an
+// update that replaces the first deployment's resources.
+func DefaultStackName(prefix string) string {
+	prefix = PrefixOrDefault(prefix)
+	if prefix == topology.DefaultPrefix {
+		return DefaultStackNameBase
+	}
+	return DefaultStackNameBase + "-" + prefix
+}
+
+// IsDefaultStackName says whether name has the form DefaultStackName gives
+// some prefix (Localeflow or Localeflow-<valid prefix>).
+func IsDefaultStackName(name string) bool {
+	if name == DefaultStackNameBase {
+		return true
+	}
+	rest, ok := strings.CutPrefix(name, DefaultStackNameBase+"-")
+	return ok && topology.ValidatePrefix(rest) == nil
+}
 
 // StackConstructID is the id NewStack gives the construct inside its
 // stack. CDK leaves a path segment named "Default" out of logical IDs, so
@@ -508,17 +543,31 @@ func (b *builder) addRule(r topology.Rule) {
 	queue := b.queues[r.TargetQueue]
 	maxAge, attempts := b.inputTargetRetry()
 	awsevents.NewRule(b.scope, jsii.String(r.Logical), &awsevents.RuleProps{
-		RuleName:    jsii.String(r.Name),
-		Description: jsii.String("route input events to the " + r.TargetQueue),
-		EventBus:    b.bus,
-		EventPattern: &awsevents.EventPattern{
-			Source:     jsii.Strings(pattern["source"].([]string)...),
-			DetailType: jsii.Strings(pattern["detail-type"].([]string)...),
-		},
+		RuleName:     jsii.String(r.Name),
+		Description:  jsii.String("route input events to the " + r.TargetQueue),
+		EventBus:     b.bus,
+		EventPattern: b.cfg.inputPattern(pattern["detail-type"].([]string)),
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewSqsQueue(queue, &awseventstargets.SqsQueueProps{
 			DeadLetterQueue: b.eventDLQ, MaxEventAge: maxAge, RetryAttempts: attempts,
 		})},
 	})
+}
+
+// inputPattern matches the input events of detailTypes meant for this
+// deployment. On its own bus every localeflow event is; on a host bus
+// (HostProps.EventBus), which other deployments may share, only events
+// whose `resources` carry contract.DeploymentResource(prefix): two
+// deployments on one bus then never route each other's inputs (each would
+// quarantine the other's events, signed with another key).
+func (c stackConfig) inputPattern(detailTypes []string) *awsevents.EventPattern {
+	p := &awsevents.EventPattern{
+		Source:     jsii.Strings(contract.EventSource),
+		DetailType: jsii.Strings(detailTypes...),
+	}
+	if c.host.EventBus != nil {
+		p.Resources = jsii.Strings(contract.DeploymentResource(c.topo.Prefix))
+	}
+	return p
 }
 
 func (b *builder) addSchedule(s topology.Schedule) {

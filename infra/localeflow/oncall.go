@@ -69,11 +69,8 @@ func (b *builder) addArchive() {
 		ArchiveName:    jsii.String(a.Name),
 		Description:    jsii.String(fmt.Sprintf("localeflow %s: input events, %d days, for localeflow replay", b.cfg.topo.Prefix, a.RetentionDays)),
 		SourceEventBus: b.bus,
-		EventPattern: &awsevents.EventPattern{
-			Source:     jsii.Strings(contract.EventSource),
-			DetailType: jsii.Strings(b.cfg.topo.InputDetailTypes()...),
-		},
-		Retention: awscdk.Duration_Days(jsii.Number(a.RetentionDays)),
+		EventPattern:   b.cfg.inputPattern(b.cfg.topo.InputDetailTypes()),
+		Retention:      awscdk.Duration_Days(jsii.Number(a.RetentionDays)),
 	})
 }
 

@@ -190,10 +190,14 @@ type Props struct {
 	// functions' own config loaders.
 	Settings Settings
 	// SettingsEnv are the same settings as raw values keyed by variable
-	// name (SettingVariables), as the app's context passes them: the
-	// loaders parse them, so a bad value fails synth with the cold
-	// start's message. A variable may not be given here and in Settings
-	// with different values.
+	// name, as the app's context passes them: the loaders parse them, so
+	// a bad value fails synth with the cold start's message. A variable
+	// may not be given here and in Settings with different values. A
+	// stack-owned variable with a typed prop (MaxConsecutiveFailures,
+	// RetryMaxDelay, SweepGrace, TextRetention, MonitorRetention) is
+	// applied as that prop (a different value in the prop is refused);
+	// any other variable not left to the operator is refused, naming the
+	// prop that sets it or, for an unknown name, the closest variable.
 	SettingsEnv map[string]string
 	// HostProps are the host stack's own constructs (alarm topic, event
 	// bus, VPC) and whether to add stack outputs.
@@ -304,6 +308,15 @@ func resolve(props *Props) (stackConfig, error) {
 	if cfg.alarmEmail != "" && (cfg.alarmTopicArn != "" || !validEmail(cfg.alarmEmail)) {
 		return stackConfig{}, fmt.Errorf("infra: AlarmEmail %q must be one e-mail address, and only without AlarmTopicArn (subscribe it to the existing topic instead)", cfg.alarmEmail)
 	}
+	// Raw settings that have a typed prop go through the prop (a copy:
+	// the caller's props are left as given).
+	applied := *props
+	rest, err := applyTypedSettings(&applied)
+	if err != nil {
+		return stackConfig{}, err
+	}
+	applied.SettingsEnv = rest
+	props = &applied
 	cfg.monitor = monitor.Config{WorkerID: "synth", MaxConsecutiveFailures: props.MaxConsecutiveFailures, MaxDelay: props.RetryMaxDelay}.WithDefaults()
 	if err := cfg.monitor.Validate(); err != nil {
 		return stackConfig{}, fmt.Errorf("infra: MaxConsecutiveFailures/RetryMaxDelay: %w", err)

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -101,15 +102,174 @@ func (s Settings) env() map[string]string {
 	return out
 }
 
+// typedSettings are the stack-owned variables the construct offers as
+// typed props. Given as a raw setting (Props.SettingsEnv, the app's
+// context, make SETTINGS) the value is applied through the prop, so the
+// function, the outage tolerance and the alarms all see it; a different
+// value in the prop as well is refused.
+var typedSettings = map[string]string{
+	contract.EnvMaxConsecutiveFailures: "Props.MaxConsecutiveFailures (context maxConsecutiveFailures, make MAX_CONSECUTIVE_FAILURES)",
+	contract.EnvRetryMaxDelay:          "Props.RetryMaxDelay (context retryMaxDelay, make RETRY_MAX_DELAY)",
+	contract.EnvSweepGrace:             "Props.SweepGrace (context sweepGrace, make SWEEP_GRACE)",
+	contract.EnvTextRetention:          "Props.TextRetention (context textRetention)",
+	contract.EnvMonitorRetention:       "Props.MonitorRetention (context monitorRetention)",
+}
+
+// stackOwnedProps says, for the variables the construct sets itself from
+// its resources and props, which prop sets them.
+var stackOwnedProps = map[string]string{
+	contract.EnvMonitorTable:                    "Props.Prefix (the stack's monitor table)",
+	contract.EnvReleaseTable:                    "Props.Prefix (the stack's release table)",
+	contract.EnvPollQueueURL:                    "Props.Prefix (the stack's poll queue)",
+	contract.EnvReleaseQueueURL:                 "Props.Prefix (the stack's release queue)",
+	contract.EnvQuarantineQueueURL:              "Props.Prefix (the stack's quarantine queue)",
+	contract.EnvEventBus:                        "HostProps.EventBus (default: the stack's <prefix>-bus)",
+	contract.EnvDeployment:                      "Props.Prefix (context prefix, make LOCALEFLOW_PREFIX)",
+	contract.EnvCMSBaseURL:                      "Props.CMSBaseURL (context cmsBaseUrl, make CMS_BASE_URL)",
+	contract.EnvEvidenceBaseURL:                 "Props.EvidenceBaseURL (context evidenceBaseUrl, make EVIDENCE_BASE_URL)",
+	contract.EnvReceiptIssuersQuality:           "Props.ReceiptIssuers.Quality (context receiptIssuersQuality, make RECEIPT_ISSUERS_QUALITY)",
+	contract.EnvReceiptIssuersHumanReview:       "Props.ReceiptIssuers.HumanReview (context receiptIssuersHumanReview, make RECEIPT_ISSUERS_HUMAN_REVIEW)",
+	contract.EnvReceiptIssuersIndependentReview: "Props.ReceiptIssuers.IndependentReview (context receiptIssuersIndependentReview, make RECEIPT_ISSUERS_INDEPENDENT_REVIEW)",
+}
+
+// knownVariables is every variable any function reads.
+func knownVariables() []string {
+	var out []string
+	for _, fn := range []string{contract.FunctionPoller, contract.FunctionCoordinator, contract.FunctionHealth} {
+		for _, name := range contract.Names(contract.FunctionEnv[fn]) {
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// setBy is who sets name on any function (0: no function reads it).
+func setBy(name string) contract.SetBy {
+	for _, vars := range contract.FunctionEnv {
+		for _, v := range vars {
+			if v.Name == name {
+				return v.SetBy
+			}
+		}
+	}
+	return 0
+}
+
+// refuseSetting explains why name cannot be given as a raw setting, or
+// returns nil for a setting left to the operator. where names the path
+// ("setting", "Functions[\"poller\"].Settings").
+func refuseSetting(where, name string) error {
+	switch setBy(name) {
+	case contract.Operator:
+		return nil
+	case contract.Stack:
+		if p, ok := typedSettings[name]; ok {
+			return fmt.Errorf("infra: %s %s is stack-owned: set it with %s", where, name, p)
+		}
+		if p, ok := stackOwnedProps[name]; ok {
+			return fmt.Errorf("infra: %s %s is stack-owned: the stack sets it from %s", where, name, p)
+		}
+		if strings.HasSuffix(name, contract.SecretARNSuffix) {
+			return fmt.Errorf("infra: %s %s is stack-owned: the stack sets it to its own key secret (<prefix>/...; rotate with localeflow keys)", where, name)
+		}
+		return fmt.Errorf("infra: %s %s is stack-owned: the stack sets it", where, name)
+	case contract.Local:
+		return fmt.Errorf("infra: %s %s is for local runs only: a deployed function never has it", where, name)
+	case contract.Retired:
+		return fmt.Errorf("infra: %s %s is retired: the functions refuse to start while it is set (README.md, \"Configuration\")", where, name)
+	}
+	return fmt.Errorf("infra: %s %s is not a variable any function reads (did you mean %s?)", where, name, closest(name, knownVariables()))
+}
+
+// closest is the candidate nearest to name by edit distance.
+func closest(name string, candidates []string) string {
+	best, bestD := "", -1
+	for _, c := range candidates {
+		if d := editDistance(name, c); bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// applyTypedSettings moves the raw settings that have a typed prop
+// (typedSettings) into that prop, parsed as the function's loader parses
+// them, and returns the rest. A different value in the prop is refused.
+func applyTypedSettings(props *Props) (map[string]string, error) {
+	rest := map[string]string{}
+	for name, value := range props.SettingsEnv {
+		if _, ok := typedSettings[name]; !ok {
+			rest[name] = value
+			continue
+		}
+		var dst *time.Duration
+		switch name {
+		case contract.EnvMaxConsecutiveFailures:
+			n, err := strconv.Atoi(value)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("infra: setting %s=%q must be a positive integer", name, value)
+			}
+			if props.MaxConsecutiveFailures != 0 && props.MaxConsecutiveFailures != n {
+				return nil, fmt.Errorf("infra: setting %s given twice (%d in %s, %q raw)", name, props.MaxConsecutiveFailures, typedSettings[name], value)
+			}
+			props.MaxConsecutiveFailures = n
+			continue
+		case contract.EnvRetryMaxDelay:
+			dst = &props.RetryMaxDelay
+		case contract.EnvSweepGrace:
+			dst = &props.SweepGrace
+		case contract.EnvTextRetention:
+			dst = &props.TextRetention
+		case contract.EnvMonitorRetention:
+			dst = &props.MonitorRetention
+		}
+		d, err := time.ParseDuration(value)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("infra: setting %s=%q must be a positive Go duration", name, value)
+		}
+		if *dst != 0 && *dst != d {
+			return nil, fmt.Errorf("infra: setting %s given twice (%s in %s, %q raw)", name, *dst, typedSettings[name], value)
+		}
+		*dst = d
+	}
+	return rest, nil
+}
+
 // resolveSettings merges the typed settings, the raw ones and the
 // per-function ones into each function's settings, and runs each
 // function's config loader on the environment the stack will give it.
+// Raw settings with a typed prop were applied by applyTypedSettings; any
+// other variable that is not left to the operator is refused, naming the
+// prop that sets it or, for a typo, the closest variable.
 func resolveSettings(cfg *stackConfig, typed Settings, raw map[string]string, overrides map[string]FunctionOptions) error {
-	allowed := SettingVariables()
 	global := typed.env()
-	for name, value := range raw {
-		if !slices.Contains(allowed, name) {
-			return fmt.Errorf("infra: setting %s is not a function setting left to the operator (%s)", name, strings.Join(allowed, ", "))
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		value := raw[name]
+		if err := refuseSetting("setting", name); err != nil {
+			return err
 		}
 		if typedValue, ok := global[name]; ok && typedValue != value {
 			return fmt.Errorf("infra: setting %s given twice (%q in Settings, %q raw)", name, typedValue, value)
@@ -125,11 +285,15 @@ func resolveSettings(cfg *stackConfig, typed Settings, raw map[string]string, ov
 				mine[name] = value
 			}
 		}
-		for name, value := range overrides[fn.Dir].Settings {
-			if !slices.Contains(reads, name) {
-				return fmt.Errorf("infra: Functions[%q].Settings: %s is not a setting the %s reads (%s)", fn.Dir, name, fn.Dir, strings.Join(reads, ", "))
+		for _, name := range slices.Sorted(maps.Keys(overrides[fn.Dir].Settings)) {
+			where := fmt.Sprintf("Functions[%q].Settings:", fn.Dir)
+			if err := refuseSetting(where, name); err != nil {
+				return err
 			}
-			mine[name] = value
+			if !slices.Contains(reads, name) {
+				return fmt.Errorf("infra: %s %s is not a setting the %s reads (%s)", where, name, fn.Dir, strings.Join(reads, ", "))
+			}
+			mine[name] = overrides[fn.Dir].Settings[name]
 		}
 		if err := checkSettings(*cfg, fn.Dir, mine); err != nil {
 			return err

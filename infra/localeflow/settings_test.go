@@ -152,9 +152,38 @@ func TestSettingsRefuseUnknownAndConflicting(t *testing.T) {
 		message string
 	}{
 		{"stack variable", func(p *Props) { p.SettingsEnv = map[string]string{contract.EnvEventBus: "other"} },
-			"LOCALEFLOW_EVENT_BUS is not a function setting left to the operator"},
+			"setting LOCALEFLOW_EVENT_BUS is stack-owned: the stack sets it from HostProps.EventBus"},
+		{"stack table", func(p *Props) { p.SettingsEnv = map[string]string{contract.EnvMonitorTable: "t"} },
+			"setting LOCALEFLOW_MONITOR_TABLE is stack-owned: the stack sets it from Props.Prefix"},
+		{"stack URL", func(p *Props) { p.SettingsEnv = map[string]string{contract.EnvCMSBaseURL: "https://cms.example.org"} },
+			"setting LOCALEFLOW_CMS_BASE_URL is stack-owned: the stack sets it from Props.CMSBaseURL"},
+		{"stack key secret", func(p *Props) {
+			p.SettingsEnv = map[string]string{contract.SecretARN(contract.KeyEvent): "arn:aws:secretsmanager:us-east-1:1:secret:x"}
+		}, "setting LOCALEFLOW_EVENT_KEY_SECRET_ARN is stack-owned: the stack sets it to its own key secret"},
 		{"local variable", func(p *Props) { p.SettingsEnv = map[string]string{contract.EnvWorkerID: "w1"} },
-			"LOCALEFLOW_WORKER_ID is not a function setting left to the operator"},
+			"setting LOCALEFLOW_WORKER_ID is for local runs only"},
+		{"retired variable", func(p *Props) { p.SettingsEnv = map[string]string{contract.EnvEventRefuseV1Retired: "1"} },
+			"setting LOCALEFLOW_EVENT_REFUSE_V1 is retired"},
+		{"typo", func(p *Props) { p.SettingsEnv = map[string]string{"LOCALEFLOW_POLL_INTERVALL": "60s"} },
+			"setting LOCALEFLOW_POLL_INTERVALL is not a variable any function reads (did you mean LOCALEFLOW_POLL_INTERVAL?)"},
+		{"typo of the name's start", func(p *Props) { p.SettingsEnv = map[string]string{"LOCALFLOW_LOG_LEVEL": "WARN"} },
+			"(did you mean LOCALEFLOW_LOG_LEVEL?)"},
+		{"per-function typed setting", func(p *Props) {
+			p.Functions = map[string]FunctionOptions{"poller": {Settings: map[string]string{contract.EnvSweepGrace: "10s"}}}
+		}, `Functions["poller"].Settings: LOCALEFLOW_SWEEP_GRACE is stack-owned: set it with Props.SweepGrace`},
+		{"per-function typo", func(p *Props) {
+			p.Functions = map[string]FunctionOptions{"poller": {Settings: map[string]string{"LOCALEFLOW_CMS_TIMEOUTS": "5s"}}}
+		}, "did you mean LOCALEFLOW_CMS_TIMEOUT?"},
+		{"typed setting twice", func(p *Props) {
+			p.SweepGrace = 20 * time.Second
+			p.SettingsEnv = map[string]string{contract.EnvSweepGrace: "10s"}
+		}, "setting LOCALEFLOW_SWEEP_GRACE given twice (20s in Props.SweepGrace"},
+		{"typed setting not a number", func(p *Props) {
+			p.SettingsEnv = map[string]string{contract.EnvMaxConsecutiveFailures: "ten"}
+		}, "setting LOCALEFLOW_MAX_CONSECUTIVE_FAILURES=\"ten\" must be a positive integer"},
+		{"typed setting out of range", func(p *Props) {
+			p.SettingsEnv = map[string]string{contract.EnvTextRetention: "10m"}
+		}, "TextRetention 10m0s must be at least 1h"},
 		{"not read by the function", func(p *Props) {
 			p.Functions = map[string]FunctionOptions{"health": {Settings: map[string]string{contract.EnvPollInterval: "1m"}}}
 		}, `Functions["health"].Settings: LOCALEFLOW_POLL_INTERVAL is not a setting the health reads`},
@@ -171,6 +200,83 @@ func TestSettingsRefuseUnknownAndConflicting(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.message)
 			}
 		})
+	}
+}
+
+// TestRawTypedSettingsApplyThroughTheirProps: a stack-owned variable the
+// construct offers as a typed prop, given as a raw setting (make SETTINGS,
+// the app's context, Props.SettingsEnv), is applied as that prop: the
+// function's environment, the outage tolerance and the alarms see it. It
+// used to be dropped: the defaults deployed.
+func TestRawTypedSettingsApplyThroughTheirProps(t *testing.T) {
+	p := testProps()
+	p.SettingsEnv = map[string]string{
+		contract.EnvSweepGrace: "10s", contract.EnvMaxConsecutiveFailures: "10", contract.EnvRetryMaxDelay: "10m",
+		contract.EnvTextRetention: "24h", contract.EnvMonitorRetention: "1000h", contract.EnvPollInterval: "60s",
+	}
+	cfg, err := resolve(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := cfg.pollerStack().Env()
+	for name, want := range map[string]string{contract.EnvSweepGrace: "10s", contract.EnvMaxConsecutiveFailures: "10",
+		contract.EnvRetryMaxDelay: "10m0s", contract.EnvMonitorRetention: "1000h0m0s"} {
+		if env[name] != want {
+			t.Errorf("poller %s = %q, want %q", name, env[name], want)
+		}
+	}
+	if cfg.textRetention != 24*time.Hour {
+		t.Errorf("text retention %s, want 24h", cfg.textRetention)
+	}
+	if cfg.settings["poller"][contract.EnvPollInterval] != "60s" {
+		t.Errorf("poller settings %v", cfg.settings["poller"])
+	}
+	for _, fn := range []string{"poller", "coordinator", "health"} {
+		for name := range cfg.settings[fn] {
+			if _, typed := typedSettings[name]; typed {
+				t.Errorf("%s: typed variable %s left among the raw settings", fn, name)
+			}
+		}
+	}
+	// The tolerance follows (10 failures, 10 min cap: as the context test).
+	if got := cfg.OutageToleranceLine(); !strings.HasPrefix(got, "CMS outage tolerance: 30m35s guaranteed") {
+		t.Errorf("tolerance %q", got)
+	}
+	// The caller's props are left as given.
+	if p.SweepGrace != 0 || len(p.SettingsEnv) != 6 {
+		t.Errorf("props changed: %+v", p)
+	}
+	// The same value twice is one value.
+	p.SweepGrace = 10 * time.Second
+	if _, err := resolve(p); err != nil {
+		t.Errorf("same value in the prop and raw: %v", err)
+	}
+}
+
+// TestEveryStackVariableIsAppliedOrRefusedByName: no variable a function
+// reads can be given as a raw setting and silently ignored.
+func TestEveryStackVariableIsAppliedOrRefusedByName(t *testing.T) {
+	for _, name := range knownVariables() {
+		err := refuseSetting("setting", name)
+		switch setBy(name) {
+		case contract.Operator:
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		case contract.Stack:
+			_, typed := typedSettings[name]
+			_, owned := stackOwnedProps[name]
+			if !typed && !owned && !strings.HasSuffix(name, contract.SecretARNSuffix) {
+				t.Errorf("%s: stack-owned with no prop named", name)
+			}
+			if err == nil || !strings.Contains(err.Error(), "stack-owned") {
+				t.Errorf("%s: %v", name, err)
+			}
+		default:
+			if err == nil {
+				t.Errorf("%s accepted", name)
+			}
+		}
 	}
 }
 

@@ -114,10 +114,7 @@ func TestReleaseCrashBetweenApprovalAndDelivery(t *testing.T) {
 		}
 		ready := false
 		for step := 0; step < 10 && !ready; step++ {
-			out, err := e.c.Coordinator.RunNextRelease(ctx, p.EventID)
-			if err == nil {
-				err = harness.Settle(ctx, e.c.Coordinator, out)
-			}
+			out, err := harness.Step(ctx, e.c.Coordinator, p.EventID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,10 +313,7 @@ func runUntilCrash(t *testing.T, c *release.Coordinator, eventID string) {
 		defer func() { done <- finished }()
 		ctx := context.Background()
 		for step := 0; step < 10; step++ {
-			out, err := c.RunNextRelease(ctx, eventID)
-			if err == nil {
-				err = harness.Settle(ctx, c, out)
-			}
+			out, err := harness.Step(ctx, c, eventID)
 			if err != nil {
 				return
 			}

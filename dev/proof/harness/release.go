@@ -183,9 +183,11 @@ func (s *Stack) Delivered(ctx context.Context, eventID string) bool {
 	return err == nil && snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded
 }
 
-// Settle is releasetest.Settle: what the coordinator function does with a
-// step's owed approval events once published, for proofs that drive the
-// coordinator themselves.
-func Settle(ctx context.Context, c *release.Coordinator, o release.Outcome) error {
-	return releasetest.Settle(ctx, c, o)
+// Step runs one release step of the event as the coordinator function
+// does (release.Coordinator.Step through releasetest.Drive: events
+// published to a recorder, approvals settled, the run scheduled at once
+// after an approval run too), for proofs that drive the coordinator
+// themselves; an error of either run is returned.
+func Step(ctx context.Context, c *release.Coordinator, eventID string) (release.Outcome, error) {
+	return releasetest.Drive(ctx, c, release.StepRequest{Kind: contract.KindReleaseRun, EventID: eventID}, releasetest.Options{Strict: true})
 }

@@ -37,10 +37,7 @@ func deliveredRelease(t *testing.T) (*harness.Stack, *harness.ReleaseServers, re
 		}
 	}
 	for step := 0; step < 10; step++ {
-		out, err := c.RunNextRelease(ctx, plan.EventID)
-		if err == nil {
-			err = harness.Settle(ctx, c, out)
-		}
+		out, err := harness.Step(ctx, c, plan.EventID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1125,15 +1125,6 @@ func holds(msgs []*message, id string) bool {
 	return false
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // peerRetryAfterWake is the monitor's twin of Release.peerRetryAfterWake:
 // the latest next poll of a change that, when the run would end, is not
 // stranded but still honouring the CMS's capped Retry-After — in

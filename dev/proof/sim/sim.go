@@ -59,6 +59,9 @@ type Result struct {
 	// built with (the latest deployment's last; coordinatorconfig.
 	// DeployedRelease with the seed's settings).
 	Coordinators []release.Config
+	// Adapters says the seed ran on the DynamoDB adapters (the adapters
+	// block): its replay command needs ADAPTERS=1.
+	Adapters bool
 }
 
 // Run simulates one seed. It must run inside a synctest bubble (wait is
@@ -85,7 +88,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 	quarantined := newQueue(w, topology.Queue{Logical: "QuarantineQueue", MaxReceiveCount: 1 << 30, BatchSize: 10}, "")
 	mon, err := newMonitor(w, bus, log, quarantined)
 	if err != nil {
-		return Result{Seed: seed, Violations: []string{"setup: " + err.Error()}}
+		return Result{Seed: seed, Adapters: opts.Adapters, Violations: []string{"setup: " + err.Error()}}
 	}
 	n := opts.Changes
 	if n == 0 {
@@ -94,7 +97,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 	mon.script(n, opts.FaultWindow*3/4)
 	rel, err := newRelease(w, bus, log, peers, quarantined)
 	if err != nil {
-		return Result{Seed: seed, Violations: []string{"setup: " + err.Error()}}
+		return Result{Seed: seed, Adapters: opts.Adapters, Violations: []string{"setup: " + err.Error()}}
 	}
 	rel.script(1+w.rng.IntN(3), opts.FaultWindow*3/4)
 	if w.day2 != nil {
@@ -144,7 +147,7 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 			calls++
 		}
 	}
-	res := Result{Seed: seed, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats,
+	res := Result{Seed: seed, Adapters: opts.Adapters, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats,
 		Coordinators: rel.coordinators}
 	if w.day2 != nil {
 		res.Day2, res.Day2Kinds = w.day2.ops, opts.Day2
@@ -224,15 +227,24 @@ func (r Result) Shrink() []Step {
 	return out
 }
 
+// Replay is the command that replays the seed alone: its block (ADAPTERS=1
+// for the adapters block) and its day-2 kinds.
+func (r Result) Replay() string {
+	cmd := fmt.Sprintf("replay: make sim START=%d SEEDS=1 VERBOSE=1", r.Seed)
+	if r.Adapters {
+		cmd += " ADAPTERS=1"
+	}
+	if len(r.Day2) > 0 {
+		cmd += " DAY2=" + strings.Join(r.Day2Kinds, ",")
+	}
+	return cmd
+}
+
 // Report is the readable verdict of a failing seed.
 func (r Result) Report() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d failed (%d calls, %d events); faults %+v\n", r.Seed, r.Calls, r.Events, r.Faults)
-	if len(r.Day2) > 0 {
-		fmt.Fprintf(&b, "replay: make sim START=%d SEEDS=1 VERBOSE=1 DAY2=%s\n", r.Seed, strings.Join(r.Day2Kinds, ","))
-	} else {
-		fmt.Fprintf(&b, "replay: make sim START=%d SEEDS=1 VERBOSE=1\n", r.Seed)
-	}
+	b.WriteString(r.Replay() + "\n")
 	for _, op := range r.Day2 {
 		fmt.Fprintf(&b, "  day-2: %s\n", op)
 	}

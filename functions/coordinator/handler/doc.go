@@ -10,7 +10,12 @@
 //     "release.deliver": an early one is re-sent with its remaining delay
 //     (waits over 900 s are chained), a due one runs its step.
 //
-// After each step the next one is enqueued: `approved` → a run at once
+// A step is run whole by release.Coordinator.Step (publish, settle, the
+// completing read, the texts' expiry; docs/design.md "Release steps"):
+// the handler decodes the message, checks the time, calls it with its
+// ports (the bus, the text expirer, the metrics, the hand-on check) and
+// sends the message it schedules. After each step the next one is
+// enqueued: `approved` → a run at once
 // (none after a named step that left its release's tally incomplete:
 // release.Outcome.Quiet);
 // `delivery_ready` → a delivery at once (or at its backoff); `waiting` on a
