@@ -361,8 +361,8 @@ var regressions = []regression{
 	// run from seed 1 it reported 3345 again, which does not reach it
 	// when run alone or here. No state carries from one seed to the next
 	// (TestSeedsIndependentOfOrder), a sequential search of 1–3345 on
-	// the current code no longer reports 3345, and 3345 run alone gives
-	// one history in 40 runs; the product's map-ordered approval writes
+	// the current code no longer reports 3345, and 3345 run alone 40 times
+	// gives traces of one length; the product's map-ordered approval writes
 	// (docs/simulation.md "State carried between seeds") are the only
 	// run-to-run variation found. Choose one again from a long run's
 	// block.
