@@ -3,7 +3,9 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,8 +32,25 @@ type instance struct {
 	clock  skewClock
 }
 
-// instance is the warm container an invocation lands on.
-func (f *Function) instance() instance { return f.instances[f.w.rng.IntN(len(f.instances))] }
+// instance is the warm container an invocation lands on. A function
+// with none (no deployment of it ever started) fails each invocation as
+// a failed cold start: recorded in the trace, the invocation ends with an
+// error (an SQS batch returns to its queue), the process goes on.
+func (f *Function) instance() instance {
+	if len(f.instances) == 0 {
+		// Recorded here, on the scheduler's goroutine: the trace order
+		// depends on the seed only.
+		f.w.Stats.FailedColdStarts++
+		f.w.record(nil, "COLD START "+f.name, "failed: no instance deployed")
+		return instance{handle: failedColdStart, clock: skewClock{offset: &atomic.Int64{}}}
+	}
+	return f.instances[f.w.rng.IntN(len(f.instances))]
+}
+
+// errColdStart is the error of an invocation without an instance.
+var errColdStart = errors.New("sim: cold start failed: no instance deployed")
+
+func failedColdStart(context.Context, json.RawMessage) (any, error) { return nil, errColdStart }
 
 var scheduledEvent = json.RawMessage(`{"version":"0","id":"sched","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`)
 

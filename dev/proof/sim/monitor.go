@@ -616,15 +616,17 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 
 // deploy (re)starts the poller's warm instances with the settings of d:
 // the first deployment, and every cold start of a day-2 operation
-// (day2.go).
+// (day2.go). A deployment that fails leaves the function as it was: as on
+// Lambda, where a version that does not start never replaces the one
+// serving, the old instances go on (and the caller reports the failure).
 func (m *Monitor) deploy(d deployment) error {
 	w, log, quarantined := m.w, m.log, m.quarantined
 	top := topology.New("sim")
-	m.fn.instances, m.services = nil, nil
+	var instances []instance
+	var services []*monitor.Service
 	for i := range 2 {
 		clock := w.newClock(fmt.Sprintf("poller-%d", i+1))
 		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		m.store.cfg = d.monitor
 		mc := d.monitor
 		mc.WorkerID = fmt.Sprintf("poller-%d", i+1)
 		svc, err := monitor.NewService(m.store, clock, logger, mc)
@@ -648,9 +650,10 @@ func (m *Monitor) deploy(d deployment) error {
 		if err != nil {
 			return err
 		}
-		m.fn.instances = append(m.fn.instances, instance{m.countHints(h.Handle), clock})
-		m.services = append(m.services, svc)
+		instances = append(instances, instance{m.countHints(h.Handle), clock})
+		services = append(services, svc)
 	}
+	m.fn.instances, m.services, m.store.cfg = instances, services, d.monitor
 	return nil
 }
 

@@ -395,13 +395,15 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 
 // deploy (re)starts the coordinator's warm instances with the settings of
 // d: the first deployment, and every cold start of a day-2 operation
-// (day2.go).
+// (day2.go). A deployment that fails leaves the function as it was (the
+// old instances serve on, as on Lambda; Monitor.deploy).
 func (r *Release) deploy(d deployment) error {
 	w, log := r.w, r.log
 	top := topology.New("sim")
 	quarantined, peers := r.quarantined, r.peers
 	evidenceHandler := r.evidenceHandler
-	r.fn.instances = nil
+	var instances []instance
+	var coordinators []release.Config
 	for i := range 2 {
 		clock := w.newClock(fmt.Sprintf("coordinator-%d", i+1))
 		logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -441,7 +443,7 @@ func (r *Release) deploy(d deployment) error {
 		if err != nil {
 			return err
 		}
-		r.coordinators = append(r.coordinators, cfg)
+		coordinators = append(coordinators, cfg)
 		c, err := release.NewCoordinator(release.Dependencies{
 			Store: r.store, EventKey: d.eventKeys[0], Evidence: ev, CMS: cms,
 			Verifiers: d.verifiers, Approval: approval, Publication: publication,
@@ -461,8 +463,10 @@ func (r *Release) deploy(d deployment) error {
 		if err != nil {
 			return err
 		}
-		r.fn.instances = append(r.fn.instances, instance{h.Handle, clock})
+		instances = append(instances, instance{h.Handle, clock})
 	}
+	r.fn.instances = instances
+	r.coordinators = append(r.coordinators, coordinators...)
 	return nil
 }
 

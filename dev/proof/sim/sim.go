@@ -3,7 +3,10 @@ package sim
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,9 +70,19 @@ type Result struct {
 // Run simulates one seed. It must run inside a synctest bubble (wait is
 // synctest.Wait): the bubble's clock is the virtual clock and wait tells
 // the scheduler that every goroutine is parked at a call boundary.
-func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
+//
+// A panic inside the seed (the simulator's or the product's, on the
+// scheduler's goroutine or in an invocation) fails this seed with a
+// violation naming it; the process and the block go on.
+func Run(seed uint64, opts Options, peers *Peers, wait func()) (res Result) {
 	opts = opts.withDefaults()
 	w := newWorld(seed)
+	defer func() {
+		if p := recover(); p != nil {
+			res = w.panicked(p, wait)
+			res.Seed, res.Adapters = seed, opts.Adapters
+		}
+	}()
 	w.strict = opts.Strict
 	w.faultsEnd = w.start.Add(opts.FaultWindow)
 	if opts.Adapters {
@@ -147,12 +160,50 @@ func Run(seed uint64, opts Options, peers *Peers, wait func()) Result {
 			calls++
 		}
 	}
-	res := Result{Seed: seed, Adapters: opts.Adapters, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats,
+	res = Result{Seed: seed, Adapters: opts.Adapters, Faults: w.Faults, Violations: w.violations, Trace: w.trace, Events: len(bus.Events), Calls: calls, Stats: w.Stats,
 		Coordinators: rel.coordinators}
 	if w.day2 != nil {
 		res.Day2, res.Day2Kinds = w.day2.ops, opts.Day2
 	}
 	return res
+}
+
+// panicked is the result of a seed whose scheduler goroutine panicked: the
+// panic as a violation, every invocation still running ended (abort), the
+// trace so far.
+func (w *World) panicked(p any, wait func()) Result {
+	w.violate("panic: %v at %s (the seed ended here)", p, panicSite())
+	func() {
+		// The world may be half-way through a step: ending what still
+		// runs is best effort, a second panic only stops that.
+		defer func() {
+			if p2 := recover(); p2 != nil {
+				w.violate("panic while ending the seed's invocations: %v", p2)
+			}
+		}()
+		w.abort(wait)
+	}()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Result{Faults: w.Faults, Violations: slices.Clone(w.violations), Trace: slices.Clone(w.trace), Stats: w.Stats}
+}
+
+// panicSite is the function and line that panicked: the first frame past
+// the runtime's panic machinery, called from a deferred recover.
+func panicSite() string {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
+	past := false
+	for {
+		f, more := frames.Next()
+		if past && !strings.HasPrefix(f.Function, "runtime.") {
+			return fmt.Sprintf("%s (%s:%d)", f.Function, filepath.Base(f.File), f.Line)
+		}
+		past = past || f.Function == "runtime.gopanic" || strings.HasPrefix(f.Function, "runtime.panic")
+		if !more {
+			return "unknown"
+		}
+	}
 }
 
 // endChecks are the checks once the world is quiet.

@@ -193,6 +193,9 @@ type Stats struct {
 	// messages received again, MaxApproved the most release.approved
 	// events of one approval.
 	Wide, Restarted, Returning, MaxApproved int
+	// FailedColdStarts counts invocations of a function left without an
+	// instance (Function.instance): never expected, each one is traced.
+	FailedColdStarts int
 	// Pending counts findings of checks that wait for a named fix
 	// (pendingFixes): reported, never silently dropped.
 	Pending map[string]int
@@ -210,6 +213,7 @@ func (s *Stats) add(o Stats) {
 	s.Restarted += o.Restarted
 	s.Returning += o.Returning
 	s.MaxApproved = max(s.MaxApproved, o.MaxApproved)
+	s.FailedColdStarts += o.FailedColdStarts
 	for k, v := range o.Pending {
 		if s.Pending == nil {
 			s.Pending = map[string]int{}
@@ -525,8 +529,15 @@ func (w *World) invoke(fn, what string, timeout time.Duration, clock skewClock, 
 	go func() {
 		var resp any
 		var err error
-		// Deferred, so that a goroutine the watchdog ends still finishes.
+		// Deferred, so that a goroutine the watchdog ends still finishes,
+		// and a panic fails the seed (a violation naming it) instead of
+		// the process: the invocation ends with an error, as a Lambda
+		// runtime reports a panicking handler.
 		defer func() {
+			if p := recover(); p != nil {
+				w.violate("panic in invocation #%d (%s %s): %v at %s", inv.ID, fn, what, p, panicSite())
+				err = fmt.Errorf("sim: handler panicked: %v", p)
+			}
 			cancel()
 			w.mu.Lock()
 			inv.resp, inv.err = resp, err
