@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -141,7 +143,10 @@ func (c *Coordinator) settleAwaitingDelivery(ctx context.Context, snap *Snapshot
 	if snap.Delivery == nil {
 		return
 	}
-	for jobID, a := range snap.Approvals {
+	// In job id order: a replay of the same state writes the same
+	// sequence (a map's order is random).
+	for _, jobID := range slices.Sorted(maps.Keys(snap.Approvals)) {
+		a := snap.Approvals[jobID]
 		if !a.AwaitingDelivery {
 			continue
 		}

@@ -26,6 +26,9 @@ func TestSeedsIndependentOfOrder(t *testing.T) {
 		{7, Options{}},
 		{5, Options{Adapters: true}},
 		{4, day2},
+		// Two approvals awaiting delivery at once: their clearing writes
+		// once followed the approvals map's random order.
+		{2, day2},
 		{10, Options{Day2: []string{Day2EventKey}}},
 		{17, Options{Day2: []string{Day2Redeploy, Day2Config}}},
 	}
