@@ -51,13 +51,9 @@ type fakeForeign struct {
 }
 
 func (f fakeForeign) PutForeign(ctx context.Context, rec release.Record, schemaVersion int) error {
-	item, err := Item(rec)
+	item, err := foreignItem(rec, schemaVersion)
 	if err != nil {
 		return err
-	}
-	delete(item, release.AttrSchemaVersion)
-	if schemaVersion != 0 {
-		item[release.AttrSchemaVersion] = number(int64(schemaVersion))
 	}
 	_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item})
 	return err

@@ -180,14 +180,25 @@ type foreign struct {
 	table string
 }
 
-func (f foreign) PutForeign(ctx context.Context, rec release.Record, schemaVersion int) error {
+// foreignItem is rec's item as a store of another storage format would
+// write it: schema_version set to schemaVersion (0: the attribute left
+// out).
+func foreignItem(rec release.Record, schemaVersion int) (map[string]types.AttributeValue, error) {
 	item, err := Item(rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	delete(item, release.AttrSchemaVersion)
 	if schemaVersion != 0 {
 		item[release.AttrSchemaVersion] = number(int64(schemaVersion))
+	}
+	return item, nil
+}
+
+func (f foreign) PutForeign(ctx context.Context, rec release.Record, schemaVersion int) error {
+	item, err := foreignItem(rec, schemaVersion)
+	if err != nil {
+		return err
 	}
 	_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item})
 	return err
