@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
@@ -71,7 +72,8 @@ type Localeflow struct {
 
 	// DataKey is the customer-managed KMS key of the release table, the
 	// release queue and its DLQ, the quarantine queue and the key secrets;
-	// nil when Props.CustomerManagedKey is false.
+	// nil when Props.CustomerManagedKey is false or HostProps.DataKey is
+	// given (DataKeyL2 is then the host's key).
 	DataKey awskms.CfnKey
 
 	// Alarms all notify AlarmTopic: the topic the construct created
@@ -82,6 +84,13 @@ type Localeflow struct {
 	Dashboard awscloudwatch.Dashboard
 
 	cfg stackConfig
+	// keyPolicy is DataKey's policy; hostKey is HostProps.DataKey.
+	keyPolicy awsiam.PolicyDocument
+	hostKey   awskms.IKey
+	// stackEnv is each function's environment as the construct set it.
+	stackEnv map[string]map[string]*string
+	// crossAccount numbers the cross-account statements (their Sids).
+	crossAccount int
 	// The L2 views made on first use (Secrets, DataKeyL2).
 	secretsL2 map[string]awssecretsmanager.ISecret
 	dataKeyL2 awskms.IKey
@@ -113,6 +122,9 @@ func (b *builder) construct() *Localeflow {
 		ApprovalKeySecret:    b.secrets["ApprovalKeySecret"],
 		PublicationKeySecret: b.secrets["PublicationKeySecret"],
 		DataKey:              b.key,
+		keyPolicy:            b.keyPolicy,
+		hostKey:              b.hostKey,
+		stackEnv:             b.stackEnv,
 		Alarms:               b.alarms,
 		AlarmTopic:           b.topic,
 		Dashboard:            b.dashboard,

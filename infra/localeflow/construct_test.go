@@ -49,8 +49,8 @@ func TestTeamStackImportsTheConstruct(t *testing.T) {
 	})
 	own := awssqs.NewQueue(stack, jsii.String("TeamQueue"), &awssqs.QueueProps{EnforceSSL: jsii.Bool(true)})
 	lf, err := localeflow.New(stack, "Localeflow", &localeflow.Props{
-		Prefix:             "team-lf",
-		AssetDir:           localeflow.AssetDirForTests(),
+		Prefix:   "team-lf",
+		AssetDir: localeflow.AssetDirForTests(), ReceiptIssuers: localeflow.IssuersForTests(),
 		CMSBaseURL:         "https://cms.team.example",
 		EvidenceBaseURL:    "https://evidence.team.example",
 		DeletionProtection: jsii.Bool(false),
@@ -168,8 +168,8 @@ func TestTeamStackNagFindingsAreTheTeams(t *testing.T) {
 	stack := awscdk.NewStack(app, jsii.String("TeamPlatform"), nil)
 	awssqs.NewQueue(stack, jsii.String("TeamQueue"), &awssqs.QueueProps{EnforceSSL: jsii.Bool(true)})
 	if _, err := localeflow.New(stack, "Localeflow", &localeflow.Props{
-		Prefix:          "team-lf",
-		AssetDir:        localeflow.AssetDirForTests(),
+		Prefix:   "team-lf",
+		AssetDir: localeflow.AssetDirForTests(), ReceiptIssuers: localeflow.IssuersForTests(),
 		CMSBaseURL:      "https://cms.team.example",
 		EvidenceBaseURL: "https://evidence.team.example",
 	}); err != nil {
@@ -218,8 +218,8 @@ func TestTwoDeploymentsInOneStack(t *testing.T) {
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("TeamPlatform"), nil)
 	for _, prefix := range []string{"team-a", "team-b"} {
 		if _, err := localeflow.New(stack, prefix, &localeflow.Props{
-			Prefix:          prefix,
-			AssetDir:        localeflow.AssetDirForTests(),
+			Prefix:   prefix,
+			AssetDir: localeflow.AssetDirForTests(), ReceiptIssuers: localeflow.IssuersForTests(),
 			CMSBaseURL:      "https://cms.team.example",
 			EvidenceBaseURL: "https://evidence.team.example",
 			HostProps:       localeflow.HostProps{Outputs: true},
@@ -260,7 +260,7 @@ func TestTwoDeploymentsInOneStack(t *testing.T) {
 // scope, id or props and on invalid props.
 func TestNewRejectsBadInput(t *testing.T) {
 	valid := func() *localeflow.Props {
-		return &localeflow.Props{AssetDir: localeflow.AssetDirForTests(), CMSBaseURL: "https://cms.example.com", EvidenceBaseURL: "https://ev.example.com"}
+		return &localeflow.Props{AssetDir: localeflow.AssetDirForTests(), ReceiptIssuers: localeflow.IssuersForTests(), CMSBaseURL: "https://cms.example.com", EvidenceBaseURL: "https://ev.example.com"}
 	}
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("Team"), nil)
 	for name, call := range map[string]func(t *testing.T) error{

@@ -49,7 +49,7 @@ func TestTwoInstancesOnOneHostBusConsumeDisjointEvents(t *testing.T) {
 	prefixes := []string{"team-a", "team-b"}
 	for _, prefix := range prefixes {
 		if _, err := localeflow.New(stack, "Lf-"+prefix, &localeflow.Props{
-			Prefix: prefix, AssetDir: localeflow.AssetDirForTests(),
+			Prefix: prefix, AssetDir: localeflow.AssetDirForTests(), ReceiptIssuers: localeflow.IssuersForTests(),
 			CMSBaseURL: "https://cms.team.example", EvidenceBaseURL: "https://evidence.team.example",
 			HostProps: localeflow.HostProps{EventBus: bus},
 		}); err != nil {

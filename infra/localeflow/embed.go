@@ -36,6 +36,16 @@ type HostProps struct {
 	Vpc            awsec2.IVpc
 	VpcSubnets     *awsec2.SubnetSelection
 	SecurityGroups []awsec2.ISecurityGroup
+	// DataKey is the team's own KMS key (symmetric, ENCRYPT_DECRYPT) to
+	// encrypt what the construct's data key would (release table, release
+	// queue and its DLQ, quarantine queue, key secrets); the construct
+	// then creates no key. Its key policy must let the account delegate
+	// its use through IAM (the functions' roles get statements scoped by
+	// kms:ViaService). EventBridge must be allowed kms:Decrypt and
+	// kms:GenerateDataKey from the release-queue rules: added to the
+	// policy of a key created in the same app; for an imported key synth
+	// warns with the statement to add (localeflow:host-key-policy).
+	DataKey awskms.IKey
 	// Outputs adds the stack outputs (HealthUrl, EventBusName, table
 	// names, queue URLs, secret ARNs, CmsOutageToleranceSeconds). New adds
 	// none unless asked; NewStack always adds them.
@@ -74,9 +84,12 @@ func (l *Localeflow) cfnSecret(logical string) awssecretsmanager.CfnSecret {
 	return l.PublicationKeySecret
 }
 
-// DataKeyL2 is the customer-managed data key as an L2 key (grant methods),
-// nil when the key is off.
+// DataKeyL2 is the customer-managed data key as an L2 key (grant methods):
+// the host's key when HostProps.DataKey is given, nil when the key is off.
 func (l *Localeflow) DataKeyL2() awskms.IKey {
+	if l.hostKey != nil {
+		return l.hostKey
+	}
 	if l.DataKey == nil {
 		return nil
 	}
@@ -164,9 +177,9 @@ func (l *Localeflow) GrantOperator(grantee awsiam.IGrantable) []awsiam.Grant {
 		}),
 		l.GrantHealthRead(grantee),
 	}
-	if l.DataKey != nil {
+	if key := l.DataKeyL2(); key != nil {
 		grants = append(grants, awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-			Grantee: grantee, Actions: jsii.Strings(queueKeyActions...), ResourceArns: &[]*string{l.DataKey.AttrArn()},
+			Grantee: grantee, Actions: jsii.Strings(queueKeyActions...), ResourceArns: &[]*string{key.KeyArn()},
 			Conditions: conditions(kmsVia("sqs", "dynamodb")),
 		}))
 	}

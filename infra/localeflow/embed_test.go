@@ -38,8 +38,8 @@ func TestTeamStackEmbedsWithItsOwnConstructs(t *testing.T) {
 	vpc := awsec2.NewVpc(stack, jsii.String("TeamVpc"), &awsec2.VpcProps{MaxAzs: jsii.Number(2), NatGateways: jsii.Number(1)})
 	vpc.AddFlowLog(jsii.String("FlowLog"), nil)
 	lf, err := localeflow.New(stack, "Localeflow", &localeflow.Props{
-		Prefix:          "team-lf",
-		AssetDir:        localeflow.AssetDirForTests(),
+		Prefix:   "team-lf",
+		AssetDir: localeflow.AssetDirForTests(), ReceiptIssuers: localeflow.IssuersForTests(),
 		CMSBaseURL:      "https://cms.internal.team.example",
 		EvidenceBaseURL: "https://evidence.team.example",
 		HostProps: localeflow.HostProps{
@@ -161,14 +161,14 @@ func TestAlarmTopicArnFromTheSameApp(t *testing.T) {
 	stack := awscdk.NewStack(awscdk.NewApp(nil), jsii.String("TeamPlatform"), nil)
 	topic := awssns.NewTopic(stack, jsii.String("TeamAlarms"), nil)
 	if _, err := localeflow.New(stack, "Localeflow", &localeflow.Props{
-		AssetDir: localeflow.AssetDirForTests(), CMSBaseURL: "https://cms.team.example", EvidenceBaseURL: "https://evidence.team.example",
+		AssetDir: localeflow.AssetDirForTests(), ReceiptIssuers: localeflow.IssuersForTests(), CMSBaseURL: "https://cms.team.example", EvidenceBaseURL: "https://evidence.team.example",
 		AlarmTopicArn: *topic.TopicArn(),
 	}); err != nil {
 		t.Fatalf("a token topic ARN: %v", err)
 	}
 	if _, err := localeflow.New(stack, "Other", &localeflow.Props{
 		Prefix:   "other",
-		AssetDir: localeflow.AssetDirForTests(), CMSBaseURL: "https://cms.team.example", EvidenceBaseURL: "https://evidence.team.example",
+		AssetDir: localeflow.AssetDirForTests(), ReceiptIssuers: localeflow.IssuersForTests(), CMSBaseURL: "https://cms.team.example", EvidenceBaseURL: "https://evidence.team.example",
 		AlarmTopicArn: "not-an-arn",
 	}); err == nil {
 		t.Fatal("a literal non-ARN accepted")

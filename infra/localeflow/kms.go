@@ -1,6 +1,8 @@
 package localeflow
 
 import (
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -50,11 +52,35 @@ func (b *builder) addKey() {
 	topo := b.cfg.topo
 	account := awsiam.NewAccountRootPrincipal()
 	var ruleArns []*string
+	var ruleNames []string
 	for _, r := range topo.Rules {
 		if r.TargetQueue == topo.RelQueue.Logical {
+			ruleNames = append(ruleNames, r.Name)
 			ruleArns = append(ruleArns, jsii.String("arn:"+*awscdk.Aws_PARTITION()+":events:"+*awscdk.Aws_REGION()+":"+
 				*awscdk.Aws_ACCOUNT_ID()+":rule/"+b.busName()+"/"+r.Name))
 		}
+	}
+	var events awsiam.PolicyStatement
+	if len(ruleArns) > 0 {
+		events = awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("EventBridgeDeliversToReleaseQueue"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)},
+			Actions:    jsii.Strings(eventsKeyActions...), Resources: jsii.Strings("*"),
+			Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": ruleArns}},
+		})
+	}
+	if host := b.cfg.host.DataKey; host != nil {
+		// The host's key: its policy is the host's. A key of the same
+		// app takes the EventBridge statement; an imported one cannot,
+		// and the team adds it (synth says so).
+		b.hostKey = host
+		if events != nil && !*host.AddToResourcePolicy(events, jsii.Bool(true)).StatementAdded {
+			awscdk.Annotations_Of(b.scope).AddWarningV2(jsii.String("localeflow:host-key-policy"), jsii.String(
+				"HostProps.DataKey is imported: add to its key policy a statement allowing events.amazonaws.com kms:Decrypt and kms:GenerateDataKey "+
+					"with aws:SourceArn = the ARN of the rule "+strings.Join(ruleNames, ", ")+" (the release queue is encrypted with the key; "+
+					"without it EventBridge cannot deliver plan.accepted/job.completed to it)"), nil)
+		}
+		return
 	}
 	statements := []awsiam.PolicyStatement{
 		awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -66,18 +92,14 @@ func (b *builder) addKey() {
 			Actions: jsii.Strings(keyUseActions...), Resources: jsii.Strings("*"),
 		}),
 	}
-	if len(ruleArns) > 0 {
-		statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:        jsii.String("EventBridgeDeliversToReleaseQueue"),
-			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)},
-			Actions:    jsii.Strings(eventsKeyActions...), Resources: jsii.Strings("*"),
-			Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": ruleArns}},
-		}))
+	if events != nil {
+		statements = append(statements, events)
 	}
+	b.keyPolicy = awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &statements})
 	b.key = awskms.NewCfnKey(b.scope, jsii.String(DataKeyLogical), &awskms.CfnKeyProps{
 		Description:       jsii.String("localeflow " + topo.Prefix + ": release table, release and quarantine queues, key secrets"),
 		EnableKeyRotation: jsii.Bool(true),
-		KeyPolicy:         awsiam.NewPolicyDocument(&awsiam.PolicyDocumentProps{Statements: &statements}),
+		KeyPolicy:         b.keyPolicy,
 	})
 	b.key.ApplyRemovalPolicy(b.removal, nil)
 	awskms.NewCfnAlias(b.scope, jsii.String(DataKeyLogical+"Alias"), &awskms.CfnAliasProps{
@@ -86,8 +108,12 @@ func (b *builder) addKey() {
 	})
 }
 
-// keyArn is the data key's ARN (nil when the key is off).
+// keyArn is the data key's ARN: the construct's key, the host's
+// (HostProps.DataKey), or nil when the key is off.
 func (b *builder) keyArn() *string {
+	if b.hostKey != nil {
+		return b.hostKey.KeyArn()
+	}
 	if b.key == nil {
 		return nil
 	}
@@ -98,7 +124,7 @@ func (b *builder) keyArn() *string {
 // sets the CloudFormation property directly: handing the key to the L2
 // queue would make CDK's grant helpers add their own (wildcard) key grants.
 func (b *builder) encryptQueue(q awssqs.Queue) {
-	if b.key == nil {
+	if b.keyArn() == nil {
 		return
 	}
 	cfn := q.Node().DefaultChild().(awssqs.CfnQueue)
@@ -109,7 +135,7 @@ func (b *builder) encryptQueue(q awssqs.Queue) {
 
 // encryptTable encrypts t with the data key (SSE-KMS).
 func (b *builder) encryptTable(t awsdynamodb.Table) {
-	if b.key == nil {
+	if b.keyArn() == nil {
 		return
 	}
 	cfn := t.Node().DefaultChild().(awsdynamodb.CfnTable)

@@ -31,9 +31,11 @@ import (
 	"github.com/localeflow/localeflow/topology"
 )
 
-// Tags on every resource of the construct (and on NewStack's stack).
+// Tags on every resource of the construct (and on NewStack's stack). Both
+// keys are namespaced: a team's own tags (application, team, cost-center)
+// on its stack reach the construct's resources unchanged.
 const (
-	TagApplication = "application"
+	TagApplication = "localeflow:application"
 	TagPrefix      = "localeflow:prefix"
 )
 
@@ -109,8 +111,14 @@ type builder struct {
 	archive  awsevents.Archive
 	secrets  map[string]awssecretsmanager.CfnSecret
 	// key is the customer-managed data key (nil with CustomerManagedKey
-	// false).
+	// false or a host key), keyPolicy its policy (cross-account grants add
+	// to it); hostKey is HostProps.DataKey.
 	key       awskms.CfnKey
+	keyPolicy awsiam.PolicyDocument
+	hostKey   awskms.IKey
+	// stackEnv is each function's environment as the construct set it
+	// (checkEnvironment compares the final one with it).
+	stackEnv  map[string]map[string]*string
 	functions map[string]awslambda.Function
 	roles     map[string]awsiam.Role
 	alarms    []awscloudwatch.Alarm
@@ -240,11 +248,12 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 		secrets:   map[string]awssecretsmanager.CfnSecret{},
 		functions: map[string]awslambda.Function{},
 		roles:     map[string]awsiam.Role{},
+		stackEnv:  map[string]map[string]*string{},
 	}
 	if cfg.deletionProtection {
 		b.removal = awscdk.RemovalPolicy_RETAIN
 	}
-	if cfg.customerManagedKey {
+	if cfg.customerManagedKey || cfg.host.DataKey != nil {
 		b.addKey()
 	}
 	for _, t := range cfg.topo.Tables() {
@@ -297,6 +306,11 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 		b.addOutputs()
 	}
 	tag(b.scope, cfg)
+	if cfg.synthOnly && cfg.receiptIssuers == (ReceiptIssuers{}) {
+		awscdk.Annotations_Of(b.scope).AddWarningV2(jsii.String("localeflow:no-receipt-issuers"), jsii.String(
+			"SynthOnly without receipt issuers: a template to read, not to deploy (the coordinator refuses to start without "+
+				"ReceiptIssuers; make deploy requires RECEIPT_ISSUERS_QUALITY, _HUMAN_REVIEW and _INDEPENDENT_REVIEW)"), nil)
+	}
 	b.suppressFindings()
 	return b.construct()
 }
@@ -378,6 +392,10 @@ var sqsActions = []string{
 func (b *builder) newQueue(logical, name string, props *awssqs.QueueProps) awssqs.Queue {
 	props.QueueName = jsii.String(name)
 	props.Encryption = awssqs.QueueEncryption_SQS_MANAGED
+	// The queues are removed or kept as the tables are (QueueRemovalPolicy):
+	// a deleted stack with deletion protection keeps the messages in
+	// flight and in the DLQs.
+	props.RemovalPolicy = b.cfg.queueRemoval
 	q := awssqs.NewQueue(b.scope, jsii.String(logical), props)
 	q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("DenyInsecureTransport"),
@@ -505,7 +523,8 @@ func (b *builder) addFunction(fc functionConfig) {
 		// the CMS and evidence requests (docs/design.md "Tracing").
 		Tracing: awslambda.Tracing_ACTIVE,
 	}
-	for k, v := range b.env(fc.Dir) {
+	b.stackEnv[fc.Dir] = b.env(fc.Dir)
+	for k, v := range b.stackEnv[fc.Dir] {
 		(*props.Environment)[k] = v
 	}
 	if fc.ReservedConcurrency > 0 {
@@ -534,6 +553,9 @@ func (b *builder) addFunction(fc functionConfig) {
 			MaxConcurrency:          jsii.Number(fc.MaxConcurrency),
 		}))
 	}
+	// The final environment (with whatever the app adds after New) is
+	// checked at synth by the function's own config loader.
+	fn.Node().AddValidation(&envCheck{fn: fn, dir: fc.Dir, cfg: b.cfg, set: b.stackEnv[fc.Dir]})
 	b.functions[fc.Dir] = fn
 	b.roles[fc.Dir] = role
 }

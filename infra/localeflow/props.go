@@ -141,9 +141,11 @@ type Props struct {
 	CMSBaseURL      string
 	EvidenceBaseURL string
 	// ReceiptIssuers are the receipt issuers' Ed25519 public keys per
-	// receipt kind (public, so plain env vars). The coordinator refuses to
-	// start without all three; all empty leaves the variables unset (synth
-	// only).
+	// receipt kind (public, so plain env vars). Required: the coordinator
+	// refuses to start without all three, so synth fails without them
+	// (the coordinator's own config loader, run on its final environment);
+	// all empty is accepted only with SynthOnly (the variables are then
+	// left unset).
 	ReceiptIssuers ReceiptIssuers
 	// AlarmTopicArn, when set, is an existing SNS topic every alarm
 	// notifies. When empty the stack creates the topic <prefix>-alarms.
@@ -168,8 +170,21 @@ type Props struct {
 	// rotation on, retained like the tables when DeletionProtection is on)
 	// and encrypts with it the release table, the release queue and its
 	// DLQ, the quarantine queue and the key secrets. nil means true; false
-	// keeps AWS-managed encryption everywhere.
+	// keeps AWS-managed encryption everywhere. With HostProps.DataKey the
+	// host's key is used instead and the construct creates none.
 	CustomerManagedKey *bool
+	// QueueRemovalPolicy is what happens to the queues (poll, release,
+	// their DLQs, the quarantine queue, the event DLQ) when they leave the
+	// stack. "" follows DeletionProtection, as the tables do: RETAIN when
+	// it is on, DESTROY when off. RemovalPolicy_SNAPSHOT is refused (SQS
+	// has no snapshots).
+	QueueRemovalPolicy awscdk.RemovalPolicy
+	// SynthOnly is for a template to read, never to deploy: props a
+	// deployment could not run with (no receipt issuers, so the coordinator
+	// would refuse to start) give a warning instead of failing synth. The
+	// app sets it when no receipt issuers are given (`make synth` on a
+	// fresh checkout); `make deploy` refuses to run without them.
+	SynthOnly bool
 	// MonitorRetention is how long finished monitor records that need no
 	// attention stay before DynamoDB TTL deletes them (records that need
 	// attention never expire), and the content-free release records after
@@ -234,12 +249,16 @@ type stackConfig struct {
 	assetDir           string
 	deletionProtection bool
 	customerManagedKey bool
-	cmsBaseURL         string
-	evidenceBaseURL    string
-	receiptIssuers     ReceiptIssuers
-	alarmTopicArn      string
-	alarmEmail         string
-	functions          map[string]functionConfig
+	// queueRemoval is the queues' removal policy.
+	queueRemoval awscdk.RemovalPolicy
+	// synthOnly: Props.SynthOnly.
+	synthOnly       bool
+	cmsBaseURL      string
+	evidenceBaseURL string
+	receiptIssuers  ReceiptIssuers
+	alarmTopicArn   string
+	alarmEmail      string
+	functions       map[string]functionConfig
 	// monitor is the poller's retry policy (defaults applied).
 	monitor monitor.Config
 	// textRetention keeps texts after delivered/blocked.
@@ -294,6 +313,13 @@ func resolve(props *Props) (stackConfig, error) {
 	}
 	cfg.host = props.HostProps
 	cfg.outputs = props.Outputs
+	cfg.synthOnly = props.SynthOnly
+	if props.DataKey != nil && props.CustomerManagedKey != nil && !*props.CustomerManagedKey {
+		return stackConfig{}, errors.New("infra: HostProps.DataKey is given: leave CustomerManagedKey unset (the host's key encrypts what the data key would)")
+	}
+	if cfg.queueRemoval, err = queueRemoval(props.QueueRemovalPolicy, cfg.deletionProtection); err != nil {
+		return stackConfig{}, err
+	}
 	if props.AlarmTopic != nil && (cfg.alarmTopicArn != "" || cfg.alarmEmail != "") {
 		return stackConfig{}, errors.New("infra: AlarmTopic is given: leave AlarmTopicArn and AlarmEmail empty (subscribe to that topic instead)")
 	}
@@ -415,6 +441,21 @@ func resolveFunctions(cfg *stackConfig, overrides map[string]FunctionOptions) er
 	return nil
 }
 
+// queueRemoval is the queues' removal policy: p, or, when p is "", the
+// tables' (RETAIN with deletion protection, else DESTROY).
+func queueRemoval(p awscdk.RemovalPolicy, deletionProtection bool) (awscdk.RemovalPolicy, error) {
+	switch p {
+	case "":
+		if deletionProtection {
+			return awscdk.RemovalPolicy_RETAIN, nil
+		}
+		return awscdk.RemovalPolicy_DESTROY, nil
+	case awscdk.RemovalPolicy_RETAIN, awscdk.RemovalPolicy_DESTROY, awscdk.RemovalPolicy_RETAIN_ON_UPDATE_OR_DELETE:
+		return p, nil
+	}
+	return "", fmt.Errorf("infra: QueueRemovalPolicy %q: SQS queues take RETAIN, DESTROY or RETAIN_ON_UPDATE_OR_DELETE", p)
+}
+
 // baseURL accepts an absolute http(s) URL without query, fragment or user
 // info, and returns it without a trailing slash (the functions append
 // /v1/...).
@@ -500,6 +541,10 @@ func validEmail(s string) bool {
 
 // EncryptionLine is what `make synth` prints about the encryption keys.
 func (c stackConfig) EncryptionLine() string {
+	if c.host.DataKey != nil {
+		return "customer-managed KMS key: the host's (HostProps.DataKey): release table, release queue and DLQ, " +
+			"quarantine queue, key secrets; monitor table and poll queue: AWS-managed"
+	}
 	if c.customerManagedKey {
 		return "customer-managed KMS key: on (alias/" + c.topo.Prefix + "-data, rotation on): release table, release queue and DLQ, " +
 			"quarantine queue, key secrets; monitor table and poll queue: AWS-managed"

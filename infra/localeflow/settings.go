@@ -308,6 +308,20 @@ func resolveSettings(cfg *stackConfig, typed Settings, raw map[string]string, ov
 // stack's own values, placeholders where the value is only known at
 // deploy (queue URLs, secret ARNs), and the settings.
 func checkSettings(cfg stackConfig, dir string, settings map[string]string) error {
+	env := baseEnv(cfg)
+	for name, value := range settings {
+		env[name] = value
+	}
+	if err := loadConfig(dir, env); err != nil {
+		return fmt.Errorf("infra: %s settings refused by its config loader: %w", dir, err)
+	}
+	return nil
+}
+
+// baseEnv is the stack's own environment with placeholders for the values
+// known only at deploy (queue URLs, secret ARNs), and placeholder receipt
+// issuers when none are given (SynthOnly, or before the final check).
+func baseEnv(cfg stackConfig) map[string]string {
 	topo := cfg.topo
 	placeholderQueue := func(name string) string { return "https://sqs.us-east-1.amazonaws.com/000000000000/" + name }
 	env := map[string]string{
@@ -323,9 +337,7 @@ func checkSettings(cfg stackConfig, dir string, settings map[string]string) erro
 	}
 	issuers := cfg.receiptIssuers
 	if issuers.Quality == "" {
-		// Synth without issuers (the app warns): check the rest with
-		// placeholder keys.
-		issuers = ReceiptIssuers{Quality: placeholderIssuer(1), HumanReview: placeholderIssuer(2), IndependentReview: placeholderIssuer(3)}
+		issuers = placeholderIssuers()
 	}
 	env[contract.EnvReceiptIssuersQuality] = issuers.Quality
 	env[contract.EnvReceiptIssuersHumanReview] = issuers.HumanReview
@@ -333,9 +345,18 @@ func checkSettings(cfg stackConfig, dir string, settings map[string]string) erro
 	for _, s := range secretSpecs {
 		env[s.Env] = "arn:aws:secretsmanager:us-east-1:000000000000:secret:" + topo.Prefix + "/" + s.Stem
 	}
-	for name, value := range settings {
-		env[name] = value
-	}
+	return env
+}
+
+// placeholderIssuers are well-formed issuer lists for the checks of a
+// synth without issuers; never deployed.
+func placeholderIssuers() ReceiptIssuers {
+	return ReceiptIssuers{Quality: placeholderIssuer(1), HumanReview: placeholderIssuer(2), IndependentReview: placeholderIssuer(3)}
+}
+
+// loadConfig runs the function's own config loader (functions/<fn>/config,
+// what its cold start runs) on env.
+func loadConfig(dir string, env map[string]string) error {
 	getenv := func(name string) string { return env[name] }
 	var err error
 	switch dir {
@@ -348,10 +369,7 @@ func checkSettings(cfg stackConfig, dir string, settings map[string]string) erro
 	default:
 		err = fmt.Errorf("no config loader for %s", dir)
 	}
-	if err != nil {
-		return fmt.Errorf("infra: %s settings refused by its config loader: %w", dir, err)
-	}
-	return nil
+	return err
 }
 
 // placeholderIssuer is a well-formed issuer list with a key derived from n.

@@ -967,9 +967,13 @@ func TestSweepGraceReachesThePoller(t *testing.T) {
 	}
 }
 
+// TestReceiptIssuersUnsetLeavesVariableOut: a SynthOnly template without
+// issuers leaves the variables unset (New without SynthOnly refuses it,
+// TestNewRefusesPropsWithoutReceiptIssuers).
 func TestReceiptIssuersUnsetLeavesVariableOut(t *testing.T) {
 	props := testProps()
 	props.ReceiptIssuers = ReceiptIssuers{}
+	props.SynthOnly = true
 	s := synth(t, props)
 	env := s.props(t, "AWS::Lambda::Function", "CoordinatorFunction")["Environment"].(map[string]any)["Variables"].(map[string]any)
 	for _, name := range []string{EnvReceiptIssuersQuality, EnvReceiptIssuersHumanReview, EnvReceiptIssuersIndependentReview, contract.EnvReceiptIssuersRetired} {
