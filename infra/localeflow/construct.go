@@ -89,8 +89,10 @@ type Localeflow struct {
 	hostKey   awskms.IKey
 	// stackEnv is each function's environment as the construct set it.
 	stackEnv map[string]map[string]*string
-	// crossAccount numbers the cross-account statements (their Sids).
-	crossAccount int
+	// crossAccount numbers the cross-account statements (their Sids);
+	// secretPolicies are the secrets' resource policies (GrantSecretRead).
+	crossAccount   int
+	secretPolicies map[string]awsiam.PolicyDocument
 	// The L2 views made on first use (Secrets, DataKeyL2).
 	secretsL2 map[string]awssecretsmanager.ISecret
 	dataKeyL2 awskms.IKey

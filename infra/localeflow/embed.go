@@ -10,8 +10,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/localeflow/localeflow/contract"
-)
+	)
 
 // HostProps are what a team's own stack hands the construct: constructs it
 // already has. All optional; NewStack's app leaves them unset.
@@ -53,8 +52,11 @@ type HostProps struct {
 }
 
 // Secrets are the five key secrets as L2 secrets (with their data key when
-// the customer-managed key is on), for grants: e.g.
-// lf.Secrets()["CMSKeySecret"].GrantRead(role). Keys are the logical ids
+// the customer-managed key is on), for grants in the construct's account:
+// e.g. lf.Secrets()["CMSKeySecret"].GrantRead(role). They are imported
+// views, which take no resource policy: for a principal in another
+// account GrantRead adds nothing, so use GrantSecretRead, which writes the
+// secret's resource policy and the key statement. Keys are the logical ids
 // (CMSKeySecret, EventKeySecret, EvidenceKeySecret, ApprovalKeySecret,
 // PublicationKeySecret).
 func (l *Localeflow) Secrets() map[string]awssecretsmanager.ISecret {
@@ -105,17 +107,12 @@ func (l *Localeflow) DataKeyL2() awskms.IKey {
 // input events on the bus: events:PutEvents with events:source =
 // localeflow and events:detail-type ∈ contract.InputDetailTypes
 // (change.dispatched, plan.accepted, job.completed, change.hint). The
-// grantee cannot put the output events consumers trust.
+// grantee cannot put the output events consumers trust. A grantee in
+// another account is named in the bus's resource policy instead
+// (crossaccount.go); an imported host bus makes synth fail with
+// ErrCrossAccountUnsupported.
 func (l *Localeflow) GrantPublishInputs(grantee awsiam.IGrantable) awsiam.Grant {
-	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee:      grantee,
-		Actions:      jsii.Strings(putEvents...),
-		ResourceArns: &[]*string{l.EventBus.EventBusArn()},
-		Conditions: conditions(map[string]any{"StringEquals": map[string]any{
-			"events:source":      contract.EventSource,
-			"events:detail-type": contract.InputDetailTypes,
-		}}),
-	})
+	return l.grantPublishInputs(grantee)
 }
 
 // GrantHealthRead lets grantee open the health page: InvokeFunctionUrl on

@@ -60,6 +60,12 @@ func TestTeamStackEmbedsWithItsOwnConstructs(t *testing.T) {
 	lf.GrantHealthRead(viewer)
 	lf.Secrets()["CMSKeySecret"].GrantRead(cms, nil)
 	lf.DataKeyL2().GrantDecrypt(cms)
+	// A producer and the evidence provider in another account.
+	otherAccount := awsiam.NewAccountPrincipal(jsii.String("111122223333"))
+	lf.GrantPublishInputs(otherAccount)
+	if err := lf.GrantSecretRead("EvidenceKeySecret", otherAccount); err != nil {
+		t.Fatal(err)
+	}
 
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	var annotations assertions.Annotations
