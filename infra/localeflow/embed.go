@@ -9,8 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/jsii-runtime-go"
-
-	)
+)
 
 // HostProps are what a team's own stack hands the construct: constructs it
 // already has. All optional; NewStack's app leaves them unset.
