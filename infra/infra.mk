@@ -29,6 +29,8 @@
 #                          closest variable, a stack-owned one the setting that sets it; MAX_CONSECUTIVE_FAILURES,
 #                          RETRY_MAX_DELAY, SWEEP_GRACE, TEXT_RETENTION and MONITOR_RETENTION (LOCALEFLOW_*) are
 #                          applied as their typed setting (the same value twice is fine, two values are refused)
+#   FUNCTION_OPTIONS       per-function sizing and settings, JSON as the functions context takes it, quoted once for
+#                          the shell: FUNCTION_OPTIONS='{"poller":{"memoryMB":512,"timeoutSeconds":60}}' (no single quote inside)
 #   CDK_FLAGS              extra flags for cdk (e.g. --require-approval never)
 #   ASSET_DIR              directory with <fn>/bootstrap (default build/, from make build)
 
@@ -56,6 +58,7 @@ MAX_CONSECUTIVE_FAILURES ?=
 RETRY_MAX_DELAY ?=
 SWEEP_GRACE ?=
 SETTINGS ?=
+FUNCTION_OPTIONS ?=
 CDK_FLAGS ?=
 ASSET_DIR ?= $(CURDIR)/build
 
@@ -73,6 +76,7 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) \
 	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY)) \
 	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY)) \
 	$(if $(SWEEP_GRACE),-c sweepGrace=$(SWEEP_GRACE)) \
+	$(if $(FUNCTION_OPTIONS),-c 'functions=$(FUNCTION_OPTIONS)') \
 	$(foreach s,$(SETTINGS),-c $(s))
 
 .PHONY: cdk-cli synth deploy deploy-local test-infra lint-infra infra-deploy-settings deploy-next-steps
