@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -397,5 +399,50 @@ func TestStackNameFollowsThePrefix(t *testing.T) {
 		if _, err := appStackName("staging", given); err == nil {
 			t.Errorf("appStackName(staging, %q) accepted", given)
 		}
+	}
+}
+
+// TestDeployDocsInTheOrderANewcomerFollows: infra/README.md and README.md
+// "Deploy" ran `cdk bootstrap` before the build it synthesizes, told a
+// hand-written health-page policy to grant lambda:InvokeFunctionUrl only
+// (a function URL needs lambda:InvokeFunction too), and the functions
+// context needed double quoting through CDK_FLAGS. The docs now build
+// first and name both actions, and FUNCTION_OPTIONS reaches cdk as one
+// argument.
+func TestDeployDocsInTheOrderANewcomerFollows(t *testing.T) {
+	for doc, section := range map[string]string{"README.md": "## Deploying to AWS", "../README.md": "## Deploy"} {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(raw)
+		// The deploy section as a newcomer reads it, to the next section.
+		start := strings.Index(text, "\n"+section+"\n")
+		if start < 0 {
+			t.Fatalf("%s: no section %q", doc, section)
+		}
+		deploy := text[start+1:]
+		if end := strings.Index(deploy[len(section):], "\n## "); end >= 0 {
+			deploy = deploy[:len(section)+end]
+		}
+		bootstrap := strings.Index(deploy, "cdk bootstrap aws://")
+		build := strings.Index(deploy, "make build")
+		if bootstrap < 0 || build < 0 || build > bootstrap {
+			t.Errorf("%s %q: make build at %d, cdk bootstrap at %d: build first (bootstrap synthesizes the app)", doc, section, build, bootstrap)
+		}
+		if !regexp.MustCompile("lambda:InvokeFunction[^U]").MatchString(text) || !strings.Contains(text, "lambda:InvokeFunctionUrl") {
+			t.Errorf("%s: the health page needs lambda:InvokeFunctionUrl and lambda:InvokeFunction", doc)
+		}
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	options := `{"poller":{"memoryMB":512,"timeoutSeconds":60}}`
+	out, err := exec.Command("make", "-n", "-C", "..", "synth", "FUNCTION_OPTIONS="+options).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n synth: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `-c 'functions=`+options+`'`) {
+		t.Errorf("make synth does not pass FUNCTION_OPTIONS as one argument:\n%s", out)
 	}
 }

@@ -220,3 +220,40 @@ func TestCrossAccountSecretReadRefusals(t *testing.T) {
 		t.Errorf("same-account role actions %v", actions)
 	}
 }
+
+// TestHealthReadGrantsBothFunctionURLActions: a function URL with AWS_IAM
+// auth needs lambda:InvokeFunctionUrl and lambda:InvokeFunction; the docs
+// told a hand-written policy the first only. GrantHealthRead grants both,
+// each under its condition, on the health function.
+func TestHealthReadGrantsBothFunctionURLActions(t *testing.T) {
+	ts := newTeamStack(t, nil)
+	viewer := awsiam.NewRole(ts.stack, jsii.String("Viewer"), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountRootPrincipal()})
+	ts.lf.GrantHealthRead(viewer)
+	_, raw := ts.template(t)
+	roleID := *ts.stack.GetLogicalId(viewer.Node().DefaultChild().(awscdk.CfnElement))
+	healthID := *ts.stack.GetLogicalId(ts.lf.Health.Node().DefaultChild().(awscdk.CfnElement))
+	want := map[string]map[string]any{
+		"lambda:InvokeFunctionUrl": {"StringEquals": map[string]any{"lambda:FunctionUrlAuthType": "AWS_IAM"}},
+		"lambda:InvokeFunction":    {"Bool": map[string]any{"lambda:InvokedViaFunctionUrl": true}},
+	}
+	for _, pol := range resourcesOf(raw, "AWS::IAM::Policy") {
+		if !jsonEqual(pol["Properties"].(map[string]any)["Roles"], []any{ref(roleID)}) {
+			continue
+		}
+		statements(pol, func(_ string, st map[string]any) {
+			action, _ := st["Action"].(string)
+			cond, ok := want[action]
+			if !ok {
+				t.Errorf("unexpected action %v", st["Action"])
+				return
+			}
+			if !jsonEqual(st["Resource"], getAtt(healthID, "Arn")) || !jsonEqual(st["Condition"], cond) {
+				t.Errorf("%s: resource %v condition %v", action, st["Resource"], st["Condition"])
+			}
+			delete(want, action)
+		})
+	}
+	if len(want) > 0 {
+		t.Errorf("GrantHealthRead lacks %v", want)
+	}
+}
