@@ -446,3 +446,22 @@ func TestDeployDocsInTheOrderANewcomerFollows(t *testing.T) {
 		t.Errorf("make synth does not pass FUNCTION_OPTIONS as one argument:\n%s", out)
 	}
 }
+
+// failingValidation always fails synth with its message.
+type failingValidation struct{ msg string }
+
+func (f *failingValidation) Validate() *[]*string { return &[]*string{jsii.String(f.msg)} }
+
+// TestSynthValidationFailureIsAnError: a failed construct validation (the
+// construct checks each function's final environment at synth) throws in
+// CDK, a panic through jsii; run returns it as an error instead of
+// crashing the app.
+func TestSynthValidationFailureIsAnError(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	stack := awscdk.NewStack(app, jsii.String("Check"), nil)
+	stack.Node().AddValidation(&failingValidation{msg: "infra: the final environment is refused"})
+	_, err := synthesize(app)
+	if err == nil || !strings.Contains(err.Error(), "infra: the final environment is refused") {
+		t.Fatalf("synthesize: %v", err)
+	}
+}
