@@ -118,7 +118,7 @@ type cli struct {
 	// conformance event's key set, time and v1 policy (detail-type:
 	// replayDetailType's flag).
 	keyHex, nowUnix, maxAge, detailType string
-	refuseV1                            bool
+	acceptV1                            bool
 	// conformance cms and evidence (conformance_servers.go).
 	baseURL, siteID, changeID, busyChange            string
 	planID, websiteVersion, sourceSequence, jobCount string
@@ -391,7 +391,7 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.keyHex, "key-hex", "", "")
 	fs.StringVar(&c.nowUnix, "now", "", "")
 	fs.StringVar(&c.maxAge, "max-age", "", "")
-	fs.BoolVar(&c.refuseV1, "refuse-v1", false, "")
+	fs.BoolVar(&c.acceptV1, "accept-v1", false, "")
 	for name, v := range map[string]*string{
 		"base-url": &c.baseURL, "site": &c.siteID, "change": &c.changeID, "busy-change": &c.busyChange,
 		"plan-id": &c.planID, "website-version": &c.websiteVersion, "source-sequence": &c.sourceSequence, "job-count": &c.jobCount,
