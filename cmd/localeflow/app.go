@@ -103,6 +103,10 @@ type cli struct {
 	jsonOut      bool
 	monitorTable string
 	releaseTable string
+	// monitorTableFlag and releaseTableFlag are the table flags as given
+	// (monitorTable and releaseTable are the names resolved from them,
+	// --prefix and the variables).
+	monitorTableFlag, releaseTableFlag string
 	prefix       string
 	segments     int
 	state        string
@@ -115,6 +119,8 @@ type cli struct {
 	attention    bool
 	// replay's window and detail-type.
 	replayFrom, replayTo, replayDetailType string
+	// busName is replay's --bus.
+	busName string
 	// conformance event's key set, time and v1 policy (detail-type:
 	// replayDetailType's flag).
 	keyHex, nowUnix, maxAge, detailType string
@@ -246,7 +252,7 @@ var commandFlags = map[string][]string{
 	"quarantine": {"all"},
 	"keys":       {},
 	"dlq":        {},
-	"replay":     {"from", "to", "detail-type"},
+	"replay":     {"from", "to", "detail-type", "bus"},
 }
 
 var globalFlags = []string{"json", "prefix", "monitor-table", "release-table", "region", "profile"}
@@ -388,6 +394,7 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.replayFrom, "from", "", "")
 	fs.StringVar(&c.replayTo, "to", "", "")
 	fs.StringVar(&c.replayDetailType, "detail-type", "", "")
+	fs.StringVar(&c.busName, "bus", "", "")
 	fs.StringVar(&c.keyHex, "key-hex", "", "")
 	fs.StringVar(&c.nowUnix, "now", "", "")
 	fs.StringVar(&c.maxAge, "max-age", "", "")
@@ -425,6 +432,7 @@ func (c *cli) parse(args []string) error {
 		return usagef("no command")
 	}
 	fs.Visit(func(f *flag.Flag) { c.setFlags = append(c.setFlags, f.Name) })
+	c.monitorTableFlag, c.releaseTableFlag = c.monitorTable, c.releaseTable
 	if allowed, ok := commandFlags[c.args[0]]; ok {
 		var wrong []string
 		fs.Visit(func(f *flag.Flag) {
@@ -471,10 +479,11 @@ func (c *cli) dispatch(ctx context.Context) error {
 		if len(rest) != 0 {
 			return usagef("keys: takes no arguments")
 		}
-		if c.prefix == "" {
-			return usagef("keys: set the deployment with --prefix (localeflow for the default stack)")
+		prefix, err := c.deploymentPrefix(true)
+		if err != nil {
+			return err
 		}
-		return c.keys(ctx)
+		return c.keys(ctx, prefix)
 	}
 	if cmd == "dlq" {
 		return c.dlqCommand(ctx, rest)
@@ -491,12 +500,6 @@ func (c *cli) dispatch(ctx context.Context) error {
 			return usagef("replay: --from T --to T [--detail-type D], no arguments")
 		}
 		return c.replay(ctx, time.Now())
-	}
-	if cmd == "keys" {
-		if len(rest) != 0 {
-			return usagef("keys: takes no arguments")
-		}
-		return c.keys(ctx)
 	}
 	var err error
 	switch cmd {
@@ -533,6 +536,10 @@ func (c *cli) dispatch(ctx context.Context) error {
 	if cmd == "audit" && (c.segments < 1 || c.segments > 64) {
 		return usagef("audit: --segments must be 1..64")
 	}
+	// The tables and the other variables must not name two deployments.
+	if _, err := c.deploymentPrefix(false); err != nil {
+		return err
+	}
 	if c.monitorTable == "" || c.releaseTable == "" {
 		return usagef("set the tables: --prefix, --monitor-table/--release-table or LOCALEFLOW_MONITOR_TABLE/LOCALEFLOW_RELEASE_TABLE")
 	}
@@ -564,9 +571,10 @@ func (c *cli) quarantine(ctx context.Context, rest []string) error {
 	if len(rest) == 0 {
 		return usagef("quarantine: list or replay")
 	}
-	// Like the table commands: no silent default deployment.
-	if c.prefix == "" && strings.TrimSpace(c.getenv(contract.EnvQuarantineQueueURL)) == "" {
-		return usagef("set the queues: --prefix, or %s (with %s and %s)", contract.EnvQuarantineQueueURL, contract.EnvPollQueueURL, contract.EnvReleaseQueueURL)
+	// Like every command: no silent default deployment, checked before
+	// any call.
+	if _, err := c.deploymentPrefix(true); err != nil {
+		return err
 	}
 	switch sub, ids := rest[0], rest[1:]; {
 	case sub == "list" && len(ids) == 0:
@@ -671,11 +679,29 @@ func (c *cli) checker() (*health.Checker, error) {
 	return health.NewChecker(c.monitorStore(), opsdb.TableItems{DB: c.db, Table: c.monitorTable}, reader, core.SystemClock{}, nil)
 }
 
+// jsonReportedError is a failure whose command already printed its JSON
+// document (which lists it): report prints it on stderr only, so stdout
+// holds one JSON document.
+type jsonReportedError struct{ err error }
+
+func (e jsonReportedError) Error() string { return e.err.Error() }
+func (e jsonReportedError) Unwrap() error { return e.err }
+
+// jsonReported marks err (nil stays nil) as listed in the JSON printed.
+func jsonReported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return jsonReportedError{err}
+}
+
 // report prints err and maps it to an exit code.
 func (c *cli) report(err error) int {
 	if err == nil {
 		return exitOK
 	}
+	var printed jsonReportedError
+	listed := errors.As(err, &printed)
 	var bad badError
 	if errors.As(err, &bad) {
 		return exitBad
@@ -696,7 +722,7 @@ func (c *cli) report(err error) int {
 		// the answer is bad, nothing is broken.
 		exit = exitBad
 	}
-	if c.jsonOut {
+	if c.jsonOut && !listed {
 		_ = json.NewEncoder(c.out).Encode(struct {
 			Code  string `json:"code"`
 			Error string `json:"error"`

@@ -56,7 +56,7 @@ var holderText = []struct{ holder, title string }{
 
 // keys prints, from the deployed secrets of --prefix, what to hand to the
 // CMS, the event producer and the evidence provider.
-func (c *cli) keys(ctx context.Context) error {
+func (c *cli) keys(ctx context.Context, prefix string) error {
 	if c.sm == nil {
 		cfg, err := c.loadAWS(ctx)
 		if err != nil {
@@ -64,7 +64,7 @@ func (c *cli) keys(ctx context.Context) error {
 		}
 		c.sm = secretsmanager.NewFromConfig(cfg)
 	}
-	topo := topology.New(firstNonEmpty(c.prefix, topology.DefaultPrefix))
+	topo := topology.New(prefix)
 	var views []keyView
 	for _, s := range topology.Secrets {
 		v, err := readKey(ctx, c.sm, topo, s)
