@@ -107,16 +107,16 @@ type cli struct {
 	// (monitorTable and releaseTable are the names resolved from them,
 	// --prefix and the variables).
 	monitorTableFlag, releaseTableFlag string
-	prefix       string
-	segments     int
-	state        string
-	kind         string
-	args         []string
-	all          bool
-	reason       string
-	ackRelease   bool
-	ackKey       string
-	attention    bool
+	prefix                             string
+	segments                           int
+	state                              string
+	kind                               string
+	args                               []string
+	all                                bool
+	reason                             string
+	ackRelease                         bool
+	ackKey                             string
+	attention                          bool
 	// replay's window and detail-type.
 	replayFrom, replayTo, replayDetailType string
 	// busName is replay's --bus.

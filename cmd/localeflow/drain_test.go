@@ -218,4 +218,3 @@ func TestQueueCommandsFollowTheDeploymentsVariables(t *testing.T) {
 		t.Fatalf("B's poll DLQ: %d messages, want its 3 untouched", len(got))
 	}
 }
-
