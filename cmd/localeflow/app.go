@@ -63,6 +63,8 @@ commands:
   ack EVENT_ID --reason TEXT          acknowledge a change needing attention (failed, remote failure): health stops counting it
   ack EVENT_ID --release [--key KEY] --reason TEXT
                                       acknowledge the release's failed evidence/delivery/job records or its blocked record
+  ack EVENT_ID --invalid --reason TEXT
+                                      acknowledge a monitor record that fails its integrity check (state_invalid)
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
   quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
@@ -116,7 +118,9 @@ type cli struct {
 	reason                             string
 	ackRelease                         bool
 	ackKey                             string
-	attention                          bool
+	// ackInvalid: ack --invalid, a record that fails its integrity check.
+	ackInvalid bool
+	attention  bool
 	// replay's window and detail-type.
 	replayFrom, replayTo, replayDetailType string
 	// busName is replay's --bus.
@@ -246,7 +250,7 @@ func (c *cli) command() string {
 // (--json, --prefix, --monitor-table, --release-table).
 var commandFlags = map[string][]string{
 	"status": {}, "health": {"serve", "html", "url", "listen"}, "requeue": {},
-	"ack":        {"reason", "release", "key"},
+	"ack":        {"reason", "release", "key", "invalid"},
 	"list":       {"state", "kind", "attention"},
 	"audit":      {"segments"},
 	"quarantine": {"all"},
@@ -297,6 +301,7 @@ Exit 1 when the change is not failed or changed meanwhile.
 ` + globalHelp,
 	"ack": `usage: localeflow [global flags] ack EVENT_ID --reason TEXT
        localeflow [global flags] ack EVENT_ID --release [--key KEY] --reason TEXT
+       localeflow [global flags] ack EVENT_ID --invalid --reason TEXT
 
 Acknowledges a change that needs attention (failed, or a remote failure such
 as publication_blocked): who (your AWS identity, from STS GetCallerIdentity),
@@ -309,6 +314,14 @@ list: an evidence request id, delivery, blocked or job#JOB_ID.
   --reason TEXT  why (one line, 1..200 printable characters; no texts or secrets)
   --release      the release records, not the monitor record
   --key KEY      only this release record (needs --release)
+  --invalid      a monitor record that fails its integrity check
+                 (lifecycle_monitor.state_invalid: altered by hand or
+                 corrupted), which plain ack and requeue refuse: it is marked
+                 failed state_invalid (as any reader marks it) and
+                 acknowledged, nothing of its content repaired; the journal
+                 records who, when, why and the code. Health counts it until
+                 its outcome is announced (the poller's next sweep); audit
+                 still lists it
 A second ack is a no-op (exit 0). Exit 1: unknown id or key, or nothing to
 acknowledge.
 ` + globalHelp,
@@ -390,6 +403,7 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.reason, "reason", "", "")
 	fs.BoolVar(&c.ackRelease, "release", false, "")
 	fs.StringVar(&c.ackKey, "key", "", "")
+	fs.BoolVar(&c.ackInvalid, "invalid", false, "")
 	fs.BoolVar(&c.attention, "attention", false, "")
 	fs.StringVar(&c.replayFrom, "from", "", "")
 	fs.StringVar(&c.replayTo, "to", "", "")
@@ -532,6 +546,9 @@ func (c *cli) dispatch(ctx context.Context) error {
 	}
 	if cmd == "ack" && c.ackKey != "" && !c.ackRelease {
 		return usagef("ack: --key names a release record: add --release")
+	}
+	if cmd == "ack" && c.ackInvalid && c.ackRelease {
+		return usagef("ack: --invalid is for a monitor record; release records are acknowledged with --release")
 	}
 	if cmd == "audit" && (c.segments < 1 || c.segments > 64) {
 		return usagef("audit: --segments must be 1..64")
