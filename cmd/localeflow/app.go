@@ -367,13 +367,17 @@ replay: send them back to their source queue and delete them from quarantine.
 func init() {
 	commandHelp["keys"] = `usage: localeflow [global flags] keys
 
-What to hand to the parties of deployment --prefix (default localeflow), read
-from its deployed secrets (<prefix>/cms-hmac-key, ...): for the CMS the HMAC key
-by reference (secret name and ARN) and the approval and publication public keys
-(Ed25519, hex); for the event producer and the evidence provider their HMAC key
-by reference. Key material is never printed. Needs secretsmanager:DescribeSecret
-on the five secrets and GetSecretValue on the two Ed25519 ones (and kms:Decrypt
-with the customer-managed key).
+What to hand to the parties of the deployment (--prefix, or the variables
+of one deployment): for the CMS the HMAC key by reference (secret name and
+ARN) and the approval and publication public keys (Ed25519, hex: every key
+of the set, the signing key first, each with its key id; during a rotation
+the CMS trusts them all); for the event producer and the evidence provider
+their HMAC key by reference. Key material is never printed, and no seed is
+read: the public keys come from <prefix>/approval-ed25519-public-key and
+<prefix>/publication-ed25519-public-key, which the coordinator writes at
+cold start (cli.keys.unpublished until then). Needs
+secretsmanager:DescribeSecret on the three HMAC secrets and
+secretsmanager:GetSecretValue on the two public-key secrets.
 ` + globalHelp
 }
 
