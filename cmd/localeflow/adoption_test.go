@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -173,11 +174,20 @@ func TestHealthHTMLSignsWithTheCallersCredentials(t *testing.T) {
 			t.Errorf("status %d: %+v page %q", tc.status, r, page)
 		}
 	}
+	// --json: one document (it printed prose).
+	srv := fakeFunctionURL(t, http.StatusServiceUnavailable)
+	file := filepath.Join(t.TempDir(), "health.html")
+	r := runCLI(env, "--json", "health", "--html", file, "--url", srv.URL+"/")
+	srv.Close()
+	var doc map[string]string
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || r.code != exitBad || doc["status"] != "blocked" || doc["file"] != file {
+		t.Errorf("--html --json: %+v (%v)", r, err)
+	}
 	// Wrong credentials: the URL refuses, the CLI says what is missing.
-	srv := fakeFunctionURL(t, http.StatusOK)
+	srv = fakeFunctionURL(t, http.StatusOK)
 	defer srv.Close()
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
-	r := runCLI(env, "health", "--html", filepath.Join(t.TempDir(), "x.html"), "--url", srv.URL+"/")
+	r = runCLI(env, "health", "--html", filepath.Join(t.TempDir(), "x.html"), "--url", srv.URL+"/")
 	if r.code != exitBad || !strings.Contains(r.err, codeHealthPage) || !strings.Contains(r.err, "lambda:InvokeFunctionUrl") {
 		t.Errorf("refused: %+v", r)
 	}
