@@ -45,8 +45,15 @@ func (f *fakePublicSecrets) PutSecretValue(_ context.Context, in *secretsmanager
 
 func pubSeed(b byte) []byte { return bytes.Repeat([]byte{b}, ed25519.SeedSize) }
 
-func pubHex(b byte) string {
-	return hex.EncodeToString(ed25519.NewKeyFromSeed(pubSeed(b)).Public().(ed25519.PublicKey))
+func pubHex(b byte) string { return pubHexOf(pubSeed(b)) }
+
+// pubHexOf is the public key of a 32-byte seed (or 64-byte private key).
+func pubHexOf(key []byte) string {
+	priv := ed25519.PrivateKey(key)
+	if len(key) == ed25519.SeedSize {
+		priv = ed25519.NewKeyFromSeed(key)
+	}
+	return hex.EncodeToString(priv.Public().(ed25519.PublicKey))
 }
 
 // TestPublishPublicKeysWithoutTheSeeds: `localeflow keys` had to read the
