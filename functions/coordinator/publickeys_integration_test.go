@@ -37,8 +37,8 @@ func TestIntegrationColdStartPublishesThePublicKeys(t *testing.T) {
 	env[contract.EnvDeployment] = res.Prefix
 	values := map[string]string{
 		contract.KeyEvent: env["LOCALEFLOW_EVENT_KEY_HEX"], contract.KeyCMS: env["LOCALEFLOW_CMS_KEY_HEX"],
-		contract.KeyEvidence: env["LOCALEFLOW_EVIDENCE_KEY_HEX"],
-		contract.KeyApproval: hex.EncodeToString(pubSeed(7)) + "," + env["LOCALEFLOW_APPROVAL_KEY_HEX"],
+		contract.KeyEvidence:    env["LOCALEFLOW_EVIDENCE_KEY_HEX"],
+		contract.KeyApproval:    hex.EncodeToString(pubSeed(7)) + "," + env["LOCALEFLOW_APPROVAL_KEY_HEX"],
 		contract.KeyPublication: env["LOCALEFLOW_PUBLICATION_KEY_HEX"],
 	}
 	create := func(name, value string) string {
