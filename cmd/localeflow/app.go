@@ -331,15 +331,21 @@ Full integrity check of both tables (parallel Scan; it reads every item, run
 on demand only). Exit 1 when any record is invalid.
   --segments N   parallel Scan segments per table, 1..64 (default 4)
 ` + globalHelp,
-	"replay": `usage: localeflow [global flags] replay --from T --to T [--detail-type D]
+	"replay": `usage: localeflow [global flags] replay --from T --to T [--detail-type D] [--bus B]
 
-Starts an EventBridge replay of the archive <prefix>-archive (input events,
-kept 7 days) for the window [--from, --to) (RFC 3339) to the bus, limited
-to the rules that route D (every input rule without it). Prints the
-replay's name; aws events describe-replay follows it. Consumers are
-idempotent, so replaying processed events is a no-op.
+Starts an EventBridge replay of the deployment's archive <prefix>-archive
+(input events, kept 7 days) for the window [--from, --to) (RFC 3339) to the
+bus the archive keeps the events of (DescribeArchive: <prefix>-bus, or the
+host bus the deployment was deployed on), limited to the deployment's rules
+there that route D (every input rule without it). Prints the replay's name;
+aws events describe-replay follows it. Consumers are idempotent, so
+replaying processed events is a no-op.
+  --bus B   the bus you expect (name or ARN; without --prefix default
+            $LOCALEFLOW_EVENT_BUS): another one is refused
 Exit 1: the window is empty, in the future or older than the archive
-(cli.replay.window_invalid).
+(cli.replay.window_invalid); --bus names another bus than the archive's
+(cli.deployment_ambiguous).
+Calls events:DescribeArchive, events:DescribeRule, events:StartReplay.
 ` + globalHelp,
 	"dlq": `usage: localeflow [global flags] dlq list QUEUE
        localeflow [global flags] dlq redrive QUEUE
@@ -353,6 +359,12 @@ redrive: send each message back (poll/release: to its queue; event: to the
 queue it was meant for, unchanged) and delete it after the send; a schedule
 tick (target: a function) is deleted without a send (the next tick redoes
 it); a message whose target is unknown is kept (cli.dlq.target_unknown).
+Both receive until the queue reports no visible message (SQS may answer a
+receive with nothing while messages are queued) and say how many they saw;
+a scan that cannot reach them all (10 empty receives in a row while the
+queue reports messages, or 500 receives) handles what it saw and exits 3
+(cli.queue.scan_incomplete): run it again. --json: one document (the scan,
+the messages or what was done with each, the errors).
 docs/runbook.md has the procedure.
 ` + globalHelp,
 	"quarantine": `usage: localeflow [global flags] quarantine list
@@ -361,6 +373,9 @@ docs/runbook.md has the procedure.
 list: rejected messages (ids, code, source queue, body hash; never the body).
 replay: send them back to their source queue and delete them from quarantine.
   --all   replay every quarantined message
+Both scan the whole queue as dlq does (cli.queue.scan_incomplete, exit 3,
+when they could not); an id is "not found" (cli.quarantine.not_found) only
+after a complete scan. --json: one document.
 ` + globalHelp,
 }
 
@@ -383,7 +398,10 @@ secretsmanager:GetSecretValue on the two public-key secrets.
 
 const globalHelp = `
 global flags (before or after the command):
-  --prefix P             the tables (and queues) of deployment prefix P
+  --prefix P             deployment P (its tables, queues, archive, secrets);
+                         without it, the deployment the variables name
+                         (LOCALEFLOW_DEPLOYMENT, the tables, the queue URLs),
+                         refused when they name two (cli.deployment_ambiguous)
   --monitor-table NAME   default $LOCALEFLOW_MONITOR_TABLE
   --release-table NAME   default $LOCALEFLOW_RELEASE_TABLE
   --region R             AWS region (default: the SDK's, e.g. $AWS_REGION)
