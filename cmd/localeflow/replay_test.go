@@ -149,6 +149,11 @@ func TestReplayOnAHostBus(t *testing.T) {
 		if r.code != tc.code || (tc.code == exitBad) != (fake.started == nil) || (tc.code == exitBad && !strings.Contains(r.err, codeDeploymentAmbiguous)) {
 			t.Errorf("%v %v: %+v", tc.env, tc.args, r)
 		}
+		// Without --prefix the deployment is the variables' (it was
+		// localeflow's archive).
+		if fake.started != nil && aws.ToString(fake.started.EventSourceArn) != fakeAccount+"archive/acme-archive" {
+			t.Errorf("%v %v: replayed %s", tc.env, tc.args, aws.ToString(fake.started.EventSourceArn))
+		}
 	}
 }
 
