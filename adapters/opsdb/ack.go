@@ -332,10 +332,10 @@ func (q *Requeuer) ackInvalidTransaction(before monitor.Record, by, reason strin
 		return nil, fmt.Errorf("opsdb: build ack expression: %w", err)
 	}
 	updated := before.UpdatedMS
-	if !core.ValidMillis(updated) {
+	if updated <= 0 || !core.ValidMillis(updated) {
 		updated = before.OutboxMS
 	}
-	if !core.ValidMillis(updated) {
+	if updated <= 0 || !core.ValidMillis(updated) {
 		updated = nowMS
 	}
 	journal := expression.Add(expression.Name("ack_count"), expression.Value(1)).

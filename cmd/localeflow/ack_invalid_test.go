@@ -110,4 +110,32 @@ func TestAckInvalidOnLocalStack(t *testing.T) {
 	if r := runCLI(env, p, "audit"); r.code != exitBad || !strings.Contains(r.out, "evt-tampered") {
 		t.Fatalf("audit still lists the record: %+v", r)
 	}
+
+	// An item that no longer decodes (a number replaced by a string) yields
+	// no updated_ms: the acknowledgement is conditional on the marking, and
+	// the journal names the marking's time.
+	if _, _, err := store.Create(ctx, healthtest.MonitorRecord("evt-garbled", healthtest.Watching, base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(topo.Monitor.Name), Key: map[string]types.AttributeValue{topology.AttrEventID: &types.AttributeValueMemberS{Value: "evt-garbled"}},
+		UpdateExpression: aws.String("SET job_count = :s"), ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: "three"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(env, p, "--json", "ack", "evt-garbled", "--invalid", "--reason", "garbled by a script (TICKET-10)")
+	acked.Already = true
+	if err := json.Unmarshal([]byte(r.out), &acked); err != nil || r.code != exitOK || acked.Already || acked.Journal.ErrorCode != monitor.CodeStateInvalid || acked.Journal.UpdatedMS <= 0 {
+		t.Fatalf("ack --invalid of an item that does not decode: %+v (%v)", r, err)
+	}
+	rec, err = store.Get(ctx, "evt-garbled")
+	if err != nil || !rec.Corrupt || !monitor.MarkedInvalid(rec) {
+		t.Fatalf("garbled record: %+v %v", rec, err)
+	}
+	if err := store.Announced(ctx, "evt-garbled", rec.OutboxMS); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(env, p, "health"); r.code != exitOK {
+		t.Fatalf("health after the garbled record's ack: %+v", r)
+	}
 }
