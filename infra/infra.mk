@@ -115,6 +115,7 @@ deploy-next-steps:
 	@echo ""
 	@echo "Deployed $(DEPLOY_STACK) (prefix $(DEPLOY_PREFIX)). Next steps (infra/README.md, \"First change published: checklist\"):"
 	@echo "  1. make build-local && build/local/localeflow keys --prefix $(DEPLOY_PREFIX)"
+	@echo "     (the public keys appear once the coordinator has cold-started: its release sweep runs within 5 minutes)"
 	@echo "     hand the CMS its HMAC key (by secret reference) and the approval and publication public keys,"
 	@echo "     the event producer and the evidence provider their HMAC keys; every change fails until the CMS has its key"
 	@echo "  2. grant the producer PutEvents of the input detail-types only (localeflow.GrantPublishInputs; infra/README.md, IAM)"

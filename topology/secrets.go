@@ -22,6 +22,12 @@ type Secret struct {
 	// Holder says who else needs it: the party that shares the HMAC key,
 	// or that verifies with the Ed25519 public key.
 	Holder string
+	// PublicLogical and PublicStem name, for an Ed25519 seed set, the
+	// secret <prefix>/<PublicStem> that holds its public keys (hex, the
+	// signing key first, comma separated; no key material): the
+	// coordinator writes it at cold start, `localeflow keys` reads it, so
+	// an operator never needs the seeds.
+	PublicLogical, PublicStem string
 }
 
 // Who receives each key (`localeflow keys`).
@@ -36,9 +42,24 @@ var Secrets = []Secret{
 	{Logical: "CMSKeySecret", Stem: "cms-hmac-key", Key: contract.KeyCMS, Kind: KeyHMAC, Holder: HolderCMS},
 	{Logical: "EventKeySecret", Stem: "event-hmac-key", Key: contract.KeyEvent, Kind: KeyHMAC, Holder: HolderProducer},
 	{Logical: "EvidenceKeySecret", Stem: "evidence-hmac-key", Key: contract.KeyEvidence, Kind: KeyHMAC, Holder: HolderEvidence},
-	{Logical: "ApprovalKeySecret", Stem: "approval-ed25519-key", Key: contract.KeyApproval, Kind: KeyEd25519, Holder: HolderCMS},
-	{Logical: "PublicationKeySecret", Stem: "publication-ed25519-key", Key: contract.KeyPublication, Kind: KeyEd25519, Holder: HolderCMS},
+	{Logical: "ApprovalKeySecret", Stem: "approval-ed25519-key", Key: contract.KeyApproval, Kind: KeyEd25519, Holder: HolderCMS,
+		PublicLogical: "ApprovalPublicKeySecret", PublicStem: "approval-ed25519-public-key"},
+	{Logical: "PublicationKeySecret", Stem: "publication-ed25519-key", Key: contract.KeyPublication, Kind: KeyEd25519, Holder: HolderCMS,
+		PublicLogical: "PublicationPublicKeySecret", PublicStem: "publication-ed25519-public-key"},
 }
 
 // SecretName is the name of a deployment's secret.
 func (t Topology) SecretName(s Secret) string { return t.Prefix + "/" + s.Stem }
+
+// PublicKeySecretName is the name of the secret holding the public keys of
+// an Ed25519 secret s ("" for an HMAC secret).
+func (t Topology) PublicKeySecretName(s Secret) string {
+	if s.PublicStem == "" {
+		return ""
+	}
+	return t.Prefix + "/" + s.PublicStem
+}
+
+// PublicKeysUnpublished is the value the stack creates a public-key secret
+// with, until the coordinator writes the public keys.
+const PublicKeysUnpublished = "unpublished"

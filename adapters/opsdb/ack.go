@@ -228,3 +228,138 @@ func (q *Requeuer) ackTransaction(before monitor.Record, by, reason string, nowM
 		}},
 	}, nil
 }
+
+// CodeAckNotInvalid: `ack --invalid` was asked for a record that passes
+// its integrity check (acknowledge it without --invalid).
+const CodeAckNotInvalid = "operator.ack.not_invalid"
+
+// AcknowledgeInvalid acknowledges a record that fails its integrity check
+// (monitor.Validate: lifecycle_monitor.state_invalid; altered by hand or
+// corrupted), which Acknowledge and Requeue refuse: the stored content
+// cannot be trusted, so nothing of it is repaired or requeued. The record
+// is first marked failed with lifecycle_monitor.state_invalid as any reader
+// marks it (MarkInvalid, owing that outcome once), then acknowledged in one
+// transaction like Acknowledge: acknowledged_ms set, the attention keys
+// removed (conditional on the record still being marked invalid, not
+// acknowledged and in the attention index) and the journal item
+// ack#<event_id> written with who, when, why and acked_error_code
+// lifecycle_monitor.state_invalid. Health stops counting the record once
+// its owed outcome is announced (the poller's sweep); audit still lists
+// it. A record of another schema version is refused
+// (lifecycle_monitor.schema_altered: never this code's to change), a valid
+// one is CodeAckNotInvalid, an acknowledged one a no-op (Already).
+func (q *Requeuer) AcknowledgeInvalid(ctx context.Context, eventID, by, reason string, nowMS int64) (Acknowledged, error) {
+	switch {
+	case !core.ValidToken(eventID):
+		return Acknowledged{}, core.Fail(monitor.CodeEventInvalid)
+	case !ValidAckReason(reason):
+		return Acknowledged{}, core.Fail(CodeAckReasonInvalid)
+	case !validActor(by):
+		return Acknowledged{}, core.Fail(CodeAckActorInvalid)
+	case !core.ValidMillis(nowMS):
+		return Acknowledged{}, core.Fail(monitor.CodeTimeInvalid)
+	}
+	before, err := q.store.Get(ctx, eventID)
+	if err != nil {
+		return Acknowledged{}, fmt.Errorf("ack --invalid %s: %w", eventID, err)
+	}
+	_, verr := monitor.Validate(before)
+	switch {
+	case verr == nil:
+		return Acknowledged{}, core.Wrap(CodeAckNotInvalid, false, fmt.Errorf("ack --invalid %s: the record passes its integrity check: acknowledge it without --invalid", eventID))
+	case !core.HasCode(verr, monitor.CodeStateInvalid):
+		return Acknowledged{}, fmt.Errorf("ack --invalid %s: %w", eventID, verr)
+	}
+	if !monitor.MarkedInvalid(before) {
+		if err := q.store.MarkInvalid(ctx, eventID, nowMS); err != nil {
+			return Acknowledged{}, fmt.Errorf("ack --invalid %s: mark invalid: %w", eventID, err)
+		}
+		if before, err = q.store.Get(ctx, eventID); err != nil {
+			return Acknowledged{}, fmt.Errorf("ack --invalid %s: %w", eventID, err)
+		}
+		if !monitor.MarkedInvalid(before) {
+			return Acknowledged{}, core.Wrap(CodeAckLost, false, fmt.Errorf("ack --invalid %s: the record changed since it was read", eventID))
+		}
+	}
+	if before.AcknowledgedMS != 0 {
+		return q.already(ctx, before)
+	}
+	items, err := q.ackInvalidTransaction(before, by, reason, nowMS)
+	if err != nil {
+		return Acknowledged{}, err
+	}
+	_, err = q.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		if journalRefused(canceled) {
+			return Acknowledged{}, core.Wrap(monitor.CodeSchemaAltered, false, fmt.Errorf("ack --invalid %s: the journal item is of another schema version", eventID))
+		}
+		if current, gerr := q.store.Get(ctx, eventID); gerr == nil && monitor.MarkedInvalid(current) && current.AcknowledgedMS != 0 {
+			return q.already(ctx, current)
+		}
+		return Acknowledged{}, core.Wrap(CodeAckLost, false, fmt.Errorf("ack --invalid %s: the record changed since it was read", eventID))
+	}
+	if err != nil {
+		return Acknowledged{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("opsdb ack --invalid %s: %w", eventID, err))
+	}
+	stored, err := q.store.Get(ctx, eventID)
+	if err != nil {
+		return Acknowledged{}, fmt.Errorf("ack --invalid %s: read back: %w", eventID, err)
+	}
+	j, _, err := q.AckHistory(ctx, eventID)
+	if err != nil {
+		return Acknowledged{}, fmt.Errorf("ack --invalid %s: read journal: %w", eventID, err)
+	}
+	return Acknowledged{Record: stored, Journal: j}, nil
+}
+
+// ackInvalidTransaction is ackTransaction for a record marked invalid:
+// its condition is the marking (state failed, last_error_code
+// state_invalid), not updated_ms, which an item that does not decode does
+// not yield; the journal's acked_updated_ms is the marking time then.
+func (q *Requeuer) ackInvalidTransaction(before monitor.Record, by, reason string, nowMS int64) ([]types.TransactWriteItem, error) {
+	cond := recordOfThisVersion(expression.And(
+		expression.Name(attrState).Equal(expression.Value(string(monitor.StateFailed))),
+		expression.Name(attrLastErrorCode).Equal(expression.Value(monitor.CodeStateInvalid)),
+		expression.AttributeNotExists(expression.Name(monitordb.AttrAcknowledgedMS)),
+		expression.AttributeExists(expression.Name(topology.AttrAttentionShard)),
+	))
+	update := expression.Set(expression.Name(monitordb.AttrAcknowledgedMS), expression.Value(nowMS)).
+		Remove(expression.Name(topology.AttrAttentionShard)).
+		Remove(expression.Name(topology.AttrAttentionMS))
+	rexpr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(update).Build()
+	if err != nil {
+		return nil, fmt.Errorf("opsdb: build ack expression: %w", err)
+	}
+	updated := before.UpdatedMS
+	if updated <= 0 || !core.ValidMillis(updated) {
+		updated = before.OutboxMS
+	}
+	if updated <= 0 || !core.ValidMillis(updated) {
+		updated = nowMS
+	}
+	journal := expression.Add(expression.Name("ack_count"), expression.Value(1)).
+		Set(expression.Name("ack_by"), expression.Value(by)).
+		Set(expression.Name("ack_ms"), expression.Value(nowMS)).
+		Set(expression.Name("ack_reason"), expression.Value(reason)).
+		Set(expression.Name("acked_state"), expression.Value(string(monitor.StateFailed))).
+		Set(expression.Name("acked_error_code"), expression.Value(monitor.CodeStateInvalid)).
+		Set(expression.Name("acked_updated_ms"), expression.Value(updated)).
+		Remove(expression.Name("acked_remote_status"))
+	jexpr, err := journalWrite(journal)
+	if err != nil {
+		return nil, err
+	}
+	return []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(q.table), Key: map[string]types.AttributeValue{topology.AttrEventID: &types.AttributeValueMemberS{Value: before.EventID}},
+			ConditionExpression: rexpr.Condition(), UpdateExpression: rexpr.Update(),
+			ExpressionAttributeNames: rexpr.Names(), ExpressionAttributeValues: rexpr.Values(),
+		}},
+		{Update: &types.Update{
+			TableName: aws.String(q.table), Key: ackKey(before.EventID),
+			ConditionExpression: jexpr.Condition(), UpdateExpression: jexpr.Update(),
+			ExpressionAttributeNames: jexpr.Names(), ExpressionAttributeValues: jexpr.Values(),
+		}},
+	}, nil
+}

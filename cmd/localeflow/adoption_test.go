@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -173,11 +174,20 @@ func TestHealthHTMLSignsWithTheCallersCredentials(t *testing.T) {
 			t.Errorf("status %d: %+v page %q", tc.status, r, page)
 		}
 	}
+	// --json: one document (it printed prose).
+	srv := fakeFunctionURL(t, http.StatusServiceUnavailable)
+	file := filepath.Join(t.TempDir(), "health.html")
+	r := runCLI(env, "--json", "health", "--html", file, "--url", srv.URL+"/")
+	srv.Close()
+	var doc map[string]string
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || r.code != exitBad || doc["status"] != "blocked" || doc["file"] != file {
+		t.Errorf("--html --json: %+v (%v)", r, err)
+	}
 	// Wrong credentials: the URL refuses, the CLI says what is missing.
-	srv := fakeFunctionURL(t, http.StatusOK)
+	srv = fakeFunctionURL(t, http.StatusOK)
 	defer srv.Close()
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
-	r := runCLI(env, "health", "--html", filepath.Join(t.TempDir(), "x.html"), "--url", srv.URL+"/")
+	r = runCLI(env, "health", "--html", filepath.Join(t.TempDir(), "x.html"), "--url", srv.URL+"/")
 	if r.code != exitBad || !strings.Contains(r.err, codeHealthPage) || !strings.Contains(r.err, "lambda:InvokeFunctionUrl") {
 		t.Errorf("refused: %+v", r)
 	}
@@ -246,5 +256,38 @@ func TestVersionFromBuildInfo(t *testing.T) {
 	info.Settings = nil
 	if got := versionOf(info, ""); got != "v1.2.0" {
 		t.Errorf("module build: %q", got)
+	}
+}
+
+// TestTableCommandsRefuseTwoDeployments: the table commands took the
+// table variables as given, whatever the other variables said; tables of
+// two deployments, or tables of one and LOCALEFLOW_DEPLOYMENT of another,
+// are now refused (cli.deployment_ambiguous, exit 1) before any call.
+// --prefix decides alone; tables named by hand (no deployment's naming)
+// name themselves.
+func TestTableCommandsRefuseTwoDeployments(t *testing.T) {
+	isolateAWS(t)
+	for _, env := range []map[string]string{
+		{"LOCALEFLOW_MONITOR_TABLE": "acme-monitor", "LOCALEFLOW_RELEASE_TABLE": "beta-release"},
+		{"LOCALEFLOW_MONITOR_TABLE": "acme-monitor", "LOCALEFLOW_RELEASE_TABLE": "acme-release", "LOCALEFLOW_DEPLOYMENT": "beta"},
+		{"LOCALEFLOW_MONITOR_TABLE": "acme-monitor", "LOCALEFLOW_RELEASE_TABLE": "acme-release", "LOCALEFLOW_POLL_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/1/beta-poll"},
+	} {
+		for _, args := range [][]string{{"health"}, {"ack", "evt-1", "--reason", "x"}, {"requeue", "evt-1"}, {"status", "evt-1"}} {
+			if r := runCLI(env, args...); r.code != exitBad || !strings.Contains(r.err, codeDeploymentAmbiguous) {
+				t.Errorf("%v %v: %+v", env, args, r)
+			}
+		}
+	}
+	// Not refused (they fail later, on the missing credentials).
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{map[string]string{"LOCALEFLOW_MONITOR_TABLE": "acme-monitor", "LOCALEFLOW_RELEASE_TABLE": "beta-release"}, []string{"--prefix", "acme", "health"}},
+		{map[string]string{"LOCALEFLOW_MONITOR_TABLE": "m", "LOCALEFLOW_RELEASE_TABLE": "r", "LOCALEFLOW_DEPLOYMENT": "acme"}, []string{"health"}},
+	} {
+		if r := runCLI(tc.env, tc.args...); r.code != exitRuntime || !strings.Contains(r.err, codeCredentials) {
+			t.Errorf("%v %v: %+v", tc.env, tc.args, r)
+		}
 	}
 }

@@ -63,6 +63,8 @@ commands:
   ack EVENT_ID --reason TEXT          acknowledge a change needing attention (failed, remote failure): health stops counting it
   ack EVENT_ID --release [--key KEY] --reason TEXT
                                       acknowledge the release's failed evidence/delivery/job records or its blocked record
+  ack EVENT_ID --invalid --reason TEXT
+                                      acknowledge a monitor record that fails its integrity check (state_invalid)
   audit [--segments N]                full integrity check of both tables (parallel Scan, on demand only)
   quarantine list                     rejected messages: ids, code, source queue, body hash (never the body)
   quarantine replay ID...|--all       send quarantined messages back to their source queue (by message or quarantine id)
@@ -103,22 +105,30 @@ type cli struct {
 	jsonOut      bool
 	monitorTable string
 	releaseTable string
-	prefix       string
-	segments     int
-	state        string
-	kind         string
-	args         []string
-	all          bool
-	reason       string
-	ackRelease   bool
-	ackKey       string
-	attention    bool
+	// monitorTableFlag and releaseTableFlag are the table flags as given
+	// (monitorTable and releaseTable are the names resolved from them,
+	// --prefix and the variables).
+	monitorTableFlag, releaseTableFlag string
+	prefix                             string
+	segments                           int
+	state                              string
+	kind                               string
+	args                               []string
+	all                                bool
+	reason                             string
+	ackRelease                         bool
+	ackKey                             string
+	// ackInvalid: ack --invalid, a record that fails its integrity check.
+	ackInvalid bool
+	attention  bool
 	// replay's window and detail-type.
 	replayFrom, replayTo, replayDetailType string
+	// busName is replay's --bus.
+	busName string
 	// conformance event's key set, time and v1 policy (detail-type:
 	// replayDetailType's flag).
 	keyHex, nowUnix, maxAge, detailType string
-	refuseV1                            bool
+	acceptV1                            bool
 	// conformance cms and evidence (conformance_servers.go).
 	baseURL, siteID, changeID, busyChange            string
 	planID, websiteVersion, sourceSequence, jobCount string
@@ -240,13 +250,13 @@ func (c *cli) command() string {
 // (--json, --prefix, --monitor-table, --release-table).
 var commandFlags = map[string][]string{
 	"status": {}, "health": {"serve", "html", "url", "listen"}, "requeue": {},
-	"ack":        {"reason", "release", "key"},
+	"ack":        {"reason", "release", "key", "invalid"},
 	"list":       {"state", "kind", "attention"},
 	"audit":      {"segments"},
 	"quarantine": {"all"},
 	"keys":       {},
 	"dlq":        {},
-	"replay":     {"from", "to", "detail-type"},
+	"replay":     {"from", "to", "detail-type", "bus"},
 }
 
 var globalFlags = []string{"json", "prefix", "monitor-table", "release-table", "region", "profile"}
@@ -291,6 +301,7 @@ Exit 1 when the change is not failed or changed meanwhile.
 ` + globalHelp,
 	"ack": `usage: localeflow [global flags] ack EVENT_ID --reason TEXT
        localeflow [global flags] ack EVENT_ID --release [--key KEY] --reason TEXT
+       localeflow [global flags] ack EVENT_ID --invalid --reason TEXT
 
 Acknowledges a change that needs attention (failed, or a remote failure such
 as publication_blocked): who (your AWS identity, from STS GetCallerIdentity),
@@ -303,6 +314,14 @@ list: an evidence request id, delivery, blocked or job#JOB_ID.
   --reason TEXT  why (one line, 1..200 printable characters; no texts or secrets)
   --release      the release records, not the monitor record
   --key KEY      only this release record (needs --release)
+  --invalid      a monitor record that fails its integrity check
+                 (lifecycle_monitor.state_invalid: altered by hand or
+                 corrupted), which plain ack and requeue refuse: it is marked
+                 failed state_invalid (as any reader marks it) and
+                 acknowledged, nothing of its content repaired; the journal
+                 records who, when, why and the code. Health counts it until
+                 its outcome is announced (the poller's next sweep); audit
+                 still lists it
 A second ack is a no-op (exit 0). Exit 1: unknown id or key, or nothing to
 acknowledge.
 ` + globalHelp,
@@ -312,15 +331,21 @@ Full integrity check of both tables (parallel Scan; it reads every item, run
 on demand only). Exit 1 when any record is invalid.
   --segments N   parallel Scan segments per table, 1..64 (default 4)
 ` + globalHelp,
-	"replay": `usage: localeflow [global flags] replay --from T --to T [--detail-type D]
+	"replay": `usage: localeflow [global flags] replay --from T --to T [--detail-type D] [--bus B]
 
-Starts an EventBridge replay of the archive <prefix>-archive (input events,
-kept 7 days) for the window [--from, --to) (RFC 3339) to the bus, limited
-to the rules that route D (every input rule without it). Prints the
-replay's name; aws events describe-replay follows it. Consumers are
-idempotent, so replaying processed events is a no-op.
+Starts an EventBridge replay of the deployment's archive <prefix>-archive
+(input events, kept 7 days) for the window [--from, --to) (RFC 3339) to the
+bus the archive keeps the events of (DescribeArchive: <prefix>-bus, or the
+host bus the deployment was deployed on), limited to the deployment's rules
+there that route D (every input rule without it). Prints the replay's name;
+aws events describe-replay follows it. Consumers are idempotent, so
+replaying processed events is a no-op.
+  --bus B   the bus you expect (name or ARN; without --prefix default
+            $LOCALEFLOW_EVENT_BUS): another one is refused
 Exit 1: the window is empty, in the future or older than the archive
-(cli.replay.window_invalid).
+(cli.replay.window_invalid); --bus names another bus than the archive's
+(cli.deployment_ambiguous).
+Calls events:DescribeArchive, events:DescribeRule, events:StartReplay.
 ` + globalHelp,
 	"dlq": `usage: localeflow [global flags] dlq list QUEUE
        localeflow [global flags] dlq redrive QUEUE
@@ -334,6 +359,12 @@ redrive: send each message back (poll/release: to its queue; event: to the
 queue it was meant for, unchanged) and delete it after the send; a schedule
 tick (target: a function) is deleted without a send (the next tick redoes
 it); a message whose target is unknown is kept (cli.dlq.target_unknown).
+Both receive until the queue reports no visible message (SQS may answer a
+receive with nothing while messages are queued) and say how many they saw;
+a scan that cannot reach them all (10 empty receives in a row while the
+queue reports messages, or 500 receives) handles what it saw and exits 3
+(cli.queue.scan_incomplete): run it again. --json: one document (the scan,
+the messages or what was done with each, the errors).
 docs/runbook.md has the procedure.
 ` + globalHelp,
 	"quarantine": `usage: localeflow [global flags] quarantine list
@@ -342,25 +373,35 @@ docs/runbook.md has the procedure.
 list: rejected messages (ids, code, source queue, body hash; never the body).
 replay: send them back to their source queue and delete them from quarantine.
   --all   replay every quarantined message
+Both scan the whole queue as dlq does (cli.queue.scan_incomplete, exit 3,
+when they could not); an id is "not found" (cli.quarantine.not_found) only
+after a complete scan. --json: one document.
 ` + globalHelp,
 }
 
 func init() {
 	commandHelp["keys"] = `usage: localeflow [global flags] keys
 
-What to hand to the parties of deployment --prefix (default localeflow), read
-from its deployed secrets (<prefix>/cms-hmac-key, ...): for the CMS the HMAC key
-by reference (secret name and ARN) and the approval and publication public keys
-(Ed25519, hex); for the event producer and the evidence provider their HMAC key
-by reference. Key material is never printed. Needs secretsmanager:DescribeSecret
-on the five secrets and GetSecretValue on the two Ed25519 ones (and kms:Decrypt
-with the customer-managed key).
+What to hand to the parties of the deployment (--prefix, or the variables
+of one deployment): for the CMS the HMAC key by reference (secret name and
+ARN) and the approval and publication public keys (Ed25519, hex: every key
+of the set, the signing key first, each with its key id; during a rotation
+the CMS trusts them all); for the event producer and the evidence provider
+their HMAC key by reference. Key material is never printed, and no seed is
+read: the public keys come from <prefix>/approval-ed25519-public-key and
+<prefix>/publication-ed25519-public-key, which the coordinator writes at
+cold start (cli.keys.unpublished until then). Needs
+secretsmanager:DescribeSecret on the three HMAC secrets and
+secretsmanager:GetSecretValue on the two public-key secrets.
 ` + globalHelp
 }
 
 const globalHelp = `
 global flags (before or after the command):
-  --prefix P             the tables (and queues) of deployment prefix P
+  --prefix P             deployment P (its tables, queues, archive, secrets);
+                         without it, the deployment the variables name
+                         (LOCALEFLOW_DEPLOYMENT, the tables, the queue URLs),
+                         refused when they name two (cli.deployment_ambiguous)
   --monitor-table NAME   default $LOCALEFLOW_MONITOR_TABLE
   --release-table NAME   default $LOCALEFLOW_RELEASE_TABLE
   --region R             AWS region (default: the SDK's, e.g. $AWS_REGION)
@@ -384,14 +425,16 @@ func (c *cli) parse(args []string) error {
 	fs.StringVar(&c.reason, "reason", "", "")
 	fs.BoolVar(&c.ackRelease, "release", false, "")
 	fs.StringVar(&c.ackKey, "key", "", "")
+	fs.BoolVar(&c.ackInvalid, "invalid", false, "")
 	fs.BoolVar(&c.attention, "attention", false, "")
 	fs.StringVar(&c.replayFrom, "from", "", "")
 	fs.StringVar(&c.replayTo, "to", "", "")
 	fs.StringVar(&c.replayDetailType, "detail-type", "", "")
+	fs.StringVar(&c.busName, "bus", "", "")
 	fs.StringVar(&c.keyHex, "key-hex", "", "")
 	fs.StringVar(&c.nowUnix, "now", "", "")
 	fs.StringVar(&c.maxAge, "max-age", "", "")
-	fs.BoolVar(&c.refuseV1, "refuse-v1", false, "")
+	fs.BoolVar(&c.acceptV1, "accept-v1", false, "")
 	for name, v := range map[string]*string{
 		"base-url": &c.baseURL, "site": &c.siteID, "change": &c.changeID, "busy-change": &c.busyChange,
 		"plan-id": &c.planID, "website-version": &c.websiteVersion, "source-sequence": &c.sourceSequence, "job-count": &c.jobCount,
@@ -425,6 +468,7 @@ func (c *cli) parse(args []string) error {
 		return usagef("no command")
 	}
 	fs.Visit(func(f *flag.Flag) { c.setFlags = append(c.setFlags, f.Name) })
+	c.monitorTableFlag, c.releaseTableFlag = c.monitorTable, c.releaseTable
 	if allowed, ok := commandFlags[c.args[0]]; ok {
 		var wrong []string
 		fs.Visit(func(f *flag.Flag) {
@@ -471,10 +515,11 @@ func (c *cli) dispatch(ctx context.Context) error {
 		if len(rest) != 0 {
 			return usagef("keys: takes no arguments")
 		}
-		if c.prefix == "" {
-			return usagef("keys: set the deployment with --prefix (localeflow for the default stack)")
+		prefix, err := c.deploymentPrefix(true)
+		if err != nil {
+			return err
 		}
-		return c.keys(ctx)
+		return c.keys(ctx, prefix)
 	}
 	if cmd == "dlq" {
 		return c.dlqCommand(ctx, rest)
@@ -491,12 +536,6 @@ func (c *cli) dispatch(ctx context.Context) error {
 			return usagef("replay: --from T --to T [--detail-type D], no arguments")
 		}
 		return c.replay(ctx, time.Now())
-	}
-	if cmd == "keys" {
-		if len(rest) != 0 {
-			return usagef("keys: takes no arguments")
-		}
-		return c.keys(ctx)
 	}
 	var err error
 	switch cmd {
@@ -530,8 +569,15 @@ func (c *cli) dispatch(ctx context.Context) error {
 	if cmd == "ack" && c.ackKey != "" && !c.ackRelease {
 		return usagef("ack: --key names a release record: add --release")
 	}
+	if cmd == "ack" && c.ackInvalid && c.ackRelease {
+		return usagef("ack: --invalid is for a monitor record; release records are acknowledged with --release")
+	}
 	if cmd == "audit" && (c.segments < 1 || c.segments > 64) {
 		return usagef("audit: --segments must be 1..64")
+	}
+	// The tables and the other variables must not name two deployments.
+	if _, err := c.deploymentPrefix(false); err != nil {
+		return err
 	}
 	if c.monitorTable == "" || c.releaseTable == "" {
 		return usagef("set the tables: --prefix, --monitor-table/--release-table or LOCALEFLOW_MONITOR_TABLE/LOCALEFLOW_RELEASE_TABLE")
@@ -564,9 +610,10 @@ func (c *cli) quarantine(ctx context.Context, rest []string) error {
 	if len(rest) == 0 {
 		return usagef("quarantine: list or replay")
 	}
-	// Like the table commands: no silent default deployment.
-	if c.prefix == "" && strings.TrimSpace(c.getenv(contract.EnvQuarantineQueueURL)) == "" {
-		return usagef("set the queues: --prefix, or %s (with %s and %s)", contract.EnvQuarantineQueueURL, contract.EnvPollQueueURL, contract.EnvReleaseQueueURL)
+	// Like every command: no silent default deployment, checked before
+	// any call.
+	if _, err := c.deploymentPrefix(true); err != nil {
+		return err
 	}
 	switch sub, ids := rest[0], rest[1:]; {
 	case sub == "list" && len(ids) == 0:
@@ -671,11 +718,29 @@ func (c *cli) checker() (*health.Checker, error) {
 	return health.NewChecker(c.monitorStore(), opsdb.TableItems{DB: c.db, Table: c.monitorTable}, reader, core.SystemClock{}, nil)
 }
 
+// jsonReportedError is a failure whose command already printed its JSON
+// document (which lists it): report prints it on stderr only, so stdout
+// holds one JSON document.
+type jsonReportedError struct{ err error }
+
+func (e jsonReportedError) Error() string { return e.err.Error() }
+func (e jsonReportedError) Unwrap() error { return e.err }
+
+// jsonReported marks err (nil stays nil) as listed in the JSON printed.
+func jsonReported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return jsonReportedError{err}
+}
+
 // report prints err and maps it to an exit code.
 func (c *cli) report(err error) int {
 	if err == nil {
 		return exitOK
 	}
+	var printed jsonReportedError
+	listed := errors.As(err, &printed)
 	var bad badError
 	if errors.As(err, &bad) {
 		return exitBad
@@ -696,7 +761,7 @@ func (c *cli) report(err error) int {
 		// the answer is bad, nothing is broken.
 		exit = exitBad
 	}
-	if c.jsonOut {
+	if c.jsonOut && !listed {
 		_ = json.NewEncoder(c.out).Encode(struct {
 			Code  string `json:"code"`
 			Error string `json:"error"`

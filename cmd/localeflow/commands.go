@@ -291,7 +291,14 @@ func (c *cli) ack(ctx context.Context, eventID string) error {
 	if err != nil {
 		return err
 	}
-	got, err := q.Acknowledge(ctx, eventID, by, c.reason, core.Millis(time.Now()))
+	acknowledge := q.Acknowledge
+	if c.ackInvalid {
+		acknowledge = q.AcknowledgeInvalid
+	}
+	got, err := acknowledge(ctx, eventID, by, c.reason, core.Millis(time.Now()))
+	if core.HasCode(err, monitor.CodeStateInvalid) {
+		return fmt.Errorf("%w (the record fails its integrity check: look at it with status and audit, then acknowledge it with ack --invalid)", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -309,6 +316,10 @@ func (c *cli) ack(ctx context.Context, eventID string) error {
 	}
 	if got.Already {
 		fmt.Fprintf(c.out, "%s was already acknowledged by %s at %s (%s): %q; nothing written\n", eventID, j.By, ts(j.AckMS), what, j.Reason)
+		return nil
+	}
+	if c.ackInvalid && got.Record.OutboxMS != 0 {
+		fmt.Fprintf(c.out, "acknowledged %s (%s) by %s at %s: %q; health counts it until its outcome is announced (the poller's next sweep)\n", eventID, what, j.By, ts(j.AckMS), j.Reason)
 		return nil
 	}
 	fmt.Fprintf(c.out, "acknowledged %s (%s) by %s at %s: %q; health no longer counts it\n", eventID, what, j.By, ts(j.AckMS), j.Reason)

@@ -29,7 +29,7 @@ const (
 func init() {
 	commandFlags["conformance"] = append(append(append([]string(nil), eventFlags...), cmsFlags...), evidenceFlags...)
 	commandHelp["conformance"] = `usage: localeflow [global flags] conformance event [--detail-type DT] [--key-hex HEX[,HEX…]]
-           [--now UNIX_S] [--max-age DURATION] [--refuse-v1] FILE...
+           [--now UNIX_S] [--max-age DURATION] [--accept-v1] FILE...
 
 Checks a producer's input events offline, exactly as the consuming function
 would (same code, same error codes; docs/integrating.md "Checking your
@@ -46,11 +46,14 @@ One line per check and file: PASS, FAIL (with the code) or SKIP.
   --max-age D        the oldest v2 timestamp accepted, as the deployment's
                      LOCALEFLOW_EVENT_MAX_AGE (default: the functions' default,
                      ` + signing.DefaultEventMaxAge.String() + `); 5 min ahead at most
-  --refuse-v1        refuse v1 signatures, as LOCALEFLOW_EVENT_V1=refuse (the default) does
+  --accept-v1        accept v1 signatures (no signed time), as a deployment with
+                     LOCALEFLOW_EVENT_V1=accept does; without it (or
+                     $LOCALEFLOW_EVENT_V1=accept) v1 is refused, as the deployed
+                     functions refuse it by default
 Checks: read, event (one JSON object; the detail-type known), envelope
 (signature under one key, timestamp window, exact members), payload (the
-function's strict parser), v2 (WARN only: a v1 signature is accepted until
-v1 is refused).
+function's strict parser), v2 (WARN only: a v1 signature accepted with
+--accept-v1).
 Exit (event): 0 every file passes, 1 a check failed, 2 usage.
 ` + conformanceServersHelp + globalHelp
 }
@@ -87,7 +90,11 @@ func (c *cli) conformance(rest []string) error {
 	if c.detailType != "" && !isInputDetailType(c.detailType) {
 		return usagef("conformance event: --detail-type %q is not an input detail-type (%s)", c.detailType, strings.Join(contract.InputDetailTypes, ", "))
 	}
-	check := peer.EventCheck{Now: time.Now(), RefuseV1: c.refuseV1}
+	acceptV1, err := c.eventV1Accepted()
+	if err != nil {
+		return err
+	}
+	check := peer.EventCheck{Now: time.Now(), RefuseV1: !acceptV1}
 	if c.nowUnix != "" {
 		n, err := strconv.ParseInt(c.nowUnix, 10, 64)
 		if err != nil || n <= 0 {
@@ -148,6 +155,24 @@ func (c *cli) conformance(rest []string) error {
 	return nil
 }
 
+// eventV1Accepted is the v1 policy of the check: the functions' default
+// (refuse) unless --accept-v1 or $LOCALEFLOW_EVENT_V1=accept says the
+// deployment accepts v1; another value of the variable is a usage error,
+// as it fails the functions' cold start.
+func (c *cli) eventV1Accepted() (bool, error) {
+	if c.acceptV1 {
+		return true, nil
+	}
+	switch v := contract.EventV1(strings.TrimSpace(c.getenv(contract.EnvEventV1))); v {
+	case "", contract.EventV1Refuse:
+		return false, nil
+	case contract.EventV1Accept:
+		return true, nil
+	default:
+		return false, usagef("conformance event: $%s must be %s or %s, not %q", contract.EnvEventV1, contract.EventV1Refuse, contract.EventV1Accept, v)
+	}
+}
+
 func isInputDetailType(dt string) bool {
 	for _, t := range contract.InputDetailTypes {
 		if t == dt {
@@ -199,7 +224,7 @@ func (c *cli) conformanceEvent(check peer.EventCheck, file string, haveKeys bool
 	}
 	add("payload", "PASS", "", "")
 	if signed && res.Version == 1 {
-		add("v2", "WARN", "", "v1 signature: refused unless LOCALEFLOW_EVENT_V1=accept (check with --refuse-v1); sign v2")
+		add("v2", "WARN", "", "v1 signature: accepted only where LOCALEFLOW_EVENT_V1=accept (the default refuses it); sign v2")
 	}
 	r.Pass = true
 	return r

@@ -29,7 +29,7 @@ const (
 var (
 	cmsFlags      = []string{"base-url", "key-hex", "site", "change", "busy-change", "deliver", "plan-id", "website-version", "source-sequence", "job-count", "approval-seed-hex", "publication-seed-hex"}
 	evidenceFlags = []string{"base-url", "key-hex", "issuers-quality", "issuers-human-review", "issuers-independent-review"}
-	eventFlags    = []string{"detail-type", "key-hex", "now", "max-age", "refuse-v1"}
+	eventFlags    = []string{"detail-type", "key-hex", "now", "max-age", "accept-v1"}
 )
 
 // exitCodeError ends the CLI with a given exit code (already reported on

@@ -122,8 +122,10 @@ func TestConformanceEventBrokenInputs(t *testing.T) {
 			exitBad, []string{"FAIL  %s  event  cli.conformance.not_an_event  (a bare detail: give --detail-type)"}},
 		{"EventBridge event", envelope, nil, exitOK, []string{"PASS  %s  event  (" + contract.DetailPlanAccepted + ")", "PASS  %s  payload"}},
 		{"EventBridge event, other --detail-type", envelope, []string{"--detail-type", contract.DetailJobCompleted}, exitBad, []string{"FAIL  %s  event"}},
-		{"v1 warns", v1, []string{"--detail-type", contract.DetailPlanAccepted}, exitOK, []string{"PASS  %s  envelope  (v1 signature verifies)", "WARN  %s  v2"}},
-		{"v1 refused", v1, []string{"--detail-type", contract.DetailPlanAccepted, "--refuse-v1"}, exitBad, []string{"FAIL  %s  envelope  coordinator.event.signature_invalid"}},
+		// The deployed functions refuse v1 by default (LOCALEFLOW_EVENT_V1
+		// unset): so does the check, unless told the deployment accepts it.
+		{"v1 refused by default", v1, []string{"--detail-type", contract.DetailPlanAccepted}, exitBad, []string{"FAIL  %s  envelope  coordinator.event.signature_invalid"}},
+		{"v1 accepted with --accept-v1 warns", v1, []string{"--detail-type", contract.DetailPlanAccepted, "--accept-v1"}, exitOK, []string{"PASS  %s  envelope  (v1 signature verifies)", "WARN  %s  v2"}},
 		{"hint", []byte(`{"event_id":"evt-1","site_id":"site-1"}`), []string{"--detail-type", contract.DetailChangeHint}, exitOK, []string{"SKIP  %s  envelope", "PASS  %s  payload"}},
 		{"hint with a status", []byte(`{"event_id":"evt-1","site_id":"site-1","status":"published"}`), []string{"--detail-type", contract.DetailChangeHint}, exitBad, []string{"FAIL  %s  payload  lifecycle_monitor.hint_invalid"}},
 	}
@@ -141,6 +143,26 @@ func TestConformanceEventBrokenInputs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConformanceEventV1FollowsTheDeploymentsVariable: a v1-signed event
+// passed (exit 0) while the deployed functions refuse v1 by default; the
+// check follows $LOCALEFLOW_EVENT_V1 as they do (accept, refuse, unset =
+// refuse) and a value the functions refuse is a usage error.
+func TestConformanceEventV1FollowsTheDeploymentsVariable(t *testing.T) {
+	key := confKey(t)
+	plan := releasetest.NewPlan("evt-c1", "de-DE")
+	v1, _ := json.Marshal(contract.SignedDetail{Payload: string(plan.PlanPayload()), Signature: signing.SignEvent(key, plan.PlanPayload())})
+	f := writeFile(t, t.TempDir(), "v1.json", v1)
+	args := []string{"conformance", "event", "--key-hex", confKeyHex, nowFlag, "--detail-type", contract.DetailPlanAccepted, f}
+	for _, c := range []struct {
+		env  string
+		exit int
+	}{{"", exitBad}, {"refuse", exitBad}, {"accept", exitOK}, {"yes", exitUsage}} {
+		if r := runCLI(map[string]string{contract.EnvEventV1: c.env}, args...); r.code != c.exit {
+			t.Errorf("%s=%q: exit %d, want %d\n%s%s", contract.EnvEventV1, c.env, r.code, c.exit, r.out, r.err)
+		}
 	}
 }
 

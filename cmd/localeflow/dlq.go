@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -63,70 +64,51 @@ type dlqQueues struct {
 	functions map[string]bool
 }
 
-// resolveDLQ finds the queues of `dlq QUEUE` by the topology names of
-// --prefix (default prefix without it).
+// resolveDLQ finds the queues of `dlq QUEUE` of the deployment
+// (deploymentPrefix): the DLQs by their topology names, the work queues
+// from the functions' variables without --prefix (when set), else by name.
 func (c *cli) resolveDLQ(ctx context.Context, q SQSAPI, name string) (dlqQueues, error) {
-	topo := topology.New(firstNonEmpty(c.prefix, topology.DefaultPrefix))
-	url := func(queueName string) (string, error) {
-		res, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queueName)})
-		if err != nil {
-			return "", core.Wrap(codeRuntime, true, fmt.Errorf("queue %s: %w", queueName, err))
-		}
-		return aws.ToString(res.QueueUrl), nil
+	prefix, err := c.deploymentPrefix(true)
+	if err != nil {
+		return dlqQueues{}, err
 	}
+	topo := topology.New(prefix)
 	out := dlqQueues{byName: map[string]string{}, functions: map[string]bool{}}
 	for _, fn := range topo.Functions {
 		out.functions[fn.Name] = true
 	}
-	var err error
-	for _, wq := range topo.Queues() {
-		if out.byName[wq.Name], err = url(wq.Name); err != nil {
+	for _, wq := range []struct {
+		env string
+		q   topology.Queue
+	}{{contract.EnvPollQueueURL, topo.PollQueue}, {contract.EnvReleaseQueueURL, topo.RelQueue}} {
+		if out.byName[wq.q.Name], err = c.queueURL(ctx, q, wq.env, wq.q.Name); err != nil {
 			return out, err
 		}
 	}
 	switch name {
 	case "poll":
 		out.back = out.byName[topo.PollQueue.Name]
-		out.dlq, err = url(topo.PollQueue.DLQName)
+		out.dlq, err = c.queueURL(ctx, q, "", topo.PollQueue.DLQName)
 	case "release":
 		out.back = out.byName[topo.RelQueue.Name]
-		out.dlq, err = url(topo.RelQueue.DLQName)
+		out.dlq, err = c.queueURL(ctx, q, "", topo.RelQueue.DLQName)
 	default:
-		out.dlq, err = url(topo.EventDLQ.Name)
+		out.dlq, err = c.queueURL(ctx, q, "", topo.EventDLQ.Name)
 	}
 	return out, err
 }
 
-// scanDLQ receives every message of url, hiding each for scanVisibility
-// seconds while the scan runs (the caller settles or unhides them).
-func scanDLQ(ctx context.Context, q SQSAPI, url string) ([]dlqMessage, error) {
-	var out []dlqMessage
-	seen := map[string]bool{}
-	for range quarantineRounds {
-		res, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: scanVisibility,
-			MessageAttributeNames: []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{
-				types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount,
-			},
-		})
-		if err != nil {
-			return out, core.Wrap(codeRuntime, true, fmt.Errorf("receive %s: %w", url, err))
-		}
-		fresh := 0
-		for _, m := range res.Messages {
-			id := aws.ToString(m.MessageId)
-			if seen[id] {
-				continue
-			}
-			seen[id], fresh = true, fresh+1
-			out = append(out, describeDLQMessage(m))
-		}
-		if fresh == 0 {
-			break
-		}
+// scanDLQ receives every message of url (scanQueue: hidden while the scan
+// runs; the caller settles or unhides them).
+func scanDLQ(ctx context.Context, q SQSAPI, url string) ([]dlqMessage, scanResult, error) {
+	res, err := scanQueue(ctx, q, url, []types.MessageSystemAttributeName{
+		types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount,
+	})
+	out := make([]dlqMessage, 0, len(res.messages))
+	for _, m := range res.messages {
+		out = append(out, describeDLQMessage(m))
 	}
-	return out, nil
+	return out, res, err
 }
 
 // describeDLQMessage reads the content-free facts of m: EventBridge's
@@ -181,6 +163,9 @@ func (c *cli) dlqCommand(ctx context.Context, rest []string) error {
 	if len(rest) != 2 || (rest[0] != "list" && rest[0] != "redrive") || !slices.Contains(dlqNames, rest[1]) {
 		return usagef("dlq: list QUEUE or redrive QUEUE (QUEUE: %s)", strings.Join(dlqNames, ", "))
 	}
+	if _, err := c.deploymentPrefix(true); err != nil {
+		return err
+	}
 	q, err := newSQSAPI(ctx)
 	if err != nil {
 		return err
@@ -189,27 +174,31 @@ func (c *cli) dlqCommand(ctx context.Context, rest []string) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := scanDLQ(ctx, q, urls.dlq)
+	msgs, scan, err := scanDLQ(ctx, q, urls.dlq)
 	if err != nil {
 		_ = unhideDLQ(ctx, q, urls.dlq, msgs)
 		return err
 	}
 	if rest[0] == "list" {
-		return c.dlqList(ctx, q, urls, msgs)
+		return c.dlqList(ctx, q, urls, rest[1], msgs, scan)
 	}
-	return c.dlqRedrive(ctx, q, urls, msgs)
+	return c.dlqRedrive(ctx, q, urls, rest[1], msgs, scan)
 }
 
-func (c *cli) dlqList(ctx context.Context, q SQSAPI, urls dlqQueues, msgs []dlqMessage) error {
-	relErr := unhideDLQ(ctx, q, urls.dlq, msgs)
+// dlqListView is `dlq list --json`.
+type dlqListView struct {
+	Queue string `json:"queue"`
+	scanView
+	Messages []dlqMessage `json:"messages"`
+}
+
+func (c *cli) dlqList(ctx context.Context, q SQSAPI, urls dlqQueues, queue string, msgs []dlqMessage, scan scanResult) error {
+	failure := firstError(scan.incomplete(urls.dlq), unhideDLQ(ctx, q, urls.dlq, msgs))
 	if c.jsonOut {
-		if msgs == nil {
-			msgs = []dlqMessage{}
-		}
-		if err := c.printJSON(msgs); err != nil {
+		if err := c.printJSON(dlqListView{Queue: queue, scanView: viewOf(scan), Messages: msgs}); err != nil {
 			return err
 		}
-		return relErr
+		return jsonReported(failure)
 	}
 	w := c.table()
 	fmt.Fprintln(w, "MESSAGE_ID\tSENT\tRECEIVES\tDETAIL_TYPE\tEVENT_ID\tRULE\tTARGET\tERROR_CODE\tBODY_SHA256")
@@ -220,8 +209,28 @@ func (c *cli) dlqList(ctx context.Context, q SQSAPI, urls dlqQueues, msgs []dlqM
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.out, "%d in the DLQ\n", len(msgs))
-	return relErr
+	fmt.Fprintf(c.out, "%d in the DLQ (%s)\n", len(msgs), scanLine(scan))
+	return failure
+}
+
+// redriveView is one message `dlq redrive` handled.
+type redriveView struct {
+	MessageID  string `json:"message_id"`
+	DetailType string `json:"detail_type,omitempty"`
+	EventID    string `json:"event_id,omitempty"`
+	Target     string `json:"target,omitempty"`
+}
+
+// dlqRedriveView is `dlq redrive --json`.
+type dlqRedriveView struct {
+	Queue string `json:"queue"`
+	scanView
+	Redriven []redriveView `json:"redriven"`
+	// Dropped are schedule ticks (the next tick redoes their sweep).
+	Dropped []redriveView `json:"dropped"`
+	// Kept stay on the DLQ (their target is unknown, or a send failed).
+	Kept   []redriveView `json:"kept"`
+	Errors []errorView   `json:"errors"`
 }
 
 // dlqRedrive sends every message back (the poll and release DLQs: to their
@@ -229,12 +238,14 @@ func (c *cli) dlqList(ctx context.Context, q SQSAPI, urls dlqQueues, msgs []dlqM
 // it to, the body unchanged) and deletes it only after the send. A
 // schedule's tick (target: a function of this deployment) is deleted
 // without a send: the next tick does the same sweep. A message whose
-// target is unknown is kept.
-func (c *cli) dlqRedrive(ctx context.Context, q SQSAPI, urls dlqQueues, msgs []dlqMessage) error {
+// target is unknown is kept. A scan that did not see every message fails
+// the command (cli.queue.scan_incomplete) after redriving what it saw.
+func (c *cli) dlqRedrive(ctx context.Context, q SQSAPI, urls dlqQueues, queue string, msgs []dlqMessage, scan scanResult) error {
 	var keep []dlqMessage
 	var failures []error
-	sent, ticks := 0, 0
+	view := dlqRedriveView{Queue: queue, scanView: viewOf(scan), Redriven: []redriveView{}, Dropped: []redriveView{}, Kept: []redriveView{}}
 	for _, m := range msgs {
+		mv := redriveView{MessageID: m.MessageID, DetailType: m.DetailType, EventID: firstNonEmpty(m.EventID, m.BusEventID), Target: m.Target}
 		target := urls.back
 		if target == "" {
 			switch {
@@ -243,14 +254,14 @@ func (c *cli) dlqRedrive(ctx context.Context, q SQSAPI, urls dlqQueues, msgs []d
 			case urls.functions[m.Target]:
 				target = ""
 			default:
-				keep = append(keep, m)
+				keep, view.Kept = append(keep, m), append(view.Kept, mv)
 				failures = append(failures, core.Wrap(codeDLQTarget, false, fmt.Errorf("%s: target %q is not a queue or function of this deployment", m.MessageID, m.Target)))
 				continue
 			}
 		}
 		if target != "" {
 			if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(target), MessageBody: aws.String(m.body)}); err != nil {
-				keep = append(keep, m)
+				keep, view.Kept = append(keep, m), append(view.Kept, mv)
 				failures = append(failures, core.Wrap(codeRuntime, true, fmt.Errorf("redrive %s: %w", m.MessageID, err)))
 				continue
 			}
@@ -259,21 +270,34 @@ func (c *cli) dlqRedrive(ctx context.Context, q SQSAPI, urls dlqQueues, msgs []d
 			failures = append(failures, core.Wrap(codeRuntime, true, fmt.Errorf("redrove %s but could not delete it: %w", m.MessageID, err)))
 		}
 		if target == "" {
-			ticks++
-			fmt.Fprintf(c.out, "dropped %s (schedule tick for %s: the next tick redoes it)\n", m.MessageID, m.Target)
+			view.Dropped = append(view.Dropped, mv)
+			if !c.jsonOut {
+				fmt.Fprintf(c.out, "dropped %s (schedule tick for %s: the next tick redoes it)\n", m.MessageID, m.Target)
+			}
 			continue
 		}
-		sent++
-		fmt.Fprintf(c.out, "redrove %s (%s)\n", m.MessageID, dash(m.DetailType))
+		view.Redriven = append(view.Redriven, mv)
+		if !c.jsonOut {
+			fmt.Fprintf(c.out, "redrove %s (%s)\n", m.MessageID, dash(m.DetailType))
+		}
 	}
 	if err := unhideDLQ(ctx, q, urls.dlq, keep); err != nil {
 		failures = append(failures, err)
 	}
-	fmt.Fprintf(c.out, "%d redriven, %d schedule ticks dropped, %d kept\n", sent, ticks, len(keep))
-	if len(failures) > 0 {
-		return failures[0]
+	if err := scan.incomplete(urls.dlq); err != nil {
+		failures = append(failures, err)
 	}
-	return nil
+	view.Errors = errorViews(failures)
+	failure := firstError(failures...)
+	if c.jsonOut {
+		if err := c.printJSON(view); err != nil {
+			return err
+		}
+		return jsonReported(failure)
+	}
+	fmt.Fprintf(c.out, "%d redriven, %d schedule ticks dropped, %d kept of %d seen (%s)\n",
+		len(view.Redriven), len(view.Dropped), len(view.Kept), len(msgs), scanLine(scan))
+	return failure
 }
 
 // unhideDLQ makes the messages visible again.

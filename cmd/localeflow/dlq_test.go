@@ -82,10 +82,11 @@ func TestDLQOnLocalStack(t *testing.T) {
 	p := "--prefix=" + topo.Prefix
 
 	r := runCLI(nil, p, "--json", "dlq", "list", "event")
-	var listed []dlqMessage
-	if r.code != exitOK || json.Unmarshal([]byte(r.out), &listed) != nil || len(listed) != 3 || strings.Contains(r.out, secret) {
+	var view dlqListView
+	if r.code != exitOK || json.Unmarshal([]byte(r.out), &view) != nil || len(view.Messages) != 3 || view.Seen != 3 || !view.Complete || strings.Contains(r.out, secret) {
 		t.Fatalf("dlq list event: %+v", r)
 	}
+	listed := view.Messages
 	byBus := map[string]dlqMessage{}
 	for _, m := range listed {
 		byBus[m.BusEventID] = m
@@ -100,7 +101,7 @@ func TestDLQOnLocalStack(t *testing.T) {
 	}
 
 	r = runCLI(nil, p, "dlq", "redrive", "event")
-	if r.code != exitBad || !strings.Contains(r.err, codeDLQTarget) || !strings.Contains(r.out, "1 redriven, 1 schedule ticks dropped, 1 kept") {
+	if r.code != exitBad || !strings.Contains(r.err, codeDLQTarget) || !strings.Contains(r.out, "1 redriven, 1 schedule ticks dropped, 1 kept of 3 seen") {
 		t.Fatalf("dlq redrive event: %+v", r)
 	}
 	got := receiveAll(t, q, res.PollQueue.URL)

@@ -14,6 +14,9 @@
 //	localeflow [flags] ack EVENT_ID --release [--key KEY] --reason TEXT
 //	                                      the same for the release's failed evidence, delivery or
 //	                                      job records and its blocked record (all, or KEY's)
+//	localeflow [flags] ack EVENT_ID --invalid --reason TEXT
+//	                                      a monitor record that fails its integrity check
+//	                                      (state_invalid), audited in the ack journal
 //	localeflow [flags] audit [--segments N]
 //	                                      full integrity check of both tables (parallel Scan;
 //	                                      on demand only: it reads every item)
@@ -21,8 +24,14 @@
 //	                                      the health page for a browser: fetched from the Function URL
 //	                                      signed (SigV4) with the caller's credentials, served on
 //	                                      127.0.0.1:8765 or written to FILE
-//	localeflow --prefix P keys            what to hand to the CMS, the producer and the evidence
-//	                                      provider (HMAC keys by secret reference, Ed25519 public keys)
+//	localeflow [flags] keys               what to hand to the CMS, the producer and the evidence
+//	                                      provider (HMAC keys by secret reference, Ed25519 public keys
+//	                                      from the public-key secrets the coordinator writes; no seed read)
+//	localeflow [flags] quarantine list|replay, dlq list|redrive QUEUE
+//	                                      rejected and dead-lettered messages: every message of the
+//	                                      queue (bounded scan, cli.queue.scan_incomplete)
+//	localeflow [flags] replay --from T --to T
+//	                                      replay the deployment's archive to the bus it archives
 //	localeflow conformance event|cms|evidence …
 //	                                      check a producer's events offline, or a team's running CMS
 //	                                      or evidence provider from outside (docs/integrating.md);
@@ -32,7 +41,8 @@
 //
 //	--monitor-table NAME   default $LOCALEFLOW_MONITOR_TABLE
 //	--release-table NAME   default $LOCALEFLOW_RELEASE_TABLE
-//	--prefix P             both tables of the deployment prefix P (topology.New)
+//	--prefix P             deployment P (topology.New); without it the deployment the
+//	                       variables name, refused when they name two (deployment.go)
 //	--json                 JSON for scripts instead of tables for people
 //	--region R, --profile NAME   the AWS configuration (default: the SDK's)
 //
@@ -50,7 +60,9 @@
 //	   check failed (3 there: the server could not be reached)
 //
 // Errors go to stderr as "localeflow: <detail>" naming the code once (a
-// stable localeflow error code); with --json, {"code":..., "error":...}.
+// stable localeflow error code); with --json, {"code":..., "error":...},
+// unless the command's own JSON document lists its errors (one document
+// per command).
 //
 // list shows what the sparse indexes hold: successful terminal records and
 // succeeded evidence and deliveries are finished and never listed (audit

@@ -136,7 +136,13 @@ func (c *cli) healthHTML(ctx context.Context) error {
 	if status == http.StatusServiceUnavailable {
 		verdict = "blocked"
 	}
-	fmt.Fprintf(c.out, "health: %s; page written to %s (open it in a browser)\n", verdict, c.htmlFile)
+	if c.jsonOut {
+		if err := c.printJSON(map[string]string{"status": verdict, "file": c.htmlFile, "url": f.url}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.out, "health: %s; page written to %s (open it in a browser)\n", verdict, c.htmlFile)
+	}
 	if verdict == "blocked" {
 		return badError{"health.blocked"}
 	}
@@ -160,7 +166,13 @@ func (c *cli) healthServe(ctx context.Context) error {
 	if err != nil {
 		return core.Wrap(codeListen, false, err)
 	}
-	fmt.Fprintf(c.out, "health page of %s at http://%s/ (signed with your AWS credentials; Ctrl-C stops)\n", f.url, ln.Addr())
+	if c.jsonOut {
+		if err := c.printJSON(map[string]string{"serving": "http://" + ln.Addr().String() + "/", "url": f.url}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.out, "health page of %s at http://%s/ (signed with your AWS credentials; Ctrl-C stops)\n", f.url, ln.Addr())
+	}
 	return serveHealth(ctx, ln, f)
 }
 

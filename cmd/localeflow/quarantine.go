@@ -24,9 +24,6 @@ const (
 	codeQuarantineSource   = "cli.quarantine.source_unknown"
 )
 
-// quarantineRounds bounds one scan (10 messages per receive).
-const quarantineRounds = 100
-
 // scanVisibility hides the messages a scan has seen, so that the next
 // receive returns others; the scan makes them visible again at its end.
 const scanVisibility = 60
@@ -38,6 +35,7 @@ type SQSAPI interface {
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	DeleteMessage(ctx context.Context, params *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
 var _ SQSAPI = (*sqs.Client)(nil)
@@ -61,72 +59,60 @@ type quarantineQueues struct {
 	sources    map[string]string // Logical name -> URL
 }
 
-// resolveQueues finds the queue URLs: the environment variables of the
-// functions, or the topology names of --prefix.
+// resolveQueues finds the queue URLs of the deployment (deploymentPrefix):
+// without --prefix the functions' variables, when set, else the topology
+// names of the prefix the variables agree on.
 func (c *cli) resolveQueues(ctx context.Context, q SQSAPI) (quarantineQueues, error) {
-	topo := topology.New(firstNonEmpty(c.prefix, topology.DefaultPrefix))
-	out := quarantineQueues{sources: map[string]string{}}
-	lookup := func(envName, queueName string) (string, error) {
-		if c.prefix == "" {
-			if v := strings.TrimSpace(c.getenv(envName)); v != "" {
-				return v, nil
-			}
-		}
-		res, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queueName)})
-		if err != nil {
-			return "", core.Wrap(codeRuntime, true, fmt.Errorf("queue %s: %w", queueName, err))
-		}
-		return aws.ToString(res.QueueUrl), nil
+	prefix, err := c.deploymentPrefix(true)
+	if err != nil {
+		return quarantineQueues{}, err
 	}
-	var err error
-	if out.quarantine, err = lookup(contract.EnvQuarantineQueueURL, topo.Quarantine.Name); err != nil {
+	topo := topology.New(prefix)
+	out := quarantineQueues{sources: map[string]string{}}
+	if out.quarantine, err = c.queueURL(ctx, q, contract.EnvQuarantineQueueURL, topo.Quarantine.Name); err != nil {
 		return out, err
 	}
 	for _, src := range []struct{ env, logical, name string }{
 		{contract.EnvPollQueueURL, topo.PollQueue.Logical, topo.PollQueue.Name},
 		{contract.EnvReleaseQueueURL, topo.RelQueue.Logical, topo.RelQueue.Name},
 	} {
-		if out.sources[src.logical], err = lookup(src.env, src.name); err != nil {
+		if out.sources[src.logical], err = c.queueURL(ctx, q, src.env, src.name); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
 }
 
-// scanQuarantine receives every message of the quarantine queue (hiding
-// each for scanVisibility seconds while the scan runs) and hands them to
-// done, which must settle them; whatever done leaves is made visible again.
-func scanQuarantine(ctx context.Context, q SQSAPI, url string) ([]quarantined, error) {
-	var out []quarantined
-	seen := map[string]bool{}
-	for range quarantineRounds {
-		res, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: scanVisibility,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
-		})
-		if err != nil {
-			return out, core.Wrap(codeRuntime, true, fmt.Errorf("receive quarantine: %w", err))
-		}
-		fresh := 0
-		for _, m := range res.Messages {
-			id := aws.ToString(m.MessageId)
-			if seen[id] {
-				continue
-			}
-			seen[id], fresh = true, fresh+1
-			sent, _ := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
-			out = append(out, quarantined{
-				QuarantineID: id, MessageID: attr(m, quarantine.AttrMessageID), Code: attr(m, quarantine.AttrCode),
-				Source: attr(m, quarantine.AttrSource), SentMS: sent, BodySHA256: core.SHA256Hex([]byte(aws.ToString(m.Body))),
-				body: aws.ToString(m.Body), receipt: aws.ToString(m.ReceiptHandle),
-			})
-		}
-		if fresh == 0 {
-			break
+// queueURL is the URL of a queue of the deployment: without --prefix the
+// function's variable envName when set, else GetQueueUrl of queueName.
+func (c *cli) queueURL(ctx context.Context, q SQSAPI, envName, queueName string) (string, error) {
+	if c.prefix == "" && envName != "" {
+		if v := strings.TrimSpace(c.getenv(envName)); v != "" {
+			return v, nil
 		}
 	}
-	return out, nil
+	res, err := q.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queueName)})
+	if err != nil {
+		return "", core.Wrap(codeRuntime, true, fmt.Errorf("queue %s: %w", queueName, err))
+	}
+	return aws.ToString(res.QueueUrl), nil
+}
+
+// scanQuarantine receives every message of the quarantine queue
+// (scanQueue: hidden while the scan runs; the caller settles or unhides
+// them).
+func scanQuarantine(ctx context.Context, q SQSAPI, url string) ([]quarantined, scanResult, error) {
+	res, err := scanQueue(ctx, q, url, []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp})
+	out := make([]quarantined, 0, len(res.messages))
+	for _, m := range res.messages {
+		sent, _ := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
+		out = append(out, quarantined{
+			QuarantineID: aws.ToString(m.MessageId), MessageID: attr(m, quarantine.AttrMessageID), Code: attr(m, quarantine.AttrCode),
+			Source: attr(m, quarantine.AttrSource), SentMS: sent, BodySHA256: core.SHA256Hex([]byte(aws.ToString(m.Body))),
+			body: aws.ToString(m.Body), receipt: aws.ToString(m.ReceiptHandle),
+		})
+	}
+	return out, res, err
 }
 
 func attr(m types.Message, name string) string {
@@ -176,8 +162,51 @@ var newSQSAPI = func(ctx context.Context) (SQSAPI, error) {
 	return awsclient.SQS(cfg), nil
 }
 
+// scanView is what a queue command's JSON says about its scan: how many
+// messages it saw and whether it saw them all.
+type scanView struct {
+	Seen     int  `json:"seen"`
+	Complete bool `json:"complete"`
+	// Remaining is the queue's last ApproximateNumberOfMessages of an
+	// incomplete scan (0 when complete).
+	Remaining int `json:"remaining"`
+	Receives  int `json:"receives"`
+}
+
+func viewOf(r scanResult) scanView {
+	return scanView{Seen: len(r.messages), Complete: r.complete, Remaining: r.remaining, Receives: r.receives}
+}
+
+// scanLine is the text report of a scan.
+func scanLine(r scanResult) string {
+	if r.complete {
+		return fmt.Sprintf("scanned %d receives: the queue reports no other visible message", r.receives)
+	}
+	return fmt.Sprintf("scan INCOMPLETE after %d receives: the queue still reports %d visible messages", r.receives, r.remaining)
+}
+
+// errorView is one failure in a JSON report.
+type errorView struct {
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+func errorViews(errs []error) []errorView {
+	out := []errorView{}
+	for _, err := range errs {
+		out = append(out, errorView{Code: firstNonEmpty(core.CodeOf(err), codeRuntime), Error: err.Error()})
+	}
+	return out
+}
+
+// quarantineListView is `quarantine list --json`.
+type quarantineListView struct {
+	scanView
+	Messages []quarantined `json:"messages"`
+}
+
 // quarantineList prints the quarantined messages: ids, code, source and
-// the body's hash (never the body).
+// the body's hash (never the body), and how many the scan saw.
 func (c *cli) quarantineList(ctx context.Context) error {
 	q, err := newSQSAPI(ctx)
 	if err != nil {
@@ -187,19 +216,17 @@ func (c *cli) quarantineList(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := scanQuarantine(ctx, q, urls.quarantine)
+	msgs, scan, err := scanQuarantine(ctx, q, urls.quarantine)
 	relErr := unhide(ctx, q, urls.quarantine, msgs)
 	if err != nil {
 		return err
 	}
+	failure := firstError(scan.incomplete(urls.quarantine), relErr)
 	if c.jsonOut {
-		if msgs == nil {
-			msgs = []quarantined{}
-		}
-		if err := c.printJSON(msgs); err != nil {
+		if err := c.printJSON(quarantineListView{scanView: viewOf(scan), Messages: msgs}); err != nil {
 			return err
 		}
-		return relErr
+		return jsonReported(failure)
 	}
 	w := c.table()
 	fmt.Fprintln(w, "MESSAGE_ID\tCODE\tSOURCE\tQUARANTINED\tQUARANTINE_ID")
@@ -209,13 +236,31 @@ func (c *cli) quarantineList(ctx context.Context) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.out, "%d quarantined\n", len(msgs))
-	return relErr
+	fmt.Fprintf(c.out, "%d quarantined (%s)\n", len(msgs), scanLine(scan))
+	return failure
+}
+
+// replayedView is one message `quarantine replay` sent back.
+type replayedView struct {
+	QuarantineID string `json:"quarantine_id"`
+	MessageID    string `json:"message_id"`
+	Code         string `json:"code"`
+	Source       string `json:"source"`
+}
+
+// quarantineReplayView is `quarantine replay --json`.
+type quarantineReplayView struct {
+	scanView
+	Replayed []replayedView `json:"replayed"`
+	// NotFound are the ids asked for that a complete scan did not see.
+	NotFound []string    `json:"not_found"`
+	Errors   []errorView `json:"errors"`
 }
 
 // quarantineReplay sends the selected messages (by message id or
 // quarantine id; every one with --all) back to their source queue and
-// deletes them from the quarantine queue.
+// deletes them from the quarantine queue. An id the scan did not see is
+// not found only when the scan was complete.
 func (c *cli) quarantineReplay(ctx context.Context, ids []string) error {
 	q, err := newSQSAPI(ctx)
 	if err != nil {
@@ -225,13 +270,14 @@ func (c *cli) quarantineReplay(ctx context.Context, ids []string) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := scanQuarantine(ctx, q, urls.quarantine)
+	msgs, scan, err := scanQuarantine(ctx, q, urls.quarantine)
 	if err != nil {
 		_ = unhide(ctx, q, urls.quarantine, msgs)
 		return err
 	}
 	var keep []quarantined
-	replayed, found := 0, map[string]bool{}
+	found := map[string]bool{}
+	view := quarantineReplayView{scanView: viewOf(scan), Replayed: []replayedView{}, NotFound: []string{}}
 	var failures []error
 	for _, m := range msgs {
 		if !c.all && !slices.Contains(ids, m.MessageID) && !slices.Contains(ids, m.QuarantineID) {
@@ -253,20 +299,47 @@ func (c *cli) quarantineReplay(ctx context.Context, ids []string) error {
 		if _, err := q.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(urls.quarantine), ReceiptHandle: aws.String(m.receipt)}); err != nil {
 			failures = append(failures, core.Wrap(codeRuntime, true, fmt.Errorf("replayed %s but could not delete it: %w", m.QuarantineID, err)))
 		}
-		replayed++
-		fmt.Fprintf(c.out, "replayed %s (%s) to %s\n", dash(m.MessageID), m.Code, m.Source)
+		view.Replayed = append(view.Replayed, replayedView{QuarantineID: m.QuarantineID, MessageID: m.MessageID, Code: m.Code, Source: m.Source})
+		if !c.jsonOut {
+			fmt.Fprintf(c.out, "replayed %s (%s) to %s\n", dash(m.MessageID), m.Code, m.Source)
+		}
 	}
 	if err := unhide(ctx, q, urls.quarantine, keep); err != nil {
 		failures = append(failures, err)
 	}
-	fmt.Fprintf(c.out, "%d replayed\n", replayed)
+	missing := 0
 	for _, id := range ids {
-		if !found[id] {
+		if found[id] {
+			continue
+		}
+		missing++
+		if scan.complete {
+			view.NotFound = append(view.NotFound, id)
 			failures = append(failures, core.Wrap(codeQuarantineNotFound, false, fmt.Errorf("%s is not on the quarantine queue", id)))
 		}
 	}
-	if len(failures) > 0 {
-		return failures[0]
+	if err := scan.incomplete(urls.quarantine); err != nil && (c.all || missing > 0) {
+		// The messages the scan did not reach may be among those asked for.
+		failures = append(failures, err)
+	}
+	view.Errors = errorViews(failures)
+	failure := firstError(failures...)
+	if c.jsonOut {
+		if err := c.printJSON(view); err != nil {
+			return err
+		}
+		return jsonReported(failure)
+	}
+	fmt.Fprintf(c.out, "%d replayed of %d seen (%s)\n", len(view.Replayed), len(msgs), scanLine(scan))
+	return failure
+}
+
+// firstError is the first non-nil error.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

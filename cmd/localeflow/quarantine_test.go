@@ -85,6 +85,18 @@ func (s *memSQS) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMessag
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
 }
 
+func (s *memSQS) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	visible := 0
+	for _, m := range s.queues[*in.QueueUrl] {
+		if !m.hidden {
+			visible++
+		}
+	}
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"ApproximateNumberOfMessages": fmt.Sprint(visible)}}, nil
+}
+
 func (s *memSQS) count(url string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -131,10 +143,11 @@ func TestQuarantineListAndReplay(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("list: %d %s %s", r.code, r.out, r.err)
 	}
-	var listed []quarantined
-	if err := json.Unmarshal([]byte(r.out), &listed); err != nil || len(listed) != 25 {
-		t.Fatalf("listed %d (%v):\n%s", len(listed), err, r.out)
+	var view quarantineListView
+	if err := json.Unmarshal([]byte(r.out), &view); err != nil || len(view.Messages) != 25 || view.Seen != 25 || !view.Complete {
+		t.Fatalf("listed %+v (%v):\n%s", view.scanView, err, r.out)
 	}
+	listed := view.Messages
 	if listed[0].MessageID != "m-0" || listed[0].Code != "poller.dispatch.signature_invalid" || listed[0].Source != "PollQueue" || listed[0].BodySHA256 == "" {
 		t.Fatalf("first %+v", listed[0])
 	}
@@ -162,7 +175,7 @@ func TestQuarantineListAndReplay(t *testing.T) {
 	if r := runCLI(env, "quarantine", "replay", "m-0"); r.code != exitBad || !strings.Contains(r.err, codeQuarantineNotFound) {
 		t.Fatalf("replay of a gone id: %d %s", r.code, r.err)
 	}
-	if r := runCLI(env, "quarantine", "replay", "--all"); r.code != exitOK || !strings.Contains(r.out, "23 replayed") {
+	if r := runCLI(env, "quarantine", "replay", "--all"); r.code != exitOK || !strings.Contains(r.out, "23 replayed of 23 seen") {
 		t.Fatalf("replay --all: %d %s %s", r.code, r.out, r.err)
 	}
 	if s.count(quarantineURL) != 0 || s.count(pollURL)+s.count(releaseURL) != 25 {

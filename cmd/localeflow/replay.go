@@ -11,13 +11,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/localeflow/localeflow/adapters/awsclient"
+	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/topology"
 )
 
 // EventBridgeAPI is the part of *eventbridge.Client `replay` uses.
 type EventBridgeAPI interface {
-	DescribeEventBus(ctx context.Context, params *eventbridge.DescribeEventBusInput, optFns ...func(*eventbridge.Options)) (*eventbridge.DescribeEventBusOutput, error)
+	DescribeArchive(ctx context.Context, params *eventbridge.DescribeArchiveInput, optFns ...func(*eventbridge.Options)) (*eventbridge.DescribeArchiveOutput, error)
 	DescribeRule(ctx context.Context, params *eventbridge.DescribeRuleInput, optFns ...func(*eventbridge.Options)) (*eventbridge.DescribeRuleOutput, error)
 	StartReplay(ctx context.Context, params *eventbridge.StartReplayInput, optFns ...func(*eventbridge.Options)) (*eventbridge.StartReplayOutput, error)
 }
@@ -74,34 +75,47 @@ func (c *cli) checkReplay(topo topology.Topology, now time.Time) (replayArgs, er
 	return a, nil
 }
 
-// replay starts an EventBridge replay of the archive's window to the bus,
-// limited to the rules that route the detail-type (every input rule
-// without one).
+// replay starts an EventBridge replay of the deployment's archive window
+// to the bus the archive keeps the events of (its own bus, or the host
+// bus it was deployed on), limited to the deployment's rules that route
+// the detail-type (every input rule without one). A bus named by --bus
+// (or, without --prefix, $LOCALEFLOW_EVENT_BUS) must be that bus.
 func (c *cli) replay(ctx context.Context, now time.Time) error {
-	topo := topology.New(firstNonEmpty(c.prefix, topology.DefaultPrefix))
+	prefix, err := c.deploymentPrefix(true)
+	if err != nil {
+		return err
+	}
+	topo := topology.New(prefix)
 	a, err := c.checkReplay(topo, now)
 	if err != nil {
 		return err
+	}
+	named, namedBy := c.busName, "--bus"
+	if named == "" && c.prefix == "" {
+		named, namedBy = strings.TrimSpace(c.getenv(contract.EnvEventBus)), contract.EnvEventBus
 	}
 	eb, err := newEventBridgeAPI(ctx)
 	if err != nil {
 		return err
 	}
-	bus, err := eb.DescribeEventBus(ctx, &eventbridge.DescribeEventBusInput{Name: aws.String(topo.BusName)})
+	arch, err := eb.DescribeArchive(ctx, &eventbridge.DescribeArchiveInput{ArchiveName: aws.String(topo.Archive.Name)})
 	if err != nil {
-		return core.Wrap(codeRuntime, true, fmt.Errorf("bus %s: %w", topo.BusName, err))
+		return core.Wrap(codeRuntime, true, fmt.Errorf("archive %s: %w", topo.Archive.Name, err))
 	}
-	busARN := aws.ToString(bus.Arn)
+	busARN, archiveARN := aws.ToString(arch.EventSourceArn), aws.ToString(arch.ArchiveArn)
 	i := strings.LastIndex(busARN, ":event-bus/")
-	if i < 0 {
-		return core.Wrap(codeRuntime, false, fmt.Errorf("bus ARN %q has no :event-bus/", busARN))
+	if i < 0 || archiveARN == "" {
+		return core.Wrap(codeRuntime, false, fmt.Errorf("archive %s: source %q is not an event bus ARN", topo.Archive.Name, busARN))
 	}
-	archiveARN := busARN[:i] + ":archive/" + topo.Archive.Name
+	bus := busARN[i+len(":event-bus/"):]
+	if named != "" && named != bus && named != busARN {
+		return core.Wrap(codeDeploymentAmbiguous, false, fmt.Errorf("%s names bus %s, but deployment %s's archive %s keeps the events of bus %s", namedBy, named, prefix, topo.Archive.Name, bus))
+	}
 	var filters []string
 	for _, r := range a.rules {
-		out, err := eb.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(r.Name), EventBusName: aws.String(topo.BusName)})
+		out, err := eb.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(r.Name), EventBusName: aws.String(bus)})
 		if err != nil {
-			return core.Wrap(codeRuntime, true, fmt.Errorf("rule %s: %w", r.Name, err))
+			return core.Wrap(codeRuntime, true, fmt.Errorf("rule %s on bus %s: %w", r.Name, bus, err))
 		}
 		filters = append(filters, aws.ToString(out.Arn))
 	}

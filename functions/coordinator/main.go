@@ -148,6 +148,20 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("publication key: %w", err)
 	}
+	// The public halves go where an operator may read them (`localeflow
+	// keys`), for the sets read from Secrets Manager (a deployment).
+	published := map[string]*release.Authority{}
+	for _, k := range []struct {
+		name, stem string
+		a          *release.Authority
+	}{{keyApproval, contract.KeyApproval, approval}, {keyPublication, contract.KeyPublication, publication}} {
+		if cfg.Keys[k.name].SecretARN != "" {
+			published[k.stem] = k.a
+		}
+	}
+	if pub, ok := sm.(PublicKeySecretsAPI); ok && len(published) > 0 {
+		publishPublicKeys(ctx, pub, cfg.Deployment, published, log)
+	}
 	clock := core.SystemClock{}
 	store := releasedb.New(awsclient.DynamoDB(awsCfg), cfg.ReleaseTable).WithRetention(cfg.RecordRetention)
 	coord, err := release.NewCoordinator(release.Dependencies{

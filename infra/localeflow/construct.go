@@ -69,6 +69,11 @@ type Localeflow struct {
 	EvidenceKeySecret    awssecretsmanager.CfnSecret
 	ApprovalKeySecret    awssecretsmanager.CfnSecret
 	PublicationKeySecret awssecretsmanager.CfnSecret
+	// The public keys of the two Ed25519 sets (hex, the signing key first),
+	// written by the coordinator at cold start; `localeflow keys` reads
+	// them (GetSecretValue), never the seeds (publickeys.go).
+	ApprovalPublicKeySecret    awssecretsmanager.CfnSecret
+	PublicationPublicKeySecret awssecretsmanager.CfnSecret
 
 	// DataKey is the customer-managed KMS key of the release table, the
 	// release queue and its DLQ, the quarantine queue and the key secrets;
@@ -102,35 +107,37 @@ type Localeflow struct {
 func (b *builder) construct() *Localeflow {
 	topo := b.cfg.topo
 	return &Localeflow{
-		Construct:            b.scope,
-		Topology:             topo,
-		MonitorTable:         b.tables[topo.Monitor.Logical],
-		ReleaseTable:         b.tables[topo.Release.Logical],
-		PollQueue:            b.queues[topo.PollQueue.Logical],
-		PollDLQ:              b.dlqs[topo.PollQueue.Logical],
-		ReleaseQueue:         b.queues[topo.RelQueue.Logical],
-		ReleaseDLQ:           b.dlqs[topo.RelQueue.Logical],
-		QuarantineQueue:      b.quarantine,
-		EventBus:             b.bus,
-		EventDLQ:             b.eventDLQ,
-		EventArchive:         b.archive,
-		Poller:               b.functions["poller"],
-		Coordinator:          b.functions["coordinator"],
-		Health:               b.functions["health"],
-		HealthURL:            b.healthURL,
-		CMSKeySecret:         b.secrets["CMSKeySecret"],
-		EventKeySecret:       b.secrets["EventKeySecret"],
-		EvidenceKeySecret:    b.secrets["EvidenceKeySecret"],
-		ApprovalKeySecret:    b.secrets["ApprovalKeySecret"],
-		PublicationKeySecret: b.secrets["PublicationKeySecret"],
-		DataKey:              b.key,
-		keyPolicy:            b.keyPolicy,
-		hostKey:              b.hostKey,
-		stackEnv:             b.stackEnv,
-		Alarms:               b.alarms,
-		AlarmTopic:           b.topic,
-		Dashboard:            b.dashboard,
-		cfg:                  b.cfg,
+		Construct:                  b.scope,
+		Topology:                   topo,
+		MonitorTable:               b.tables[topo.Monitor.Logical],
+		ReleaseTable:               b.tables[topo.Release.Logical],
+		PollQueue:                  b.queues[topo.PollQueue.Logical],
+		PollDLQ:                    b.dlqs[topo.PollQueue.Logical],
+		ReleaseQueue:               b.queues[topo.RelQueue.Logical],
+		ReleaseDLQ:                 b.dlqs[topo.RelQueue.Logical],
+		QuarantineQueue:            b.quarantine,
+		EventBus:                   b.bus,
+		EventDLQ:                   b.eventDLQ,
+		EventArchive:               b.archive,
+		Poller:                     b.functions["poller"],
+		Coordinator:                b.functions["coordinator"],
+		Health:                     b.functions["health"],
+		HealthURL:                  b.healthURL,
+		CMSKeySecret:               b.secrets["CMSKeySecret"],
+		EventKeySecret:             b.secrets["EventKeySecret"],
+		EvidenceKeySecret:          b.secrets["EvidenceKeySecret"],
+		ApprovalKeySecret:          b.secrets["ApprovalKeySecret"],
+		PublicationKeySecret:       b.secrets["PublicationKeySecret"],
+		ApprovalPublicKeySecret:    b.secrets["ApprovalPublicKeySecret"],
+		PublicationPublicKeySecret: b.secrets["PublicationPublicKeySecret"],
+		DataKey:                    b.key,
+		keyPolicy:                  b.keyPolicy,
+		hostKey:                    b.hostKey,
+		stackEnv:                   b.stackEnv,
+		Alarms:                     b.alarms,
+		AlarmTopic:                 b.topic,
+		Dashboard:                  b.dashboard,
+		cfg:                        b.cfg,
 	}
 }
 

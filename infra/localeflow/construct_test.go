@@ -122,7 +122,7 @@ func TestTeamStackImportsTheConstruct(t *testing.T) {
 		"AWS::SNS::Topic":             1,
 		"AWS::IAM::Role":              4, // three function roles, the team's operator
 		"AWS::CloudWatch::Dashboard":  1,
-		"AWS::SecretsManager::Secret": 5,
+		"AWS::SecretsManager::Secret": 7, // five key secrets, two public-key secrets
 	} {
 		if counts[typ] != want {
 			t.Errorf("%d %s, want %d", counts[typ], typ, want)

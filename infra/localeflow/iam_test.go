@@ -111,6 +111,8 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			pairs("secret EvidenceKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret ApprovalKeySecret", "secretsmanager:GetSecretValue"),
 			pairs("secret PublicationKeySecret", "secretsmanager:GetSecretValue"),
+			pairs("secret ApprovalPublicKeySecret", "secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"),
+			pairs("secret PublicationPublicKeySecret", "secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"),
 			pairs("key DataKey", "kms:Decrypt", "kms:GenerateDataKey", "kms:Decrypt", "kms:Decrypt", "kms:GenerateDataKey"),
 		),
 		"health": slices.Concat(xray,
@@ -175,6 +177,11 @@ func (s synthesized) resourceNames(t testing.TB) resourceNames {
 	}
 	for _, spec := range secretSpecs {
 		add("AWS::SecretsManager::Secret", spec.Logical, "secret "+spec.Logical)
+	}
+	for _, ts := range topology.Secrets {
+		if ts.PublicLogical != "" {
+			add("AWS::SecretsManager::Secret", ts.PublicLogical, "secret "+ts.PublicLogical)
+		}
 	}
 	add("AWS::Events::EventBus", "EventBus", "bus")
 	if len(s.resources("AWS::KMS::Key")) > 0 {

@@ -290,6 +290,9 @@ func build(scope constructs.Construct, id string, cfg stackConfig) *Localeflow {
 		b.addFunction(cfg.functions[fn.Dir])
 	}
 	b.grant()
+	for logical, secret := range b.addPublicKeySecrets() {
+		b.secrets[logical] = secret
+	}
 	b.healthURL = b.functions["health"].AddFunctionUrl(&awslambda.FunctionUrlOptions{
 		AuthType: awslambda.FunctionUrlAuthType_AWS_IAM,
 	})

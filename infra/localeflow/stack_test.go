@@ -126,15 +126,29 @@ func TestFunctionEnvironment(t *testing.T) {
 func TestSecretsNeverInEnvironment(t *testing.T) {
 	s := defaultSynth(t)
 	secretIDs := map[string]bool{}
+	public := map[string]bool{}
+	for _, ts := range topology.Secrets {
+		if ts.PublicLogical != "" {
+			public[s.logicalID(t, "AWS::SecretsManager::Secret", ts.PublicLogical)] = true
+		}
+	}
 	for id, r := range s.resources("AWS::SecretsManager::Secret") {
-		secretIDs[id] = true
 		p := r["Properties"].(map[string]any)
+		if public[id] {
+			// A public-key secret starts with the placeholder the
+			// coordinator replaces: no key material.
+			if p["SecretString"] != topology.PublicKeysUnpublished || p["GenerateSecretString"] != nil {
+				t.Errorf("public-key secret %s: SecretString %v", id, p["SecretString"])
+			}
+			continue
+		}
+		secretIDs[id] = true
 		if _, ok := p["SecretString"]; ok {
 			t.Errorf("secret %s has a SecretString in the template", id)
 		}
 	}
-	if len(secretIDs) != len(secretSpecs) {
-		t.Fatalf("%d secrets, want %d", len(secretIDs), len(secretSpecs))
+	if len(secretIDs) != len(secretSpecs) || len(public) != 2 {
+		t.Fatalf("%d key secrets and %d public-key secrets, want %d and 2", len(secretIDs), len(public), len(secretSpecs))
 	}
 	for id, r := range s.resources("AWS::Lambda::Function") {
 		vars := r["Properties"].(map[string]any)["Environment"].(map[string]any)["Variables"].(map[string]any)
