@@ -27,9 +27,9 @@ const (
 // serverFlags are the flags of conformance cms and evidence (and not of
 // conformance event), and eventFlags the reverse.
 var (
-	cmsFlags      = []string{"base-url", "key-hex", "site", "change", "busy-change", "deliver", "plan-id", "website-version", "source-sequence", "job-count", "approval-seed-hex", "publication-seed-hex"}
+	cmsFlags      = []string{"base-url", "key-hex", "site", "change", "busy-change", "deliver", "plan-id", "website-version", "source-sequence", "job-count", "locales", "approval-seed-hex", "publication-seed-hex"}
 	evidenceFlags = []string{"base-url", "key-hex", "issuers-quality", "issuers-human-review", "issuers-independent-review"}
-	eventFlags    = []string{"detail-type", "key-hex", "now", "max-age", "refuse-v1"}
+	eventFlags    = []string{"detail-type", "key-hex", "now", "max-age", "refuse-v1", "plan"}
 )
 
 // exitCodeError ends the CLI with a given exit code (already reported on
@@ -44,7 +44,8 @@ func (e exitCodeError) Error() string { return e.code }
 const conformanceServersHelp = `
        localeflow [global flags] conformance cms --base-url URL --key-hex HEX
            --site SITE_ID --change EVENT_ID [--busy-change EVENT_ID]
-           [--plan-id P --website-version V --source-sequence N --job-count N]
+           [--plan-id P --website-version V --source-sequence N --job-count N
+            [--locales L,…]]
            [--deliver [--approval-seed-hex HEX --publication-seed-hex HEX]]
        localeflow [global flags] conformance evidence --base-url URL --key-hex HEX
            [--issuers-quality I=HEX,…] [--issuers-human-review I=HEX,…]
@@ -64,6 +65,9 @@ cms:
   --plan-id … --job-count
                        the identity the answer must carry (default: the
                        answer's own, checked for shape and consistency)
+  --locales L,…        the change's required locales (--job-count of them):
+                       with the pinned identity the delivery checks run
+                       without a strict lifecycle answer
   --deliver            ALSO RUN THE DELIVERY CHECKS, WHICH CHANGE THE CMS:
                        they POST deliveries for --change; a conforming CMS
                        refuses each broken one and accepts (publishes) one
@@ -210,6 +214,20 @@ func (c *cli) cmsOptions(keys [][]byte) (conformance.CMSOptions, error) {
 		}
 		o.Pin = lifecycle.Target{PlanID: c.planID, WebsiteVersion: c.websiteVersion, SourceSequence: seq, JobCount: jobs}
 	}
+	if c.locales != "" {
+		if !pinned {
+			return o, usagef("conformance cms: --locales goes with the pinned identity (--plan-id …)")
+		}
+		for _, l := range strings.Split(c.locales, ",") {
+			if !core.ValidToken(strings.TrimSpace(l)) {
+				return o, usagef("conformance cms: --locales is a comma-separated list of locales (tokens)")
+			}
+			o.Locales = append(o.Locales, strings.TrimSpace(l))
+		}
+		if len(o.Locales) != o.Pin.JobCount {
+			return o, usagef("conformance cms: --locales must name --job-count locales")
+		}
+	}
 	if (c.approvalSeedHex != "" || c.publicationSeedHex != "") && !c.deliver {
 		return o, usagef("conformance cms: the authority seeds only serve --deliver")
 	}
@@ -227,12 +245,13 @@ func (c *cli) cmsOptions(keys [][]byte) (conformance.CMSOptions, error) {
 		if err1 != nil || err2 != nil {
 			return o, usagef("conformance cms: the authority seeds must be hex (32-byte Ed25519 seeds)")
 		}
-		a, err1 := release.NewApprovalAuthority(apv)
-		p, err2 := release.NewPublicationAuthority(pub)
-		if err1 != nil || err2 != nil {
+		if _, err1 := release.NewApprovalAuthority(apv); err1 != nil {
 			return o, usagef("conformance cms: the authority seeds must be hex (32-byte Ed25519 seeds)")
 		}
-		o.Approval, o.Publication = a, p
+		if _, err2 := release.NewPublicationAuthority(pub); err2 != nil {
+			return o, usagef("conformance cms: the authority seeds must be hex (32-byte Ed25519 seeds)")
+		}
+		o.ApprovalSeed, o.PublicationSeed = apv, pub
 	}
 	return o, nil
 }

@@ -33,35 +33,35 @@ const (
 	DefectAnswerTwoSignatures = "answer-two-signatures" // answers carry a second signature header (old key)
 
 	// Delivery API.
-	DefectDelivery409Always     = "delivery-409-always"     // every delivery is answered 409 "already delivered"
-	DefectDelivery409PerChange  = "delivery-409-per-change" // a change delivered once answers every later delivery 409
-	DefectFirstLocaleApproval   = "first-locale-approval"   // only the first locale's approval is verified
-	DefectFirstLocaleText       = "first-locale-text"       // only the first locale's text is hashed
-	DefectLastLocaleSkipped     = "last-locale-skipped"     // the locale loop stops one short
-	DefectRequestPathUnchecked  = "request-path-unchecked"  // the request's site_id/event_id are not compared with the path
-	DefectBundlePathUnchecked   = "bundle-path-unchecked"   // the bundle's site_id/event_id are not compared with the path
-	DefectBundleIDUnchecked     = "bundle-id-unchecked"     // the bundle's delivery_id is not compared with the request's
-	DefectApprovalIDNotDerived  = "approval-id-not-derived" // approval_id is taken as given
-	DefectBindingJobOnly        = "binding-job-only"        // the approval binding compares approval_id and job_id only
-	DefectBindingNoResult       = "binding-no-result"       // the approval binding leaves out result_sha256
-	DefectBindingNoLocale       = "binding-no-locale"       // the approval binding leaves out target_locale
-	DefectApprovalKeyConfusion  = "approval-key-confusion"  // approvals verify under the publication key too
-	DefectExpiryGrace           = "expiry-grace"            // approvals stay valid 5 minutes past their expiry
-	DefectExpiryInclusive       = "expiry-inclusive"        // an approval is valid at its expiry instant (request time, <)
-	DefectSchemaUnchecked       = "schema-unchecked"        // the schema members are not compared
-	DefectLenientBase64         = "lenient-base64"          // tokens decode with non-zero unused bits and padding
-	DefectDuplicateMembers      = "duplicate-members"       // JSON with duplicate member names is read, the last wins
-	DefectConflictWrongCode     = "conflict-wrong-code"     // a conflicting bundle is refused 409 with another code
-	DefectRefusalWithoutCode    = "refusal-without-code"    // bundle refusals carry no code
+	DefectDelivery409Always    = "delivery-409-always"     // every delivery is answered 409 "already delivered"
+	DefectDelivery409PerChange = "delivery-409-per-change" // a change delivered once answers every later delivery 409
+	DefectFirstLocaleApproval  = "first-locale-approval"   // only the first locale's approval is verified
+	DefectFirstLocaleText      = "first-locale-text"       // only the first locale's text is hashed
+	DefectLastLocaleSkipped    = "last-locale-skipped"     // the locale loop stops one short
+	DefectRequestPathUnchecked = "request-path-unchecked"  // the request's site_id/event_id are not compared with the path
+	DefectBundlePathUnchecked  = "bundle-path-unchecked"   // the bundle's site_id/event_id are not compared with the path
+	DefectBundleIDUnchecked    = "bundle-id-unchecked"     // the bundle's delivery_id is not compared with the request's
+	DefectApprovalIDNotDerived = "approval-id-not-derived" // approval_id is taken as given
+	DefectBindingJobOnly       = "binding-job-only"        // the approval binding compares approval_id and job_id only
+	DefectBindingNoResult      = "binding-no-result"       // the approval binding leaves out result_sha256
+	DefectBindingNoLocale      = "binding-no-locale"       // the approval binding leaves out target_locale
+	DefectApprovalKeyConfusion = "approval-key-confusion"  // approvals verify under the publication key too
+	DefectExpiryGrace          = "expiry-grace"            // approvals stay valid 5 minutes past their expiry
+	DefectExpiryInclusive      = "expiry-inclusive"        // an approval is valid at its expiry instant (request time, <)
+	DefectSchemaUnchecked      = "schema-unchecked"        // the schema members are not compared
+	DefectLenientBase64        = "lenient-base64"          // tokens decode with non-zero unused bits and padding
+	DefectDuplicateMembers     = "duplicate-members"       // JSON with duplicate member names is read, the last wins
+	DefectConflictWrongCode    = "conflict-wrong-code"     // a conflicting bundle is refused 409 with another code
+	DefectRefusalWithoutCode   = "refusal-without-code"    // bundle refusals carry no code
 
 	// Evidence provider.
-	DefectEvidenceUnknown404    = "evidence-unknown-404"    // a request_id it does not derive is answered 404 "unknown job"
-	DefectHumanReviewIgnored    = "human-review-ignored"    // human_review_required is answered with a model review
-	DefectReviewerIsTranslator  = "reviewer-is-translator"  // the independent review names the translating provider
-	DefectReceiptFuture         = "receipt-future"          // receipts are issued 10 minutes ahead
-	DefectReceiptExpired        = "receipt-expired"         // receipts expired before they are sent
-	DefectResultNotEchoed       = "result-not-echoed"       // result_sha256 is not the request's
-	DefectEvidenceBusyBadRetry  = "busy-bad-retry-after"    // every third request is answered 503 with Retry-After "1.5"
+	DefectEvidenceUnknown404   = "evidence-unknown-404"   // a request_id it does not derive is answered 404 "unknown job"
+	DefectHumanReviewIgnored   = "human-review-ignored"   // human_review_required is answered with a model review
+	DefectReviewerIsTranslator = "reviewer-is-translator" // the independent review names the translating provider
+	DefectReceiptFuture        = "receipt-future"         // receipts are issued 10 minutes ahead
+	DefectReceiptExpired       = "receipt-expired"        // receipts expired before they are sent
+	DefectResultNotEchoed      = "result-not-echoed"      // result_sha256 is not the request's
+	DefectEvidenceBusyBadRetry = "busy-bad-retry-after"   // every third request is answered 503 with Retry-After "1.5"
 )
 
 // Defect describes one broken peer.
