@@ -154,3 +154,33 @@ func TestConformanceCatchesBrokenPeers(t *testing.T) {
 		t.Errorf("too few broken peers: %v", total)
 	}
 }
+
+// TestConformanceEventPlanBindings: with --plan, the three job↔plan
+// mistakes each fail the binding check with the coordinator's code and a
+// message of their own; without --plan the same jobs pass.
+func TestConformanceEventPlanBindings(t *testing.T) {
+	for _, tc := range []struct{ defect, line string }{
+		{reference.ProducerResultSourceMismatch, "binding  result.source_mismatch  (the result's source_sha256 is not the plan job's"},
+		{reference.ProducerResultLocaleMismatch, "binding  result.binding_mismatch  (the result's target_locale is not the plan job's)"},
+		{reference.ProducerResultContentType, "binding  result.binding_mismatch  (the result's content_type is not the plan job's)"},
+		{reference.ProducerJobNotInPlan, "binding  coordinator.job.plan_mismatch  (the plan holds no job with this job_id)"},
+		{reference.ProducerJobOtherPlan, "binding  coordinator.job.plan_mismatch  (the job's plan_id is not the plan's)"},
+	} {
+		args := brokenProducer(t, tc.defect)
+		r := runCLI(nil, args...)
+		if r.code != exitBad || !strings.Contains(r.out, "FAIL  ") || !strings.Contains(r.out, tc.line) || !strings.Contains(r.out, "3 of 4 files pass") {
+			t.Errorf("%s: exit %d, want %q in\n%s", tc.defect, r.code, tc.line, r.out)
+		}
+		// Each file alone passes: only the plan tells.
+		alone := append([]string{"conformance", "event", "--key-hex", producerKeyHex}, args[len(args)-1])
+		if r := runCLI(nil, alone...); r.code != exitOK {
+			t.Errorf("%s: the job alone: exit %d\n%s", tc.defect, r.code, r.out)
+		}
+	}
+	// --plan must name a plan, and the files beside it jobs.
+	args := brokenProducer(t, "")
+	r := runCLI(nil, "conformance", "event", "--key-hex", producerKeyHex, "--plan", args[len(args)-1], args[5])
+	if r.code != exitBad || !strings.Contains(r.out, codeConformanceNotPlan) || !strings.Contains(r.out, codeConformanceNotJob) {
+		t.Errorf("exit %d\n%s", r.code, r.out)
+	}
+}

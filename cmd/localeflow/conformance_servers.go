@@ -89,20 +89,25 @@ evidence:
                        deployment's LOCALEFLOW_RECEIPT_ISSUERS_QUALITY,
                        _HUMAN_REVIEW and _INDEPENDENT_REVIEW (their default)
   It sends synthetic evidence requests (ids lf-conformance-…); a provider
-  that bills per request bills 10.
+  that bills per request bills 12 (more when some are answered 429/503).
 Checks (cms): lifecycle.answer, lifecycle.signature, lifecycle.strict,
 lifecycle.unknown_change, lifecycle.refuse_unsigned, lifecycle.refuse_bad_signature,
-lifecycle.refuse_tampered, lifecycle.refuse_stale, lifecycle.refuse_replay,
-retry_after, delivery.request_identity, bundle.signature, bundle.delivery_id,
-bundle.approval, bundle.approval_binding, bundle.approval_expiry,
-bundle.text_sha256, delivery.refuse_unsigned, delivery.refuse_bad_signature,
-delivery.refuse_tampered, delivery.refuse_stale, delivery.accept,
+lifecycle.refuse_tampered, lifecycle.refuse_stale, lifecycle.refuse_future,
+lifecycle.refuse_replay, retry_after, delivery.request_identity,
+delivery.request_strict, bundle.signature, bundle.identity, bundle.strict,
+bundle.delivery_id, bundle.approval, bundle.approval_binding,
+bundle.approval_expiry, bundle.approval_expiry_instant, bundle.text_sha256,
+delivery.refuse_unsigned, delivery.refuse_bad_signature, delivery.refuse_tampered,
+delivery.refuse_stale, delivery.refuse_future, delivery.accept,
 delivery.refuse_replay, delivery.idempotent, delivery.conflict.
 Checks (evidence): evidence.answer, evidence.strict, receipt.quality,
 receipt.human_review, receipt.independent_review, request.binding,
 request.text_sha256, request.refuse_unsigned, request.refuse_bad_signature,
-request.refuse_tampered, request.refuse_stale, request.refuse_replay,
-retry_after.
+request.refuse_tampered, request.refuse_stale, request.refuse_future,
+request.refuse_replay, retry_after.
+A refusal passes only with the check's code in the answer's "code"
+(docs/design.md "Peer rules"); a request answered 429/503 is sent again
+(3 times at most).
 Exit (cms, evidence): 0 every check that ran passed, 1 a MUST check failed,
 2 usage, 3 the server could not be reached, 4 only SHOULD checks failed.
 `

@@ -220,6 +220,15 @@ func (c *CMS) scriptLocked(eventID string) {
 	c.lifecycle.Script(eventID, append(steps, final)...)
 }
 
+// MaxDeliveryBytes is the largest delivery request body the reference CMS
+// reads: the largest a plan can produce (docs/design.md "Peer rules":
+// 100 locales of texts of 1 MiB as JSON, as base64url). Above it the
+// answer is 413 CodeDeliveryTooLarge.
+const MaxDeliveryBytes = 134 << 20
+
+// CodeDeliveryTooLarge refuses a delivery above the CMS's limit.
+const CodeDeliveryTooLarge = "delivery.too_large"
+
 // deliverStatus is the answer to each failed delivery check
 // (docs/integrating.md "Verifying a delivery").
 var deliverStatus = map[string]int{
@@ -244,7 +253,12 @@ func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
 		c.mu.Unlock()
 		refuse(w, status, code)
 	}
-	body, err := readBody(r, 4<<20)
+	body, err := readBody(r, MaxDeliveryBytes)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		reject(http.StatusRequestEntityTooLarge, CodeDeliveryTooLarge)
+		return
+	}
 	if err != nil {
 		reject(http.StatusBadRequest, "cms.body_unreadable")
 		return
