@@ -184,3 +184,24 @@ func TestConformanceEventPlanBindings(t *testing.T) {
 		t.Errorf("exit %d\n%s", r.code, r.out)
 	}
 }
+
+// TestConformanceDeliveryWithoutLifecycleAnswer: with the identity pinned
+// and --locales, the delivery checks run even when the lifecycle answer
+// is not strict (they used to be skipped).
+func TestConformanceDeliveryWithoutLifecycleAnswer(t *testing.T) {
+	args, env := brokenCMS(t, reference.BreakAnswerNotStrict, reference.Faults{})
+	r := runCLI(env, args...)
+	if r.code != exitBad || !strings.Contains(r.out, "SKIP  MUST    delivery.accept  (needs a strict lifecycle answer, or the plan and locales") {
+		t.Fatalf("exit %d\n%s", r.code, r.out)
+	}
+	pinned := append(args, "--plan-id", "plan-three", "--website-version", "v1", "--source-sequence", "2", "--job-count", "3", "--locales", "de-DE,fr-FR,it-IT")
+	r = runCLI(env, pinned...)
+	for _, want := range []string{"FAIL  MUST    lifecycle.strict", "PASS  MUST    bundle.approval  (18 variants", "PASS  MUST    delivery.accept", "PASS  SHOULD  delivery.conflict"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("missing %q in\n%s", want, r.out)
+		}
+	}
+	if r := runCLI(env, append(args, "--locales", "de-DE")...); r.code != exitUsage {
+		t.Errorf("--locales without the pinned identity: exit %d", r.code)
+	}
+}
