@@ -88,6 +88,9 @@ const (
 // plan"): the same event_id and plan_id, a job_id of the plan, and for a
 // succeeded job the plan job's source_sha256, source_locale,
 // target_locale and content_type. It returns what differs, for a reader.
+// (One job's results must also agree across its events:
+// coordinator.job.conflict, which `conformance event --plan` checks over
+// its files.)
 func CheckJobBinding(plan *release.Plan, job *release.JobCompletion) (string, error) {
 	if job.EventID != plan.Event.EventID {
 		return "the job's event_id is not the plan's", core.Fail(CodeJobPlanMismatch)

@@ -177,9 +177,14 @@ func TestConformanceEventPlanBindings(t *testing.T) {
 			t.Errorf("%s: the job alone: exit %d\n%s", tc.defect, r.code, r.out)
 		}
 	}
+	// One job, two different results: the second file is refused.
+	r := runCLI(nil, brokenProducer(t, reference.ProducerResultTwice)...)
+	if r.code != exitBad || !strings.Contains(r.out, "binding  coordinator.job.conflict  (another file gives this job another result") || !strings.Contains(r.out, "4 of 5 files pass") {
+		t.Errorf("result twice: exit %d\n%s", r.code, r.out)
+	}
 	// --plan must name a plan, and the files beside it jobs.
 	args := brokenProducer(t, "")
-	r := runCLI(nil, "conformance", "event", "--key-hex", producerKeyHex, "--plan", args[len(args)-1], args[5])
+	r = runCLI(nil, "conformance", "event", "--key-hex", producerKeyHex, "--plan", args[len(args)-1], args[5])
 	if r.code != exitBad || !strings.Contains(r.out, codeConformanceNotPlan) || !strings.Contains(r.out, codeConformanceNotJob) {
 		t.Errorf("exit %d\n%s", r.code, r.out)
 	}

@@ -60,7 +60,8 @@ One line per check and file: PASS, FAIL (with the code) or SKIP.
                      job the plan does not hold), result.source_mismatch
                      (source_sha256 not the plan job's), result.binding_mismatch
                      (source_locale, target_locale or content_type not the
-                     plan job's)
+                     plan job's), coordinator.job.conflict (two files give
+                     one job different results)
 Checks: read, event (one JSON object; the detail-type known), envelope
 (signature under one key, timestamp window, exact members), payload (the
 function's strict parser), binding (with --plan), v2 (WARN only: a v1 signature is accepted until
@@ -141,10 +142,11 @@ func (c *cli) conformance(rest []string) error {
 		failed = failed || !r.Pass
 		report = append(report, r)
 	}
+	results := map[string]string{} // job id → result JSON of the succeeded jobs seen
 	for _, f := range files {
 		r := c.conformanceEvent(check, f, keyHex != "")
 		if c.planFile != "" {
-			c.bindingCheck(&r, check, plan)
+			c.bindingCheck(&r, check, plan, results)
 		}
 		failed = failed || !r.Pass
 		report = append(report, r)
@@ -182,7 +184,7 @@ func (c *cli) conformance(rest []string) error {
 
 // bindingCheck adds the "binding" check of a job file against the plan
 // (the job↔plan rules of the coordinator, peer.CheckJobBinding).
-func (c *cli) bindingCheck(r *conformanceFile, check peer.EventCheck, plan *release.Plan) {
+func (c *cli) bindingCheck(r *conformanceFile, check peer.EventCheck, plan *release.Plan, results map[string]string) {
 	add := func(result, code, detail string) {
 		r.Checks = append(r.Checks, conformanceCheck{Name: "binding", Result: result, Code: code, Detail: detail})
 	}
@@ -209,6 +211,14 @@ func (c *cli) bindingCheck(r *conformanceFile, check peer.EventCheck, plan *rele
 		r.Pass = false
 		add("FAIL", core.CodeOf(err), why)
 		return
+	}
+	if se.Job.Result != nil {
+		if prev, seen := results[se.Job.JobID]; seen && prev != string(se.Job.ResultJSON) {
+			r.Pass = false
+			add("FAIL", release.CodeJobConflict, "another file gives this job another result: the first stored result wins, this one is refused")
+			return
+		}
+		results[se.Job.JobID] = string(se.Job.ResultJSON)
 	}
 	add("PASS", "", "event, plan and job ids, source and locales are the plan job's")
 }

@@ -33,6 +33,7 @@ const (
 	ProducerFloatInteger         = "float-integer"          // source_sequence spelled 7.0
 	ProducerDuplicateMembers     = "duplicate-members"      // the plan payload repeats a member name
 	ProducerEnvelopeExtra        = "envelope-extra-member"  // the envelope carries a fourth member
+	ProducerResultTwice          = "result-twice"           // a job is completed twice with different results
 )
 
 // ProducerDefects lists the broken producers.
@@ -54,6 +55,7 @@ func ProducerDefects() []Defect {
 		{"producer", ProducerFloatInteger, "source_sequence spelled 7.0"},
 		{"producer", ProducerDuplicateMembers, "a plan payload with a repeated member"},
 		{"producer", ProducerEnvelopeExtra, "an envelope with a fourth member"},
+		{"producer", ProducerResultTwice, "a job completed twice with different results"},
 	}
 }
 
@@ -150,6 +152,20 @@ func ProducerEvents(defect string, key []byte, now time.Time) (plan []byte, jobs
 			return nil, nil, err
 		}
 		jobs = append(jobs, ev)
+		if defect == ProducerResultTwice && i == 0 {
+			// A retry that translated again instead of re-sending.
+			again := "Herzlich willkommen <" + j.target + ">"
+			r["candidate"], r["target_sha256"] = again, core.SHA256Hex([]byte(again))
+			payload, err := json.Marshal(r)
+			if err != nil {
+				return nil, nil, err
+			}
+			ev, err := producerEvent(defect, key, now, contract.DetailJobCompleted, contract.DetailJobCompleted, payload)
+			if err != nil {
+				return nil, nil, err
+			}
+			jobs = append(jobs, ev)
+		}
 	}
 	return plan, jobs, nil
 }
