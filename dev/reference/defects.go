@@ -23,9 +23,10 @@ import (
 // (cmd/localeflow TestConformanceCatchesBrokenPeers).
 const (
 	// Request checks (both servers).
-	DefectSigAnyValue     = "sig-any-value"     // any non-empty signature header passes
-	DefectSigReparsedBody = "sig-reparsed-body" // the body is re-serialized before its hash is checked
-	DefectWindowPastOnly  = "window-past-only"  // only old timestamps are refused, future ones pass
+	DefectSigAnyValue     = "sig-any-value"       // any non-empty signature header passes
+	DefectSigReparsedBody = "sig-reparsed-body"   // the body is re-serialized before its hash is checked
+	DefectWindowPastOnly  = "window-past-only"    // only old timestamps are refused, future ones pass
+	DefectReplayBySig     = "replay-by-signature" // replays are recognized by their signature, not their request id
 
 	// Lifecycle API.
 	DefectAnswerCached        = "answer-cached"         // the first 200 answer (and its signature) is served again
@@ -51,6 +52,10 @@ const (
 	DefectSchemaUnchecked      = "schema-unchecked"        // the schema members are not compared
 	DefectLenientBase64        = "lenient-base64"          // tokens decode with non-zero unused bits and padding
 	DefectDuplicateMembers     = "duplicate-members"       // JSON with duplicate member names is read, the last wins
+	DefectUnknownMembers       = "unknown-members"         // members the schemas do not list are ignored
+	DefectTokenContextAny      = "token-context-any"       // a token verifies in either token context
+	DefectBundleKeyConfusion   = "bundle-key-confusion"    // bundles verify under the approval key too
+	DefectExpiryVsPrepared     = "expiry-vs-prepared"      // an approval's expiry is judged at the bundle's prepared_at_ms
 	DefectConflictWrongCode    = "conflict-wrong-code"     // a conflicting bundle is refused 409 with another code
 	DefectRefusalWithoutCode   = "refusal-without-code"    // bundle refusals carry no code
 
@@ -87,6 +92,7 @@ func Defects() []Defect {
 		add(kind, DefectSigAnyValue, "any non-empty signature passes")
 		add(kind, DefectSigReparsedBody, "the body is re-serialized before its hash is checked")
 		add(kind, DefectWindowPastOnly, "timestamps ahead of the clock pass")
+		add(kind, DefectReplayBySig, "replays recognized by signature, not request id")
 		add(kind, BreakAnswerNotStrict, "answers carry an extra member")
 	}
 	add("cms", BreakAnswerUnsigned, "lifecycle answers unsigned")
@@ -119,6 +125,10 @@ func Defects() []Defect {
 	add("cms", DefectSchemaUnchecked, "payload schema members unchecked")
 	add("cms", DefectLenientBase64, "base64url with non-zero unused bits accepted")
 	add("cms", DefectDuplicateMembers, "duplicate member names accepted (last wins)")
+	add("cms", DefectUnknownMembers, "unknown members ignored")
+	add("cms", DefectTokenContextAny, "tokens verify in either token context")
+	add("cms", DefectBundleKeyConfusion, "bundles verify under the approval key too")
+	add("cms", DefectExpiryVsPrepared, "approval expiry judged at prepared_at_ms, not the clock")
 	add("cms", DefectConflictWrongCode, "a conflicting bundle refused 409 with a code of its own")
 	add("cms", DefectRefusalWithoutCode, "bundle refusals carry no code")
 	add("evidence", BreakWrongIssuer, "quality receipts signed by the human-review issuer")
@@ -155,7 +165,8 @@ func defectBreaks() []string {
 var verifyDefects = []string{DefectFirstLocaleApproval, DefectFirstLocaleText, DefectLastLocaleSkipped, DefectRequestPathUnchecked,
 	DefectBundlePathUnchecked, DefectBundleIDUnchecked, DefectApprovalIDNotDerived, DefectBindingJobOnly, DefectBindingNoResult,
 	DefectBindingNoLocale, DefectApprovalKeyConfusion, DefectExpiryGrace, DefectExpiryInclusive, DefectSchemaUnchecked,
-	DefectLenientBase64, DefectDuplicateMembers}
+	DefectLenientBase64, DefectDuplicateMembers, DefectUnknownMembers, DefectTokenContextAny, DefectBundleKeyConfusion,
+	DefectExpiryVsPrepared}
 
 func (b Breaks) anyOf(names []string) bool {
 	for _, n := range names {
@@ -172,8 +183,11 @@ func (b Breaks) anyOf(names []string) bool {
 // expiry by it).
 func verifyWithDefects(b Breaks, keys peer.Keys, siteID, eventID string, body []byte, now, requestTime time.Time) error {
 	decode := strictJSON
-	if b.Has(DefectDuplicateMembers) {
+	switch {
+	case b.Has(DefectDuplicateMembers):
 		decode = lastWinsJSON
+	case b.Has(DefectUnknownMembers):
+		decode = func(raw []byte, v any) bool { return json.Unmarshal(raw, v) == nil }
 	}
 	var req contract.DeliveryRequest
 	if !decode(body, &req) || (!b.Has(DefectSchemaUnchecked) && req.Schema != contract.DeliveryRequestSchema) ||
@@ -181,7 +195,22 @@ func verifyWithDefects(b Breaks, keys peer.Keys, siteID, eventID string, body []
 		return core.Fail(peer.CodeDeliveryRequestInvalid)
 	}
 	lenient := b.Has(DefectLenientBase64)
-	payload, ok := openToken(release.PublicationContext, keys.Publication, req.Bundle, lenient)
+	open := func(context string, keys []ed25519.PublicKey, token string) ([]byte, bool) {
+		p, ok := openToken(context, keys, token, lenient)
+		if !ok && b.Has(DefectTokenContextAny) {
+			other := release.ApprovalContext
+			if context == other {
+				other = release.PublicationContext
+			}
+			p, ok = openToken(other, keys, token, lenient)
+		}
+		return p, ok
+	}
+	bundleKeys := keys.Publication
+	if b.Has(DefectBundleKeyConfusion) {
+		bundleKeys = append(append([]ed25519.PublicKey(nil), keys.Publication...), keys.Approval...)
+	}
+	payload, ok := open(release.PublicationContext, bundleKeys, req.Bundle)
 	if !ok {
 		return core.Fail(peer.CodeBundleSignature)
 	}
@@ -210,7 +239,7 @@ func verifyWithDefects(b Breaks, keys peer.Keys, siteID, eventID string, body []
 	}
 	for i, l := range bun.Locales[:n] {
 		if i == 0 || !b.Has(DefectFirstLocaleApproval) {
-			if err := approvalWithDefects(b, approvalKeys, bun, l, decode, lenient, now, requestTime); err != nil {
+			if err := approvalWithDefects(b, approvalKeys, bun, l, decode, open, now, requestTime); err != nil {
 				return err
 			}
 		}
@@ -222,9 +251,9 @@ func verifyWithDefects(b Breaks, keys peer.Keys, siteID, eventID string, body []
 }
 
 func approvalWithDefects(b Breaks, keys []ed25519.PublicKey, bun contract.Bundle, l contract.BundleLocale, decode func([]byte, any) bool,
-	lenient bool, now, requestTime time.Time) error {
+	open func(string, []ed25519.PublicKey, string) ([]byte, bool), now, requestTime time.Time) error {
 	var a contract.ApprovalPayload
-	raw, ok := openToken(release.ApprovalContext, keys, l.Approval, lenient)
+	raw, ok := open(release.ApprovalContext, keys, l.Approval)
 	if !ok || !decode(raw, &a) || (!b.Has(DefectSchemaUnchecked) && a.Schema != contract.ApprovalSchema) {
 		return core.Fail(peer.CodeBundleApproval)
 	}
@@ -249,6 +278,8 @@ func approvalWithDefects(b Breaks, keys []ed25519.PublicKey, bun contract.Bundle
 	case b.Has(DefectExpiryInclusive):
 		// The request's time and a strict comparison: valid at the instant.
 		nowMS = core.Millis(requestTime) - 1
+	case b.Has(DefectExpiryVsPrepared):
+		nowMS = bun.PreparedAtMS
 	}
 	if a.ExpiresAtMS <= nowMS {
 		return core.Fail(peer.CodeBundleApprovalExpired)

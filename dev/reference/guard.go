@@ -151,11 +151,15 @@ func (g *guard) check(r *http.Request, body []byte) (status int, code string, sk
 			}
 		}
 	}
-	if _, dup := g.seen[req.RequestID]; dup && req.RequestID != "" && !g.breaks.Has("skip:"+peer.CodeRequestReplayed) {
+	id := req.RequestID
+	if g.breaks.Has(DefectReplayBySig) {
+		id = req.Signature
+	}
+	if _, dup := g.seen[id]; dup && id != "" && !g.breaks.Has("skip:"+peer.CodeRequestReplayed) {
 		return http.StatusConflict, peer.CodeRequestReplayed, skippedSig
 	}
-	if req.RequestID != "" {
-		g.seen[req.RequestID] = now
+	if id != "" {
+		g.seen[id] = now
 	}
 	return 0, "", skippedSig
 }

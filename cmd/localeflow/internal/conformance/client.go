@@ -130,6 +130,15 @@ func (c *client) signAt(method, path string, body []byte, ts int64) headers {
 	return h
 }
 
+// resignedAfter is h's request id signed again one second after h's
+// timestamp (a replay a signature cache does not recognize).
+func (c *client) resignedAfter(method, path string, body []byte, h headers) headers {
+	ts, _ := strconv.ParseInt(h.timestamp, 10, 64)
+	h.timestamp = strconv.FormatInt(ts+1, 10)
+	h.signature = signing.SignRequest(c.key, method, path, h.requestID, h.timestamp, body)
+	return h
+}
+
 // send sends body (nil: none) with h (nil: no signature headers), again
 // with the same headers while it is answered 429 or 503.
 func (c *client) send(method, rel string, body []byte, h *headers) answer {

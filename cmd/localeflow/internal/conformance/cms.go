@@ -150,7 +150,11 @@ func CMS(ctx context.Context, o CMSOptions) (Report, error) {
 	ahead := c.sign(nil, http.MethodGet, c.path(lcPath), nil, staleBy)
 	rep.refusal("lifecycle.refuse_future", Should, c.send(http.MethodGet, lcPath, nil, &ahead), http.StatusUnauthorized, peer.CodeRequestStale)
 	if first.status == http.StatusOK {
-		rep.refusal("lifecycle.refuse_replay", Should, c.send(http.MethodGet, lcPath, nil, &firstHeaders), http.StatusConflict, peer.CodeRequestReplayed)
+		again := c.resignedAfter(http.MethodGet, c.path(lcPath), nil, firstHeaders)
+		rep.refusals("lifecycle.refuse_replay", Should, []variantAnswer{
+			{"the same headers", c.send(http.MethodGet, lcPath, nil, &firstHeaders)},
+			{"the same request id, signed again a second later", c.send(http.MethodGet, lcPath, nil, &again)},
+		}, http.StatusConflict, peer.CodeRequestReplayed)
 	} else {
 		rep.skip("lifecycle.refuse_replay", Should, "no accepted request to replay")
 	}
@@ -319,6 +323,7 @@ func deliveryChecks(rep *Report, c *client, o CMSOptions, lc *lifecycle.Response
 		run("delivery.request_strict", Must, peer.CodeDeliveryRequestInvalid, []tamper{
 			{"request schema unknown", func(v *variant) { v.requestSchema = "localeflow.delivery-request.v0" }},
 			{"request with a duplicate member name", func(v *variant) { v.requestDuplicate = true }},
+			{"request with an unknown member", func(v *variant) { v.requestUnknown = true }},
 		})
 	} else {
 		rep.skip("delivery.request_identity", Must, noKeys)
@@ -326,7 +331,10 @@ func deliveryChecks(rep *Report, c *client, o CMSOptions, lc *lifecycle.Response
 	}
 	sig := []tamper{{"bundle signed by an untrusted key", func(v *variant) { v.untrusted = true }}}
 	if haveKeys {
-		sig = append(sig, tamper{"bundle token with non-zero unused base64url bits", func(v *variant) { v.bundleB64 = true }})
+		sig = append(sig,
+			tamper{"bundle token with non-zero unused base64url bits", func(v *variant) { v.bundleB64 = true }},
+			tamper{"bundle signed by the approval key", func(v *variant) { v.bundleByApprovalKey = true }},
+			tamper{"bundle signed in the approval token context", func(v *variant) { v.bundleContext = release.ApprovalContext }})
 	}
 	run("bundle.signature", Must, peer.CodeBundleSignature, sig)
 	if !haveKeys {
@@ -347,6 +355,7 @@ func deliveryChecks(rep *Report, c *client, o CMSOptions, lc *lifecycle.Response
 		run("bundle.strict", Must, peer.CodeBundleInvalid, []tamper{
 			{"bundle schema unknown", func(v *variant) { v.bundleSchema = "localeflow.delivery-bundle.v0" }},
 			{"bundle with a duplicate member name", func(v *variant) { v.bundleDuplicate = true }},
+			{"bundle with an unknown member", func(v *variant) { v.bundleUnknown = true }},
 		})
 		run("bundle.delivery_id", Must, peer.CodeBundleDeliveryID, []tamper{
 			{"delivery_id not the derivation", func(v *variant) { v.deliveryID = "dlv-" + zeros(40) }},
@@ -358,6 +367,8 @@ func deliveryChecks(rep *Report, c *client, o CMSOptions, lc *lifecycle.Response
 			{"approval_id not derived", func(v *variant) { v.approvalNotDerived = true }},
 			{"approval schema unknown", func(v *variant) { v.approvalSchema = "localeflow.approval.v0" }},
 			{"approval with a duplicate member name", func(v *variant) { v.approvalDuplicate = true }},
+			{"approval with an unknown member", func(v *variant) { v.approvalUnknown = true }},
+			{"approval signed in the delivery token context", func(v *variant) { v.approvalContext = release.PublicationContext }},
 		}))
 		var binding []tamper
 		for _, f := range []string{"approval_id", "event_id", "site_id", "plan_id", "job_id", "target_locale", "result_sha256"} {
@@ -368,6 +379,9 @@ func deliveryChecks(rep *Report, c *client, o CMSOptions, lc *lifecycle.Response
 		nowMS := core.Millis(b.now)
 		run("bundle.approval_expiry", Must, peer.CodeBundleApprovalExpired, perLocale([]tamper{
 			{"approval expired a minute ago", func(v *variant) { v.expiresAtMS = nowMS - time.Minute.Milliseconds() }},
+			{"approval expired a minute ago, in a bundle prepared before it expired", func(v *variant) {
+				v.expiresAtMS, v.preparedOffset = nowMS-time.Minute.Milliseconds(), -2*time.Minute.Milliseconds()
+			}},
 		}))
 		at := c.now().Unix()
 		run("bundle.approval_expiry_instant", Should, peer.CodeBundleApprovalExpired, perLocale([]tamper{
@@ -421,7 +435,11 @@ func deliveryChecks(rep *Report, c *client, o CMSOptions, lc *lifecycle.Response
 		rep.fail("delivery.accept", Must, CodeStatus, fmt.Sprintf("a valid delivery answered %d%s, want 2xx", accepted.status, codeNote(accepted)))
 	}
 	if accepted.err == nil && accepted.status/100 == 2 {
-		rep.refusal("delivery.refuse_replay", Should, c.send(http.MethodPost, path, body, &ah), http.StatusConflict, peer.CodeRequestReplayed)
+		again := c.resignedAfter(http.MethodPost, full, body, ah)
+		rep.refusals("delivery.refuse_replay", Should, []variantAnswer{
+			{"the same headers", c.send(http.MethodPost, path, body, &ah)},
+			{"the same request id, signed again a second later", c.send(http.MethodPost, path, body, &again)},
+		}, http.StatusConflict, peer.CodeRequestReplayed)
 	} else {
 		rep.skip("delivery.refuse_replay", Should, "no accepted delivery to replay")
 	}
@@ -467,6 +485,9 @@ type variant struct {
 	// The bundle.
 	bundleEvent, bundleSite, bundleSchema, deliveryID string
 	bundleDuplicate, bundleB64, untrusted             bool
+	bundleUnknown, bundleByApprovalKey, requestUnknown bool
+	bundleContext, approvalContext                     string // the token contexts (default: the right ones)
+	approvalUnknown                                    bool
 	preparedOffset                                    int64
 	// The locale's approval and text.
 	approvalUntrusted, approvalByPublication, approvalB64 bool
@@ -518,6 +539,11 @@ func token(key ed25519.PrivateKey, context string, payload []byte, nonCanonical 
 // members: a strict reader refuses it, a last-wins reader sees the object.
 func withDuplicate(obj []byte, value string) []byte {
 	return append([]byte(`{"event_id":"`+value+`",`), obj[1:]...)
+}
+
+// withUnknown puts a member the schema does not list first.
+func withUnknown(obj []byte) []byte {
+	return append([]byte(`{"lf_conformance_unknown":true,`), obj[1:]...)
 }
 
 func (b bundler) body(v variant) ([]byte, error) {
@@ -603,12 +629,19 @@ func (b bundler) body(v variant) ([]byte, error) {
 		if edit && v.approvalDuplicate {
 			raw = withDuplicate(raw, a.EventID+"-duplicate")
 		}
+		if edit && v.approvalUnknown {
+			raw = withUnknown(raw)
+		}
+		context := release.ApprovalContext
+		if edit && v.approvalContext != "" {
+			context = v.approvalContext
+		}
 		if locID == "" {
 			locID = a.ApprovalID
 		}
 		l := contract.BundleLocale{JobID: job, SourceLocale: source, TargetLocale: locale, ContentType: "page",
 			SourceSHA256: core.SHA256Hex([]byte("localeflow conformance check")), TargetSHA256: core.SHA256Hex([]byte(text)),
-			ResultSHA256: result, Text: text, ApprovalID: locID, Approval: token(key, release.ApprovalContext, raw, b64Edit)}
+			ResultSHA256: result, Text: text, ApprovalID: locID, Approval: token(key, context, raw, b64Edit)}
 		if edit && v.textEdited {
 			l.Text += " (edited)"
 		}
@@ -630,8 +663,18 @@ func (b bundler) body(v variant) ([]byte, error) {
 	if v.bundleDuplicate {
 		raw = withDuplicate(raw, event+"-duplicate")
 	}
+	if v.bundleUnknown {
+		raw = withUnknown(raw)
+	}
+	bundleKey, bundleContext := pub, release.PublicationContext
+	if v.bundleByApprovalKey {
+		bundleKey = apv
+	}
+	if v.bundleContext != "" {
+		bundleContext = v.bundleContext
+	}
 	req := contract.DeliveryRequest{Schema: contract.DeliveryRequestSchema, DeliveryID: bundle.DeliveryID,
-		EventID: b.event, SiteID: b.site, Bundle: token(pub, release.PublicationContext, raw, v.bundleB64)}
+		EventID: b.event, SiteID: b.site, Bundle: token(bundleKey, bundleContext, raw, v.bundleB64)}
 	if v.requestEvent != "" {
 		req.EventID = v.requestEvent
 	}
@@ -650,6 +693,9 @@ func (b bundler) body(v variant) ([]byte, error) {
 	}
 	if v.requestDuplicate {
 		body = withDuplicate(body, req.EventID+"-duplicate")
+	}
+	if v.requestUnknown {
+		body = withUnknown(body)
 	}
 	return body, nil
 }

@@ -153,7 +153,11 @@ func Evidence(ctx context.Context, o EvidenceOptions) (Report, error) {
 	ahead := c.sign(nil, http.MethodPost, full, b, staleBy)
 	rep.refusal("request.refuse_future", Should, c.send(http.MethodPost, evidencePath, b, &ahead), http.StatusUnauthorized, peer.CodeRequestStale)
 	if first.status == http.StatusOK {
-		rep.refusal("request.refuse_replay", Should, c.send(http.MethodPost, evidencePath, body, &firstHeaders), http.StatusConflict, peer.CodeRequestReplayed)
+		again := c.resignedAfter(http.MethodPost, full, body, firstHeaders)
+		rep.refusals("request.refuse_replay", Should, []variantAnswer{
+			{"the same headers", c.send(http.MethodPost, evidencePath, body, &firstHeaders)},
+			{"the same request id, signed again a second later", c.send(http.MethodPost, evidencePath, body, &again)},
+		}, http.StatusConflict, peer.CodeRequestReplayed)
 	} else {
 		rep.skip("request.refuse_replay", Should, "no accepted request to replay")
 	}
