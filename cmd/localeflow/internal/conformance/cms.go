@@ -483,12 +483,12 @@ type variant struct {
 	requestDuplicate                                            bool
 	signAt                                                      int64 // the request's timestamp (0: now)
 	// The bundle.
-	bundleEvent, bundleSite, bundleSchema, deliveryID string
-	bundleDuplicate, bundleB64, untrusted             bool
+	bundleEvent, bundleSite, bundleSchema, deliveryID  string
+	bundleDuplicate, bundleB64, untrusted              bool
 	bundleUnknown, bundleByApprovalKey, requestUnknown bool
 	bundleContext, approvalContext                     string // the token contexts (default: the right ones)
 	approvalUnknown                                    bool
-	preparedOffset                                    int64
+	preparedOffset                                     int64
 	// The locale's approval and text.
 	approvalUntrusted, approvalByPublication, approvalB64 bool
 	approvalNotDerived, approvalDuplicate                 bool
