@@ -201,7 +201,7 @@ func TestConformanceDeliveryWithoutLifecycleAnswer(t *testing.T) {
 	}
 	pinned := append(args, "--plan-id", "plan-three", "--website-version", "v1", "--source-sequence", "2", "--job-count", "3", "--locales", "de-DE,fr-FR,it-IT")
 	r = runCLI(env, pinned...)
-	for _, want := range []string{"FAIL  MUST    lifecycle.strict", "PASS  MUST    bundle.approval  (18 variants", "PASS  MUST    delivery.accept", "PASS  SHOULD  delivery.conflict"} {
+	for _, want := range []string{"FAIL  MUST    lifecycle.strict", "PASS  MUST    bundle.approval  (24 variants", "PASS  MUST    delivery.accept", "PASS  SHOULD  delivery.conflict"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("missing %q in\n%s", want, r.out)
 		}
