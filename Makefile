@@ -31,11 +31,27 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: install
-install: ## Install the pinned local AWS stack and download Go modules (idempotent)
+install: ## Install the pinned local AWS stack, the contract tools (npm ci) and download Go modules (idempotent)
 	dev/emulators/install.sh
+	$(MAKE) $(SCHEMACHECK_STAMP)
+
+# The standard tools run on the published contract (dev/schemacheck: ajv,
+# an OpenAPI validator, a bundler, openapi-typescript, tsc), pinned by its
+# lockfile and installed with npm ci.
+SCHEMACHECK_DIR := dev/schemacheck
+SCHEMACHECK_STAMP := $(SCHEMACHECK_DIR)/node_modules/.localeflow-installed
+
+$(SCHEMACHECK_STAMP): $(SCHEMACHECK_DIR)/package.json $(SCHEMACHECK_DIR)/package-lock.json
+	cd $(SCHEMACHECK_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+.PHONY: test-contract
+test-contract: $(SCHEMACHECK_STAMP) ## Standard tools on contract/: ajv strict, vectors, OpenAPI validate + bundle, openapi-typescript + tsc
+	@echo "== test-contract: ajv strict on contract/schema, vector documents, OpenAPI validation and bundling, openapi-typescript + tsc"
+	node $(SCHEMACHECK_DIR)/check.mjs
 
 .PHONY: test
-test: install ## Unit + integration tests on DynamoDB Local + kumo (started and stopped here), then test-infra
+test: install ## Unit + integration tests on DynamoDB Local + kumo (started and stopped here), then test-contract and test-infra
 	@echo "== compiling every test binary before entering the offline network namespace"
 	go test -count=1 -run '^$$' -exec true ./... >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
 	@echo "== go test ./... with the local stack (LOCALEFLOW_INTEGRATION=1)"
@@ -48,6 +64,7 @@ test: install ## Unit + integration tests on DynamoDB Local + kumo (started and 
 	elif [[ $$(id -u) == 0 && $${LOCALEFLOW_SKIP_CHROMIUM:-} != 1 ]] && command -v apt-get >/dev/null; then require=1; fi; \
 	echo "== LOCALEFLOW_REQUIRE_CHROMIUM=$$require"; \
 	LOCALEFLOW_REQUIRE_CHROMIUM=$$require dev/emulators/with-stack.sh go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) test-contract
 	$(MAKE) test-infra
 
 .PHONY: test-unit

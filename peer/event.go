@@ -73,3 +73,54 @@ func isEnvelopeCode(code string) bool {
 	}
 	return false
 }
+
+// The job↔plan binding codes: the coordinator refuses a job of another
+// plan (or one its plan does not hold) at ingest, and a result whose
+// source or locales are not its plan job's when it prepares the release.
+const (
+	CodeJobPlanMismatch       = "coordinator.job.plan_mismatch"
+	CodeResultSourceMismatch  = "result.source_mismatch"
+	CodeResultBindingMismatch = "result.binding_mismatch"
+)
+
+// CheckJobBinding checks a verified job against its verified plan as the
+// coordinator does (docs/design.md "Producer rules: jobs and their
+// plan"): the same event_id and plan_id, a job_id of the plan, and for a
+// succeeded job the plan job's source_sha256, source_locale,
+// target_locale and content_type. It returns what differs, for a reader.
+// (One job's results must also agree across its events:
+// coordinator.job.conflict, which `conformance event --plan` checks over
+// its files.)
+func CheckJobBinding(plan *release.Plan, job *release.JobCompletion) (string, error) {
+	if job.EventID != plan.Event.EventID {
+		return "the job's event_id is not the plan's", core.Fail(CodeJobPlanMismatch)
+	}
+	if job.PlanID != plan.PlanID {
+		return "the job's plan_id is not the plan's", core.Fail(CodeJobPlanMismatch)
+	}
+	var pj *release.PlanJob
+	for i := range plan.Jobs {
+		if plan.Jobs[i].JobID == job.JobID {
+			pj = &plan.Jobs[i]
+		}
+	}
+	if pj == nil {
+		return "the plan holds no job with this job_id", core.Fail(CodeJobPlanMismatch)
+	}
+	r := job.Result
+	if r == nil {
+		return "", nil
+	}
+	if r.SourceSHA256 != pj.SourceSHA256 {
+		return "the result's source_sha256 is not the plan job's (the source text changed after the plan?)", core.Fail(CodeResultSourceMismatch)
+	}
+	switch {
+	case r.SourceLocale != pj.SourceLocale:
+		return "the result's source_locale is not the plan job's", core.Fail(CodeResultBindingMismatch)
+	case r.TargetLocale != pj.TargetLocale:
+		return "the result's target_locale is not the plan job's", core.Fail(CodeResultBindingMismatch)
+	case r.ContentType != pj.ContentType:
+		return "the result's content_type is not the plan job's", core.Fail(CodeResultBindingMismatch)
+	}
+	return "", nil
+}

@@ -41,6 +41,9 @@ const (
 	CodeBundleApprovalMismatch = "bundle.approval_mismatch"
 	CodeBundleApprovalExpired  = "bundle.approval_expired"
 	CodeBundleText             = "bundle.text_mismatch"
+	// CodeDeliveryConflict refuses another bundle under a delivery_id
+	// the CMS accepted before (409).
+	CodeDeliveryConflict = "delivery.conflict"
 
 	// Approval tokens on their own.
 	CodeApprovalToken = "approval.token_invalid"

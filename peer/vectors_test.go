@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -670,8 +671,80 @@ func bundleVectors(t *testing.T) file {
 	a, _ := peer.VerifyApproval(keys.Approval, r.bundle.Locales[0].Approval)
 	add("approval expired at now", r.delivery, core.FromMillis(a.ExpiresAtMS), peer.CodeBundleApprovalExpired)
 	add("text changed", variant(nil, func(b *contract.Bundle) { b.Locales[0].Text += "!" }), r.now, peer.CodeBundleText)
+	// Every locale is verified, not only the first: each locale broken in
+	// turn, the others valid.
+	reapprove := func(b *contract.Bundle, i int, edit func(*contract.ApprovalPayload), derive bool) {
+		a, err := peer.VerifyApproval(keys.Approval, b.Locales[i].Approval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(&a)
+		if derive {
+			a.ApprovalID, _ = peer.ApprovalID(a)
+		}
+		raw, _ := core.Canonical(a)
+		b.Locales[i].Approval = signToken(approvalPriv, release.ApprovalContext, raw)
+		b.Locales[i].ApprovalID = a.ApprovalID
+		ids := make([]string, 0, len(b.Locales))
+		for _, l := range b.Locales {
+			ids = append(ids, l.ApprovalID)
+		}
+		h, _ := core.HashCanonical(map[string]any{"event_id": b.EventID, "plan_id": b.PlanID, "approvals": ids})
+		b.DeliveryID = "dlv-" + h[:40]
+	}
+	n := len(r.bundle.Locales)
+	if n < 2 {
+		t.Fatalf("the release run has %d locales, want 2 or more", n)
+	}
+	for i := 1; i < n; i++ {
+		i := i
+		at := fmt.Sprintf(" (locale %d of %d only)", i+1, n)
+		add("approval signed by another key"+at, variant(nil, func(b *contract.Bundle) {
+			p, _ := release.OpenToken(release.ApprovalContext, r.approvalPub, b.Locales[i].Approval)
+			b.Locales[i].Approval = signToken(pubPriv, release.ApprovalContext, p)
+		}), r.now, peer.CodeBundleApproval)
+		add("approval of another locale"+at, variant(nil, func(b *contract.Bundle) { b.Locales[i].Approval = b.Locales[(i+1)%n].Approval }), r.now, peer.CodeBundleApprovalMismatch)
+		add("result_sha256 not the approved one"+at, variant(nil, func(b *contract.Bundle) { b.Locales[i].ResultSHA256 = strings.Repeat("0", 64) }), r.now, peer.CodeBundleApprovalMismatch)
+		add("approval expired"+at, variant(nil, func(b *contract.Bundle) {
+			reapprove(b, i, func(a *contract.ApprovalPayload) { a.ExpiresAtMS = core.Millis(r.now) }, true)
+		}), r.now, peer.CodeBundleApprovalExpired)
+		add("approval_id not derived"+at, variant(nil, func(b *contract.Bundle) {
+			reapprove(b, i, func(a *contract.ApprovalPayload) { a.ApprovalID = "apv-" + strings.Repeat("0", 40) }, false)
+		}), r.now, peer.CodeBundleApproval)
+		add("text changed"+at, variant(nil, func(b *contract.Bundle) { b.Locales[i].Text += "!" }), r.now, peer.CodeBundleText)
+	}
+	// Encodings a lenient reader accepts and a strict one refuses.
+	resigned := func(raw []byte) []byte {
+		q := req
+		q.Bundle = signToken(pubPriv, release.PublicationContext, raw)
+		out, _ := core.Canonical(q)
+		return out
+	}
+	canon, _ := core.Canonical(r.bundle)
+	add("bundle with a duplicate member name", resigned(append([]byte(`{"event_id":"evt-other",`), canon[1:]...)), r.now, peer.CodeBundleInvalid)
+	unknownSchema := r.bundle
+	unknownSchema.Schema = "localeflow.delivery-bundle.v0"
+	raw, _ := core.Canonical(unknownSchema)
+	add("bundle of an unknown schema", resigned(raw), r.now, peer.CodeBundleInvalid)
+	otherEvent := r.bundle
+	otherEvent.EventID = "evt-other"
+	raw, _ = core.Canonical(otherEvent)
+	add("bundle for another change than the path's", resigned(raw), r.now, peer.CodeBundleInvalid)
+	add("bundle token with non-zero unused base64url bits", func() []byte {
+		payload := canon
+		if len(payload)%3 == 0 {
+			payload = append([]byte("{ "), payload[1:]...)
+		}
+		enc := base64.RawURLEncoding.EncodeToString(payload)
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+		enc = enc[:len(enc)-1] + string(alphabet[strings.IndexByte(alphabet, enc[len(enc)-1])|1])
+		q := req
+		q.Bundle = "v1." + enc + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(pubPriv, []byte(release.PublicationContext+enc)))
+		out, _ := core.Canonical(q)
+		return out
+	}(), r.now, peer.CodeBundleSignature)
 	return file{
-		Description: "Delivery requests and bundles (docs/design.md \"CMS delivery API\", \"Delivery bundle tokens\"; docs/integrating.md \"Verifying a delivery\"). Each body is POSTed for site_id and event_id and verified at now_ms with common.publication_public_hex (bundle: Ed25519 over \"localeflow.delivery.v1.\" + b64url(payload)) and common.approval_public_hex (each approval). error is the peer-side check that fails first, in the order of docs/integrating.md. The seeds let a test re-sign variants.",
+		Description: "Delivery requests and bundles (docs/design.md \"CMS delivery API\", \"Delivery bundle tokens\"; docs/integrating.md \"Verifying a delivery\"). Each body is POSTed for site_id and event_id and verified at now_ms with common.publication_public_hex (bundle: Ed25519 over \"localeflow.delivery.v1.\" + b64url(payload)) and common.approval_public_hex (each approval). error is the peer-side check that fails first, in the order of docs/design.md \"Peer rules\"; every locale is verified (the \"locale N of M only\" vectors break one locale, the others valid). The seeds let a test re-sign variants.",
 		Common: map[string]any{"publication_public_hex": hexOf(r.publicationPub), "approval_public_hex": hexOf(r.approvalPub),
 			"publication_seed_hex": hexOf(fx.PublicationKey), "approval_seed_hex": hexOf(fx.ApprovalSeed)},
 		Vectors: vs,

@@ -135,6 +135,8 @@ type cli struct {
 	approvalSeedHex, publicationSeedHex              string
 	issuersQuality, issuersHuman, issuersIndependent string
 	deliver                                          bool
+	// conformance cms's --locales and conformance event's --plan.
+	locales, planFile string
 	// setFlags are the flags given on the line.
 	setFlags []string
 	// identity returns the caller's AWS identity (an ARN); nil means STS
@@ -440,6 +442,7 @@ func (c *cli) parse(args []string) error {
 		"plan-id": &c.planID, "website-version": &c.websiteVersion, "source-sequence": &c.sourceSequence, "job-count": &c.jobCount,
 		"approval-seed-hex": &c.approvalSeedHex, "publication-seed-hex": &c.publicationSeedHex,
 		"issuers-quality": &c.issuersQuality, "issuers-human-review": &c.issuersHuman, "issuers-independent-review": &c.issuersIndependent,
+		"locales": &c.locales, "plan": &c.planFile,
 	} {
 		fs.StringVar(v, name, "", "")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/secretkey"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/release"
 	"github.com/localeflow/localeflow/peer"
 	"github.com/localeflow/localeflow/signing"
 )
@@ -24,12 +25,16 @@ const envEventKeyHex = "LOCALEFLOW_EVENT_KEY_HEX"
 const (
 	codeConformanceRead = "cli.conformance.file_unreadable"
 	codeConformanceJSON = "cli.conformance.not_an_event"
+	// --plan names no plan.accepted event, or a FILE beside it is not a
+	// job.completed.
+	codeConformanceNotPlan = "cli.conformance.not_a_plan"
+	codeConformanceNotJob  = "cli.conformance.not_a_job"
 )
 
 func init() {
 	commandFlags["conformance"] = append(append(append([]string(nil), eventFlags...), cmsFlags...), evidenceFlags...)
 	commandHelp["conformance"] = `usage: localeflow [global flags] conformance event [--detail-type DT] [--key-hex HEX[,HEX…]]
-           [--now UNIX_S] [--max-age DURATION] [--accept-v1] FILE...
+           [--now UNIX_S] [--max-age DURATION] [--accept-v1] [--plan PLAN_FILE] FILE...
 
 Checks a producer's input events offline, exactly as the consuming function
 would (same code, same error codes; docs/integrating.md "Checking your
@@ -50,9 +55,19 @@ One line per check and file: PASS, FAIL (with the code) or SKIP.
                      LOCALEFLOW_EVENT_V1=accept does; without it (or
                      $LOCALEFLOW_EVENT_V1=accept) v1 is refused, as the deployed
                      functions refuse it by default
+  --plan PLAN_FILE   plan-plus-jobs mode: PLAN_FILE is the localeflow.plan.accepted
+                     event and each FILE one of its localeflow.job.completed
+                     events; each job also gets the binding check
+                     (docs/design.md "Producer rules: jobs and their plan"):
+                     coordinator.job.plan_mismatch (another event or plan, a
+                     job the plan does not hold), result.source_mismatch
+                     (source_sha256 not the plan job's), result.binding_mismatch
+                     (source_locale, target_locale or content_type not the
+                     plan job's), coordinator.job.conflict (two files give
+                     one job different results)
 Checks: read, event (one JSON object; the detail-type known), envelope
 (signature under one key, timestamp window, exact members), payload (the
-function's strict parser), v2 (WARN only: a v1 signature accepted with
+function's strict parser), binding (with --plan), v2 (WARN only: a v1 signature accepted with
 --accept-v1).
 Exit (event): 0 every file passes, 1 a check failed, 2 usage.
 ` + conformanceServersHelp + globalHelp
@@ -119,8 +134,27 @@ func (c *cli) conformance(rest []string) error {
 	}
 	var report []conformanceFile
 	failed := false
+	var plan *release.Plan
+	if c.planFile != "" {
+		r := c.conformanceEvent(check, c.planFile, keyHex != "")
+		if r.Pass && r.DetailType != contract.DetailPlanAccepted {
+			r.Pass = false
+			r.Checks = append(r.Checks, conformanceCheck{Name: "plan", Result: "FAIL", Code: codeConformanceNotPlan, Detail: "--plan names a " + contract.DetailPlanAccepted + " event"})
+		}
+		if r.Pass {
+			if se, err := readSignedEvent(check, c.planFile, c.detailType); err == nil && se.Plan != nil {
+				plan = se.Plan
+			}
+		}
+		failed = failed || !r.Pass
+		report = append(report, r)
+	}
+	results := map[string]string{} // job id → result JSON of the succeeded jobs seen
 	for _, f := range files {
 		r := c.conformanceEvent(check, f, keyHex != "")
+		if c.planFile != "" {
+			c.bindingCheck(&r, check, plan, results)
+		}
 		failed = failed || !r.Pass
 		report = append(report, r)
 	}
@@ -171,6 +205,61 @@ func (c *cli) eventV1Accepted() (bool, error) {
 	default:
 		return false, usagef("conformance event: $%s must be %s or %s, not %q", contract.EnvEventV1, contract.EventV1Refuse, contract.EventV1Accept, v)
 	}
+}
+
+// bindingCheck adds the "binding" check of a job file against the plan
+// (the job↔plan rules of the coordinator, peer.CheckJobBinding).
+func (c *cli) bindingCheck(r *conformanceFile, check peer.EventCheck, plan *release.Plan, results map[string]string) {
+	add := func(result, code, detail string) {
+		r.Checks = append(r.Checks, conformanceCheck{Name: "binding", Result: result, Code: code, Detail: detail})
+	}
+	switch {
+	case !r.Pass:
+		add("SKIP", "", "after a failed check")
+		return
+	case r.DetailType != contract.DetailJobCompleted:
+		r.Pass = false
+		add("FAIL", codeConformanceNotJob, "with --plan, each FILE is a "+contract.DetailJobCompleted+" event")
+		return
+	case plan == nil:
+		add("SKIP", "", "the plan did not pass")
+		return
+	}
+	se, err := readSignedEvent(check, r.File, c.detailType)
+	if err != nil || se.Job == nil {
+		r.Pass = false
+		add("FAIL", core.CodeOf(err), "")
+		return
+	}
+	why, err := peer.CheckJobBinding(plan, se.Job)
+	if err != nil {
+		r.Pass = false
+		add("FAIL", core.CodeOf(err), why)
+		return
+	}
+	if se.Job.Result != nil {
+		if prev, seen := results[se.Job.JobID]; seen && prev != string(se.Job.ResultJSON) {
+			r.Pass = false
+			add("FAIL", release.CodeJobConflict, "another file gives this job another result: the first stored result wins, this one is refused")
+			return
+		}
+		results[se.Job.JobID] = string(se.Job.ResultJSON)
+	}
+	add("PASS", "", "event, plan and job ids, source and locales are the plan job's")
+}
+
+// readSignedEvent reads and verifies a plan.accepted or job.completed
+// file as the coordinator parses it.
+func readSignedEvent(check peer.EventCheck, file, flagDT string) (release.SignedEvent, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return release.SignedEvent{}, core.Fail(codeConformanceRead)
+	}
+	detail, dt, why := eventDetail(raw, flagDT)
+	if why != "" {
+		return release.SignedEvent{}, core.Fail(codeConformanceJSON)
+	}
+	return release.ParseSignedEventWith(check, dt, detail)
 }
 
 func isInputDetailType(dt string) bool {

@@ -27,9 +27,9 @@ const (
 // serverFlags are the flags of conformance cms and evidence (and not of
 // conformance event), and eventFlags the reverse.
 var (
-	cmsFlags      = []string{"base-url", "key-hex", "site", "change", "busy-change", "deliver", "plan-id", "website-version", "source-sequence", "job-count", "approval-seed-hex", "publication-seed-hex"}
+	cmsFlags      = []string{"base-url", "key-hex", "site", "change", "busy-change", "deliver", "plan-id", "website-version", "source-sequence", "job-count", "locales", "approval-seed-hex", "publication-seed-hex"}
 	evidenceFlags = []string{"base-url", "key-hex", "issuers-quality", "issuers-human-review", "issuers-independent-review"}
-	eventFlags    = []string{"detail-type", "key-hex", "now", "max-age", "accept-v1"}
+	eventFlags    = []string{"detail-type", "key-hex", "now", "max-age", "accept-v1", "plan"}
 )
 
 // exitCodeError ends the CLI with a given exit code (already reported on
@@ -44,7 +44,8 @@ func (e exitCodeError) Error() string { return e.code }
 const conformanceServersHelp = `
        localeflow [global flags] conformance cms --base-url URL --key-hex HEX
            --site SITE_ID --change EVENT_ID [--busy-change EVENT_ID]
-           [--plan-id P --website-version V --source-sequence N --job-count N]
+           [--plan-id P --website-version V --source-sequence N --job-count N
+            [--locales L,…]]
            [--deliver [--approval-seed-hex HEX --publication-seed-hex HEX]]
        localeflow [global flags] conformance evidence --base-url URL --key-hex HEX
            [--issuers-quality I=HEX,…] [--issuers-human-review I=HEX,…]
@@ -64,6 +65,9 @@ cms:
   --plan-id … --job-count
                        the identity the answer must carry (default: the
                        answer's own, checked for shape and consistency)
+  --locales L,…        the change's required locales (--job-count of them):
+                       with the pinned identity the delivery checks run
+                       without a strict lifecycle answer
   --deliver            ALSO RUN THE DELIVERY CHECKS, WHICH CHANGE THE CMS:
                        they POST deliveries for --change; a conforming CMS
                        refuses each broken one and accepts (publishes) one
@@ -85,20 +89,25 @@ evidence:
                        deployment's LOCALEFLOW_RECEIPT_ISSUERS_QUALITY,
                        _HUMAN_REVIEW and _INDEPENDENT_REVIEW (their default)
   It sends synthetic evidence requests (ids lf-conformance-…); a provider
-  that bills per request bills 10.
+  that bills per request bills 12 (more when some are answered 429/503).
 Checks (cms): lifecycle.answer, lifecycle.signature, lifecycle.strict,
 lifecycle.unknown_change, lifecycle.refuse_unsigned, lifecycle.refuse_bad_signature,
-lifecycle.refuse_tampered, lifecycle.refuse_stale, lifecycle.refuse_replay,
-retry_after, delivery.request_identity, bundle.signature, bundle.delivery_id,
-bundle.approval, bundle.approval_binding, bundle.approval_expiry,
-bundle.text_sha256, delivery.refuse_unsigned, delivery.refuse_bad_signature,
-delivery.refuse_tampered, delivery.refuse_stale, delivery.accept,
+lifecycle.refuse_tampered, lifecycle.refuse_stale, lifecycle.refuse_future,
+lifecycle.refuse_replay, retry_after, delivery.request_identity,
+delivery.request_strict, bundle.signature, bundle.identity, bundle.strict,
+bundle.delivery_id, bundle.approval, bundle.approval_binding,
+bundle.approval_expiry, bundle.approval_expiry_instant, bundle.text_sha256,
+delivery.refuse_unsigned, delivery.refuse_bad_signature, delivery.refuse_tampered,
+delivery.refuse_stale, delivery.refuse_future, delivery.accept,
 delivery.refuse_replay, delivery.idempotent, delivery.conflict.
 Checks (evidence): evidence.answer, evidence.strict, receipt.quality,
 receipt.human_review, receipt.independent_review, request.binding,
 request.text_sha256, request.refuse_unsigned, request.refuse_bad_signature,
-request.refuse_tampered, request.refuse_stale, request.refuse_replay,
-retry_after.
+request.refuse_tampered, request.refuse_stale, request.refuse_future,
+request.refuse_replay, retry_after.
+A refusal passes only with the check's code in the answer's "code"
+(docs/design.md "Peer rules"); a request answered 429/503 is sent again
+(3 times at most).
 Exit (cms, evidence): 0 every check that ran passed, 1 a MUST check failed,
 2 usage, 3 the server could not be reached, 4 only SHOULD checks failed.
 `
@@ -210,6 +219,20 @@ func (c *cli) cmsOptions(keys [][]byte) (conformance.CMSOptions, error) {
 		}
 		o.Pin = lifecycle.Target{PlanID: c.planID, WebsiteVersion: c.websiteVersion, SourceSequence: seq, JobCount: jobs}
 	}
+	if c.locales != "" {
+		if !pinned {
+			return o, usagef("conformance cms: --locales goes with the pinned identity (--plan-id …)")
+		}
+		for _, l := range strings.Split(c.locales, ",") {
+			if !core.ValidToken(strings.TrimSpace(l)) {
+				return o, usagef("conformance cms: --locales is a comma-separated list of locales (tokens)")
+			}
+			o.Locales = append(o.Locales, strings.TrimSpace(l))
+		}
+		if len(o.Locales) != o.Pin.JobCount {
+			return o, usagef("conformance cms: --locales must name --job-count locales")
+		}
+	}
 	if (c.approvalSeedHex != "" || c.publicationSeedHex != "") && !c.deliver {
 		return o, usagef("conformance cms: the authority seeds only serve --deliver")
 	}
@@ -227,12 +250,13 @@ func (c *cli) cmsOptions(keys [][]byte) (conformance.CMSOptions, error) {
 		if err1 != nil || err2 != nil {
 			return o, usagef("conformance cms: the authority seeds must be hex (32-byte Ed25519 seeds)")
 		}
-		a, err1 := release.NewApprovalAuthority(apv)
-		p, err2 := release.NewPublicationAuthority(pub)
-		if err1 != nil || err2 != nil {
+		if _, err1 := release.NewApprovalAuthority(apv); err1 != nil {
 			return o, usagef("conformance cms: the authority seeds must be hex (32-byte Ed25519 seeds)")
 		}
-		o.Approval, o.Publication = a, p
+		if _, err2 := release.NewPublicationAuthority(pub); err2 != nil {
+			return o, usagef("conformance cms: the authority seeds must be hex (32-byte Ed25519 seeds)")
+		}
+		o.ApprovalSeed, o.PublicationSeed = apv, pub
 	}
 	return o, nil
 }

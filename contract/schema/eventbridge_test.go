@@ -133,7 +133,9 @@ func TestRegistrySchemasAgreeWithTheContract(t *testing.T) {
 		}
 		valid, invalid := 0, 0
 		for _, d := range details[dt] {
-			want := schematest.ValidateDetail(dt, d) == nil
+			// The published schema (additive outputs), not the strict
+			// variant localeflow's own outputs are held to.
+			want := schematest.Validate(schema.ForDetailType[dt], d) == nil
 			event := fmt.Sprintf(`{"version":"0","id":"e-1","detail-type":%q,"source":"localeflow","account":"123456789012","time":"2026-12-01T00:00:00Z","region":"eu-west-1","resources":[],"detail":%s}`, dt, d)
 			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(event)))
 			if err != nil {

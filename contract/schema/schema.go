@@ -61,6 +61,13 @@ const (
 	DeliveryBundle          = "delivery-bundle.schema.json"
 )
 
+// Outputs are the schemas of localeflow's output details. They are
+// additive: a later localeflow may add members under the same schema
+// version, and a consumer ignores members it does not know (no
+// additionalProperties: false). localeflow's own tests hold its outputs
+// to exactly the listed members (schematest.ValidateStrict).
+var Outputs = []string{ChangeTerminal, ReleaseApproved, DeliveryEvent, HealthBlocked}
+
 // ForDetailType names the schema of an event detail-type's detail (for a
 // signed input, the envelope; PayloadFor names its payload's).
 var ForDetailType = map[string]string{

@@ -128,6 +128,7 @@ type CMS struct {
 	// Deliveries by delivery_id (the bundle token), calls, refusals and
 	// idempotent repeats.
 	bundles       map[string]string
+	cache         map[string]cachedAnswer // DefectAnswerCached
 	deliveryCalls int
 	rejected      int
 	duplicates    int
@@ -163,6 +164,7 @@ func NewCMS(c CMSConfig) (*CMS, error) {
 		specs:     map[string]ChangeSpec{},
 		delivered: map[string]int{},
 		bundles:   map[string]string{},
+		cache:     map[string]cachedAnswer{},
 		hinter:    c.Hinter,
 	}
 	mux := http.NewServeMux()
@@ -218,6 +220,15 @@ func (c *CMS) scriptLocked(eventID string) {
 	c.lifecycle.Script(eventID, append(steps, final)...)
 }
 
+// MaxDeliveryBytes is the largest delivery request body the reference CMS
+// reads: the largest a plan can produce (docs/design.md "Peer rules":
+// 100 locales of texts of 1 MiB as JSON, as base64url). Above it the
+// answer is 413 CodeDeliveryTooLarge.
+const MaxDeliveryBytes = 134 << 20
+
+// CodeDeliveryTooLarge refuses a delivery above the CMS's limit.
+const CodeDeliveryTooLarge = "delivery.too_large"
+
 // deliverStatus is the answer to each failed delivery check
 // (docs/integrating.md "Verifying a delivery").
 var deliverStatus = map[string]int{
@@ -242,7 +253,12 @@ func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
 		c.mu.Unlock()
 		refuse(w, status, code)
 	}
-	body, err := readBody(r, 4<<20)
+	body, err := readBody(r, MaxDeliveryBytes)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		reject(http.StatusRequestEntityTooLarge, CodeDeliveryTooLarge)
+		return
+	}
 	if err != nil {
 		reject(http.StatusBadRequest, "cms.body_unreadable")
 		return
@@ -251,9 +267,32 @@ func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
 		reject(status, code)
 		return
 	}
-	_, err = peer.VerifyDelivery(c.keys, site, event, body, time.Now())
+	if c.breaks.Has(DefectDelivery409Always) {
+		reject(http.StatusConflict, "cms.already_delivered")
+		return
+	}
+	c.mu.Lock()
+	deliveredBefore := c.delivered[event] > 0
+	c.mu.Unlock()
+	if deliveredBefore && c.breaks.Has(DefectDelivery409PerChange) {
+		reject(http.StatusConflict, "cms.already_delivered")
+		return
+	}
+	if c.breaks.anyOf(verifyDefects) {
+		err = verifyWithDefects(c.breaks, c.keys, site, event, body, time.Now(), requestTime(r.Header.Get(signing.HeaderTimestamp)))
+	} else {
+		_, err = peer.VerifyDelivery(c.keys, site, event, body, time.Now())
+	}
 	if err != nil && !c.breaks.skips(err) {
-		reject(deliverStatus[core.CodeOf(err)], core.CodeOf(err))
+		code := core.CodeOf(err)
+		if c.breaks.Has(DefectRefusalWithoutCode) {
+			c.mu.Lock()
+			c.rejected++
+			c.mu.Unlock()
+			w.WriteHeader(deliverStatus[code])
+			return
+		}
+		reject(deliverStatus[code], code)
 		return
 	}
 	var req contract.DeliveryRequest
@@ -273,9 +312,13 @@ func (c *CMS) deliver(w http.ResponseWriter, r *http.Request) {
 		c.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"delivery_id": req.DeliveryID, "duplicate": true})
 		return
+	case known && c.breaks.Has(DefectConflictWrongCode):
+		c.mu.Unlock()
+		reject(http.StatusConflict, "cms.already_delivered")
+		return
 	case known && !c.breaks.Has(BreakAcceptConflict):
 		c.mu.Unlock()
-		reject(http.StatusConflict, "cms.delivery_conflict")
+		reject(http.StatusConflict, peer.CodeDeliveryConflict)
 		return
 	}
 	c.bundles[req.DeliveryID] = req.Bundle
@@ -304,9 +347,33 @@ func (c *CMS) serveLifecycle(w http.ResponseWriter, r *http.Request) {
 	if skipped {
 		resign(c.key, r, nil)
 	}
+	if c.breaks.Has(DefectUnknownChangeBusy) && !c.knows(r.URL.Path) {
+		w.Header().Set("Retry-After", "5")
+		refuse(w, http.StatusServiceUnavailable, "cms.unavailable")
+		return
+	}
+	if c.breaks.Has(DefectAnswerCached) {
+		c.mu.Lock()
+		cached, ok := c.cache[r.URL.Path]
+		c.mu.Unlock()
+		if ok {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set(signing.HeaderSignature, cached.signature)
+			_, _ = w.Write(cached.body)
+			return
+		}
+	}
 	rec := record(c.lifecycle, r)
 	body := rec.Body.Bytes()
 	retryAfterBreak(c.breaks, rec)
+	if rec.Code == http.StatusOK && c.breaks.Has(DefectAnswerTwoSignatures) {
+		rec.Header().Add(signing.HeaderSignature, signing.SignResponse([]byte("the-previous-cms-key-0123456789"), r.Header.Get(signing.HeaderRequestID), body))
+	}
+	if rec.Code == http.StatusOK && c.breaks.Has(DefectAnswerCached) {
+		c.mu.Lock()
+		c.cache[r.URL.Path] = cachedAnswer{body: append([]byte(nil), body...), signature: rec.Header().Get(signing.HeaderSignature)}
+		c.mu.Unlock()
+	}
 	if rec.Code == http.StatusOK {
 		rid := r.Header.Get(signing.HeaderRequestID)
 		if c.breaks.Has(BreakAnswerNotStrict) {
@@ -321,6 +388,23 @@ func (c *CMS) serveLifecycle(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rec.flush(w, body)
+}
+
+type cachedAnswer struct {
+	body      []byte
+	signature string
+}
+
+// knows reports whether a lifecycle path names a registered change.
+func (c *CMS) knows(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) != 6 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	spec, ok := c.specs[parts[4]]
+	return ok && spec.SiteID == parts[2]
 }
 
 // withExtraMember adds "extra": true to a JSON object.

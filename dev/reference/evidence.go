@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/localeflow/localeflow/adapters/signedhttp"
@@ -74,6 +75,9 @@ type Evidence struct {
 	guard     *guard
 	key       []byte
 	breaks    Breaks
+
+	mu     sync.Mutex
+	served int // requests seen (DefectEvidenceBusyBadRetry)
 }
 
 // NewEvidence returns a reference evidence provider; Close releases its
@@ -123,6 +127,12 @@ func NewEvidence(c EvidenceConfig) (*Evidence, error) {
 		fx.Issuer, fx.IssuerKey = fx.HumanIssuer, fx.HumanIssuerKey
 	}
 	r := &releasetest.Responder{Fixture: fx, Review: releasetest.ReviewAuto, Reviewer: c.Reviewer}
+	switch {
+	case c.Breaks.Has(DefectReceiptFuture):
+		r.Clock = core.ClockFunc(func() time.Time { return time.Now().Add(10 * time.Minute) })
+	case c.Breaks.Has(DefectReceiptExpired):
+		r.Clock = core.ClockFunc(func() time.Time { return time.Now().Add(-25 * time.Hour) })
+	}
 	e := &Evidence{backend: evidencetest.New(c.Key, r), responder: r, issuers: issuers,
 		guard: newGuard(c.Key, window, c.Breaks), key: append([]byte(nil), c.Key...), breaks: c.Breaks}
 	target, err := url.Parse(e.backend.URL)
@@ -152,7 +162,23 @@ func (e *Evidence) serve(w http.ResponseWriter, r *http.Request) {
 		refuse(w, status, code)
 		return
 	}
+	if e.breaks.Has(DefectEvidenceBusyBadRetry) {
+		e.mu.Lock()
+		e.served++
+		busy := e.served%3 == 0
+		e.mu.Unlock()
+		if busy {
+			w.Header().Set("Retry-After", "1.5")
+			refuse(w, http.StatusServiceUnavailable, "evidence.unavailable")
+			return
+		}
+	}
 	req, err := peer.CheckEvidenceRequest(body)
+	if core.HasCode(err, peer.CodeEvidenceRequestID) && e.breaks.Has(DefectEvidenceUnknown404) {
+		// It looks the request up by request_id instead of deriving it.
+		refuse(w, http.StatusNotFound, "evidence.job_unknown")
+		return
+	}
 	if err != nil && !e.breaks.skips(err) {
 		refuse(w, http.StatusBadRequest, core.CodeOf(err))
 		return
@@ -182,12 +208,37 @@ func (e *Evidence) serve(w http.ResponseWriter, r *http.Request) {
 			if e.breaks.Has(BreakAnswerNotStrict) {
 				m["extra"] = json.RawMessage("true")
 			}
+			if err == nil {
+				e.answerDefects(m, &req)
+			}
 			if b, merr := json.Marshal(m); merr == nil {
 				out = b
 			}
 		}
 	}
 	rec.flush(w, out)
+}
+
+// answerDefects applies the answer defects to a 200 answer's members.
+func (e *Evidence) answerDefects(m map[string]json.RawMessage, req *contract.EvidenceRequest) {
+	fx, now := e.responder.Fixture, time.Now()
+	review := func(id string) json.RawMessage {
+		raw, _ := json.Marshal(map[string]any{
+			"schema":   contract.IndependentModelReviewSchema,
+			"provider": map[string]any{"id": id, "model_id": "rv-1", "model_version": "2026-09"},
+			"receipt":  fx.IndependentReceipt(id, req.RequestID, req.ResultSHA256, now, 24*time.Hour),
+		})
+		return raw
+	}
+	switch {
+	case e.breaks.Has(DefectHumanReviewIgnored) && req.HumanReviewRequired:
+		m["human_review_receipt"] = json.RawMessage("null")
+		m["independent_model_review"] = review(releasetest.DefaultReviewer)
+	case e.breaks.Has(DefectReviewerIsTranslator) && req.IndependentReviewRequired:
+		m["independent_model_review"] = review(req.Provider.ID)
+	case e.breaks.Has(DefectResultNotEchoed):
+		m["result_sha256"], _ = json.Marshal(core.SHA256Hex([]byte("another result|" + req.ResultSHA256)))
+	}
 }
 
 // Close stops the backend.

@@ -18,6 +18,9 @@ type Faults struct {
 	Jitter  time.Duration
 	// FailureRate in [0, 1] is the share of requests answered 503.
 	FailureRate float64
+	// Every, when above 1, answers every Every-th request 503 as well
+	// (deterministic: a client that retries once always gets through).
+	Every int
 	// Code is the error code of an injected failure.
 	Code string
 	// Seed makes the random choices reproducible (0: random).
@@ -28,6 +31,9 @@ type Faults struct {
 func (f Faults) Validate() error {
 	if f.Latency < 0 || f.Jitter < 0 || f.Latency > time.Minute || f.Jitter > time.Minute {
 		return errors.New("reference: latency and jitter must be in [0, 1m]")
+	}
+	if f.Every < 0 {
+		return errors.New("reference: every must not be negative")
 	}
 	if f.FailureRate < 0 || f.FailureRate > 1 {
 		return errors.New("reference: failure rate must be in [0, 1]")
@@ -42,6 +48,7 @@ type faulty struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
 	injected int
+	seen     int
 }
 
 func newFaulty(f Faults, next http.Handler) *faulty {
@@ -61,7 +68,8 @@ func (h *faulty) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.f.Jitter > 0 {
 		wait += time.Duration(h.rng.Int64N(int64(h.f.Jitter)))
 	}
-	fail := h.f.FailureRate > 0 && h.rng.Float64() < h.f.FailureRate
+	h.seen++
+	fail := (h.f.FailureRate > 0 && h.rng.Float64() < h.f.FailureRate) || (h.f.Every > 1 && h.seen%h.f.Every == 0)
 	if fail {
 		h.injected++
 	}

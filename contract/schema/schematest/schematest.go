@@ -2,12 +2,16 @@
 // Schemas of package schema (draft 2020-12). It is for tests only: the
 // functions never link it. The test doubles of the event bus validate
 // every detail they are given with ValidateDetail, so every output the
-// handlers' tests publish is checked against its detail-type's schema.
+// handlers' tests publish is checked against its detail-type's schema,
+// and an output also against the schema's strict variant (exactly the
+// members listed: the published output schemas are additive).
 package schematest
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -43,6 +47,32 @@ func compile() (map[string]*jsonschema.Schema, error) {
 			return nil, err
 		}
 	}
+	// The strict variants of the output schemas: the published ones are
+	// additive (consumers ignore members they do not know), localeflow's
+	// own outputs carry exactly the members listed.
+	for _, name := range schema.Outputs {
+		raw, err := schema.Read(name)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		m["$id"] = fmt.Sprint(m["$id"]) + ":strict"
+		m["additionalProperties"] = false
+		strict, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(strict))
+		if err != nil {
+			return nil, err
+		}
+		if err := c.AddResource(strictPrefix+name, doc); err != nil {
+			return nil, err
+		}
+	}
 	out := map[string]*jsonschema.Schema{}
 	for _, name := range schema.Names() {
 		s, err := c.Compile(name)
@@ -51,8 +81,22 @@ func compile() (map[string]*jsonschema.Schema, error) {
 		}
 		out[name] = s
 	}
+	for _, name := range schema.Outputs {
+		s, err := c.Compile(strictPrefix + name)
+		if err != nil {
+			return nil, err
+		}
+		out[strictPrefix+name] = s
+	}
 	return out, nil
 }
+
+// strictPrefix names the strict variant of an output schema.
+const strictPrefix = "strict:"
+
+// ValidateStrict checks doc against an output schema's strict variant
+// (exactly its members; the published schema accepts additive ones).
+func ValidateStrict(name string, doc []byte) error { return Validate(strictPrefix+name, doc) }
 
 // Validate checks doc against the named schema file.
 func Validate(name string, doc []byte) error {
@@ -80,6 +124,11 @@ func ValidateDetail(detailType string, detail []byte) error {
 	}
 	if err := Validate(name, detail); err != nil {
 		return fmt.Errorf("%s detail %s: %w", detailType, detail, err)
+	}
+	if slices.Contains(schema.Outputs, name) {
+		if err := ValidateStrict(name, detail); err != nil {
+			return fmt.Errorf("%s detail %s (exact members): %w", detailType, detail, err)
+		}
 	}
 	return nil
 }

@@ -94,14 +94,83 @@ func (c *client) sign(key []byte, method, path string, body []byte, offset time.
 	return headers{requestID: rid, timestamp: ts, signature: signing.SignRequest(key, method, path, rid, ts, body)}
 }
 
-// signed sends a correctly signed request.
+// attempts is how often a request answered 429 or 503 is sent (as
+// localeflow retries them, a single busy answer fails no check).
+const attempts = 3
+
+// signed sends a correctly signed request, signed afresh for each
+// attempt; it returns the last answer and the headers it carried.
 func (c *client) signed(method, rel string, body []byte) (answer, headers) {
-	h := c.sign(nil, method, c.path(rel), body, 0)
-	return c.send(method, rel, body, &h), h
+	var a answer
+	var h headers
+	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			c.backoff(a)
+		}
+		h = c.sign(nil, method, c.path(rel), body, 0)
+		a = c.once(method, rel, body, &h)
+		if !busy(a) {
+			break
+		}
+	}
+	return a, h
 }
 
-// send sends body (nil: none) with h (nil: no signature headers).
+// signedOnce sends a signed request once (no retry).
+func (c *client) signedOnce(method, rel string, body []byte) answer {
+	h := c.sign(nil, method, c.path(rel), body, 0)
+	return c.once(method, rel, body, &h)
+}
+
+// signAt signs a request with the timestamp ts (Unix seconds).
+func (c *client) signAt(method, path string, body []byte, ts int64) headers {
+	h := c.sign(nil, method, path, body, 0)
+	h.timestamp = strconv.FormatInt(ts, 10)
+	h.signature = signing.SignRequest(c.key, method, path, h.requestID, h.timestamp, body)
+	return h
+}
+
+// resignedAfter is h's request id signed again one second after h's
+// timestamp (a replay a signature cache does not recognize).
+func (c *client) resignedAfter(method, path string, body []byte, h headers) headers {
+	ts, _ := strconv.ParseInt(h.timestamp, 10, 64)
+	h.timestamp = strconv.FormatInt(ts+1, 10)
+	h.signature = signing.SignRequest(c.key, method, path, h.requestID, h.timestamp, body)
+	return h
+}
+
+// send sends body (nil: none) with h (nil: no signature headers), again
+// with the same headers while it is answered 429 or 503.
 func (c *client) send(method, rel string, body []byte, h *headers) answer {
+	a := c.once(method, rel, body, h)
+	for i := 1; i < attempts && busy(a); i++ {
+		c.backoff(a)
+		a = c.once(method, rel, body, h)
+	}
+	return a
+}
+
+func busy(a answer) bool {
+	return a.err == nil && (a.status == http.StatusTooManyRequests || a.status == http.StatusServiceUnavailable)
+}
+
+// backoff waits before a retry: the answer's Retry-After in seconds, at
+// most maxBackoff, or a short default.
+func (c *client) backoff(a answer) {
+	d := 200 * time.Millisecond
+	if v := a.header.Values("Retry-After"); validRetryAfter(v) {
+		if n, err := strconv.Atoi(strings.TrimSpace(v[0])); err == nil {
+			d = time.Duration(n) * time.Second
+		}
+	}
+	wait(c.ctx, min(d, maxBackoff))
+}
+
+// maxBackoff bounds one wait for a retry.
+const maxBackoff = 2 * time.Second
+
+// once sends the request one time.
+func (c *client) once(method, rel string, body []byte, h *headers) answer {
 	ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
 	defer cancel()
 	var rd io.Reader

@@ -47,9 +47,8 @@ func cmsServer(t *testing.T, breaks ...string) (string, releasetest.Fixture) {
 
 func runCMS(t *testing.T, url string, fx releasetest.Fixture) conformance.Report {
 	t.Helper()
-	a, p := fx.Authorities()
 	rep, err := conformance.CMS(context.Background(), conformance.CMSOptions{BaseURL: url, Keys: [][]byte{cmsKey},
-		SiteID: "site-berlin", EventID: "evt-conf", BusyEventID: "evt-busy", Deliver: true, Approval: a, Publication: p})
+		SiteID: "site-berlin", EventID: "evt-conf", BusyEventID: "evt-busy", Deliver: true, ApprovalSeed: fx.ApprovalSeed, PublicationSeed: fx.PublicationKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +97,17 @@ func TestCMSBreaks(t *testing.T) {
 	}{
 		{"skip:" + peer.CodeRequestSignature, must, []string{"lifecycle.refuse_unsigned", "lifecycle.refuse_bad_signature", "lifecycle.refuse_tampered",
 			"delivery.refuse_unsigned", "delivery.refuse_bad_signature", "delivery.refuse_tampered"}},
-		{"skip:" + peer.CodeRequestStale, should, []string{"lifecycle.refuse_stale", "delivery.refuse_stale"}},
+		{"skip:" + peer.CodeRequestStale, should, []string{"lifecycle.refuse_stale", "lifecycle.refuse_future", "delivery.refuse_stale", "delivery.refuse_future"}},
 		{"skip:" + peer.CodeRequestReplayed, should, []string{"lifecycle.refuse_replay", "delivery.refuse_replay"}},
 		{reference.BreakAnswerUnsigned, must, []string{"lifecycle.signature"}},
 		{reference.BreakAnswerWrongSignature, must, []string{"lifecycle.signature"}},
 		{reference.BreakBadRetryAfter, must, []string{"retry_after"}},
-		{"skip:" + peer.CodeDeliveryRequestInvalid, must, []string{"delivery.request_identity"}},
+		{"skip:" + peer.CodeDeliveryRequestInvalid, must, []string{"delivery.request_identity", "delivery.request_strict"}},
 		{"skip:" + peer.CodeBundleSignature, must, []string{"bundle.signature"}},
 		{"skip:" + peer.CodeBundleDeliveryID, must, []string{"bundle.delivery_id"}},
 		{"skip:" + peer.CodeBundleApproval, must, []string{"bundle.approval"}},
 		{"skip:" + peer.CodeBundleApprovalMismatch, must, []string{"bundle.approval_binding"}},
-		{"skip:" + peer.CodeBundleApprovalExpired, must, []string{"bundle.approval_expiry"}},
+		{"skip:" + peer.CodeBundleApprovalExpired, must, []string{"bundle.approval_expiry", "bundle.approval_expiry_instant"}},
 		{"skip:" + peer.CodeBundleText, must, []string{"bundle.text_sha256"}},
 		{reference.BreakNotIdempotent, must, []string{"delivery.idempotent"}},
 		{reference.BreakAcceptConflict, should, []string{"delivery.conflict"}},
@@ -265,7 +264,7 @@ func TestEvidenceBreaks(t *testing.T) {
 		code    string // the first failing check's code, when fixed
 	}{
 		{"skip:" + peer.CodeRequestSignature, must, []string{"request.refuse_unsigned", "request.refuse_bad_signature", "request.refuse_tampered"}, conformance.CodeNotRefused},
-		{"skip:" + peer.CodeRequestStale, should, []string{"request.refuse_stale"}, conformance.CodeNotRefused},
+		{"skip:" + peer.CodeRequestStale, should, []string{"request.refuse_stale", "request.refuse_future"}, conformance.CodeNotRefused},
 		{"skip:" + peer.CodeRequestReplayed, should, []string{"request.refuse_replay"}, conformance.CodeNotRefused},
 		{reference.BreakWrongIssuer, must, []string{"receipt.quality"}, release.CodeReceiptIssuerUntrusted},
 		{reference.BreakReceiptNotBound, must, []string{"receipt.quality", "receipt.human_review", "receipt.independent_review"}, release.CodeReceiptBindingMismatch},

@@ -49,7 +49,7 @@ func TestDocsNameEveryCode(t *testing.T) {
 	doc := strings.Join(strings.Fields(string(raw)), " ")
 	for _, code := range []string{conformance.CodeUnreachable, conformance.CodeStatus, conformance.CodeNotRefused, conformance.CodeWrongRefusal,
 		conformance.CodeRetryAfter, conformance.CodeNotIdempotent, conformance.CodeSignature, conformance.CodeBusyNotBusy,
-		conformance.CodeRequestBuild, conformance.CodeReviewerUnbound} {
+		conformance.CodeRequestBuild, conformance.CodeReviewerUnbound, conformance.CodeRefusalReason} {
 		if !strings.Contains(doc, "`"+code+"`") {
 			t.Errorf("docs/integrating.md does not name %s", code)
 		}

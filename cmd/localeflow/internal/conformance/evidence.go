@@ -10,6 +10,7 @@ import (
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
+	"github.com/localeflow/localeflow/peer"
 )
 
 // EvidenceOptions say what to check and how.
@@ -30,7 +31,7 @@ var EvidenceChecks = []struct{ Name, Level string }{
 	{"receipt.quality", Must}, {"receipt.human_review", Must}, {"receipt.independent_review", Must},
 	{"request.binding", Should}, {"request.text_sha256", Should},
 	{"request.refuse_unsigned", Must}, {"request.refuse_bad_signature", Must}, {"request.refuse_tampered", Must},
-	{"request.refuse_stale", Should}, {"request.refuse_replay", Should},
+	{"request.refuse_stale", Should}, {"request.refuse_future", Should}, {"request.refuse_replay", Should},
 	{"retry_after", Must},
 }
 
@@ -113,13 +114,13 @@ func Evidence(ctx context.Context, o EvidenceOptions) (Report, error) {
 		req.RequestID = contract.EvidenceRequestIDPrefix + zeros(64)
 		b, _ := release.EvidenceBody(req)
 		a, _ := c.signed(http.MethodPost, evidencePath, b)
-		rep.refusal("request.binding", Should, a, 0, "400")
+		rep.refusal("request.binding", Should, a, 0, peer.CodeEvidenceRequestID)
 	}
 	if req, err := evidenceRequest(run, "text", false, false); err == nil {
 		req.TargetText += " (edited)"
 		b, _ := release.EvidenceBody(req)
 		a, _ := c.signed(http.MethodPost, evidencePath, b)
-		rep.refusal("request.text_sha256", Should, a, 0, "400")
+		rep.refusal("request.text_sha256", Should, a, 0, peer.CodeEvidenceRequestText)
 	}
 
 	// Refusals of broken requests (each on a request of its own).
@@ -132,23 +133,36 @@ func Evidence(ctx context.Context, o EvidenceOptions) (Report, error) {
 		return b
 	}
 	full := c.path(evidencePath)
-	rep.refusal("request.refuse_unsigned", Must, c.send(http.MethodPost, evidencePath, refusalBody("unsigned"), nil), http.StatusUnauthorized, "")
+	rep.refusal("request.refuse_unsigned", Must, c.send(http.MethodPost, evidencePath, refusalBody("unsigned"), nil), http.StatusUnauthorized, peer.CodeRequestSignature)
 	b := refusalBody("bad-signature")
 	bad := c.sign(otherKey(), http.MethodPost, full, b, 0)
-	rep.refusal("request.refuse_bad_signature", Must, c.send(http.MethodPost, evidencePath, b, &bad), http.StatusUnauthorized, "")
+	rep.refusal("request.refuse_bad_signature", Must, c.send(http.MethodPost, evidencePath, b, &bad), http.StatusUnauthorized, peer.CodeRequestSignature)
 	b = refusalBody("tampered")
 	h := c.sign(nil, http.MethodPost, full, b, 0)
 	other := refusalBody("tampered-other")
-	rep.refusal("request.refuse_tampered", Must, c.send(http.MethodPost, evidencePath, other, &h), http.StatusUnauthorized, "")
+	b = refusalBody("tampered-space")
+	hs := c.sign(nil, http.MethodPost, full, b, 0)
+	rep.refusals("request.refuse_tampered", Must, []variantAnswer{
+		{"another body", c.send(http.MethodPost, evidencePath, other, &h)},
+		{"a space appended to the body", c.send(http.MethodPost, evidencePath, append(append([]byte(nil), b...), ' '), &hs)},
+	}, http.StatusUnauthorized, peer.CodeRequestSignature)
 	b = refusalBody("stale")
 	stale := c.sign(nil, http.MethodPost, full, b, -staleBy)
-	rep.refusal("request.refuse_stale", Should, c.send(http.MethodPost, evidencePath, b, &stale), http.StatusUnauthorized, "")
+	rep.refusal("request.refuse_stale", Should, c.send(http.MethodPost, evidencePath, b, &stale), http.StatusUnauthorized, peer.CodeRequestStale)
+	b = refusalBody("future")
+	ahead := c.sign(nil, http.MethodPost, full, b, staleBy)
+	rep.refusal("request.refuse_future", Should, c.send(http.MethodPost, evidencePath, b, &ahead), http.StatusUnauthorized, peer.CodeRequestStale)
 	if first.status == http.StatusOK {
-		rep.refusal("request.refuse_replay", Should, c.send(http.MethodPost, evidencePath, body, &firstHeaders), http.StatusConflict, "")
+		again := c.resignedAfter(http.MethodPost, full, body, firstHeaders)
+		rep.refusals("request.refuse_replay", Should, []variantAnswer{
+			{"the same headers", c.send(http.MethodPost, evidencePath, body, &firstHeaders)},
+			{"the same request id, signed again a second later", c.send(http.MethodPost, evidencePath, body, &again)},
+		}, http.StatusConflict, peer.CodeRequestReplayed)
 	} else {
 		rep.skip("request.refuse_replay", Should, "no accepted request to replay")
 	}
 	c.retryAfterCheck(&rep, true)
+	rep.order(EvidenceChecks)
 	return rep, nil
 }
 

@@ -15,10 +15,14 @@ package conformance
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/localeflow/localeflow/core"
 )
 
 // Levels of a check (RFC 2119 words of docs/integrating.md).
@@ -55,6 +59,9 @@ const (
 	CodeBusyNotBusy     = "conformance.busy_change_answered"
 	CodeRequestBuild    = "conformance.request_build_failed"
 	CodeReviewerUnbound = "conformance.reviewer_unbound"
+	// CodeRefusalReason: refused, but with another code than the check's
+	// (refused for another reason).
+	CodeRefusalReason = "conformance.refusal_reason"
 )
 
 // Result is one check's line.
@@ -123,31 +130,106 @@ func (r *Report) unreachable(checks []struct{ Name, Level string }, err error) {
 	}
 }
 
-// refusal checks that a request was refused with want (0: any final
-// 4xx, that is 400..499 but 429) and records the line.
-func (r *Report) refusal(check, level string, got answer, want int, suggested string) {
+// variantAnswer is one broken request of a check and its answer.
+type variantAnswer struct {
+	name string
+	got  answer
+}
+
+// refusal checks that a request was refused for the check's reason: a
+// final 4xx (not 429), status want when want is not 0, and, when code is
+// not "", the body's "code" is the check's code. A refusal with another
+// code was refused for another reason (a CMS answering every delivery
+// 409 "already delivered" refuses each broken bundle, and proves
+// nothing).
+func (r *Report) refusal(check, level string, got answer, want int, code string) {
+	r.refusals(check, level, []variantAnswer{{"", got}}, want, code)
+}
+
+// refusals judges every variant of a check: it passes when each one is
+// refused for the check's reason; the first that is not is named.
+func (r *Report) refusals(check, level string, answers []variantAnswer, want int, code string) {
+	for _, va := range answers {
+		ok, fcode, why := refused(va.got, want, code)
+		if !ok {
+			if va.name != "" {
+				why = va.name + ": " + why
+			}
+			r.fail(check, level, fcode, why)
+			return
+		}
+	}
+	d := "refused with " + statusList(answers)
+	if code != "" {
+		d += " and code " + code
+	}
+	if len(answers) > 1 {
+		d = fmt.Sprintf("%d variants %s", len(answers), d)
+	}
+	r.pass(check, level, d)
+}
+
+func statusList(answers []variantAnswer) string {
+	var seen []string
+	for _, va := range answers {
+		s := fmt.Sprint(va.got.status)
+		if !slices.Contains(seen, s) {
+			seen = append(seen, s)
+		}
+	}
+	return strings.Join(seen, "/")
+}
+
+// refused judges one answer: whether it is the refusal wanted, else the
+// failure code and why.
+func refused(got answer, want int, code string) (bool, string, string) {
+	wantText := "a final 4xx"
+	if want != 0 {
+		wantText = fmt.Sprint(want)
+	}
+	if code != "" {
+		wantText += " with code " + code
+	}
 	switch {
 	case got.err != nil:
-		r.fail(check, level, CodeUnreachable, got.err.Error())
-	case want != 0 && got.status == want:
-		r.pass(check, level, fmt.Sprintf("refused with %d", got.status))
-	case want != 0 && got.status/100 == 4 && got.status != http.StatusTooManyRequests:
-		r.fail(check, level, CodeWrongRefusal, fmt.Sprintf("refused with %d, the contract says %d", got.status, want))
-	case want == 0 && got.status/100 == 4 && got.status != http.StatusTooManyRequests:
-		d := fmt.Sprintf("refused with %d", got.status)
-		if suggested != "" && !strings.Contains(suggested, fmt.Sprint(got.status)) {
-			d += " (suggested: " + suggested + ")"
-		}
-		r.pass(check, level, d)
-	default:
-		d := fmt.Sprintf("answered %d", got.status)
-		if want != 0 {
-			d += fmt.Sprintf(", want %d", want)
-		} else {
-			d += ", want a final 4xx"
-		}
-		r.fail(check, level, CodeNotRefused, d)
+		return false, CodeUnreachable, got.err.Error()
+	case got.status/100 != 4 || got.status == http.StatusTooManyRequests:
+		return false, CodeNotRefused, fmt.Sprintf("answered %d%s, want %s", got.status, codeNote(got), wantText)
+	case want != 0 && got.status != want:
+		return false, CodeWrongRefusal, fmt.Sprintf("refused with %d%s, the contract says %s", got.status, codeNote(got), wantText)
+	case code != "" && answerCode(got) != code:
+		return false, CodeRefusalReason, fmt.Sprintf("refused with %d%s, want code %s: refused for another reason", got.status, codeNote(got), code)
 	}
+	return true, "", ""
+}
+
+// answerCode is the "code" member of a JSON answer ("" when it has none,
+// or none that is an error code).
+func answerCode(a answer) string {
+	var v struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(a.body, &v) != nil || !core.ValidErrorCode(v.Code) {
+		return ""
+	}
+	return v.Code
+}
+
+// codeNote is " (code X)" or " (no code)" for a detail.
+func codeNote(a answer) string {
+	if c := answerCode(a); c != "" {
+		return " (code " + c + ")"
+	}
+	return " (no code)"
+}
+
+// order sorts the report's lines into the order of names.
+func (r *Report) order(names []struct{ Name, Level string }) {
+	pos := map[string]int{}
+	for i, n := range names {
+		pos[n.Name] = i
+	}
+	slices.SortStableFunc(r.Checks, func(a, b Result) int { return pos[a.Check] - pos[b.Check] })
 }
 
 // runID is a fresh tag for the ids this run invents.
