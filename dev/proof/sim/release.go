@@ -580,6 +580,7 @@ func (r *Release) check(ctx context.Context) {
 				r.w.violate("release %s: a validly signed input (%s) was quarantined (%s)", id, msgKind(msg), msg.code)
 			}
 		}
+		r.checkConflictsRefused(spec)
 		explainedDLQ := false
 		for _, msg := range r.queue.DLQ {
 			if !holds([]*message{msg}, id) {
@@ -894,3 +895,33 @@ func (r *Release) peerRetryAfterWake(ctx context.Context) (time.Time, bool) {
 }
 
 func quarantinedOf(r *Release) []*message { return r.quarantined.msgs }
+
+// checkConflictsRefused: classification. A job the simulator answered
+// with two different, validly signed results has exactly one accepted;
+// the other is refused as coordinator.job.conflict and reported (in the
+// quarantine, where an operator sees it), never acknowledged as a
+// harmless duplicate — unless every receive of it ended in an injected
+// fault (the DLQ, explained). Catches a conflicting completion
+// classified as a duplicate (dev/mutants rel-conflict-as-duplicate)
+// and a second result that replaces or joins the first.
+func (r *Release) checkConflictsRefused(spec *releaseSpec) {
+	id := spec.plan.EventID
+	for i, job := range spec.jobs {
+		if len(job.payloads) < 2 || i >= len(spec.plan.Jobs) {
+			continue
+		}
+		jobID := spec.plan.Jobs[i].JobID
+		of := func(msg *message) bool { return holds([]*message{msg}, id) && holds([]*message{msg}, jobID) }
+		refused := false
+		for _, msg := range quarantinedOf(r) {
+			refused = refused || (of(msg) && msg.code == release.CodeJobConflict)
+		}
+		for _, msg := range r.queue.DLQ {
+			refused = refused || (of(msg) && msg.explained())
+		}
+		if !refused {
+			r.w.violate("release %s: job %s was answered with two different results and neither was refused as %s",
+				id, jobID, release.CodeJobConflict)
+		}
+	}
+}
