@@ -2,8 +2,12 @@ package sim
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -83,6 +87,19 @@ type releaseStore struct {
 	// announce counts the occasions of the announcement bound
 	// (announce.go).
 	announce *announceTracker
+	// conflicted are the versioned writes a conflict refused, by
+	// invocation, key and the version they expected (checkFreshRetry).
+	conflicted map[conflictKey]bool
+	// eventKeys are the event keys any deployment of the seed held, by
+	// key id (checkPlanSeal).
+	eventKeys map[string][]byte
+}
+
+// conflictKey is one versioned write: who, which record, on which version.
+type conflictKey struct {
+	inv    int
+	pk, sk string
+	prev   int64
 }
 
 func releaseDown() error {
@@ -134,7 +151,12 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 	}()
 	return s.w.do(ctx, KindStore, "release.Put "+pk+" "+sk, releaseDown, func() (string, error) {
 		before, known := s.storedVersion(rec)
+		s.checkFreshRetry(ctx, pk, sk, prev)
+		s.checkPlanSeal(rec)
 		err := s.mem.Put(ctx, rec, prev)
+		if errors.Is(err, release.ErrConflict) {
+			s.noteConflict(ctx, pk, sk, prev)
+		}
 		if err != nil {
 			return "refused " + core.CodeOf(err), err
 		}
@@ -399,6 +421,7 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 // old instances serve on, as on Lambda; Monitor.deploy).
 func (r *Release) deploy(d deployment) error {
 	w, log := r.w, r.log
+	r.store.knowEventKeys(d.eventKeys)
 	top := topology.New("sim")
 	quarantined, peers := r.quarantined, r.peers
 	evidenceHandler := r.evidenceHandler
@@ -923,5 +946,88 @@ func (r *Release) checkConflictsRefused(spec *releaseSpec) {
 			r.w.violate("release %s: job %s was answered with two different results and neither was refused as %s",
 				id, jobID, release.CodeJobConflict)
 		}
+	}
+}
+
+// noteConflict records a versioned write a conflict refused.
+func (s *releaseStore) noteConflict(ctx context.Context, pk, sk string, prev int64) {
+	// A create (prev 0) is every input's own first try (write-first
+	// ingest: each message of a batch, a duplicate too, tries it once).
+	if inv := invocationOf(ctx); inv != nil && prev > 0 {
+		if s.conflicted == nil {
+			s.conflicted = map[conflictKey]bool{}
+		}
+		s.conflicted[conflictKey{inv.ID, pk, sk, prev}] = true
+	}
+}
+
+// checkFreshRetry: a step retried after a lost race works from a fresh
+// read. A versioned write that a conflict refused (another writer moved
+// the record past the version it expected) is never tried again by the
+// same invocation on that same version (a create aside: each input of a
+// batch tries its own once): the record is no longer there,
+// so the retry can only conflict again or, worse, decide from what it no
+// longer is (catches dev/mutants rel-tally-retry-stale: a tally update
+// retried from its stale snapshot).
+func (s *releaseStore) checkFreshRetry(ctx context.Context, pk, sk string, prev int64) {
+	if inv := invocationOf(ctx); inv != nil && s.conflicted[conflictKey{inv.ID, pk, sk, prev}] {
+		s.w.violate("%s %s: invocation #%d wrote on version %d again after a conflict refused that write (a retry from a stale read)",
+			pk, sk, inv.ID, prev)
+	}
+}
+
+// knowEventKeys adds keys to the event keys the plan seal check knows.
+func (s *releaseStore) knowEventKeys(keys [][]byte) {
+	if s.eventKeys == nil {
+		s.eventKeys = map[string][]byte{}
+	}
+	for _, k := range keys {
+		s.eventKeys[release.SealKeyID(k)] = k
+	}
+}
+
+// simPlanSealContext and simSealed restate the plan seal of docs/design.md
+// "Plan seal" (HMAC-SHA256 under the event key over the canonical JSON of
+// the plan record's sealed fields, after a context line), independently
+// of core/release's code, so the check below does not trust what it checks.
+const simPlanSealContext = "localeflow.plan-seal.v1\n"
+
+type simSealed struct {
+	Event         release.Event     `json:"event"`
+	PlanID        string            `json:"plan_id"`
+	Jobs          []release.PlanJob `json:"jobs"`
+	PayloadSHA256 string            `json:"payload_sha256"`
+	ReceivedMS    int64             `json:"received_ms"`
+}
+
+// checkPlanSeal: a stored record field check. Every plan written carries
+// a seal made under the key its seal_key names, one of the event keys a
+// deployment held (catches a plan sealed or resealed under the wrong key
+// of the set: dev/mutants rel-reseal-oldest-key; a seal_key naming one key
+// and a seal made with another verifies today but breaks when the named
+// key's partner leaves the set).
+func (s *releaseStore) checkPlanSeal(rec release.Record) {
+	p, ok := rec.(*release.PlanRecord)
+	if !ok {
+		return
+	}
+	if d := s.w.day2; d != nil {
+		s.knowEventKeys(d.dep.eventKeys)
+	}
+	key, ok := s.eventKeys[p.SealKey]
+	if !ok {
+		s.w.violate("plan %s stored with seal_key %q, which names no event key of any deployment", p.Event.EventID, p.SealKey)
+		return
+	}
+	raw, err := core.Canonical(simSealed{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: p.ReceivedMS})
+	if err != nil {
+		s.w.violate("plan %s: sealed fields do not encode: %v", p.Event.EventID, err)
+		return
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(simPlanSealContext))
+	mac.Write(raw)
+	if got, err := hex.DecodeString(p.Seal); err != nil || !hmac.Equal(got, mac.Sum(nil)) {
+		s.w.violate("plan %s stored with a seal not made under the key its seal_key (%s) names", p.Event.EventID, p.SealKey)
 	}
 }
