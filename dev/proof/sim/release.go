@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/localeflow/localeflow/adapters/cmsdelivery"
 	"github.com/localeflow/localeflow/adapters/cmsdelivery/cmsdeliverytest"
 	"github.com/localeflow/localeflow/adapters/delayqueue"
@@ -25,6 +27,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/evidence"
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
@@ -93,6 +96,10 @@ type releaseStore struct {
 	// eventKeys are the event keys any deployment of the seed held, by
 	// key id (checkPlanSeal).
 	eventKeys map[string][]byte
+	// written is when each record was first and last written (virtual
+	// time of the accepted Puts), by event id and sort key
+	// (checkRetention).
+	written map[[2]string][2]time.Time
 }
 
 // conflictKey is one versioned write: who, which record, on which version.
@@ -161,6 +168,14 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 			return "refused " + core.CodeOf(err), err
 		}
 		s.noteOwed(ctx, rec)
+		if s.written == nil {
+			s.written = map[[2]string][2]time.Time{}
+		}
+		if w, ok := s.written[[2]string{pk, sk}]; ok {
+			s.written[[2]string{pk, sk}] = [2]time.Time{w[0], time.Now()}
+		} else {
+			s.written[[2]string{pk, sk}] = [2]time.Time{time.Now(), time.Now()}
+		}
 		s.checkVersion(rec, prev, before, known)
 		s.checkReleaseLease(ctx, rec)
 		s.checkRetryAfter(ctx, rec)
@@ -604,6 +619,7 @@ func (r *Release) check(ctx context.Context) {
 			}
 		}
 		r.checkConflictsRefused(spec)
+		r.checkRetention(ctx, id, snap)
 		explainedDLQ := false
 		for _, msg := range r.queue.DLQ {
 			if !holds([]*message{msg}, id) {
@@ -1030,4 +1046,98 @@ func (s *releaseStore) checkPlanSeal(rec release.Record) {
 	if got, err := hex.DecodeString(p.Seal); err != nil || !hmac.Equal(got, mac.Sum(nil)) {
 		s.w.violate("plan %s stored with a seal not made under the key its seal_key (%s) names", p.Event.EventID, p.SealKey)
 	}
+}
+
+// retentionTolerance bounds how much earlier than its accepted write a
+// record's own timestamp (its retention's start) may be: the step's clock
+// is read before the write, which a stall or a slow peer can delay.
+const retentionTolerance = 10 * time.Minute
+
+// checkRetention: exact retention of a delivered release (docs/design.md
+// "Release records expire (retention)"). Once delivered, nothing of the
+// release is due or needs attention, so every content-free record carries
+// an expiry of the retention (release.DefaultRetention, the store's) after
+// its last change, none missing, none earlier than its first write's,
+// none later than its last write's — judged against the times the
+// simulator saw its writes accepted, not the product's own rule (catches a
+// record kind that never expires: dev/mutants rel-retention-tally-kept;
+// and one that expires early). Texts (source, result) expire by their
+// own, shorter retention once the release ended: checked when the seed
+// runs the texts' TTL (day-2 kind texts), on the memory store.
+func (r *Release) checkRetention(ctx context.Context, id string, snap release.Snapshot) {
+	if d := snap.Delivery; d == nil || d.Status != release.StateSucceeded {
+		return
+	}
+	texts := r.w.day2 != nil && r.w.day2.dep.texts != nil
+	for _, rec := range snapRecords(snap) {
+		pk, sk := rec.Key()
+		at, ok, err := r.expiryOf(ctx, id, sk)
+		if err != nil {
+			r.w.violate("release %s %s: expiry does not read: %v", id, sk, err)
+			continue
+		}
+		text := strings.HasPrefix(sk, release.SKSourcePrefix) || strings.HasPrefix(sk, release.SKResultPrefix)
+		if text {
+			if texts && !ok {
+				r.w.violate("release %s: %s of a delivered release has no expiry (texts expire once the release ended)", id, sk)
+			}
+			continue
+		}
+		w, seen := r.store.written[[2]string{pk, sk}]
+		if !seen {
+			continue // written by the simulator itself (a forged approval)
+		}
+		if !ok {
+			r.w.violate("release %s: %s of a delivered release has no expiry (every content-free record expires after the retention)", id, sk)
+			continue
+		}
+		// Retention starts at the record's last change of substance
+		// (its own timestamp: a plan's reseal or a job record's cleared
+		// mark does not restart it): between its first and last write.
+		lo, hi := w[0].Add(release.DefaultRetention), w[1].Add(release.DefaultRetention)
+		tol := r.w.maxOffset - r.w.minOffset + time.Second
+		if got := time.Unix(at, 0); got.After(hi.Add(tol)) || got.Before(lo.Add(-tol-retentionTolerance)) {
+			r.w.violate("release %s: %s expires at %s, want its first..last write + %s = %s..%s", id, sk,
+				got.UTC().Format(time.RFC3339), release.DefaultRetention, lo.UTC().Format(time.RFC3339), hi.UTC().Format(time.RFC3339))
+		}
+	}
+}
+
+// expiryOf reads a release record's expiry (epoch seconds) from the
+// backing store: the memory store's, or the item's expires_at attribute
+// in the adapters block's DynamoDB.
+func (r *Release) expiryOf(ctx context.Context, eventID, sk string) (int64, bool, error) {
+	switch mem := r.mem.(type) {
+	case *releasetest.MemStore:
+		return mem.ExpiresAt(ctx, eventID, sk)
+	default:
+		if r.w.ddb == nil {
+			return 0, false, fmt.Errorf("no expiry reader for %T", r.mem)
+		}
+		item := r.w.ddb.db.Raw(r.w.ddb.topo.Release.Name, map[string]types.AttributeValue{
+			topology.AttrPK: &types.AttributeValueMemberS{Value: releasedb.PK(eventID)},
+			topology.AttrSK: &types.AttributeValueMemberS{Value: sk},
+		})
+		if item == nil {
+			return 0, false, fmt.Errorf("no item")
+		}
+		n, ok := item[topology.AttrExpiresAt].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0, false, nil
+		}
+		v, err := strconv.ParseInt(n.Value, 10, 64)
+		return v, err == nil, err
+	}
+}
+
+// snapRecords lists every record of a snapshot, by sort key.
+func snapRecords(snap release.Snapshot) []release.Record {
+	var out []release.Record
+	snap.Each(func(rec release.Record) { out = append(out, rec) })
+	sort.Slice(out, func(i, j int) bool {
+		_, a := out[i].Key()
+		_, b := out[j].Key()
+		return a < b
+	})
+	return out
 }
