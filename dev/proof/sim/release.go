@@ -96,6 +96,10 @@ type releaseStore struct {
 	// eventKeys are the event keys any deployment of the seed held, by
 	// key id (checkPlanSeal).
 	eventKeys map[string][]byte
+	// tamperRng draws the stored results the simulator alters
+	// (maybeTamperResult); tampered holds the releases it altered one of.
+	tamperRng *rand.Rand
+	tampered  map[string]bool
 	// written is when each record was first and last written (virtual
 	// time of the accepted Puts), by event id and sort key
 	// (checkRetention).
@@ -179,6 +183,7 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 		s.checkVersion(rec, prev, before, known)
 		s.checkReleaseLease(ctx, rec)
 		s.checkRetryAfter(ctx, rec)
+		s.maybeTamperResult(ctx, rec, prev)
 		return "v" + strconv.FormatInt(rec.RecordVersion(), 10) + " " + recordStatus(rec), nil
 	})
 }
@@ -1140,4 +1145,50 @@ func snapRecords(snap release.Snapshot) []release.Record {
 		return a < b
 	})
 	return out
+}
+
+// tamperStream seeds the PRNG of the result tampering (its own stream:
+// the rest of a seed's history does not depend on its draws).
+const tamperStream = 0x7a3be5
+
+// maybeTamperResult alters, for one stored job result in 40, the stored
+// text right after its first write, as a storage fault or a console edit
+// would: the candidate and its target_sha256 changed together, the
+// result's hash (result_sha256, which the job record accepted) kept, so
+// only the cross-check of the stored text against that hash can tell
+// (docs/design.md "Ingest: plan and job events"). The release must never
+// deliver the altered text (checkBundle) and blocks with result.invalid
+// where health sees it (blockedCauses). Catches a removed hash
+// cross-check (dev/mutants rel-result-hash-unchecked).
+func (s *releaseStore) maybeTamperResult(ctx context.Context, rec release.Record, prev int64) {
+	res, ok := rec.(*release.ResultRecord)
+	if !ok || prev != 0 {
+		return
+	}
+	if s.tamperRng == nil {
+		s.tamperRng = rand.New(rand.NewPCG(s.w.Seed, s.w.Seed^tamperStream))
+	}
+	if s.tamperRng.IntN(40) != 0 {
+		return
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(res.ResultJSON), &body); err != nil {
+		return
+	}
+	text := Secret + " altered after it was stored"
+	body["candidate"], body["target_sha256"] = text, core.SHA256Hex([]byte(text))
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return
+	}
+	altered := *res
+	altered.ResultJSON, altered.Version = string(raw), res.Version+1
+	if err := s.mem.Put(ctx, &altered, res.Version); err != nil {
+		return
+	}
+	if s.tampered == nil {
+		s.tampered = map[string]bool{}
+	}
+	s.tampered[res.EventID] = true
+	s.w.record(invocationOf(ctx), "TAMPER", "result "+res.EventID+" "+res.JobID+" altered, its hash kept")
 }
