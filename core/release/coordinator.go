@@ -260,6 +260,7 @@ func (c *Coordinator) load(ctx context.Context, eventID string, full bool) (*Sna
 		// Its owed approval events are still published (the evidence
 		// lease of each wakes the release until it is settled).
 		o.Owed, _, _ = c.held(&snap, snap.Plan, c.now(), "")
+		c.unmarkDelivered(ctx, &snap)
 		return &snap, snap.Plan, &o, nil
 	}
 	current, err := c.checkPlan(ctx, snap.Plan)
@@ -383,6 +384,35 @@ func (c *Coordinator) ended(snap *Snapshot, plan *PlanRecord) (Outcome, bool) {
 		return outcome(OutcomeWaiting, plan), true
 	}
 	return Outcome{}, false
+}
+
+// unmarkDelivered takes the records of a delivered release out of the
+// wake index: a job still marked awaiting_claim or an approval still
+// marked awaiting_delivery (each mark's clearing write is best effort and
+// may have failed before the delivery ended the release) would wake the
+// ended release for good — every sweep would run it again — and, waking,
+// never get its expiry (docs/design.md "Release records expire
+// (retention)"). Best effort too: the next run that finds one tries again.
+func (c *Coordinator) unmarkDelivered(ctx context.Context, snap *Snapshot) {
+	if d := snap.Delivery; d == nil || d.Status != StateSucceeded {
+		return
+	}
+	for _, jobID := range slices.Sorted(maps.Keys(snap.Jobs)) {
+		j := snap.Jobs[jobID]
+		if j == nil || !j.AwaitingClaim {
+			continue
+		}
+		w, ok := parked(j)
+		if !ok {
+			continue
+		}
+		if err := c.store.Put(ctx, w.Rec, w.Prev); err != nil {
+			c.log().WarnContext(ctx, "job of a delivered release still marked awaiting claim", "event_id", j.EventID, "job_id", jobID, "code", core.CodeOf(err))
+			continue
+		}
+		snap.Jobs[jobID] = w.Rec.(*JobRecord)
+	}
+	c.settleAwaitingDelivery(ctx, snap)
 }
 
 // acknowledgedEvidenceFailure reports whether the snapshot holds an

@@ -18,6 +18,8 @@ import (
 //     (maybeForgeApproval) → approval.result_mismatch (the approval
 //     lookup refuses it; the release must never get as far as building a
 //     bundle from it);
+//   - a stored result it altered after its write, its hash kept
+//     (maybeTamperResult) → result.invalid;
 //   - a provider that signs human-review receipts with its quality key
 //     (rogue), for a job whose result needs a human review →
 //     release.receipt.issuer_untrusted;
@@ -41,6 +43,10 @@ func (r *Release) blockedCauses(id string, snap release.Snapshot) map[string]boo
 	causes := map[string]bool{}
 	if r.forgedIn(snap) {
 		causes[release.CodeApprovalResultMismatch] = true
+	}
+	if r.store.tampered[id] {
+		// A stored result altered after its write (maybeTamperResult).
+		causes[release.CodeStoredResultInvalid] = true
 	}
 	if r.rogue {
 		for _, spec := range r.releases {

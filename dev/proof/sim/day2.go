@@ -878,8 +878,10 @@ func (r *Release) openApproval(token string) ([]byte, error) {
 
 // stateCodes are the codes with which the coordinator refuses its own
 // stored state (a seal, a signature, a record that does not verify). The
-// simulator never tampers with release records, so any of them after a
-// day-2 operation means the operation broke in-flight work.
+// simulator tampers with no release record but the stored results it
+// alters (maybeTamperResult: result.invalid for that release is its
+// cause), so any other after a day-2 operation means the operation broke
+// in-flight work.
 var stateCodes = []string{
 	release.CodePlanSealInvalid, release.CodeApprovalInvalid, release.CodeDeliveryInvalid,
 	release.CodeEvidenceStateInvalid, release.CodeBindingMismatch, release.CodeStoredResultInvalid,
@@ -906,7 +908,7 @@ func (d *day2) check(logs string) {
 			continue
 		}
 		for _, c := range []string{l.Code, l.Cause} {
-			if c == "" {
+			if c == "" || (c == release.CodeStoredResultInvalid && d.tamperExplains(l.EventID)) {
 				continue
 			}
 			if codes[c] == nil {
@@ -1038,4 +1040,16 @@ func keys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// tamperExplains reports whether a result.invalid log line is explained
+// by a stored result the simulator altered (maybeTamperResult): one of
+// that release, or a line naming no release (the handler's own line for
+// the failed step) while some release holds an altered result.
+func (d *day2) tamperExplains(eventID string) bool {
+	t := d.rel.store.tampered
+	if eventID == "" {
+		return len(t) > 0
+	}
+	return t[eventID]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,22 +103,38 @@ func (fx *findings) claimed(inv int, id string) earlyView {
 }
 
 // hugeRetryAfter replaces, on one answer in 40 that asks for a pause, the
-// peer's Retry-After by 2^32 s or more (a server's bug or a hostile one):
-// the client must cap it at signedhttp.MaxRetryAfter, not ignore it.
+// peer's Retry-After by 2^32 s or more, or by an HTTP date (RFC 9110
+// 10.2.3, the header's other form) 2 hours to 50 years ahead (a server's
+// bug or a hostile one): the client must cap either at
+// signedhttp.MaxRetryAfter, not ignore it. Dates are sent only beyond the
+// cap: a date is read against the client's clock, which may be off the
+// peer's by the world's clock offsets, and the capped pause does not
+// depend on them (catches dev/mutants signedhttp-date-uncapped).
 func (fx *findings) hugeRetryAfter(h interface{ Set(string, string) }, current string) string {
 	if current == "" || fx.rng.IntN(40) != 0 {
 		return current
 	}
-	v := []string{"4294967296", "4294967295", "9223372036854775808", "18446744073709551616", "99999999999999999999999"}[fx.rng.IntN(5)]
+	v := []string{"4294967296", "4294967295", "9223372036854775808", "18446744073709551616", "99999999999999999999999", "", "", ""}[fx.rng.IntN(8)]
+	if v == "" {
+		ahead := []time.Duration{2 * time.Hour, 30 * 24 * time.Hour, 50 * 365 * 24 * time.Hour}[fx.rng.IntN(3)]
+		v = time.Now().Add(ahead).UTC().Format(http.TimeFormat)
+	}
 	h.Set("Retry-After", v)
 	return v
 }
 
-// retryAfterOf is the pause a delta-seconds Retry-After asks for, as the
-// simulator knows it (capped at signedhttp.MaxRetryAfter, however long).
+// retryAfterOf is the pause a Retry-After asks for, as the simulator
+// knows it (capped at signedhttp.MaxRetryAfter, however long; an HTTP
+// date is only ever sent beyond the cap, hugeRetryAfter).
 func retryAfterOf(v string) time.Duration {
 	if v == "" {
 		return 0
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		if time.Until(at) <= 0 {
+			return 0
+		}
+		return min(time.Until(at), signedhttp.MaxRetryAfter)
 	}
 	if len(v) > 9 {
 		return signedhttp.MaxRetryAfter

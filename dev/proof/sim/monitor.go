@@ -77,6 +77,9 @@ type monitorStore struct {
 
 	// cfg is the seed's monitor configuration (the timing checks).
 	cfg monitor.Config
+	// pollBudget is the time a poll needs before the Lambda deadline: the
+	// CMS client's timeout plus the handler's margin (deploy).
+	pollBudget time.Duration
 	// written holds, by outcome id, the record each accepted final write
 	// stored; final names each change's final outcome id.
 	written map[string]monitor.Record
@@ -91,6 +94,10 @@ type monitorStore struct {
 	// followUps: an invocation's accepted write scheduled the change's
 	// next poll (watching, retry_wait), by invocation and change.
 	followUps map[readKey]*Invocation
+	// lostFollowUps: an invocation's finishing write was refused by the
+	// fence (its lease ran out or was taken over) while the change was not
+	// final; it must send a poll message for the change (checkFollowUps).
+	lostFollowUps map[readKey]*Invocation
 	// reads holds the last CMS answer an invocation got for a change (the
 	// next finishing write of that invocation for it must follow it).
 	reads map[readKey]readResult
@@ -177,6 +184,7 @@ func (s *monitorStore) Due(ctx context.Context, nowMS int64, limit int) (ids []s
 }
 
 func (s *monitorStore) DuePage(ctx context.Context, nowMS int64, limit int, cursor monitor.DueCursor) (ids []string, next monitor.DueCursor, err error) {
+	s.checkSweepGrace(invocationOf(ctx), nowMS)
 	err = s.w.do(ctx, KindStore, "monitor.DuePage", storeDown, func() (string, error) {
 		var e error
 		ids, next, e = s.mem.DuePage(ctx, nowMS, limit, cursor)
@@ -244,6 +252,7 @@ func (s *monitorStore) Announced(ctx context.Context, id string, finishedMS int6
 
 func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (out monitor.Record, ok bool, err error) {
 	inv := invocationOf(ctx)
+	s.checkPollBudget(inv, id)
 	err = s.w.do(ctx, KindStore, "monitor.Claim "+id, storeDown, func() (string, error) {
 		var e error
 		out, ok, e = s.mem.Claim(ctx, id, l)
@@ -285,6 +294,9 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 				// A finishing write under a lease that ran out (or was
 				// taken over): the fence refused it.
 				s.w.Stats.StaleRefused++
+				if _, final := s.final[f.EventID]; inv != nil && !final {
+					s.lostFollowUps[readKey{inv.ID, f.EventID}] = inv
+				}
 				return "refused stale " + core.CodeOf(e), e
 			}
 			return "refused " + core.CodeOf(e), e
@@ -347,6 +359,45 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 		return string(out.State) + " " + out.LastErrorCode + " " + out.RemoteStatus, nil
 	})
 	return out, err
+}
+
+// checkSweepGrace: the sweep lists only changes at least SweepGrace past
+// their wake time, leaving the queued SQS message its chance first
+// (docs/design.md "The sweep's grace period"): the bound it asks the
+// store for is at least the grace before the caller's clock (the largest
+// clock step as tolerance). Catches a unit slip in the grace
+// (dev/mutants mon-sweep-grace-seconds).
+func (s *monitorStore) checkSweepGrace(inv *Invocation, uptoMS int64) {
+	if inv == nil {
+		return
+	}
+	grace := s.cfg.SweepGrace
+	if grace <= 0 {
+		grace = monitor.DefaultSweepGrace
+	}
+	tol := s.w.maxOffset - s.w.minOffset + time.Millisecond
+	if limit := core.Millis(inv.clock.Now().Add(tol)) - grace.Milliseconds(); uptoMS > limit {
+		s.w.violate("the sweep of invocation #%d listed changes due up to %d ms, %d ms later than its clock less the sweep grace %s",
+			inv.ID, uptoMS, uptoMS-limit, grace)
+	}
+}
+
+// checkPollBudget: a poll starts only with the CMS client's timeout plus
+// the handler's margin left before the Lambda deadline (docs/design.md
+// "Poller": a poll that cannot finish before the deadline is not
+// started; its message comes back). Judged at the claim, the poll's first
+// write, in an invocation no fault or stall has touched: there no virtual
+// time passes between the handler's budget check and its claim (only a
+// stall or a slow CMS answer moves the clock, and the answer comes after
+// the claim). Catches dev/mutants poller-budget-no-margin.
+func (s *monitorStore) checkPollBudget(inv *Invocation, id string) {
+	if inv == nil || inv.faulted.Load() || inv.crashed.Load() || inv.deadline.IsZero() || s.pollBudget <= 0 {
+		return
+	}
+	if left := inv.deadline.Sub(time.Now()); left <= s.pollBudget {
+		s.w.violate("change %s: invocation #%d claimed it for a poll with %s left before its deadline (a poll needs %s)",
+			id, inv.ID, left, s.pollBudget)
+	}
 }
 
 // checkSchedule checks what a finishing write decides against the
@@ -589,7 +640,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 		MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults()
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, alteredAs: map[string]monitor.Record{}, reclaimed: map[string]bool{},
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
-		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{},
+		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{}, lostFollowUps: map[readKey]*Invocation{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
 		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{},
 		claimRegular: map[readKey]int64{}, fx: w.fx}
@@ -653,7 +704,11 @@ func (m *Monitor) deploy(d deployment) error {
 		instances = append(instances, instance{m.countHints(h.Handle), clock})
 		services = append(services, svc)
 	}
-	m.fn.instances, m.services, m.store.cfg = instances, services, d.monitor
+	margin := pollerConfig(d, w.Faults.WorkerConcurrency).Margin
+	if margin == 0 {
+		margin = handler.DefaultMargin
+	}
+	m.fn.instances, m.services, m.store.cfg, m.store.pollBudget = instances, services, d.monitor, d.cmsTimeout+margin
 	return nil
 }
 
@@ -981,6 +1036,38 @@ func (m *Monitor) checkFollowUps() {
 		}
 		m.w.violate("change %s: invocation #%d scheduled its next poll without a fault and sent no poll message for it", k.id, inv.ID)
 	}
+	// A poll whose finishing write the fence refused: nothing else may
+	// wake the record, so that invocation sends a poll for when it can be
+	// claimed again, or announces the outcome if the change was finished
+	// meanwhile (docs/design.md "A poll that outlived its lease"). Without
+	// it the sweep finds the change minutes later: an outcome check alone
+	// cannot tell (catches dev/mutants poller-lost-lease-no-followup).
+	keys = keys[:0]
+	for k := range m.store.lostFollowUps {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].inv != keys[j].inv {
+			return keys[i].inv < keys[j].inv
+		}
+		return keys[i].id < keys[j].id
+	})
+	for _, k := range keys {
+		inv := m.store.lostFollowUps[k]
+		if inv.faulted.Load() || inv.crashed.Load() || m.w.sendFailed[inv.ID] || m.w.pollSent[k] || m.announcedByInv(k.id, inv.ID) {
+			continue
+		}
+		m.w.violate("change %s: invocation #%d had its finishing write refused (lease lost) and sent no poll message for it", k.id, inv.ID)
+	}
+}
+
+// announcedByInv reports whether invocation inv put a change.terminal of
+// change id.
+func (m *Monitor) announcedByInv(id string, inv int) bool {
+	if out, ok := m.store.final[id]; ok {
+		return m.store.announcedBy[out][inv]
+	}
+	return false
 }
 
 // expectedTerminal is the localeflow.change.terminal a stored final

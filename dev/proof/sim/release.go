@@ -2,8 +2,12 @@ package sim
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -14,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/localeflow/localeflow/adapters/cmsdelivery"
 	"github.com/localeflow/localeflow/adapters/cmsdelivery/cmsdeliverytest"
 	"github.com/localeflow/localeflow/adapters/delayqueue"
@@ -21,6 +27,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/evidence"
 	"github.com/localeflow/localeflow/adapters/evidence/evidencetest"
 	"github.com/localeflow/localeflow/adapters/quarantine"
+	"github.com/localeflow/localeflow/adapters/releasedb"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/release"
@@ -83,6 +90,27 @@ type releaseStore struct {
 	// announce counts the occasions of the announcement bound
 	// (announce.go).
 	announce *announceTracker
+	// conflicted are the versioned writes a conflict refused, by
+	// invocation, key and the version they expected (checkFreshRetry).
+	conflicted map[conflictKey]bool
+	// eventKeys are the event keys any deployment of the seed held, by
+	// key id (checkPlanSeal).
+	eventKeys map[string][]byte
+	// tamperRng draws the stored results the simulator alters
+	// (maybeTamperResult); tampered holds the releases it altered one of.
+	tamperRng *rand.Rand
+	tampered  map[string]bool
+	// written is when each record was first and last written (virtual
+	// time of the accepted Puts), by event id and sort key
+	// (checkRetention).
+	written map[[2]string][2]time.Time
+}
+
+// conflictKey is one versioned write: who, which record, on which version.
+type conflictKey struct {
+	inv    int
+	pk, sk string
+	prev   int64
 }
 
 func releaseDown() error {
@@ -134,14 +162,28 @@ func (s *releaseStore) Put(ctx context.Context, rec release.Record, prev int64) 
 	}()
 	return s.w.do(ctx, KindStore, "release.Put "+pk+" "+sk, releaseDown, func() (string, error) {
 		before, known := s.storedVersion(rec)
+		s.checkFreshRetry(ctx, pk, sk, prev)
+		s.checkPlanSeal(rec)
 		err := s.mem.Put(ctx, rec, prev)
+		if errors.Is(err, release.ErrConflict) {
+			s.noteConflict(ctx, pk, sk, prev)
+		}
 		if err != nil {
 			return "refused " + core.CodeOf(err), err
 		}
 		s.noteOwed(ctx, rec)
+		if s.written == nil {
+			s.written = map[[2]string][2]time.Time{}
+		}
+		if w, ok := s.written[[2]string{pk, sk}]; ok {
+			s.written[[2]string{pk, sk}] = [2]time.Time{w[0], time.Now()}
+		} else {
+			s.written[[2]string{pk, sk}] = [2]time.Time{time.Now(), time.Now()}
+		}
 		s.checkVersion(rec, prev, before, known)
 		s.checkReleaseLease(ctx, rec)
 		s.checkRetryAfter(ctx, rec)
+		s.maybeTamperResult(ctx, rec, prev)
 		return "v" + strconv.FormatInt(rec.RecordVersion(), 10) + " " + recordStatus(rec), nil
 	})
 }
@@ -399,6 +441,7 @@ func newRelease(w *World, bus *Bus, log *logcapture.Buffer, peers *Peers, quaran
 // old instances serve on, as on Lambda; Monitor.deploy).
 func (r *Release) deploy(d deployment) error {
 	w, log := r.w, r.log
+	r.store.knowEventKeys(d.eventKeys)
 	top := topology.New("sim")
 	quarantined, peers := r.quarantined, r.peers
 	evidenceHandler := r.evidenceHandler
@@ -580,6 +623,8 @@ func (r *Release) check(ctx context.Context) {
 				r.w.violate("release %s: a validly signed input (%s) was quarantined (%s)", id, msgKind(msg), msg.code)
 			}
 		}
+		r.checkConflictsRefused(spec)
+		r.checkRetention(ctx, id, snap)
 		explainedDLQ := false
 		for _, msg := range r.queue.DLQ {
 			if !holds([]*message{msg}, id) {
@@ -894,3 +939,256 @@ func (r *Release) peerRetryAfterWake(ctx context.Context) (time.Time, bool) {
 }
 
 func quarantinedOf(r *Release) []*message { return r.quarantined.msgs }
+
+// checkConflictsRefused: classification. A job the simulator answered
+// with two different, validly signed results has exactly one accepted;
+// the other is refused as coordinator.job.conflict and reported (in the
+// quarantine, where an operator sees it), never acknowledged as a
+// harmless duplicate — unless every receive of it ended in an injected
+// fault (the DLQ, explained). Catches a conflicting completion
+// classified as a duplicate (dev/mutants rel-conflict-as-duplicate)
+// and a second result that replaces or joins the first.
+func (r *Release) checkConflictsRefused(spec *releaseSpec) {
+	id := spec.plan.EventID
+	for i, job := range spec.jobs {
+		if len(job.payloads) < 2 || i >= len(spec.plan.Jobs) {
+			continue
+		}
+		jobID := spec.plan.Jobs[i].JobID
+		of := func(msg *message) bool { return holds([]*message{msg}, id) && holds([]*message{msg}, jobID) }
+		refused := false
+		for _, msg := range quarantinedOf(r) {
+			refused = refused || (of(msg) && msg.code == release.CodeJobConflict)
+		}
+		for _, msg := range r.queue.DLQ {
+			refused = refused || (of(msg) && msg.explained())
+		}
+		if !refused {
+			r.w.violate("release %s: job %s was answered with two different results and neither was refused as %s",
+				id, jobID, release.CodeJobConflict)
+		}
+	}
+}
+
+// noteConflict records a versioned write a conflict refused.
+func (s *releaseStore) noteConflict(ctx context.Context, pk, sk string, prev int64) {
+	// A create (prev 0) is every input's own first try (write-first
+	// ingest: each message of a batch, a duplicate too, tries it once).
+	if inv := invocationOf(ctx); inv != nil && prev > 0 {
+		if s.conflicted == nil {
+			s.conflicted = map[conflictKey]bool{}
+		}
+		s.conflicted[conflictKey{inv.ID, pk, sk, prev}] = true
+	}
+}
+
+// checkFreshRetry: a step retried after a lost race works from a fresh
+// read. A versioned write that a conflict refused (another writer moved
+// the record past the version it expected) is never tried again by the
+// same invocation on that same version (a create aside: each input of a
+// batch tries its own once): the record is no longer there,
+// so the retry can only conflict again or, worse, decide from what it no
+// longer is (catches dev/mutants rel-tally-retry-stale: a tally update
+// retried from its stale snapshot).
+func (s *releaseStore) checkFreshRetry(ctx context.Context, pk, sk string, prev int64) {
+	if inv := invocationOf(ctx); inv != nil && s.conflicted[conflictKey{inv.ID, pk, sk, prev}] {
+		s.w.violate("%s %s: invocation #%d wrote on version %d again after a conflict refused that write (a retry from a stale read)",
+			pk, sk, inv.ID, prev)
+	}
+}
+
+// knowEventKeys adds keys to the event keys the plan seal check knows.
+func (s *releaseStore) knowEventKeys(keys [][]byte) {
+	if s.eventKeys == nil {
+		s.eventKeys = map[string][]byte{}
+	}
+	for _, k := range keys {
+		s.eventKeys[release.SealKeyID(k)] = k
+	}
+}
+
+// simPlanSealContext and simSealed restate the plan seal of docs/design.md
+// "Plan seal" (HMAC-SHA256 under the event key over the canonical JSON of
+// the plan record's sealed fields, after a context line), independently
+// of core/release's code, so the check below does not trust what it checks.
+const simPlanSealContext = "localeflow.plan-seal.v1\n"
+
+type simSealed struct {
+	Event         release.Event     `json:"event"`
+	PlanID        string            `json:"plan_id"`
+	Jobs          []release.PlanJob `json:"jobs"`
+	PayloadSHA256 string            `json:"payload_sha256"`
+	ReceivedMS    int64             `json:"received_ms"`
+}
+
+// checkPlanSeal: a stored record field check. Every plan written carries
+// a seal made under the key its seal_key names, one of the event keys a
+// deployment held (catches a plan sealed or resealed under the wrong key
+// of the set: dev/mutants rel-reseal-oldest-key; a seal_key naming one key
+// and a seal made with another verifies today but breaks when the named
+// key's partner leaves the set).
+func (s *releaseStore) checkPlanSeal(rec release.Record) {
+	p, ok := rec.(*release.PlanRecord)
+	if !ok {
+		return
+	}
+	if d := s.w.day2; d != nil {
+		s.knowEventKeys(d.dep.eventKeys)
+	}
+	key, ok := s.eventKeys[p.SealKey]
+	if !ok {
+		s.w.violate("plan %s stored with seal_key %q, which names no event key of any deployment", p.Event.EventID, p.SealKey)
+		return
+	}
+	raw, err := core.Canonical(simSealed{Event: p.Event, PlanID: p.PlanID, Jobs: p.Jobs, PayloadSHA256: p.PayloadSHA256, ReceivedMS: p.ReceivedMS})
+	if err != nil {
+		s.w.violate("plan %s: sealed fields do not encode: %v", p.Event.EventID, err)
+		return
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(simPlanSealContext))
+	mac.Write(raw)
+	if got, err := hex.DecodeString(p.Seal); err != nil || !hmac.Equal(got, mac.Sum(nil)) {
+		s.w.violate("plan %s stored with a seal not made under the key its seal_key (%s) names", p.Event.EventID, p.SealKey)
+	}
+}
+
+// retentionTolerance bounds how much earlier than its accepted write a
+// record's own timestamp (its retention's start) may be: the step's clock
+// is read before the write, which a stall or a slow peer can delay.
+const retentionTolerance = 10 * time.Minute
+
+// checkRetention: exact retention of a delivered release (docs/design.md
+// "Release records expire (retention)"). Once delivered, nothing of the
+// release is due or needs attention, so every content-free record carries
+// an expiry of the retention (release.DefaultRetention, the store's) after
+// its last change, none missing, none earlier than its first write's,
+// none later than its last write's — judged against the times the
+// simulator saw its writes accepted, not the product's own rule (catches a
+// record kind that never expires: dev/mutants rel-retention-tally-kept;
+// and one that expires early). Texts (source, result) expire by their
+// own, shorter retention once the release ended: checked when the seed
+// runs the texts' TTL (day-2 kind texts), on the memory store.
+func (r *Release) checkRetention(ctx context.Context, id string, snap release.Snapshot) {
+	if d := snap.Delivery; d == nil || d.Status != release.StateSucceeded {
+		return
+	}
+	texts := r.w.day2 != nil && r.w.day2.dep.texts != nil
+	for _, rec := range snapRecords(snap) {
+		pk, sk := rec.Key()
+		at, ok, err := r.expiryOf(ctx, id, sk)
+		if err != nil {
+			r.w.violate("release %s %s: expiry does not read: %v", id, sk, err)
+			continue
+		}
+		text := strings.HasPrefix(sk, release.SKSourcePrefix) || strings.HasPrefix(sk, release.SKResultPrefix)
+		if text {
+			if texts && !ok {
+				r.w.violate("release %s: %s of a delivered release has no expiry (texts expire once the release ended)", id, sk)
+			}
+			continue
+		}
+		w, seen := r.store.written[[2]string{pk, sk}]
+		if !seen {
+			continue // written by the simulator itself (a forged approval)
+		}
+		if !ok {
+			r.w.violate("release %s: %s of a delivered release has no expiry (every content-free record expires after the retention)", id, sk)
+			continue
+		}
+		// Retention starts at the record's last change of substance
+		// (its own timestamp: a plan's reseal or a job record's cleared
+		// mark does not restart it): between its first and last write.
+		lo, hi := w[0].Add(release.DefaultRetention), w[1].Add(release.DefaultRetention)
+		tol := r.w.maxOffset - r.w.minOffset + time.Second
+		if got := time.Unix(at, 0); got.After(hi.Add(tol)) || got.Before(lo.Add(-tol-retentionTolerance)) {
+			r.w.violate("release %s: %s expires at %s, want its first..last write + %s = %s..%s", id, sk,
+				got.UTC().Format(time.RFC3339), release.DefaultRetention, lo.UTC().Format(time.RFC3339), hi.UTC().Format(time.RFC3339))
+		}
+	}
+}
+
+// expiryOf reads a release record's expiry (epoch seconds) from the
+// backing store: the memory store's, or the item's expires_at attribute
+// in the adapters block's DynamoDB.
+func (r *Release) expiryOf(ctx context.Context, eventID, sk string) (int64, bool, error) {
+	switch mem := r.mem.(type) {
+	case *releasetest.MemStore:
+		return mem.ExpiresAt(ctx, eventID, sk)
+	default:
+		if r.w.ddb == nil {
+			return 0, false, fmt.Errorf("no expiry reader for %T", r.mem)
+		}
+		item := r.w.ddb.db.Raw(r.w.ddb.topo.Release.Name, map[string]types.AttributeValue{
+			topology.AttrPK: &types.AttributeValueMemberS{Value: releasedb.PK(eventID)},
+			topology.AttrSK: &types.AttributeValueMemberS{Value: sk},
+		})
+		if item == nil {
+			return 0, false, fmt.Errorf("no item")
+		}
+		n, ok := item[topology.AttrExpiresAt].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0, false, nil
+		}
+		v, err := strconv.ParseInt(n.Value, 10, 64)
+		return v, err == nil, err
+	}
+}
+
+// snapRecords lists every record of a snapshot, by sort key.
+func snapRecords(snap release.Snapshot) []release.Record {
+	var out []release.Record
+	snap.Each(func(rec release.Record) { out = append(out, rec) })
+	sort.Slice(out, func(i, j int) bool {
+		_, a := out[i].Key()
+		_, b := out[j].Key()
+		return a < b
+	})
+	return out
+}
+
+// tamperStream seeds the PRNG of the result tampering (its own stream:
+// the rest of a seed's history does not depend on its draws).
+const tamperStream = 0x7a3be5
+
+// maybeTamperResult alters, for one stored job result in 40, the stored
+// text right after its first write, as a storage fault or a console edit
+// would: the candidate and its target_sha256 changed together, the
+// result's hash (result_sha256, which the job record accepted) kept, so
+// only the cross-check of the stored text against that hash can tell
+// (docs/design.md "Ingest: plan and job events"). The release must never
+// deliver the altered text (checkBundle) and blocks with result.invalid
+// where health sees it (blockedCauses). Catches a removed hash
+// cross-check (dev/mutants rel-result-hash-unchecked).
+func (s *releaseStore) maybeTamperResult(ctx context.Context, rec release.Record, prev int64) {
+	res, ok := rec.(*release.ResultRecord)
+	if !ok || prev != 0 {
+		return
+	}
+	if s.tamperRng == nil {
+		s.tamperRng = rand.New(rand.NewPCG(s.w.Seed, s.w.Seed^tamperStream))
+	}
+	if s.tamperRng.IntN(40) != 0 {
+		return
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(res.ResultJSON), &body); err != nil {
+		return
+	}
+	text := Secret + " altered after it was stored"
+	body["candidate"], body["target_sha256"] = text, core.SHA256Hex([]byte(text))
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return
+	}
+	altered := *res
+	altered.ResultJSON, altered.Version = string(raw), res.Version+1
+	if err := s.mem.Put(ctx, &altered, res.Version); err != nil {
+		return
+	}
+	if s.tampered == nil {
+		s.tampered = map[string]bool{}
+	}
+	s.tampered[res.EventID] = true
+	s.w.record(invocationOf(ctx), "TAMPER", "result "+res.EventID+" "+res.JobID+" altered, its hash kept")
+}
