@@ -1,6 +1,7 @@
 package localeflow
 
 import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -162,6 +163,20 @@ func (l *Localeflow) GrantOperator(grantee awsiam.IGrantable) []awsiam.Grant {
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 			Grantee: grantee, Actions: jsii.Strings("events:StartReplay"), ResourceArns: &[]*string{l.EventArchive.ArchiveArn()},
 		}),
+		// `localeflow replay` first checks the bus (DescribeEventBus) and
+		// the input rules it replays to (DescribeRule), on the deployment's
+		// bus or the host's.
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: grantee, Actions: jsii.Strings("events:DescribeEventBus"), ResourceArns: &[]*string{l.EventBus.EventBusArn()},
+		}),
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: grantee, Actions: jsii.Strings("events:DescribeRule"), ResourceArns: l.ruleArns(),
+		}),
+		// `localeflow keys` names each key secret by reference (ARN, version
+		// ids): its metadata, not its value.
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: grantee, Actions: jsii.Strings("secretsmanager:DescribeSecret"), ResourceArns: l.secretArns(),
+		}),
 		l.GrantHealthRead(grantee),
 	}
 	if l.DataKey != nil {
@@ -171,6 +186,28 @@ func (l *Localeflow) GrantOperator(grantee awsiam.IGrantable) []awsiam.Grant {
 		}))
 	}
 	return grants
+}
+
+// secretArns are the ARNs of the five key secrets.
+func (l *Localeflow) secretArns() *[]*string {
+	var arns []*string
+	for _, s := range secretSpecs {
+		arns = append(arns, l.cfnSecret(s.Logical).Ref())
+	}
+	return &arns
+}
+
+// ruleArns are the ARNs of the deployment's input rules (on its bus or the
+// host's: rule/<bus>/<rule>).
+func (l *Localeflow) ruleArns() *[]*string {
+	var arns []*string
+	for _, r := range l.Topology.Rules {
+		arns = append(arns, l.Stack().FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("events"), Resource: jsii.String("rule"),
+			ResourceName: jsii.String(*l.EventBus.EventBusName() + "/" + r.Name), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+		}))
+	}
+	return &arns
 }
 
 // conditions converts a condition block to Grant's form.
