@@ -39,6 +39,9 @@ test: install ## Unit + integration tests on DynamoDB Local + kumo (started and 
 	@echo "== compiling every test binary before entering the offline network namespace"
 	go test -count=1 -run '^$$' -exec true ./... >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
 	@echo "== go test ./... with the local stack (LOCALEFLOW_INTEGRATION=1)"
+	@# Every AWS call of the functions and of the CLI is recorded (adapters/awsclient.Record)
+	@# into $(AWS_CALLS) for the IAM sufficiency check of test-infra.
+	rm -f $(AWS_CALLS) $(CHECKS_SUMMARY)
 	@# The health page's browser test is required (fails, not skips, without chromium) wherever
 	@# install.sh can provide chromium: as root with apt-get, unless LOCALEFLOW_SKIP_CHROMIUM=1
 	@# (or where chromium is already on PATH). A fresh root CI machine whose apt-get install
@@ -47,9 +50,6 @@ test: install ## Unit + integration tests on DynamoDB Local + kumo (started and 
 	if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then require=1; \
 	elif [[ $$(id -u) == 0 && $${LOCALEFLOW_SKIP_CHROMIUM:-} != 1 ]] && command -v apt-get >/dev/null; then require=1; fi; \
 	echo "== LOCALEFLOW_REQUIRE_CHROMIUM=$$require"; \
-	@# Every AWS call of the functions and of the CLI is recorded (adapters/awsclient.Record)
-	@# for the IAM sufficiency check of test-infra.
-	rm -f $(AWS_CALLS) $(CHECKS_SUMMARY)
 	LOCALEFLOW_REQUIRE_CHROMIUM=$$require LOCALEFLOW_AWS_CALL_LOG=$(AWS_CALLS) \
 		dev/emulators/with-stack.sh go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-moto
