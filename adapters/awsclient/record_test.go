@@ -22,6 +22,7 @@ import (
 // without the variable the config is unchanged.
 func TestRecordLogsWhatAuthorizesACallAndNoContent(t *testing.T) {
 	isolate(t)
+	t.Setenv(EnvCallLog, "") // make test sets it for the whole run
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		_, _ = w.Write([]byte(`{}`))
