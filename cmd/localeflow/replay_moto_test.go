@@ -35,7 +35,9 @@ func TestReplayOnMoto(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = eb.DeleteArchive(context.Background(), &eventbridge.DeleteArchiveInput{ArchiveName: aws.String(topo.Archive.Name)}) })
+	t.Cleanup(func() {
+		_, _ = eb.DeleteArchive(context.Background(), &eventbridge.DeleteArchiveInput{ArchiveName: aws.String(topo.Archive.Name)})
+	})
 	from := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
 	const detail = `{"note":"replayed"}`
 	out, err := eb.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
