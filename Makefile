@@ -51,10 +51,13 @@ test-contract: $(SCHEMACHECK_STAMP) ## Standard tools on contract/: ajv strict, 
 	node $(SCHEMACHECK_DIR)/check.mjs
 
 .PHONY: test
-test: install ## Unit + integration tests on DynamoDB Local + kumo (started and stopped here), then test-contract and test-infra
+test: install ## Unit + integration tests on DynamoDB Local + kumo (started and stopped here), test-moto, test-contract, then test-infra (cfn-lint, IAM sufficiency)
 	@echo "== compiling every test binary before entering the offline network namespace"
 	go test -count=1 -run '^$$' -exec true ./... >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
 	@echo "== go test ./... with the local stack (LOCALEFLOW_INTEGRATION=1)"
+	@# Every AWS call of the functions and of the CLI is recorded (adapters/awsclient.Record)
+	@# into $(AWS_CALLS) for the IAM sufficiency check of test-infra.
+	rm -f $(AWS_CALLS) $(CHECKS_SUMMARY)
 	@# The health page's browser test is required (fails, not skips, without chromium) wherever
 	@# install.sh can provide chromium: as root with apt-get, unless LOCALEFLOW_SKIP_CHROMIUM=1
 	@# (or where chromium is already on PATH). A fresh root CI machine whose apt-get install
@@ -63,9 +66,34 @@ test: install ## Unit + integration tests on DynamoDB Local + kumo (started and 
 	if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then require=1; \
 	elif [[ $$(id -u) == 0 && $${LOCALEFLOW_SKIP_CHROMIUM:-} != 1 ]] && command -v apt-get >/dev/null; then require=1; fi; \
 	echo "== LOCALEFLOW_REQUIRE_CHROMIUM=$$require"; \
-	LOCALEFLOW_REQUIRE_CHROMIUM=$$require dev/emulators/with-stack.sh go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	LOCALEFLOW_REQUIRE_CHROMIUM=$$require LOCALEFLOW_AWS_CALL_LOG=$(AWS_CALLS) \
+		dev/emulators/with-stack.sh go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) test-moto
 	$(MAKE) test-contract
-	$(MAKE) test-infra
+	LOCALEFLOW_AWS_CALLS=$(AWS_CALLS) LOCALEFLOW_REQUIRE_INDEPENDENT_CHECKS=1 LOCALEFLOW_CHECKS_SUMMARY=$(CHECKS_SUMMARY) $(MAKE) test-infra
+	@echo "== independent checks that ran:"
+	@cat $(CHECKS_SUMMARY)
+
+# The independent checks' outputs: the recorded AWS calls and one summary
+# line per check (printed at the end of make test).
+AWS_CALLS := $(abspath $(BUILD))/aws-calls.jsonl
+CHECKS_SUMMARY := $(abspath $(BUILD))/independent-checks.txt
+# MOTO_TESTS run on moto_server as the second AWS implementation: the store
+# conformance suites, and the operator commands that need EventBridge
+# archives (replay; kumo has none) or drain queues (dlq redrive).
+MOTO_TESTS := ^(TestConformanceDynamoDB|TestStoreConformance|TestReplayOnMoto|TestDLQOnLocalStack|TestQuarantineOnLocalStack)$$
+MOTO_PKGS := ./adapters/releasedb ./adapters/monitordb ./cmd/localeflow
+
+.PHONY: test-moto
+test-moto: install ## The store conformance suites, replay and dlq redrive on moto_server (the second AWS implementation)
+	go test -count=1 -run '^$$' -exec true $(MOTO_PKGS) >$(BUILD_LOG) 2>&1 || { cat $(BUILD_LOG); exit 1; }
+	@echo "== moto: $(MOTO_TESTS) in $(MOTO_PKGS)"
+	@status=0; LOCALEFLOW_STACK=moto dev/emulators/with-stack.sh go test -count=1 -v -run '$(MOTO_TESTS)' $(MOTO_PKGS) \
+		>$(BUILD)/moto.log 2>&1 || status=$$?; \
+	grep -E '^(--- |ok|FAIL|panic)' $(BUILD)/moto.log || true; \
+	line="moto $$(source dev/emulators/lib.sh && echo $$MOTO_VERSION): $$(grep -c '^--- PASS' $(BUILD)/moto.log) tests passed, $$(grep -c '^--- FAIL' $(BUILD)/moto.log) failed, $$(grep -c '^--- SKIP' $(BUILD)/moto.log) skipped ($$(grep -c -- '    --- SKIP' $(BUILD)/moto.log) subtests skipped: moto does not serialize concurrent conditional writes) in $(MOTO_PKGS)"; \
+	echo "$$( ((status == 0)) && echo ok || echo FAILED): $$line" | tee -a $(CHECKS_SUMMARY); \
+	if ((status != 0)); then echo "== moto log: $(BUILD)/moto.log"; exit $$status; fi
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no local stack; integration tests skip)

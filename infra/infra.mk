@@ -129,7 +129,7 @@ deploy-local: build $(INFRA_CLI_STAMP) ## Deploy to a running LocalStack with cd
 	cd infra && AWS_ENVAR_ALLOWLIST=AWS_REGION,AWS_DEFAULT_REGION AWS_REGION=$${AWS_REGION:-us-east-1} \
 		$(INFRA_CDKLOCAL) deploy --require-approval never $(INFRA_CONTEXT) -c deletionProtection=false $(CDK_FLAGS)
 
-test-infra: ## CDK template tests and the cdk-nag AwsSolutions check (infra module)
+test-infra: ## CDK template tests, the cdk-nag AwsSolutions check, cfn-lint on 5 variants, the IAM check of the calls make test recorded (infra module)
 	cd infra && go test -count=1 ./...
 
 lint-infra: ## gofmt and go vet of the infra module

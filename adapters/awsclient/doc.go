@@ -9,4 +9,9 @@
 // LocalStack and the Docker-free local stack without code changes. When an
 // endpoint override is in force for DynamoDB the client stops validating the
 // CRC32 response checksum, which emulators do not send.
+//
+// Record appends every call of a config's clients to the file
+// LOCALEFLOW_AWS_CALL_LOG names (unset: nothing changes): `make test` sets
+// it for the IAM sufficiency check, which evaluates each call of the
+// functions and of the CLI against the policies the stack grants them.
 package awsclient

@@ -651,7 +651,7 @@ func (c *cli) configOptions() []func(*config.LoadOptions) error {
 // rather than as a failure of the first call.
 func (c *cli) loadAWS(ctx context.Context) (aws.Config, error) {
 	if c.awsCfg != nil {
-		return *c.awsCfg, nil
+		return awsclient.Record(*c.awsCfg, c.callPrincipal()), nil
 	}
 	cfg, err := awsconfig.Load(ctx, c.configOptions()...)
 	if err != nil {
@@ -660,8 +660,24 @@ func (c *cli) loadAWS(ctx context.Context) (aws.Config, error) {
 	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
 		return aws.Config{}, core.Wrap(codeCredentials, true, fmt.Errorf("no AWS credentials found: log in (aws sso login), set AWS_PROFILE or --profile, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (%s)", firstLineOf(err)))
 	}
-	return cfg, nil
+	// Each call is appended to LOCALEFLOW_AWS_CALL_LOG when the tests set it
+	// (the IAM sufficiency check: every call is allowed by GrantOperator);
+	// nothing otherwise.
+	return awsclient.Record(cfg, c.callPrincipal()), nil
 }
+
+// callPrincipal names the command in the call log: "localeflow status",
+// "localeflow dlq redrive" (the commands with subcommands take both words).
+func (c *cli) callPrincipal() string {
+	name := "localeflow " + c.command()
+	if len(c.args) > 1 && slices.Contains(subcommandGroups, c.command()) {
+		name += " " + c.args[1]
+	}
+	return name
+}
+
+// subcommandGroups are the commands whose second word is a subcommand.
+var subcommandGroups = []string{"dlq", "quarantine"}
 
 // cliKey carries the invocation in the context, for the client
 // constructors tests replace (newSQSAPI): they load the same configuration

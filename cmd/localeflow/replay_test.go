@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,9 @@ func TestReplayOnAHostBus(t *testing.T) {
 // whole replay can run).
 func TestReplayOnLocalStack(t *testing.T) {
 	localtest.Require(t)
+	if os.Getenv("LOCALEFLOW_EMULATOR") == "moto" {
+		t.Skip("moto has archives: TestReplayOnMoto")
+	}
 	topo := localtest.Topology(t)
 	now := time.Now().UTC()
 	r := runCLI(nil, "--prefix", topo.Prefix, "replay", "--from", now.Add(-time.Hour).Format(time.RFC3339), "--to", now.Add(-time.Minute).Format(time.RFC3339))

@@ -11,6 +11,10 @@
 #   aws-lambda-rie         built from dev/emulators/tools (Go module proxy)
 #   chromium               Debian package (apt-get, root only), for the health
 #                          page's headless-browser test
+#   moto 5.2.1             pip install 'moto[server]==5.2.1' where absent: the second
+#                          AWS implementation (with-stack.sh, LOCALEFLOW_STACK=moto)
+#   cfn-lint 1.51.0        pip install cfn-lint==1.51.0 where absent: lints the
+#                          synthesized templates (infra/localeflow)
 #   Go modules             `go mod download` of every module of the repo, so
 #                          tests can build offline inside the network namespace
 #
@@ -104,6 +108,29 @@ install_chromium() {
 	fi
 }
 
+# pip_tool NAME PIP_SPEC VERSION: installs PIP_SPEC with pip unless the
+# package NAME is installed at VERSION already. A failed install does not stop
+# the rest; `make test` then fails in the check that needs the tool
+# (LOCALEFLOW_REQUIRE_INDEPENDENT_CHECKS=1), naming it.
+pip_tool() {
+	local name=$1 spec=$2 version=$3 have
+	have=$(python3 -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null || true)
+	if [[ $have == "$version" ]]; then
+		log "$name: installed ($version)"
+		return
+	fi
+	if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
+		log "warning: $name $version is missing (found '${have:-none}') and there is no python3 with pip; install it: pip install '$spec'"
+		return
+	fi
+	log "$name: pip install '$spec' (found '${have:-none}')"
+	if ! python3 -m pip install --quiet "$spec"; then
+		log "warning: pip could not install '$spec'; make test will fail in the check that needs it"
+		return
+	fi
+	command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
+}
+
 download_modules() {
 	local mod dir
 	while IFS= read -r mod; do
@@ -117,5 +144,7 @@ install_dynamodb
 build_tool kumo github.com/sivchari/kumo/cmd/kumo "$KUMO_MODULE" "$KUMO_VERSION" "$KUMO_BIN"
 build_tool aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie "$RIE_MODULE" "$RIE_VERSION" "$RIE_BIN"
 install_chromium
+pip_tool moto "moto[server]==$MOTO_VERSION" "$MOTO_VERSION"
+pip_tool cfn-lint "cfn-lint==$CFN_LINT_VERSION" "$CFN_LINT_VERSION"
 download_modules
 log "ready: cache $LOCALEFLOW_CACHE"

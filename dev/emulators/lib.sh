@@ -13,6 +13,11 @@ KUMO_VERSION=v0.33.1
 RIE_MODULE=github.com/aws/aws-lambda-runtime-interface-emulator
 RIE_VERSION=v0.0.0-20261030222936-bef5c4ba774d
 GOLANGCI_LINT_VERSION=v2.15.0
+# The independent checks' tools (pip; dev/emulators/install.sh installs them
+# where absent): moto is the second AWS implementation (LOCALEFLOW_STACK=moto),
+# cfn-lint lints the synthesized templates (infra/localeflow).
+MOTO_VERSION=5.2.1
+CFN_LINT_VERSION=1.51.0
 
 STACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$STACK_DIR/../.." && pwd)
@@ -29,6 +34,7 @@ GOLANGCI_LINT_BIN=$LOCALEFLOW_CACHE/golangci-lint/$GOLANGCI_LINT_VERSION/golangc
 # Inside the private network namespace both servers own fixed loopback ports.
 DYNAMODB_PORT=8000
 KUMO_PORT=4566
+MOTO_PORT=5000
 # Bounded wait for each server to answer, in seconds.
 STACK_WAIT_SECONDS=${LOCALEFLOW_STACK_WAIT_SECONDS:-60}
 # Modules the Go checksum database cannot verify for kumo's dependency graph.
@@ -42,15 +48,21 @@ die() { log "ERROR: $*"; exit 1; }
 # stack_env prints the environment every process inside the stack gets, as
 # KEY=VALUE lines (for `env`): SDK endpoints, region, test credentials, the
 # integration switch, and an offline Go (the namespace has no network).
+# With LOCALEFLOW_STACK=moto every endpoint is moto_server's (and
+# LOCALEFLOW_EMULATOR=moto tells the tests which implementation answers).
 stack_env() {
-	local goflags
+	local goflags db=http://127.0.0.1:$DYNAMODB_PORT aws=http://127.0.0.1:$KUMO_PORT emulator=kumo
 	goflags=$(go env GOFLAGS 2>/dev/null || true)
+	if [[ ${LOCALEFLOW_STACK:-} == moto ]]; then
+		db=http://127.0.0.1:$MOTO_PORT aws=http://127.0.0.1:$MOTO_PORT emulator=moto
+	fi
 	cat <<ENV
-AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$DYNAMODB_PORT
-AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$KUMO_PORT
-AWS_ENDPOINT_URL_EVENTBRIDGE=http://127.0.0.1:$KUMO_PORT
-AWS_ENDPOINT_URL_STS=http://127.0.0.1:$KUMO_PORT
-AWS_ENDPOINT_URL_SECRETS_MANAGER=http://127.0.0.1:$KUMO_PORT
+AWS_ENDPOINT_URL_DYNAMODB=$db
+AWS_ENDPOINT_URL_SQS=$aws
+AWS_ENDPOINT_URL_EVENTBRIDGE=$aws
+AWS_ENDPOINT_URL_STS=$aws
+AWS_ENDPOINT_URL_SECRETS_MANAGER=$aws
+LOCALEFLOW_EMULATOR=$emulator
 AWS_REGION=us-east-1
 AWS_ACCESS_KEY_ID=test
 AWS_SECRET_ACCESS_KEY=test
@@ -99,6 +111,25 @@ start_kumo() {
 	local logfile=$1
 	KUMO_HOST=127.0.0.1 KUMO_PORT=$KUMO_PORT "${NETNS_EXEC[@]}" "$KUMO_BIN" >"$logfile" 2>&1 </dev/null &
 	KUMO_PID=$!
+}
+
+# moto_version prints the installed moto's version ("" when absent).
+moto_version() {
+	command -v moto_server >/dev/null || return 0
+	python3 -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || true
+}
+
+require_moto() {
+	[[ $(moto_version) == "$MOTO_VERSION" ]] ||
+		die "moto $MOTO_VERSION is not installed (found '$(moto_version)'): run dev/emulators/install.sh (make install)"
+}
+
+# start_moto LOGFILE: starts moto_server $MOTO_VERSION on 127.0.0.1; sets
+# MOTO_PID.
+start_moto() {
+	local logfile=$1
+	"${NETNS_EXEC[@]}" moto_server -H 127.0.0.1 -p "$MOTO_PORT" >"$logfile" 2>&1 </dev/null &
+	MOTO_PID=$!
 }
 
 # http_answers PORT: true when something on 127.0.0.1:PORT answers an HTTP

@@ -10,6 +10,11 @@
 # no network at all, so Go runs offline (GOPROXY=off, -mod=readonly):
 # download modules and compile before calling this (make test does).
 #
+# LOCALEFLOW_STACK=moto starts moto_server (pinned, dev/emulators/install.sh)
+# instead, on 127.0.0.1 in the same kind of namespace, and points every
+# endpoint at it: the second, independent AWS implementation
+# (docs/design.md, "Two emulators").
+#
 # Exits with the command's status, or 1 when the stack did not come up.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -17,7 +22,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 (($# > 0)) || die "usage: $0 COMMAND [ARG...]"
 
 if [[ ${LOCALEFLOW_NETNS_CHILD:-} != 1 ]]; then
-	require_installed
+	if [[ ${LOCALEFLOW_STACK:-} == moto ]]; then
+		require_moto
+	else
+		require_installed
+	fi
 	command -v unshare >/dev/null || die "unshare (util-linux) is needed"
 	command -v ip >/dev/null || die "ip (iproute2) is needed"
 	# Re-enter this script as the first process of a new network namespace.
@@ -34,9 +43,10 @@ unset LOCALEFLOW_NETNS_CHILD
 ip link set lo up
 
 RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/localeflow-stack.XXXXXX")
-DYNAMODB_PID="" KUMO_PID=""
+DYNAMODB_PID="" KUMO_PID="" MOTO_PID=""
 cleanup() {
 	local rc=$?
+	stop_pid moto "$MOTO_PID"
 	stop_pid kumo "$KUMO_PID"
 	stop_pid "DynamoDB Local" "$DYNAMODB_PID"
 	if ((rc == 0)); then
@@ -49,10 +59,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-start_dynamodb "$RUN_DIR/dynamodb.log" "$RUN_DIR"
-start_kumo "$RUN_DIR/kumo.log"
-wait_for "DynamoDB Local $DYNAMODB_LOCAL_VERSION" "$DYNAMODB_PID" "$DYNAMODB_PORT" "$RUN_DIR/dynamodb.log" || exit 1
-wait_for "kumo $KUMO_VERSION" "$KUMO_PID" "$KUMO_PORT" "$RUN_DIR/kumo.log" || exit 1
+if [[ ${LOCALEFLOW_STACK:-} == moto ]]; then
+	start_moto "$RUN_DIR/moto.log"
+	wait_for "moto $MOTO_VERSION" "$MOTO_PID" "$MOTO_PORT" "$RUN_DIR/moto.log" || exit 1
+else
+	start_dynamodb "$RUN_DIR/dynamodb.log" "$RUN_DIR"
+	start_kumo "$RUN_DIR/kumo.log"
+	wait_for "DynamoDB Local $DYNAMODB_LOCAL_VERSION" "$DYNAMODB_PID" "$DYNAMODB_PORT" "$RUN_DIR/dynamodb.log" || exit 1
+	wait_for "kumo $KUMO_VERSION" "$KUMO_PID" "$KUMO_PORT" "$RUN_DIR/kumo.log" || exit 1
+fi
 
 stack_env_array
 status=0

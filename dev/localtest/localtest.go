@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -106,12 +108,20 @@ func Config(t testing.TB) aws.Config {
 	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		opts = append(opts, config.WithRegion(DefaultRegion))
 	}
+	if os.Getenv("LOCALEFLOW_EMULATOR") == "moto" {
+		opts = append(opts, config.WithHTTPClient(motoHTTPClient))
+	}
 	cfg, err := awsconfig.Load(context.Background(), opts...)
 	if err != nil {
 		t.Fatalf("localtest: %v", err)
 	}
 	return cfg
 }
+
+// motoHTTPClient opens a connection per request: moto_server (werkzeug)
+// closes kept-alive connections in the middle of an answer
+// (docs/design.md, "Two emulators").
+var motoHTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.DisableKeepAlives = true })
 
 // DynamoDB returns a client for the local DynamoDB (response checksum
 // validation off, as emulators send none).

@@ -107,6 +107,9 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
+	// Each call is appended to LOCALEFLOW_AWS_CALL_LOG when the tests set it
+	// (the IAM sufficiency check); nothing otherwise.
+	awsCfg = awsclient.Record(awsCfg, "coordinator")
 	var sm secretkey.SecretsManagerAPI
 	for _, name := range keyNames {
 		if cfg.Keys[name].SecretARN != "" {

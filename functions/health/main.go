@@ -69,6 +69,9 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
+	// Each call is appended to LOCALEFLOW_AWS_CALL_LOG when the tests set it
+	// (the IAM sufficiency check); nothing otherwise.
+	awsCfg = awsclient.Record(awsCfg, "health")
 	db := awsclient.DynamoDB(awsCfg, boundedConns)
 	monitorStore, err := monitordb.New(db, cfg.MonitorTable)
 	if err != nil {

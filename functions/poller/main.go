@@ -98,6 +98,9 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 	if err != nil {
 		return nil, wired{}, err
 	}
+	// Each call is appended to LOCALEFLOW_AWS_CALL_LOG when the tests set it
+	// (the IAM sufficiency check); nothing otherwise.
+	awsCfg = awsclient.Record(awsCfg, "poller")
 	sm := secretsmanager.NewFromConfig(awsCfg)
 	// Key sets "current,previous,…", re-read every LOCALEFLOW_KEY_TTL so a
 	// rotated secret needs no cold start.

@@ -1,6 +1,7 @@
 package localeflow
 
 import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -171,6 +172,26 @@ func (l *Localeflow) GrantOperator(grantee awsiam.IGrantable) []awsiam.Grant {
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 			Grantee: grantee, Actions: jsii.Strings("events:StartReplay"), ResourceArns: &[]*string{l.EventArchive.ArchiveArn()},
 		}),
+		// `localeflow replay` first reads the archive (DescribeArchive: its
+		// source bus, the deployment's or the host's) and checks the input
+		// rules it replays to (DescribeRule) on that bus.
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: grantee, Actions: jsii.Strings("events:DescribeArchive"), ResourceArns: &[]*string{l.EventArchive.ArchiveArn()},
+		}),
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: grantee, Actions: jsii.Strings("events:DescribeRule"), ResourceArns: l.ruleArns(),
+		}),
+		// `localeflow keys` names each key secret by reference (ARN, version
+		// ids): its metadata, not its value; the public keys of the Ed25519
+		// sets it reads from their public-key secrets (the coordinator
+		// publishes them), never a seed.
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: grantee, Actions: jsii.Strings("secretsmanager:DescribeSecret"), ResourceArns: l.secretArns(),
+		}),
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: grantee, Actions: jsii.Strings("secretsmanager:GetSecretValue"),
+			ResourceArns: &[]*string{l.ApprovalPublicKeySecret.Ref(), l.PublicationPublicKeySecret.Ref()},
+		}),
 		l.GrantHealthRead(grantee),
 	}
 	if key := l.DataKeyL2(); key != nil {
@@ -180,6 +201,28 @@ func (l *Localeflow) GrantOperator(grantee awsiam.IGrantable) []awsiam.Grant {
 		}))
 	}
 	return grants
+}
+
+// secretArns are the ARNs of the five key secrets.
+func (l *Localeflow) secretArns() *[]*string {
+	var arns []*string
+	for _, s := range secretSpecs {
+		arns = append(arns, l.cfnSecret(s.Logical).Ref())
+	}
+	return &arns
+}
+
+// ruleArns are the ARNs of the deployment's input rules (on its bus or the
+// host's: rule/<bus>/<rule>).
+func (l *Localeflow) ruleArns() *[]*string {
+	var arns []*string
+	for _, r := range l.Topology.Rules {
+		arns = append(arns, l.Stack().FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("events"), Resource: jsii.String("rule"),
+			ResourceName: jsii.String(*l.EventBus.EventBusName() + "/" + r.Name), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+		}))
+	}
+	return &arns
 }
 
 // conditions converts a condition block to Grant's form.

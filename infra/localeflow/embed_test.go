@@ -21,11 +21,23 @@ import (
 	"github.com/localeflow/localeflow/infra/localeflow"
 )
 
-// TestTeamStackEmbedsWithItsOwnConstructs is a team's scratch stack: its
-// own alarm topic, event bus and VPC handed to the construct, and each
-// grant helper used on a role of its own. It synthesizes cdk-nag clean
-// (no AwsSolutions finding anywhere in the stack).
-func TestTeamStackEmbedsWithItsOwnConstructs(t *testing.T) {
+// teamStack is the team's scratch stack of TestTeamStackEmbedsWithItsOwnConstructs,
+// also linted (TestCfnLintOnEverySynthesizedVariant) and the operator's grant of
+// the IAM sufficiency check (TestEveryRecordedCallIsAllowed).
+type teamStack struct {
+	app                               awscdk.App
+	stack                             awscdk.Stack
+	topic                             awssns.Topic
+	bus                               awsevents.EventBus
+	lf                                *localeflow.Localeflow
+	producer, operator, viewer, cmsRd awsiam.Role
+}
+
+// newTeamStack builds the team's stack: its own alarm topic, event bus and
+// VPC handed to the construct, and each grant helper used on a role of its
+// own (Producer, Operator, HealthViewer, CmsReader).
+func newTeamStack(t *testing.T) teamStack {
+	t.Helper()
 	app := awscdk.NewApp(nil)
 	stack := awscdk.NewStack(app, jsii.String("TeamPlatform"), nil)
 	topic := awssns.NewTopic(stack, jsii.String("TeamAlarms"), &awssns.TopicProps{
@@ -66,6 +78,16 @@ func TestTeamStackEmbedsWithItsOwnConstructs(t *testing.T) {
 	if err := lf.GrantSecretRead("EvidenceKeySecret", otherAccount); err != nil {
 		t.Fatal(err)
 	}
+	return teamStack{app: app, stack: stack, topic: topic, bus: bus, lf: lf, producer: producer, operator: operator, viewer: viewer, cmsRd: cms}
+}
+
+// TestTeamStackEmbedsWithItsOwnConstructs is a team's scratch stack: its
+// own alarm topic, event bus and VPC handed to the construct, and each
+// grant helper used on a role of its own. It synthesizes cdk-nag clean
+// (no AwsSolutions finding anywhere in the stack).
+func TestTeamStackEmbedsWithItsOwnConstructs(t *testing.T) {
+	ts := newTeamStack(t)
+	app, stack, topic, bus, producer := ts.app, ts.stack, ts.topic, ts.bus, ts.producer
 
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	var annotations assertions.Annotations

@@ -137,6 +137,7 @@ func runHintSuite(t *testing.T, h Harness) {
 		refused(t, s, hintAt("evt-altered", T0+100))
 	})
 	t.Run("concurrent hints: exactly one wins", func(t *testing.T) {
+		h.skipNotAtomic(t)
 		s := h.New(t)
 		watching(t, s, "evt-1", 600_000)
 		var wg sync.WaitGroup
