@@ -549,6 +549,14 @@ func (s *monitorStore) MarkInvalid(ctx context.Context, id string, nowMS int64) 
 			return "refused", err
 		}
 		s.corrupt.written(invocationOf(ctx), id)
+		if inv := invocationOf(ctx); inv != nil {
+			// The record is final now: the poll this invocation's earlier
+			// write scheduled is no longer owed (a transition whose
+			// returned record fails the integrity check is marked at once;
+			// adapters seed 535 on 4cb9354: the checker asked for a poll
+			// message of a failed change).
+			delete(s.followUps, readKey{inv.ID, id})
+		}
 		if rec, err := s.mem.Get(ctx, id); err == nil && rec.State.Final() && rec.OutboxMS != 0 {
 			oid := monitor.OutcomeID(id, rec.State, rec.OutboxMS)
 			if prev, ok := s.final[id]; !ok || prev != oid {
