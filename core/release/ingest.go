@@ -169,9 +169,10 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 		}
 	}
 	var (
-		mine  *ResultRecord // the result this ingestion created
-		named *namedInput
-		tried bool // the evidence request was tried (claimAtIngest) already
+		rereads int           // reads after a refused write (maxIngestRereads)
+		mine    *ResultRecord // the result this ingestion created
+		named   *namedInput
+		tried   bool // the evidence request was tried (claimAtIngest) already
 	)
 	for {
 		if old != nil {
@@ -207,9 +208,12 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 				res = *mine
 			default:
 				if err := c.putResultOnce(ctx, cur, &res); err != nil {
-					if fresh && errors.Is(err, ErrConflict) {
-						// The result exists: read, and go on as from a read.
+					if errors.Is(err, ErrConflict) && rereads < maxIngestRereads {
+						// The result exists (written first and found it, or
+						// a racing copy created it since the read): read,
+						// and go on as from a read.
 						fresh = false
+						rereads++
 						if old, cur, err = c.loadJob(ctx, j); err != nil {
 							return false, nil, err
 						}
@@ -248,10 +252,12 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 			}
 		}
 		if err := c.store.Put(ctx, &rec, prev); err != nil {
-			if fresh && errors.Is(err, ErrConflict) {
-				// The job record exists (an earlier event of the job, a
-				// racing copy): read, and go on as from a read.
+			if errors.Is(err, ErrConflict) && rereads < maxIngestRereads {
+				// The job record exists or moved since the read (an
+				// earlier event of the job, a racing copy): read, and go
+				// on as from a read.
 				fresh = false
+				rereads++
 				if old, cur, err = c.loadJob(ctx, j); err != nil {
 					return false, nil, err
 				}
@@ -263,6 +269,12 @@ func (c *Coordinator) ingestJob(ctx context.Context, j *JobCompletion, now time.
 		return true, named, nil
 	}
 }
+
+// maxIngestRereads bounds the reads one job ingestion makes after a
+// refused write (each refusal means another writer's write went in: a
+// racing copy, an earlier event of the job); past it the conflict is
+// returned, retryable, and the message comes back.
+const maxIngestRereads = 4
 
 // loadJob reads a job input's own job record and, for a succeeded job
 // whose job record does not decide the input already (the same payload: a

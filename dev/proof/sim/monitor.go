@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,12 +21,14 @@ import (
 	"github.com/localeflow/localeflow/adapters/cms/cmstest"
 	"github.com/localeflow/localeflow/adapters/delayqueue"
 	"github.com/localeflow/localeflow/adapters/eventbus"
+	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/quarantine"
 	"github.com/localeflow/localeflow/adapters/signedhttp"
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
+	"github.com/localeflow/localeflow/core/monitor/memstore"
 	"github.com/localeflow/localeflow/core/release/releasetest"
 	"github.com/localeflow/localeflow/dev/logcapture"
 	pollerconfig "github.com/localeflow/localeflow/functions/poller/config"
@@ -227,6 +231,9 @@ func (s *monitorStore) Owed(ctx context.Context, beforeMS int64, limit int) (ids
 	err = s.w.do(ctx, KindStore, "monitor.Owed", storeDown, func() (string, error) {
 		var e error
 		ids, e = s.mem.Owed(ctx, beforeMS, limit)
+		if e == nil {
+			s.checkOwedListing(beforeMS, limit, ids)
+		}
 		if inv := invocationOf(ctx); inv != nil && e == nil {
 			if s.owedListed == nil {
 				s.owedListed = map[readKey]bool{}
@@ -361,6 +368,58 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 	return out, err
 }
 
+// checkOwedListing: the owed listing the sweep's outbox pass reads
+// (Store.Owed, the wake index's outbox keys) lists every final record
+// that owes its outcome since beforeMS or earlier, up to limit (docs/design.md
+// "Owed outcomes in the wake index"). Judged against the stored records
+// themselves (read directly, outside the scheduler), the records the
+// simulator tampered with aside. Without it an outcome whose announcing
+// invocation failed waits for a redelivery that may never come: catches
+// an owed projection that misses an attribute (dev/mutants
+// monitordb-owed-projection-no-state) and a listing that skips a shard.
+func (s *monitorStore) checkOwedListing(beforeMS int64, limit int, ids []string) {
+	listed := map[string]bool{}
+	for _, id := range ids {
+		listed[id] = true
+	}
+	var missing []string
+	owed := 0
+	for _, id := range slices.Sorted(maps.Keys(s.final)) {
+		if s.tampered[id] || s.altered[id] {
+			continue
+		}
+		rec, ok := s.rawRecord(id)
+		if !ok || !rec.State.Final() || rec.OutboxMS <= 0 || rec.OutboxMS > beforeMS {
+			continue
+		}
+		owed++
+		if !listed[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 && len(ids) < limit {
+		s.w.violate("the owed listing (before %d, limit %d) returned %d records and left out %v, which owe their outcome", beforeMS, limit, len(ids), missing)
+	}
+}
+
+// rawRecord reads a monitor record as stored, bypassing the scheduler
+// and the fault injection (a checker's read).
+func (s *monitorStore) rawRecord(id string) (monitor.Record, bool) {
+	if s.w.ddb != nil {
+		item := s.w.ddb.db.Raw(s.w.ddb.topo.Monitor.Name, monitordb.Key(id))
+		if item == nil {
+			return monitor.Record{}, false
+		}
+		return monitordb.RecordOf(item), true
+	}
+	mem, ok := s.mem.(*memstore.Store)
+	if !ok {
+		return monitor.Record{}, false
+	}
+	rec, err := mem.Get(context.Background(), id)
+	return rec, err == nil
+}
+
 // checkSweepGrace: the sweep lists only changes at least SweepGrace past
 // their wake time, leaving the queued SQS message its chance first
 // (docs/design.md "The sweep's grace period"): the bound it asks the
@@ -490,6 +549,14 @@ func (s *monitorStore) MarkInvalid(ctx context.Context, id string, nowMS int64) 
 			return "refused", err
 		}
 		s.corrupt.written(invocationOf(ctx), id)
+		if inv := invocationOf(ctx); inv != nil {
+			// The record is final now: the poll this invocation's earlier
+			// write scheduled is no longer owed (a transition whose
+			// returned record fails the integrity check is marked at once;
+			// adapters seed 535 on 4cb9354: the checker asked for a poll
+			// message of a failed change).
+			delete(s.followUps, readKey{inv.ID, id})
+		}
 		if rec, err := s.mem.Get(ctx, id); err == nil && rec.State.Final() && rec.OutboxMS != 0 {
 			oid := monitor.OutcomeID(id, rec.State, rec.OutboxMS)
 			if prev, ok := s.final[id]; !ok || prev != oid {
