@@ -234,7 +234,7 @@ func (r *Release) restarts(seed uint64, t0 time.Time) {
 		slices.Sort(ids)
 		for _, id := range ids {
 			other := w.running[id]
-			other.faulted.Store(true)
+			other.fault()
 			other.crashed.Store(true)
 			other.cancel()
 			w.record(other, "CRASH", "coordinator restart")

@@ -326,7 +326,7 @@ func (b *Bus) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ .
 				if b.w.faultsOn() && b.w.chance(b.w.Faults.BusEntryFail) {
 					failed++
 					if inv != nil {
-						inv.faulted.Store(true)
+						inv.fault()
 					}
 					out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{
 						ErrorCode:    aws.String([]string{"InternalFailure", "ThrottlingException"}[b.w.rng.IntN(2)]),

@@ -41,6 +41,10 @@ import (
 // findings is the per-seed state of these checks.
 type findings struct {
 	rng *rand.Rand
+	// dateRng draws which oversized Retry-After answers are HTTP dates
+	// (its own stream: the findings' draws, and so every seed's history
+	// before the date form existed, are unchanged).
+	dateRng *rand.Rand
 	// hintMsgs is the number of hint messages for a change in one
 	// invocation's batch; hintWrites the Store.Hint calls it made for it.
 	hintMsgs   map[readKey]int
@@ -64,7 +68,7 @@ type findings struct {
 }
 
 func newFindings(seed uint64) *findings {
-	return &findings{rng: rand.New(rand.NewPCG(seed, seed^0x6973737565323424)),
+	return &findings{rng: rand.New(rand.NewPCG(seed, seed^0x6973737565323424)), dateRng: rand.New(rand.NewPCG(seed, seed^0x52612d64617465)),
 		hintMsgs: map[readKey]int{}, hintWrites: map[readKey]int{}, lastHintMS: map[string]int64{},
 		completedMS: map[string]int64{}, earlyAfter: map[string]int{}, trailing: map[string]bool{},
 		claimView: map[readKey]earlyView{}}
@@ -114,9 +118,9 @@ func (fx *findings) hugeRetryAfter(h interface{ Set(string, string) }, current s
 	if current == "" || fx.rng.IntN(40) != 0 {
 		return current
 	}
-	v := []string{"4294967296", "4294967295", "9223372036854775808", "18446744073709551616", "99999999999999999999999", "", "", ""}[fx.rng.IntN(8)]
-	if v == "" {
-		ahead := []time.Duration{2 * time.Hour, 30 * 24 * time.Hour, 50 * 365 * 24 * time.Hour}[fx.rng.IntN(3)]
+	v := []string{"4294967296", "4294967295", "9223372036854775808", "18446744073709551616", "99999999999999999999999"}[fx.rng.IntN(5)]
+	if fx.dateRng.IntN(8) < 3 {
+		ahead := []time.Duration{2 * time.Hour, 30 * 24 * time.Hour, 50 * 365 * 24 * time.Hour}[fx.dateRng.IntN(3)]
 		v = time.Now().Add(ahead).UTC().Format(http.TimeFormat)
 	}
 	h.Set("Retry-After", v)
@@ -203,7 +207,7 @@ func (fx *findings) freezeHinted(w *World, inv *Invocation, f monitor.Fence) {
 	}
 	w.Stats.Stalls++
 	w.Stats.Frozen++
-	inv.faulted.Store(true)
+	inv.fault()
 	w.record(inv, "monitor.Transition "+f.EventID, "hinted poll frozen "+d.String())
 	time.Sleep(d)
 }

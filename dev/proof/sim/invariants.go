@@ -225,7 +225,7 @@ func (s *monitorStore) freezeForTakeover(inv *Invocation, id, token string, expi
 	fw := &frozenWrite{token: token, wake: make(chan struct{})}
 	t.waiting[id] = append(t.waiting[id], fw)
 	w.Stats.Frozen++
-	inv.faulted.Store(true)
+	inv.fault()
 	w.record(inv, "cms read "+id, "frozen until another worker claims it")
 	// The process is frozen: its own timers (the CMS client's timeout)
 	// run out with it; the Lambda timeout ends it.
@@ -427,7 +427,7 @@ func (s *releaseStore) freezePastLease(inv *Invocation, peer string) {
 		return
 	}
 	w.Stats.Frozen++
-	inv.faulted.Store(true)
+	inv.fault()
 	w.record(inv, "http "+peer, "frozen until "+wake.Sub(end).String()+" after the lease ended")
 	time.Sleep(time.Until(wake))
 }

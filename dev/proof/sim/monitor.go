@@ -102,6 +102,10 @@ type monitorStore struct {
 	// fence (its lease ran out or was taken over) while the change was not
 	// final; it must send a poll message for the change (checkFollowUps).
 	lostFollowUps map[readKey]*Invocation
+	// lostFaults is the invocation's fault count when its finishing write
+	// was refused: the stall that outlived the lease is itself a fault,
+	// only a later one excuses a missing follow-up.
+	lostFaults map[readKey]int32
 	// reads holds the last CMS answer an invocation got for a change (the
 	// next finishing write of that invocation for it must follow it).
 	reads map[readKey]readResult
@@ -303,6 +307,7 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 				s.w.Stats.StaleRefused++
 				if _, final := s.final[f.EventID]; inv != nil && !final {
 					s.lostFollowUps[readKey{inv.ID, f.EventID}] = inv
+					s.lostFaults[readKey{inv.ID, f.EventID}] = inv.faults.Load()
 				}
 				return "refused stale " + core.CodeOf(e), e
 			}
@@ -707,7 +712,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 		MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults()
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, alteredAs: map[string]monitor.Record{}, reclaimed: map[string]bool{},
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
-		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{}, lostFollowUps: map[readKey]*Invocation{},
+		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{}, lostFollowUps: map[readKey]*Invocation{}, lostFaults: map[readKey]int32{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
 		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{},
 		claimRegular: map[readKey]int64{}, fx: w.fx}
@@ -1106,7 +1111,8 @@ func (m *Monitor) checkFollowUps() {
 	// A poll whose finishing write the fence refused: nothing else may
 	// wake the record, so that invocation sends a poll for when it can be
 	// claimed again, or announces the outcome if the change was finished
-	// meanwhile (docs/design.md "A poll that outlived its lease"). Without
+	// meanwhile, unless a fault hit it after the refusal (the stall that
+	// outlived the lease does not excuse it) (docs/design.md "A poll that outlived its lease"). Without
 	// it the sweep finds the change minutes later: an outcome check alone
 	// cannot tell (catches dev/mutants poller-lost-lease-no-followup).
 	keys = keys[:0]
@@ -1121,7 +1127,7 @@ func (m *Monitor) checkFollowUps() {
 	})
 	for _, k := range keys {
 		inv := m.store.lostFollowUps[k]
-		if inv.faulted.Load() || inv.crashed.Load() || m.w.sendFailed[inv.ID] || m.w.pollSent[k] || m.announcedByInv(k.id, inv.ID) {
+		if inv.faults.Load() > m.store.lostFaults[k] || inv.crashed.Load() || m.w.sendFailed[inv.ID] || m.w.pollSent[k] || m.announcedByInv(k.id, inv.ID) {
 			continue
 		}
 		m.w.violate("change %s: invocation #%d had its finishing write refused (lease lost) and sent no poll message for it", k.id, inv.ID)

@@ -250,11 +250,20 @@ type Invocation struct {
 	afterCrash int
 	// faulted: a fault was injected into one of its calls (or it crashed).
 	faulted atomic.Bool
+	// faults counts the faults injected into it (fault), so a check can
+	// tell a fault after a given point from one before it.
+	faults  atomic.Int32
 	crashed atomic.Bool
 	cancel  context.CancelFunc
 	done    func(resp any, err error, crashed, faulted bool)
 	resp    any
 	err     error
+}
+
+// fault marks a fault injected into the invocation.
+func (inv *Invocation) fault() {
+	inv.faulted.Store(true)
+	inv.faults.Add(1)
 }
 
 type invKey struct{}
@@ -437,7 +446,7 @@ func (w *World) do(ctx context.Context, kind, name string, fail func() error, ef
 	if faulty && w.chance(w.Faults.Stall) {
 		d := w.stallFor(inv)
 		w.Stats.Stalls++
-		inv.faulted.Store(true)
+		inv.fault()
 		w.record(inv, name, "stalled "+d.String())
 		time.Sleep(d)
 		// Back through the scheduler before anything else, so that two
@@ -455,7 +464,7 @@ func (w *World) do(ctx context.Context, kind, name string, fail func() error, ef
 		}
 	}
 	if faulty && w.chance(w.Faults.Fail[kind]) {
-		inv.faulted.Store(true)
+		inv.fault()
 		w.record(inv, name, "injected failure")
 		return fail()
 	}
@@ -472,7 +481,7 @@ func (w *World) do(ctx context.Context, kind, name string, fail func() error, ef
 	}
 	if faulty && err == nil && w.chance(w.Faults.Ambiguous[kind]) {
 		outcome += " (reported as failed)"
-		inv.faulted.Store(true)
+		inv.fault()
 		err = fail()
 	}
 	w.record(inv, name, outcome)
