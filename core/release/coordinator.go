@@ -202,14 +202,23 @@ func (c *Coordinator) Validate() error {
 }
 
 // storeRead is the error of a failed store read: retryable
-// (CodeStoreReadFailed), except an item of an unsupported format, which
-// every later read meets again (CodeSchemaUnsupported, final).
+// (CodeStoreReadFailed), except a stored item the store refuses, which
+// every later read meets again (final, its own code): one of an
+// unsupported format (CodeSchemaUnsupported), an approval that is not a
+// valid compact record (CodeStoredApprovalInvalid), an item of an unknown
+// kind or with attributes its kind does not have (CodeRecordInvalid).
 func storeRead(err error) error {
-	if errors.Is(err, core.Fail(CodeSchemaUnsupported)) {
-		return core.Wrap(CodeSchemaUnsupported, false, err)
+	for _, code := range storedItemCodes {
+		if errors.Is(err, core.Fail(code)) {
+			return core.Wrap(code, false, err)
+		}
 	}
 	return core.Wrap(CodeStoreReadFailed, true, err)
 }
+
+// storedItemCodes are the codes of a stored item a read refuses
+// (storeRead: final).
+var storedItemCodes = []string{CodeSchemaUnsupported, CodeStoredApprovalInvalid, CodeRecordInvalid}
 
 func (c *Coordinator) log() *slog.Logger {
 	if c.logger != nil {
