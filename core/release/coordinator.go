@@ -78,6 +78,10 @@ type Outcome struct {
 	// release's tally: Step publishes and settles the step's
 	// approval and then runs CompleteRelease.
 	Completes bool `json:"-"`
+	// Ended says the release has ended (delivered, or a failure an
+	// operator acknowledged: "An ended release stays ended"): Step starts
+	// the retention of texts a late input stored.
+	Ended bool `json:"-"`
 }
 
 // Config holds the coordinator's policy.
@@ -266,9 +270,15 @@ func (c *Coordinator) load(ctx context.Context, eventID string, full bool) (*Sna
 	}
 	if o, ok := c.ended(&snap, snap.Plan); ok {
 		c.log().InfoContext(ctx, "release has ended, nothing to do", "event_id", eventID, "status", o.Status)
+		// A late input may have left a wake entry (an awaiting_claim
+		// mark, an evidence lease): it leaves the wake index.
+		if err := c.park(ctx, &snap); err != nil {
+			return nil, nil, nil, err
+		}
 		// Its owed approval events are still published (the evidence
 		// lease of each wakes the release until it is settled).
 		o.Owed, _, _ = c.held(&snap, snap.Plan, c.now(), "")
+		o.Ended = true
 		return &snap, snap.Plan, &o, nil
 	}
 	current, err := c.checkPlan(ctx, snap.Plan)
@@ -579,6 +589,9 @@ func (c *Coordinator) runNextReleaseClaimed(ctx context.Context, eventID string,
 	}
 	if done != nil {
 		return *done, nil
+	}
+	if err := c.stillBlocked(ctx, snap, now); err != nil {
+		return Outcome{}, err
 	}
 	c.settleAwaitingDelivery(ctx, snap)
 	if snap.Delivery != nil && snap.Delivery.Status != StateSucceeded {
