@@ -97,7 +97,7 @@ type Config struct {
 }
 
 // DefaultConfig returns the configuration for revision and workerID with
-// the defaults of docs/design.md "Defaults": a 300 s evidence and delivery
+// the defaults of docs/design.md "Defaults": a 90 s evidence and delivery
 // lease, 5 evidence and 5 delivery attempts, a 30-day approval TTL.
 func DefaultConfig(revision, workerID string) Config {
 	return Config{
