@@ -91,8 +91,8 @@ func TestLateCompletionOfEndedRelease(t *testing.T) {
 	if err != nil || res.StepErr != nil {
 		t.Fatalf("late completion's step: %+v, %v", res, err)
 	}
-	if s := b.snap(t, "evt-late"); len(s.Approvals) != 0 {
-		t.Fatalf("the ended release approved a late locale: %+v", s.Approvals)
+	if s := b.snap(t, "evt-late"); len(s.Approvals) != 0 || len(s.Evidence) != 0 {
+		t.Fatalf("the ended release approved a late locale or made it an evidence request: %+v, %+v", s.Approvals, s.Evidence)
 	}
 	if due := b.due(t); len(due) != 0 {
 		t.Fatalf("the ended release still wakes after a late completion: %+v", due)
