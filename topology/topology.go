@@ -376,7 +376,7 @@ var MonitorCensusAttributes = []string{
 	"change_sha256", "binding_sha256", "state", "poll_attempts", "consecutive_failures",
 	"max_consecutive_failures", "next_poll_ms", "lease_owner", "lease_token", "lease_expires_ms",
 	"last_error_code", "remote_status", "lifecycle_sha256", "lifecycle", "created_ms", "updated_ms",
-	"hint_ms", "acknowledged_ms", AttrExpiresAt, "timeline",
+	"hint_ms", "regular_poll_ms", "wait_until_ms", "acknowledged_ms", AttrExpiresAt, "timeline",
 	AttrWakeShard, AttrWakeMS, AttrAttentionShard, AttrAttentionMS, AttrOutboxMS,
 }
 

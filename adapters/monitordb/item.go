@@ -38,6 +38,8 @@ const (
 	attrCreatedMS       = "created_ms"
 	attrUpdatedMS       = "updated_ms"
 	attrHintMS          = "hint_ms"
+	attrRegularPollMS   = "regular_poll_ms"
+	attrWaitUntilMS     = "wait_until_ms"
 	attrWakeShard       = topology.AttrWakeShard
 	attrWakeMS          = topology.AttrWakeMS
 	attrAttentionShard  = topology.AttrAttentionShard
@@ -118,6 +120,8 @@ type item struct {
 	CreatedMS              int64  `dynamodbav:"created_ms"`
 	UpdatedMS              int64  `dynamodbav:"updated_ms"`
 	HintMS                 int64  `dynamodbav:"hint_ms,omitempty"`
+	RegularPollMS          int64  `dynamodbav:"regular_poll_ms,omitempty"`
+	WaitUntilMS            int64  `dynamodbav:"wait_until_ms,omitempty"`
 	WakeShard              *int   `dynamodbav:"wake_shard,omitempty"`
 	WakeMS                 *int64 `dynamodbav:"wake_ms,omitempty"`
 	AttentionShard         *int   `dynamodbav:"attention_shard,omitempty"`
@@ -138,7 +142,7 @@ var knownAttributes = map[string]bool{
 	attrFailures: true, attrMaxFailures: true, attrNextPollMS: true, attrLeaseOwner: true,
 	attrLeaseToken: true, attrLeaseExpiresMS: true, attrLastErrorCode: true,
 	attrRemoteStatus: true, attrLifecycleSHA256: true, attrLifecycle: true,
-	attrCreatedMS: true, attrUpdatedMS: true, attrHintMS: true, attrWakeShard: true, attrWakeMS: true,
+	attrCreatedMS: true, attrUpdatedMS: true, attrHintMS: true, attrRegularPollMS: true, attrWaitUntilMS: true, attrWakeShard: true, attrWakeMS: true,
 	attrAttentionShard: true, attrAttentionMS: true, attrOutboxMS: true,
 }
 
@@ -154,6 +158,7 @@ func encode(rec monitor.Record) (map[string]types.AttributeValue, error) {
 		LastErrorCode: rec.LastErrorCode, RemoteStatus: rec.RemoteStatus,
 		LifecycleSHA256: rec.LifecycleSHA256,
 		CreatedMS:       rec.CreatedMS, UpdatedMS: rec.UpdatedMS, OutboxMS: rec.OutboxMS, HintMS: rec.HintMS,
+		RegularPollMS: rec.RegularPollMS, WaitUntilMS: rec.WaitUntilMS,
 		AcknowledgedMS: rec.AcknowledgedMS, ExpiresAt: rec.ExpiresAt, Timeline: EncodeTimeline(rec.Timeline),
 	}
 	if rec.OutboxMS != 0 && rec.State.Final() {
@@ -220,7 +225,7 @@ func decode(av map[string]types.AttributeValue) monitor.Record {
 		NextPollMS: it.NextPollMS, LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken,
 		LeaseExpiresMS: it.LeaseExpiresMS, LastErrorCode: it.LastErrorCode, RemoteStatus: it.RemoteStatus,
 		LifecycleSHA256: it.LifecycleSHA256, CreatedMS: it.CreatedMS, UpdatedMS: it.UpdatedMS,
-		OutboxMS: it.OutboxMS, HintMS: it.HintMS, SchemaVersion: it.SchemaVersion, AcknowledgedMS: it.AcknowledgedMS,
+		OutboxMS: it.OutboxMS, HintMS: it.HintMS, RegularPollMS: it.RegularPollMS, WaitUntilMS: it.WaitUntilMS, SchemaVersion: it.SchemaVersion, AcknowledgedMS: it.AcknowledgedMS,
 		ExpiresAt: it.ExpiresAt,
 	}
 	if it.Timeline != "" {

@@ -193,6 +193,9 @@ func (s *Store) Hint(ctx context.Context, h monitor.Hint) (monitor.Record, bool,
 		expression.Or(
 			expression.AttributeNotExists(expression.Name(attrHintMS)),
 			expression.Name(attrHintMS).LessThanEqual(expression.Value(h.NowMS-h.MinGapMS))),
+		expression.Or(
+			expression.AttributeNotExists(expression.Name(attrWaitUntilMS)),
+			expression.Name(attrWaitUntilMS).LessThanEqual(now)),
 	)
 	update := expression.Set(expression.Name(attrNextPollMS), now).
 		Set(expression.Name(attrHintMS), now).
@@ -337,6 +340,8 @@ func (s *Store) transitionUpdate(eventID string, u monitor.Update) (expression.U
 			update = update.Remove(expression.Name(attrLifecycle))
 		}
 	}
+	update = optionalMS(update, attrRegularPollMS, u.RegularPollMS)
+	update = optionalMS(update, attrWaitUntilMS, u.WaitUntilMS)
 	if u.Timeline != nil {
 		update = update.Set(expression.Name(AttrTimeline), expression.Value(EncodeTimeline(u.Timeline)))
 	}
@@ -356,6 +361,14 @@ func (s *Store) transitionUpdate(eventID string, u monitor.Update) (expression.U
 	}
 	update = sparseKey(update, u.State.CanWake(), attrWakeShard, shard, attrWakeMS, u.NextPollMS)
 	return update.Remove(expression.Name(attrOutboxMS)), nil
+}
+
+// optionalMS sets an optional time attribute, or removes it when ms is 0.
+func optionalMS(update expression.UpdateBuilder, name string, ms int64) expression.UpdateBuilder {
+	if ms == 0 {
+		return update.Remove(expression.Name(name))
+	}
+	return update.Set(expression.Name(name), expression.Value(ms))
 }
 
 // sparseKey sets a sparse index's two key attributes when the record

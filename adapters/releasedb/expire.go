@@ -35,10 +35,12 @@ type TextExpirer struct {
 }
 
 // ExpireTexts sets expires_at = at on every source and result record of
-// eventID. An UpdateItem writes only that attribute (the coordinator's
-// dynamodb:Attributes condition allows nothing else) and only on an
-// existing item of release.SchemaVersion (one of another format is left
-// as it is). Idempotent; failures are retryable.
+// eventID that has none: a text whose retention started keeps its expiry,
+// so running an ended release again never moves it later. An UpdateItem
+// writes only that attribute (the coordinator's dynamodb:Attributes
+// condition allows nothing else) and only on an existing item of
+// release.SchemaVersion (one of another format is left as it is).
+// Idempotent; failures are retryable.
 func (e TextExpirer) ExpireTexts(ctx context.Context, eventID string, at time.Time) error {
 	if !core.ValidToken(eventID) {
 		return core.Fail(release.CodeEventIDInvalid)
@@ -53,7 +55,7 @@ func (e TextExpirer) ExpireTexts(ctx context.Context, eventID string, at time.Ti
 				TableName:                aws.String(e.Table),
 				Key:                      key,
 				UpdateExpression:         aws.String("SET #ttl = :ttl"),
-				ConditionExpression:      aws.String("attribute_exists(#pk) AND #sv = :sv"),
+				ConditionExpression:      aws.String("attribute_exists(#pk) AND #sv = :sv AND attribute_not_exists(#ttl)"),
 				ExpressionAttributeNames: map[string]string{"#ttl": topology.AttrExpiresAt, "#pk": topology.AttrPK, "#sv": release.AttrSchemaVersion},
 				ExpressionAttributeValues: map[string]types.AttributeValue{
 					":ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(at.Unix(), 10)},

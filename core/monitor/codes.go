@@ -51,6 +51,9 @@ const (
 	// read came a moment later. Not clock_regressed: the outcome is right
 	// and nothing points at a clock fault.
 	CodeHintRaced = "lifecycle_monitor.hint_raced"
+	// CodeHintRetryAfter: a hinted poll met a Retry-After and that wait
+	// (wait_until_ms) has not ended; a hint never shortens it.
+	CodeHintRetryAfter = "lifecycle_monitor.hint_retry_after"
 
 	// Stored data.
 	CodeStateInvalid = "lifecycle_monitor.state_invalid"

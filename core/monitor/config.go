@@ -148,3 +148,12 @@ func (c Config) RetryDelay(failures int) time.Duration {
 func (c Config) RetryDelayFor(eventID string, failures int) time.Duration {
 	return core.Jitter(c.RetryDelay(failures), eventID, max(1, failures))
 }
+
+// LongestWait is the furthest ahead a poll is scheduled with c, a server's
+// Retry-After aside: the poll interval, the lease, or a retry's backoff at
+// its jittered ceiling (core.JitterCeil(MaxDelay), up to 1.5 × MaxDelay).
+// A queue consumer that refuses messages due too far ahead must accept
+// at least this.
+func (c Config) LongestWait() time.Duration {
+	return max(c.PollInterval, core.JitterCeil(c.MaxDelay), c.Lease)
+}

@@ -23,11 +23,13 @@ type Hint struct {
 // Hintable reports whether the hint condition holds for r: r has this
 // code's schema version and the hint's site, is watching, its next poll is
 // later than NowMS, updated_ms ≤ NowMS, and no hint moved it during the
-// last MinGapMS (hint_ms absent or ≤ NowMS − MinGapMS). A record in
+// last MinGapMS (hint_ms absent or ≤ NowMS − MinGapMS), and no wait the
+// CMS asked for is running (wait_until_ms absent or ≤ NowMS). A record in
 // retry_wait keeps its backoff, and the failure counters are never touched.
 func Hintable(r Record, h Hint) bool {
 	return r.SchemaVersion == SchemaVersion && r.SiteID == h.SiteID && r.State == StateWatching &&
-		r.NextPollMS > h.NowMS && r.UpdatedMS <= h.NowMS && (r.HintMS == 0 || r.HintMS <= h.NowMS-h.MinGapMS)
+		r.NextPollMS > h.NowMS && r.UpdatedMS <= h.NowMS && (r.HintMS == 0 || r.HintMS <= h.NowMS-h.MinGapMS) &&
+		r.WaitUntilMS <= h.NowMS
 }
 
 // ApplyHint is the record a successful Store.Hint writes: next_poll_ms,
@@ -115,6 +117,9 @@ func hintRefusal(r Record, h Hint) string {
 		return CodeHintNotWatching
 	case r.NextPollMS <= h.NowMS:
 		return CodeHintAlreadyDue
+	case r.WaitUntilMS > h.NowMS:
+		// A hinted poll met a Retry-After: the CMS's wait is not over.
+		return CodeHintRetryAfter
 	case r.UpdatedMS > h.NowMS:
 		// Another writer (a poll finishing, a claim) moved the record after
 		// this hint read its clock.

@@ -46,6 +46,16 @@ type Record struct {
 	// HintMS is the time of the last hint that moved next_poll_ms forward
 	// (0: never). Hints are refused until HintMS + the hint gap.
 	HintMS int64
+	// RegularPollMS is a watching change's regular poll time: the
+	// next_poll_ms its last completion set (0: not watching, or a record
+	// written before the attribute, whose regular time is read from the
+	// timeline). A hint moves next_poll_ms, never this: a hinted poll that
+	// fails before it does not count (docs/design.md "Hints").
+	RegularPollMS int64
+	// WaitUntilMS is when the wait the CMS asked for (Retry-After) after a
+	// hinted poll's early failure ends (0: none): no hint moves the next
+	// poll while it runs.
+	WaitUntilMS int64
 	// AcknowledgedMS is when an operator acknowledged a record that needed
 	// attention (`localeflow ack`); 0 when it was not acknowledged. An
 	// acknowledged record no longer needs attention: it leaves the
@@ -179,6 +189,8 @@ type Claim struct {
 	Timeline []TimelineEntry
 	// HintMS is the claimed record's hint_ms (0: never hinted).
 	HintMS int64
+	// RegularPollMS is the claimed record's regular_poll_ms (0: none).
+	RegularPollMS int64
 }
 
 // Target is the identity the CMS answer must match.
@@ -210,7 +222,7 @@ func claimOf(r Record) Claim {
 		Attempt: r.PollAttempts, ConsecutiveFailures: r.ConsecutiveFailures,
 		MaxConsecutiveFailures: r.MaxConsecutiveFailures, LeaseOwner: r.LeaseOwner,
 		LeaseToken: r.LeaseToken, LeaseExpires: core.FromMillis(r.LeaseExpiresMS),
-		Timeline: r.Timeline, HintMS: r.HintMS,
+		Timeline: r.Timeline, HintMS: r.HintMS, RegularPollMS: r.RegularPollMS,
 	}
 }
 
@@ -307,6 +319,11 @@ type Outcome struct {
 	Reclaimed bool
 	// LeaseExpires is set when State is leased (held by someone else).
 	LeaseExpires time.Time
+	// FailureCode is the code of this poll's failure ("" when it got an
+	// answer or did not poll): ErrorCode, or for a hinted poll that failed
+	// before the regular poll time (the change stays watching, the failure
+	// uncounted, ErrorCode empty) that failure's code.
+	FailureCode string
 	// Owed is the outcome still owed for a final change (nil when none is):
 	// the caller publishes it and then calls Service.Announced.
 	Owed *Announcement
@@ -316,7 +333,12 @@ func outcomeOf(s Status, polled bool) Outcome {
 	out := Outcome{
 		EventID: s.EventID, State: s.State, RemoteStatus: s.RemoteStatus, Attempt: s.PollAttempts,
 		ConsecutiveFailures: s.ConsecutiveFailures, NextPoll: s.NextPoll, ErrorCode: s.LastErrorCode,
-		Polled: polled, LeaseExpires: s.LeaseExpires,
+		Polled: polled, LeaseExpires: s.LeaseExpires, FailureCode: s.LastErrorCode,
+	}
+	if n := len(s.Timeline); polled && n > 0 && s.State == StateWatching && s.Timeline[n-1].AtMS == core.Millis(s.Updated) {
+		// A hinted early failure: watching, its code only in the entry
+		// this poll wrote.
+		out.FailureCode = s.Timeline[n-1].Code
 	}
 	if a, ok := s.Announcement(); ok {
 		out.Owed = &a

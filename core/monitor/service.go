@@ -375,6 +375,8 @@ func (s *Service) Complete(ctx context.Context, c Claim, resp lifecycle.Response
 	}
 	if lifecycle.IsTerminal(parsed.Status) {
 		u.State, u.NextPollMS = StateTerminal, now
+	} else {
+		u.RegularPollMS = u.NextPollMS
 	}
 	return s.finish(ctx, c, u, CodeCompletionLost)
 }
@@ -407,10 +409,14 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 		// A hinted poll that failed before the change's regular poll time
 		// does not count (docs/design.md "Hints"): the change stays
 		// watching, due at its regular time (or the server's Retry-After,
-		// if later), with its failure budget untouched.
+		// if later), with its failure budget untouched; no hint moves it
+		// before the Retry-After ends.
 		s.log.WarnContext(ctx, "monitor hinted poll failed early", "event_id", c.EventID, "code", code)
 		u := Update{State: StateWatching, ConsecutiveFailures: c.ConsecutiveFailures, UpdatedMS: now,
-			NextPollMS: max(regular, now+atLeast.Milliseconds()), HintFailure: code}
+			NextPollMS: max(regular, now+atLeast.Milliseconds()), HintFailure: code, RegularPollMS: regular}
+		if atLeast > 0 {
+			u.WaitUntilMS = now + atLeast.Milliseconds()
+		}
 		return s.finish(ctx, c, u, CodeFailureLost)
 	}
 	failures := c.ConsecutiveFailures + 1
@@ -424,12 +430,21 @@ func (s *Service) failure(ctx context.Context, c Claim, code string, retryable b
 
 // hintedEarly reports whether the claim c is a poll a hint brought forward
 // and now is still before the change's regular poll time, and returns that
-// time. The regular time is that of the last completion (the last timeline
-// entry watching without a code) plus the poll interval; only entries of
-// hinted polls that failed early (watching, with a code) may follow it,
-// and a hint must have moved the poll since.
+// time. The claimed record was watching (its last timeline entry is
+// watching: a completion or a hinted early failure) and a hint moved its
+// poll. The regular time is the stored regular_poll_ms; a record written
+// before that attribute reads it from the timeline: the last completion
+// (the last entry watching without a code) plus the poll interval, only
+// entries of hinted early failures (watching, with a code) after it.
 func hintedEarly(c Claim, now int64, interval time.Duration) (int64, bool) {
-	for i := len(c.Timeline) - 1; i >= 0; i-- {
+	n := len(c.Timeline)
+	if n == 0 || c.Timeline[n-1].State != StateWatching || c.HintMS == 0 {
+		return 0, false
+	}
+	if c.RegularPollMS > 0 {
+		return c.RegularPollMS, now < c.RegularPollMS
+	}
+	for i := n - 1; i >= 0; i-- {
 		e := c.Timeline[i]
 		if e.State != StateWatching {
 			return 0, false
@@ -438,7 +453,7 @@ func hintedEarly(c Claim, now int64, interval time.Duration) (int64, bool) {
 			continue
 		}
 		regular := e.AtMS + interval.Milliseconds()
-		return regular, c.HintMS >= e.AtMS && c.HintMS > 0 && now < regular
+		return regular, c.HintMS >= e.AtMS && now < regular
 	}
 	return 0, false
 }

@@ -219,6 +219,14 @@ type Update struct {
 	// into the timeline entry only (the failure is not counted, and a
 	// watching record has no last_error_code).
 	HintFailure string
+	// RegularPollMS is the record's regular_poll_ms after the write: a
+	// completion to watching sets its next_poll_ms, a hinted early failure
+	// keeps the regular time; 0 (removed) for every other write.
+	RegularPollMS int64
+	// WaitUntilMS is the record's wait_until_ms after the write: the end
+	// of the server's Retry-After on a hinted early failure, else 0
+	// (removed).
+	WaitUntilMS int64
 }
 
 // Attention reports whether the updated record needs attention, given the
@@ -262,6 +270,7 @@ func ApplyUpdate(r Record, u Update) Record {
 		r.Lifecycle = append([]byte(nil), u.Lifecycle...)
 	}
 	r.UpdatedMS = u.UpdatedMS
+	r.RegularPollMS, r.WaitUntilMS = u.RegularPollMS, u.WaitUntilMS
 	if u.Timeline != nil {
 		r.Timeline = append([]TimelineEntry(nil), u.Timeline...)
 	}

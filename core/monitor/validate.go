@@ -43,6 +43,8 @@ func validRecord(r Record) (*lifecycle.Response, bool) {
 		r.ConsecutiveFailures > r.MaxConsecutiveFailures ||
 		r.NextPollMS < r.CreatedMS || r.UpdatedMS < r.CreatedMS ||
 		(r.HintMS != 0 && (!core.ValidMillis(r.HintMS) || r.HintMS < r.CreatedMS || r.HintMS > r.UpdatedMS)) ||
+		(r.RegularPollMS != 0 && (!core.ValidMillis(r.RegularPollMS) || r.RegularPollMS < r.CreatedMS)) ||
+		(r.WaitUntilMS != 0 && (!core.ValidMillis(r.WaitUntilMS) || r.WaitUntilMS < r.CreatedMS)) ||
 		(r.OutboxMS != 0 && (!r.State.Final() || r.OutboxMS != r.UpdatedMS)) ||
 		(r.ExpiresAt != 0 && (!r.State.Final() || r.AttentionWorthy() || r.ExpiresAt < r.UpdatedMS/1000)) ||
 		(r.AcknowledgedMS != 0 && (!r.AttentionWorthy() || !core.ValidMillis(r.AcknowledgedMS) || r.AcknowledgedMS < r.UpdatedMS)) {

@@ -342,6 +342,14 @@ func ApprovalOwed(a *ApprovalRecord, ev *EvidenceRecord) bool {
 		ev.JobID == a.JobID && ev.Status != StateSucceeded
 }
 
+// evidenceSettles reports whether the evidence record ev of the owed
+// approval a passes the record checks a settle needs: a valid record of
+// a's result and plan. An owed approval whose record fails them can never
+// be settled (SettleApproval reports evidence.state.invalid).
+func evidenceSettles(a *ApprovalRecord, ev *EvidenceRecord) bool {
+	return ValidateEvidenceRecord(ev) == nil && ev.ResultSHA256 == a.ResultSHA256 && ev.PlanID == a.PlanID
+}
+
 // owedByEvidence reports whether the snapshot's approval a is owed
 // (ApprovalOwed).
 func owedByEvidence(snap *Snapshot, a *ApprovalRecord) bool {
@@ -423,8 +431,16 @@ func (c *Coordinator) settleEvidence(ctx context.Context, snap *Snapshot, a *App
 		return storeRead(err)
 	}
 	ev := evs.Evidence[a.RequestID]
-	if !ApprovalOwed(a, ev) || ValidateEvidenceRecord(ev) != nil || ev.ResultSHA256 != a.ResultSHA256 || ev.PlanID != a.PlanID {
+	if !ApprovalOwed(a, ev) {
 		return nil
+	}
+	if !evidenceSettles(a, ev) {
+		// Owed, but its record fails the record checks (corruption,
+		// tampering): no write can settle it. An error, never a silent
+		// success: the step blocks the release (evidence.state.invalid).
+		c.log().ErrorContext(ctx, "owed approval's evidence record fails its checks", "event_id", a.EventID,
+			"job_id", a.JobID, "approval_id", a.ApprovalID, "code", CodeEvidenceStateInvalid)
+		return core.Fail(CodeEvidenceStateInvalid)
 	}
 	nowMS := core.Millis(c.now())
 	if a.ExpiresMS <= nowMS && ev.Status == StateLeased && ev.LeaseExpiresMS > nowMS {

@@ -139,19 +139,86 @@ const CodeReleaseBlocked = "release.blocked"
 // conditional on the version read; an already blocked release only parks
 // what still wakes.
 func (c *Coordinator) block(ctx context.Context, eventID string, snap *Snapshot, code string, now time.Time) error {
+	writes := c.parkWrites(snap)
+	if snap.Blocked == nil {
+		writes = append([]Write{{Rec: &BlockedRecord{EventID: eventID, Code: code, BlockedMS: core.Millis(now), Version: 1}}}, writes...)
+	}
+	if err := c.putParked(ctx, writes, CodeBlockLost); err != nil {
+		return err
+	}
+	if len(writes) > 0 {
+		c.log().WarnContext(ctx, "release blocked", "event_id", eventID, "code", code, "parked", len(writes))
+	}
+	return nil
+}
+
+// stillBlocked ends the walk of a blocked release whose stored state
+// still holds the failure it met (a current-revision evidence request
+// failed for a job without a current approval, a prepared delivery
+// failed) with the error the walk would meet for it
+// (evidence.attempts_exhausted, cms.delivery.failed), before any job is
+// selected: a late locale's input neither calls the evidence provider nor
+// approves anything on it, and what that input left in the wake index
+// leaves it (park). A blocked release whose failure the state does not
+// show, or no longer shows (a new evidence revision), is walked as any
+// other: it meets its error again, or goes on.
+func (c *Coordinator) stillBlocked(ctx context.Context, snap *Snapshot, now time.Time) error {
+	if snap.Blocked == nil {
+		return nil
+	}
+	code := ""
+	switch {
+	case stuckDelivery(snap):
+		code = CodeDeliveryFailed
+	case c.stuckEvidence(snap, now):
+		code = CodeAttemptsExhausted
+	default:
+		return nil
+	}
+	if err := c.park(ctx, snap); err != nil {
+		return err
+	}
+	c.log().InfoContext(ctx, "release is blocked, nothing to do", "event_id", snap.Plan.Event.EventID, "code", code,
+		"blocked_code", snap.Blocked.Code)
+	return core.Fail(code)
+}
+
+// CodeParkLost: a record changed while an ended or blocked release was
+// taken out of the wake index; the next run parks it.
+const CodeParkLost = "release.park.lost"
+
+// park takes every record of an ended or blocked release out of the wake
+// index (parkWrites): a late input's evidence lease or awaiting_claim
+// mark, nothing else once parked. Nothing is written when nothing wakes.
+func (c *Coordinator) park(ctx context.Context, snap *Snapshot) error {
+	writes := c.parkWrites(snap)
+	if err := c.putParked(ctx, writes, CodeParkLost); err != nil {
+		return err
+	}
+	if len(writes) > 0 && snap.Plan != nil {
+		c.log().InfoContext(ctx, "release records parked", "event_id", snap.Plan.Event.EventID, "parked", len(writes))
+	}
+	return nil
+}
+
+// parkWrites are the writes that take the snapshot's records out of the
+// wake index: evidence and delivery records are parked, a never-claimed
+// job and an approval awaiting delivery lose their marks. The evidence
+// record of an owed compact approval keeps its wake while its event can
+// still be published and settled: it is what runs the release until then
+// (docs/design.md "Owed events of compact approvals"). One whose approval
+// does not verify or whose record fails the record checks never will be:
+// it is parked too.
+func (c *Coordinator) parkWrites(snap *Snapshot) []Write {
 	var writes []Write
 	park := func(rec Record) {
-		w, ok := parked(rec)
-		if ok {
+		if w, ok := parked(rec); ok {
 			writes = append(writes, w)
 		}
 	}
-	// The evidence record of an owed compact approval keeps its wake: it
-	// is what runs the release until the approval's event is published
-	// and settled (docs/design.md "Owed events of compact approvals").
 	owed := map[string]bool{}
 	for _, a := range snap.Approvals {
-		owed[a.RequestID] = owed[a.RequestID] || owedByEvidence(snap, a)
+		owed[a.RequestID] = owed[a.RequestID] || c.publishableOwed(snap, a)
 	}
 	for _, e := range snap.Evidence {
 		if !owed[e.RequestID] {
@@ -167,19 +234,30 @@ func (c *Coordinator) block(ctx context.Context, eventID string, snap *Snapshot,
 	if snap.Delivery != nil {
 		park(snap.Delivery)
 	}
-	if snap.Blocked == nil {
-		writes = append([]Write{{Rec: &BlockedRecord{EventID: eventID, Code: code, BlockedMS: core.Millis(now), Version: 1}}}, writes...)
+	return writes
+}
+
+// publishableOwed reports whether the snapshot's approval a is owed and
+// its event can still be published and settled: its token opens and names
+// its plan job, and its evidence record passes the settle's checks.
+func (c *Coordinator) publishableOwed(snap *Snapshot, a *ApprovalRecord) bool {
+	if !owedByEvidence(snap, a) || !evidenceSettles(a, snap.Evidence[a.RequestID]) || snap.Plan == nil || a.PlanID != snap.Plan.PlanID {
+		return false
 	}
+	job, ok := snap.Plan.Job(a.JobID)
+	return ok && c.approvalMade(a, snap.Plan, job)
+}
+
+// putParked writes writes in transactions of at most MaxWrites records,
+// each conditional on the version read; a lost race is lostCode.
+func (c *Coordinator) putParked(ctx context.Context, writes []Write, lostCode string) error {
 	for start := 0; start < len(writes); start += MaxWrites {
 		if err := c.store.PutAll(ctx, writes[start:min(start+MaxWrites, len(writes))]...); err != nil {
 			if errors.Is(err, ErrConflict) {
-				return core.Wrap(CodeBlockLost, true, err)
+				return core.Wrap(lostCode, true, err)
 			}
 			return core.Wrap(CodeStoreWriteFailed, true, err)
 		}
-	}
-	if len(writes) > 0 {
-		c.log().WarnContext(ctx, "release blocked", "event_id", eventID, "code", code, "parked", len(writes))
 	}
 	return nil
 }

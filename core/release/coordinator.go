@@ -78,6 +78,10 @@ type Outcome struct {
 	// release's tally: Step publishes and settles the step's
 	// approval and then runs CompleteRelease.
 	Completes bool `json:"-"`
+	// Ended says the release has ended (delivered, or a failure an
+	// operator acknowledged: "An ended release stays ended"): Step starts
+	// the retention of texts a late input stored.
+	Ended bool `json:"-"`
 }
 
 // Config holds the coordinator's policy.
@@ -93,7 +97,7 @@ type Config struct {
 }
 
 // DefaultConfig returns the configuration for revision and workerID with
-// the defaults of docs/design.md "Defaults": a 300 s evidence and delivery
+// the defaults of docs/design.md "Defaults": a 90 s evidence and delivery
 // lease, 5 evidence and 5 delivery attempts, a 30-day approval TTL.
 func DefaultConfig(revision, workerID string) Config {
 	return Config{
@@ -202,14 +206,23 @@ func (c *Coordinator) Validate() error {
 }
 
 // storeRead is the error of a failed store read: retryable
-// (CodeStoreReadFailed), except an item of an unsupported format, which
-// every later read meets again (CodeSchemaUnsupported, final).
+// (CodeStoreReadFailed), except a stored item the store refuses, which
+// every later read meets again (final, its own code): one of an
+// unsupported format (CodeSchemaUnsupported), an approval that is not a
+// valid compact record (CodeStoredApprovalInvalid), an item of an unknown
+// kind or with attributes its kind does not have (CodeRecordInvalid).
 func storeRead(err error) error {
-	if errors.Is(err, core.Fail(CodeSchemaUnsupported)) {
-		return core.Wrap(CodeSchemaUnsupported, false, err)
+	for _, code := range storedItemCodes {
+		if errors.Is(err, core.Fail(code)) {
+			return core.Wrap(code, false, err)
+		}
 	}
 	return core.Wrap(CodeStoreReadFailed, true, err)
 }
+
+// storedItemCodes are the codes of a stored item a read refuses
+// (storeRead: final).
+var storedItemCodes = []string{CodeSchemaUnsupported, CodeStoredApprovalInvalid, CodeRecordInvalid}
 
 func (c *Coordinator) log() *slog.Logger {
 	if c.logger != nil {
@@ -257,10 +270,15 @@ func (c *Coordinator) load(ctx context.Context, eventID string, full bool) (*Sna
 	}
 	if o, ok := c.ended(&snap, snap.Plan); ok {
 		c.log().InfoContext(ctx, "release has ended, nothing to do", "event_id", eventID, "status", o.Status)
+		// A late input may have left a wake entry (an awaiting_claim
+		// mark, an evidence lease): it leaves the wake index.
+		if err := c.park(ctx, &snap); err != nil {
+			return nil, nil, nil, err
+		}
 		// Its owed approval events are still published (the evidence
 		// lease of each wakes the release until it is settled).
 		o.Owed, _, _ = c.held(&snap, snap.Plan, c.now(), "")
-		c.unmarkDelivered(ctx, &snap)
+		o.Ended = true
 		return &snap, snap.Plan, &o, nil
 	}
 	current, err := c.checkPlan(ctx, snap.Plan)
@@ -384,35 +402,6 @@ func (c *Coordinator) ended(snap *Snapshot, plan *PlanRecord) (Outcome, bool) {
 		return outcome(OutcomeWaiting, plan), true
 	}
 	return Outcome{}, false
-}
-
-// unmarkDelivered takes the records of a delivered release out of the
-// wake index: a job still marked awaiting_claim or an approval still
-// marked awaiting_delivery (each mark's clearing write is best effort and
-// may have failed before the delivery ended the release) would wake the
-// ended release for good — every sweep would run it again — and, waking,
-// never get its expiry (docs/design.md "Release records expire
-// (retention)"). Best effort too: the next run that finds one tries again.
-func (c *Coordinator) unmarkDelivered(ctx context.Context, snap *Snapshot) {
-	if d := snap.Delivery; d == nil || d.Status != StateSucceeded {
-		return
-	}
-	for _, jobID := range slices.Sorted(maps.Keys(snap.Jobs)) {
-		j := snap.Jobs[jobID]
-		if j == nil || !j.AwaitingClaim {
-			continue
-		}
-		w, ok := parked(j)
-		if !ok {
-			continue
-		}
-		if err := c.store.Put(ctx, w.Rec, w.Prev); err != nil {
-			c.log().WarnContext(ctx, "job of a delivered release still marked awaiting claim", "event_id", j.EventID, "job_id", jobID, "code", core.CodeOf(err))
-			continue
-		}
-		snap.Jobs[jobID] = w.Rec.(*JobRecord)
-	}
-	c.settleAwaitingDelivery(ctx, snap)
 }
 
 // acknowledgedEvidenceFailure reports whether the snapshot holds an
@@ -600,6 +589,9 @@ func (c *Coordinator) runNextReleaseClaimed(ctx context.Context, eventID string,
 	}
 	if done != nil {
 		return *done, nil
+	}
+	if err := c.stillBlocked(ctx, snap, now); err != nil {
+		return Outcome{}, err
 	}
 	c.settleAwaitingDelivery(ctx, snap)
 	if snap.Delivery != nil && snap.Delivery.Status != StateSucceeded {

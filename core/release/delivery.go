@@ -139,7 +139,7 @@ func (c *Coordinator) prepareDelivery(ctx context.Context, snap *Snapshot, plan 
 // settleAwaitingDelivery clears the AwaitingDelivery marks of approvals
 // once a delivery exists. Best effort: a mark left behind only costs the
 // sweep one extra step, which clears it (a run of an ended release too:
-// load).
+// load parks it).
 func (c *Coordinator) settleAwaitingDelivery(ctx context.Context, snap *Snapshot) {
 	if snap.Delivery == nil {
 		return

@@ -59,7 +59,8 @@ func (p BusPublisher) PublishDelivery(ctx context.Context, d contract.Delivery) 
 	return nil
 }
 
-// TextExpirer sets the expiry of an event's text records.
+// TextExpirer sets the expiry of an event's text records that have none
+// (a text whose expiry is set keeps it).
 type TextExpirer interface {
 	ExpireTexts(ctx context.Context, eventID string, at time.Time) error
 }
@@ -283,7 +284,10 @@ func (d *driver) step(ctx context.Context, req StepRequest) (Outcome, Next, erro
 		}
 		return o, Next{}, nil
 	}
-	if o.Status == OutcomeDelivered {
+	if o.Status == OutcomeDelivered || o.Ended {
+		// Delivered, or a run of a release that ended: a text a late
+		// input stored since expires with the others (an expiry already
+		// set is kept).
 		if err := d.expireTexts(ctx); err != nil {
 			return o, Next{}, err
 		}
@@ -292,7 +296,9 @@ func (d *driver) step(ctx context.Context, req StepRequest) (Outcome, Next, erro
 }
 
 // expireTexts starts the retention of the event's texts: the release is
-// delivered or blocked for good, nothing reads them any more.
+// delivered, blocked for good or ended, nothing reads them any more. A
+// text whose retention started already keeps its expiry
+// (TextExpirer), so running an ended release again never moves it later.
 func (d *driver) expireTexts(ctx context.Context) error {
 	if d.p.Texts == nil {
 		return nil
@@ -493,6 +499,12 @@ func (d *driver) publishApproved(ctx context.Context, ae ApprovedEvent) (bool, e
 	if err := d.c.SettleApproval(ctx, a.EventID, a.JobID, a.ApprovalID, ae.Tally); err != nil {
 		d.p.Log.WarnContext(ctx, "approved event published, not settled", "event_id", a.EventID,
 			"job_id", a.JobID, "approval_id", a.ApprovalID, "code", core.CodeOf(err))
+		if core.CodeOf(err) != "" && !core.IsRetryable(err) {
+			// A settle that can never write (the owed approval's evidence
+			// record fails its checks) blocks the release: it stops here
+			// instead of publishing the event again on every run.
+			return false, d.c.blockIfStuck(ctx, a.EventID, err)
+		}
 		return false, nil
 	}
 	return true, nil

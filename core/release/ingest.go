@@ -357,6 +357,13 @@ func (c *Coordinator) claimAtIngest(ctx context.Context, plan *PlanRecord, rec *
 	if src == nil {
 		return nil, nil, false
 	}
+	if src.ExpiresAt != 0 {
+		// The texts' retention started: the release was delivered,
+		// blocked or ended. No evidence request for it; the step that
+		// follows is the full walk, which does nothing for a release
+		// that stays so.
+		return nil, src, false
+	}
 	snap := NewSnapshot()
 	snap.Plan = plan
 	accepted := *rec

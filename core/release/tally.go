@@ -207,9 +207,27 @@ func (c *Coordinator) runNamed(ctx context.Context, eventID string, in *namedInp
 	}
 	snap.Plan, snap.Jobs = plan, jobs.Jobs
 	snap.Results[jobID] = in.result
+	if src := snap.Sources[jobID]; src != nil && src.ExpiresAt != 0 {
+		// The texts' retention started: the release was delivered,
+		// blocked or ended (docs/design.md "Retention"). The full walk
+		// reads the whole state and does nothing for a release that
+		// stays so (load).
+		return c.runNextReleaseClaimed(ctx, eventID, in.claim)
+	}
 	if o, ok := c.ended(&snap, plan); ok {
-		// Reported before the seal is checked, as load does.
+		// Reported before the seal is checked, as load does; a late
+		// input's wake entries leave the wake index.
 		c.log().InfoContext(ctx, "release has ended, nothing to do", "event_id", eventID, "status", o.Status)
+		full, err := c.store.LoadState(ctx, eventID)
+		if err != nil {
+			return Outcome{}, storeRead(err)
+		}
+		full.Plan = plan
+		if err := c.park(ctx, &full); err != nil {
+			return Outcome{}, err
+		}
+		o.Owed, _, _ = c.held(&full, plan, now, "")
+		o.Ended = true
 		return o, nil
 	}
 	current, err := c.checkPlan(ctx, plan)

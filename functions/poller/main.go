@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -147,11 +148,21 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 		},
 		EventMaxAge:    cfg.EventMaxAge,
 		RefuseV1Events: cfg.RefuseV1,
-		LongestWait:    max(cfg.Monitor.PollInterval, cfg.Monitor.MaxDelay, cfg.Monitor.Lease, signedhttp.MaxRetryAfter),
+		LongestWait:    longestWait(cfg.Monitor),
 		Metrics:        emf.NewWriter(os.Stdout, cfg.Deployment, clock.Now),
 	})
 	if err != nil {
 		return nil, wired{}, err
 	}
 	return h, wired{db: db, table: cfg.MonitorTable}, nil
+}
+
+// longestWait is the furthest ahead the poller schedules a poll with m:
+// the monitor's own longest wait (a jittered retry lands up to half its
+// backoff past LOCALEFLOW_RETRY_MAX_DELAY) or the longest Retry-After it
+// honours. The handler refuses envelopes due past it plus
+// delayqueue.HorizonSlack, so a retry the poller scheduled itself is never
+// one of them, whatever the configured maximum delay.
+func longestWait(m monitor.Config) time.Duration {
+	return max(m.LongestWait(), signedhttp.MaxRetryAfter)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/core/lifecycle"
 	"github.com/localeflow/localeflow/core/monitor"
 )
 
@@ -166,6 +167,7 @@ func runHintSuite(t *testing.T, h Harness) {
 	t.Run("service hint polls a long-interval change at once", func(t *testing.T) {
 		runServiceHint(t, h)
 	})
+	runHintEdges(t, h)
 }
 
 func runServiceHint(t *testing.T, h Harness) {
@@ -204,4 +206,157 @@ func runServiceHint(t *testing.T, h Harness) {
 	}
 	_, err = svc.Hint(ctx, monitor.HintDetail{EventID: "evt 1", SiteID: rec.SiteID})
 	wantCode(t, err, monitor.CodeHintInvalid)
+}
+
+// failingReader answers every read with err.
+type failingReader struct{ err error }
+
+func (r failingReader) Timeout() time.Duration { return time.Second }
+
+func (r failingReader) ReadLifecycle(context.Context, lifecycle.Target) (lifecycle.Response, error) {
+	return lifecycle.Response{}, r.err
+}
+
+// hintedService is a service over s with a 10-minute poll interval and a
+// change evt-h watching since T0+20 (its regular poll at T0+20+10 min);
+// the returned clock is at T0+30.
+func hintedService(t *testing.T, s monitor.Store) (*monitor.Service, *fixedClock) {
+	t.Helper()
+	clock := &fixedClock{now: core.FromMillis(T0 + 30)}
+	svc, err := monitor.NewService(s, clock, nil, monitor.Config{WorkerID: "suite", PollInterval: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, NewRecord("evt-h", T0))
+	clock.set(core.FromMillis(T0 + 20))
+	if out, err := svc.PollOnce(context.Background(), "evt-h", statusReader{"processing"}); err != nil || out.State != monitor.StateWatching {
+		t.Fatalf("first poll = %+v, %v", out, err)
+	}
+	clock.set(core.FromMillis(T0 + 30))
+	return svc, clock
+}
+
+// runHintEdges: a hint never shortens a wait the CMS asked for, and hinted
+// polls that fail early never spend the failure budget, however many
+// (issue 39 findings 1, 2 and 4).
+func runHintEdges(t *testing.T, h Harness) {
+	ctx := context.Background()
+	hintPoll := func(t *testing.T, svc *monitor.Service, reader monitor.LifecycleReader) (monitor.HintResult, monitor.Outcome) {
+		t.Helper()
+		res, err := svc.Hint(ctx, monitor.HintDetail{EventID: "evt-h", SiteID: "site-berlin"})
+		if err != nil {
+			t.Fatalf("Hint = %v", err)
+		}
+		if !res.Advanced {
+			return res, monitor.Outcome{}
+		}
+		out, err := svc.PollOnce(ctx, "evt-h", reader)
+		if err != nil || !out.Polled {
+			t.Fatalf("hinted poll = %+v, %v", out, err)
+		}
+		return res, out
+	}
+	t.Run("a hint never polls before a Retry-After ends", func(t *testing.T) {
+		s := h.New(t)
+		svc, clock := hintedService(t, s)
+		reads := &countingReader{r: failingReader{core.WithRetryAfter(core.Wrap("cms.http_503", true, nil), 1800*time.Second)}}
+		_, out := hintPoll(t, svc, reads)
+		if out.State != monitor.StateWatching || out.ConsecutiveFailures != 0 || out.FailureCode != "cms.http_503" {
+			t.Fatalf("hinted 503 = %+v", out)
+		}
+		waitEnds := T0 + 30 + 1_800_000
+		if got := core.Millis(out.NextPoll); got != waitEnds {
+			t.Fatalf("next poll at +%d ms, want the Retry-After's end +%d", got-T0, waitEnds-T0)
+		}
+		// Hints every 5 s for the whole wait: none polls.
+		for now := T0 + 5_030; now < waitEnds; now += 5_000 {
+			clock.set(core.FromMillis(now))
+			if res, _ := hintPoll(t, svc, reads); res.Advanced || res.Code != monitor.CodeHintRetryAfter {
+				t.Fatalf("hint at +%d ms during the Retry-After = %+v, want %s", now-T0, res, monitor.CodeHintRetryAfter)
+			}
+		}
+		if reads.n != 1 {
+			t.Fatalf("%d CMS reads during the Retry-After wait, want 1", reads.n)
+		}
+	})
+	t.Run("a short Retry-After holds hints until it ends, the regular time stays", func(t *testing.T) {
+		s := h.New(t)
+		svc, clock := hintedService(t, s)
+		_, out := hintPoll(t, svc, failingReader{core.WithRetryAfter(core.Wrap("cms.http_429", true, nil), 60*time.Second)})
+		if got := core.Millis(out.NextPoll); got != T0+20+600_000 {
+			t.Fatalf("next poll at +%d ms, want the regular time", got-T0)
+		}
+		clock.set(core.FromMillis(T0 + 30 + 59_999))
+		if res, _ := hintPoll(t, svc, statusReader{"processing"}); res.Advanced {
+			t.Fatalf("hint inside the 60 s Retry-After advanced: %+v", res)
+		}
+		clock.set(core.FromMillis(T0 + 30 + 60_000))
+		if res, out := hintPoll(t, svc, statusReader{"processing"}); !res.Advanced || out.State != monitor.StateWatching {
+			t.Fatalf("hint once the Retry-After ended = %+v, %+v", res, out)
+		}
+	})
+	t.Run("early hinted failures never spend the budget, however many", func(t *testing.T) {
+		s := h.New(t)
+		svc, clock := hintedService(t, s)
+		unavailable := failingReader{core.Wrap("cms.http_503", true, nil)}
+		// A hint every 5 s for 3 minutes of outage: 36 early failures,
+		// far more than the 5-entry timeline holds.
+		polls := 0
+		for now := T0 + 30; now < T0+30+180_000; now += 5_000 {
+			clock.set(core.FromMillis(now))
+			res, out := hintPoll(t, svc, unavailable)
+			if !res.Advanced {
+				t.Fatalf("hint at +%d ms refused: %+v", now-T0, res)
+			}
+			polls++
+			if out.State != monitor.StateWatching || out.ConsecutiveFailures != 0 || out.FailureCode != "cms.http_503" || out.ErrorCode != "" {
+				t.Fatalf("early hinted failure %d counted: %+v", polls, out)
+			}
+			if got := core.Millis(out.NextPoll); got != T0+20+600_000 {
+				t.Fatalf("early hinted failure %d moved the regular poll to +%d ms", polls, got-T0)
+			}
+		}
+		// The outage is over by the regular poll.
+		clock.set(core.FromMillis(T0 + 20 + 600_000))
+		out, err := svc.PollOnce(ctx, "evt-h", statusReader{"published"})
+		if err != nil || out.State != monitor.StateTerminal {
+			t.Fatalf("regular poll after the outage = %+v, %v", out, err)
+		}
+	})
+	t.Run("a record written before regular_poll_ms reads its regular time from the timeline", func(t *testing.T) {
+		s := h.New(t)
+		svc, _ := hintedService(t, s)
+		h.Tamper(t, s, "evt-h", func(r *monitor.Record) { r.RegularPollMS = 0 })
+		_, out := hintPoll(t, svc, failingReader{core.Wrap("cms.http_503", true, nil)})
+		if out.State != monitor.StateWatching || out.ConsecutiveFailures != 0 || core.Millis(out.NextPoll) != T0+20+600_000 {
+			t.Fatalf("early hinted failure of a record without regular_poll_ms = %+v", out)
+		}
+		if rec, _ := s.Get(ctx, "evt-h"); rec.RegularPollMS != T0+20+600_000 {
+			t.Fatalf("regular_poll_ms after the failure = %d, want it stored", rec.RegularPollMS)
+		}
+	})
+	t.Run("a failure at the regular time counts", func(t *testing.T) {
+		s := h.New(t)
+		svc, clock := hintedService(t, s)
+		unavailable := failingReader{core.Wrap("cms.http_503", true, nil)}
+		hintPoll(t, svc, unavailable)
+		clock.set(core.FromMillis(T0 + 20 + 600_000))
+		out, err := svc.PollOnce(ctx, "evt-h", unavailable)
+		if err != nil || out.State != monitor.StateRetryWait || out.ConsecutiveFailures != 1 || out.FailureCode != "cms.http_503" {
+			t.Fatalf("regular poll failing = %+v, %v", out, err)
+		}
+	})
+}
+
+// countingReader counts the reads it passes on.
+type countingReader struct {
+	r monitor.LifecycleReader
+	n int
+}
+
+func (c *countingReader) Timeout() time.Duration { return c.r.Timeout() }
+
+func (c *countingReader) ReadLifecycle(ctx context.Context, target lifecycle.Target) (lifecycle.Response, error) {
+	c.n++
+	return c.r.ReadLifecycle(ctx, target)
 }

@@ -884,4 +884,13 @@ func RunTextExpiry(t *testing.T, newStore func(t *testing.T) TextExpiring) {
 	if one.Text != "Hallo «Welt» ünïcödé" || one.Version != 1 {
 		t.Fatalf("source read back %+v", one)
 	}
+	// Issue 39 finding 14: every run of an ended release set its texts'
+	// expiry again, a week after that run, so texts of a release run by
+	// every sweep never expired. An expiry once set is kept.
+	if err := s.ExpireTexts(ctx, eventID, at.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if one, all := source(); one == nil || all == nil || one.ExpiresAt != at.Unix() || all.ExpiresAt != at.Unix() {
+		t.Fatalf("a second expiry moved the first (%d): %+v, %+v", at.Unix(), one, all)
+	}
 }

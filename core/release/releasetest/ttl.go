@@ -10,10 +10,11 @@ import (
 	"github.com/localeflow/localeflow/core/release"
 )
 
-// ExpireTexts sets the expiry of the event's source and result records to
-// at, as adapters/releasedb.TextExpirer sets their DynamoDB TTL attribute
-// (a record already gone is skipped). A later Put of such a record
-// replaces it whole and drops the expiry, as a PutItem does.
+// ExpireTexts sets the expiry of the event's source and result records
+// that have none to at, as adapters/releasedb.TextExpirer sets their
+// DynamoDB TTL attribute (a record already gone is skipped, one with an
+// expiry keeps it). A later Put of such a record replaces it whole and
+// drops the expiry, as a PutItem does.
 func (m *MemStore) ExpireTexts(_ context.Context, eventID string, at time.Time) error {
 	if !core.ValidToken(eventID) {
 		return core.Fail(release.CodeEventIDInvalid)
@@ -21,7 +22,7 @@ func (m *MemStore) ExpireTexts(_ context.Context, eventID string, at time.Time) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for sk, s := range m.items[eventID] {
-		if strings.HasPrefix(sk, release.SKSourcePrefix) || strings.HasPrefix(sk, release.SKResultPrefix) {
+		if (strings.HasPrefix(sk, release.SKSourcePrefix) || strings.HasPrefix(sk, release.SKResultPrefix)) && s.expiresAt == 0 {
 			s.expiresAt = at.Unix()
 			m.items[eventID][sk] = s
 		}

@@ -294,6 +294,7 @@ func (s *monitorStore) Claim(ctx context.Context, id string, l monitor.Lease) (o
 
 func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monitor.Update) (out monitor.Record, err error) {
 	inv := invocationOf(ctx)
+	read := s.reads[readKey{invID(inv), f.EventID}] // before checkSchedule takes it
 	s.checkSchedule(inv, f, u)
 	s.fx.freezeHinted(s.w, inv, f)
 	err = s.w.do(ctx, KindStore, "monitor.Transition "+f.EventID+" → "+string(u.State), storeDown, func() (string, error) {
@@ -360,13 +361,18 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 		if inv != nil && out.State.Claimable() && out.State != monitor.StatePending {
 			s.followUps[readKey{inv.ID, f.EventID}] = inv
 		}
+		off := time.Duration(0)
+		if inv != nil {
+			off = time.Duration(inv.clock.offset.Load())
+		}
 		if u.State == monitor.StateWatching || u.State == monitor.StateRetryWait {
 			// The writer's clock → real time.
-			off := time.Duration(0)
-			if inv != nil {
-				off = time.Duration(inv.clock.offset.Load())
-			}
 			s.notBefore[f.EventID] = time.UnixMilli(u.NextPollMS).Add(-off)
+		}
+		if !f.Expired {
+			s.fx.noteRetryAfter(f.EventID, read, u, off)
+		} else {
+			s.fx.noteRetryAfter(f.EventID, readResult{}, u, off)
 		}
 		return string(out.State) + " " + out.LastErrorCode + " " + out.RemoteStatus, nil
 	})
@@ -553,6 +559,7 @@ func (s *monitorStore) MarkInvalid(ctx context.Context, id string, nowMS int64) 
 		if err := s.mem.MarkInvalid(ctx, id, nowMS); err != nil {
 			return "refused", err
 		}
+		delete(s.fx.waitUntil, id) // failed: an operator's requeue polls at once
 		s.corrupt.written(invocationOf(ctx), id)
 		if inv := invocationOf(ctx); inv != nil {
 			// The record is final now: the poll this invocation's earlier
@@ -612,6 +619,9 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.w.violate("the CMS was polled for %s %s before its scheduled next poll", id, time.Until(nb))
 		}
 	}
+	if id != "" && inv != nil && !t.m.store.tampered[id] {
+		t.m.store.fx.checkRetryAfterFloor(t.w, id)
+	}
 	if l := t.m.store.leases[id]; l != nil && inv != nil && l.open && l.inv == inv.ID {
 		t.m.store.freezeForTakeover(inv, id, l.token, l.expires)
 	}
@@ -634,6 +644,8 @@ func (t cmsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// never while another goroutine may run.)
 		resp.Header.Set("Retry-After", strconv.Itoa(1+t.w.rng.IntN(2*int(t.m.store.cfg.MaxDelay/time.Second)+2)))
 		t.m.store.fx.hugeRetryAfter(resp.Header, resp.Header.Get("Retry-After"))
+		// Drawn all the same: the seed's other draws stay.
+		t.m.store.fx.outageRetryAfter(id, resp.Header, resp.Header.Get("Retry-After"))
 	}
 	if inv != nil && id != "" {
 		// The answer reached the client: what it said is what the
@@ -867,6 +879,7 @@ func (m *Monitor) script(n int, window time.Duration) {
 		}
 	}
 	m.scriptFindings()
+	m.scriptHintedOutage()
 }
 
 // tamper edits a stored record behind the service's back, as an operator

@@ -267,10 +267,10 @@ func forgedApprovalThenBlocked(r Result) bool {
 var httpAnswer = regexp.MustCompile(`^http (evidence|delivery) .* \| (429|503)$`)
 
 var regressions = []regression{
-	{"expiry_after_peer_retry_after_not_judged_as_finish", 1000297, peerAnswerThenExpiry},
+	{"expiry_after_peer_retry_after_not_judged_as_finish", 1001361, peerAnswerThenExpiry},
 	{"sweep_poll_after_take_over_announces_owed_outcome", 1001376, sweepPollAnnouncesAfterTakeOver},
-	{"answer_crash_reclaim_then_outage_one_outcome", 1000075, answerCrashReclaimFail},
-	{"hinted_early_failure_after_take_over_judged_by_its_claim", 1000864, hintedEarlyFailureAfterTakeOver},
+	{"answer_crash_reclaim_then_outage_one_outcome", 1000007, answerCrashReclaimFail},
+	{"hinted_early_failure_after_take_over_judged_by_its_claim", 1001865, hintedEarlyFailureAfterTakeOver},
 	// 17446 on main 4c54c2f/e3ebf34 (seen failing on the check before
 	// its fix); on the session-6 merge no seed of 1–14,000 or
 	// 1,000,001–1,003,000 reaches the situation (skipped until a long run
@@ -282,7 +282,7 @@ var regressions = []regression{
 	{"outcome_after_integrity_failure", 1000002, func(r Result) bool {
 		return stepMatches(r, `^monitor\.MarkInvalid `)
 	}},
-	{"outcome_after_publish_failure_on_sweep", 1000008, func(r Result) bool {
+	{"outcome_after_publish_failure_on_sweep", 1000001, func(r Result) bool {
 		return inSweep(r, `^bus\.Put localeflow\.change\.terminal \| injected failure`)
 	}},
 	{"schema_altered_record_not_left_leased", 1000001, func(r Result) bool {
@@ -304,7 +304,7 @@ var regressions = []regression{
 	// finishing write refused because its lease ran out under a live
 	// writer, PutEvents answering a failed entry, and a lost answer of an
 	// evidence or delivery call after its effect.
-	{"stale_finishing_write_refused", 1000028, func(r Result) bool {
+	{"stale_finishing_write_refused", 1000005, func(r Result) bool {
 		return r.Stats.StaleRefused > 0 && r.Stats.LeaseExpiredLive > 0
 	}},
 	// An approval the simulator forged for another result, in a release
@@ -318,7 +318,7 @@ var regressions = []regression{
 	// prefix; seed 288) and by the approval step's operation guard after
 	// a stall (release.operation_guard; seed 4007) blocks its release
 	// with the step's code, which the failed record explains.
-	{"blocked_over_evidence_failed_lease_expired", 1000296, func(r Result) bool {
+	{"blocked_over_evidence_failed_lease_expired", 1000394, func(r Result) bool {
 		return stepMatches(r, `^release\.Put rel-\d+ evidence#\S+ \| v\d+ failed lease_expired`) &&
 			stepMatches(r, `^release\.PutAll rel-\d+ blocked .*\| written`)
 	}},
@@ -353,20 +353,12 @@ var regressions = []regression{
 	// long run on e3ebf34, with day-2 operations: nothing retried the
 	// block, a late duplicate blocked the release days after the operator
 	// acknowledged it). TestSimFailedBlockIsRetried checks the retry.
-	{"block_write_failed_nothing_wakes", 1000289, blockWriteFailed},
-	// Seed 3345 no longer reaches it under storage format 1 (the release
-	// histories changed: one approval layout, the revision of the
-	// deployed configuration). The finder found no seed in
-	// 1,000,001–1,003,000 nor in a partial search from 1,006,001; in its
-	// run from seed 1 it reported 3345 again, which does not reach it
-	// when run alone or here. No state carries from one seed to the next
-	// (TestSeedsIndependentOfOrder), a sequential search of 1–3345 on
-	// the current code no longer reports 3345, and 3345 run alone 40 times
-	// gives traces of one length; the product's map-ordered approval writes
-	// (docs/simulation.md "State carried between seeds") are the only
-	// run-to-run variation found. Choose one again from a long run's
-	// block (1,003,001–1,006,000 searched too, on 6ecbed2: none).
-	{"capped_retry_after_outlasts_recovery", 0, func(r Result) bool {
+	{"block_write_failed_nothing_wakes", 1000240, blockWriteFailed},
+	// Seed 3345 stopped reaching it under storage format 1 and no seed
+	// was found then (1,000,001–1,006,000 searched); once the hinted
+	// outage draws of issue 39 moved the histories, the finder reported
+	// 1002100.
+	{"capped_retry_after_outlasts_recovery", 1002100, func(r Result) bool {
 		o := Options{}.withDefaults()
 		end := o.FaultWindow + o.Recovery
 		for _, s := range r.Trace {
@@ -381,7 +373,9 @@ var regressions = []regression{
 	// poll after the run's end; the end check called the change stranded):
 	// a change reaches its terminal state after the fault window and the
 	// recovery, because the run went on for its capped Retry-After.
-	{"capped_retry_after_outlasts_recovery_monitor", 55947, func(r Result) bool {
+	// Skipped since issue 39's hinted outage draws moved the histories:
+	// none of 1,000,001–1,003,600 nor 55,001–56,500 reaches it.
+	{"capped_retry_after_outlasts_recovery_monitor", 0, func(r Result) bool {
 		o := Options{}.withDefaults()
 		end := o.FaultWindow + o.Recovery
 		for _, s := range r.Trace {

@@ -610,6 +610,7 @@ func (r *Release) check(ctx context.Context) {
 				r.w.violate("release %s: approval of %s is stored but localeflow.release.approved was never published", id, a.TargetLocale)
 			}
 		}
+		r.checkEnded(ctx, id, snap)
 		r.checkDeliveryEvents(id, snap, deliveries[id])
 		if d := snap.Delivery; d != nil && d.Status == release.StateSucceeded && !hasStatus(deliveries[id], d.DeliveryID, release.OutcomeDelivered) {
 			r.w.violate("release %s: delivered but localeflow.delivery.delivered was never published", id)
@@ -678,6 +679,54 @@ func (r *Release) check(ctx context.Context) {
 			r.w.violate("delivery events published for %s, a release nobody planned", id)
 		}
 	}
+}
+
+// checkEnded: a release that has ended — delivered, ended by an
+// operator's acknowledgement (day2.go), or blocked — leaves the wake
+// index (no record of it wakes the sweep any more: an owed approval's
+// evidence is settled by now, checked above) and everything it still
+// stores expires with it: every record carries an expiry, except what
+// needs an operator until acknowledged (the blocked record, a failed
+// evidence, job or delivery record) and, when the deployment gives texts
+// no retention, its texts (docs/design.md "Retention", "Blocked releases
+// and the release sweep"; issue 39 findings 11, 12 and 14).
+func (r *Release) checkEnded(ctx context.Context, id string, snap release.Snapshot) {
+	how := ""
+	switch {
+	case snap.Delivery != nil && snap.Delivery.Status == release.StateSucceeded:
+		how = "delivered"
+	case snap.Blocked != nil:
+		how = "blocked"
+	case r.w.day2 != nil && r.w.day2.acked[id]:
+		how = "acknowledged"
+	default:
+		return
+	}
+	texts := r.w.day2 != nil && r.w.day2.dep.texts != nil
+	// The memory store reports each record's expiry; on the adapters
+	// block only the wake index is judged.
+	expiry, _ := r.mem.(interface {
+		ExpiresAt(ctx context.Context, eventID, sk string) (int64, bool, error)
+	})
+	snap.Each(func(rec release.Record) {
+		_, sk := rec.Key()
+		_, wakes, _, attention := release.Wake(rec)
+		if wakes {
+			r.w.violate("release %s has ended (%s) and its record %s still wakes it", id, how, sk)
+		}
+		switch rec.(type) {
+		case *release.SourceRecord, *release.ResultRecord:
+			if !texts {
+				return
+			}
+		}
+		if expiry == nil {
+			return
+		}
+		if _, expiring, err := expiry.ExpiresAt(ctx, id, sk); err == nil && !expiring && !attention {
+			r.w.violate("release %s has ended (%s) and its record %s has no expiry", id, how, sk)
+		}
+	})
 }
 
 func (r *Release) known(id string) bool {

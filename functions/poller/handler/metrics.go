@@ -20,8 +20,10 @@ func (h *Handler) pollMetrics(ctx context.Context, out monitor.Outcome) {
 	}
 	values := map[string]string{contract.MetricStateDimension: string(out.State)}
 	groups := []emf.Group{emf.Count(contract.MetricPolls, contract.MetricStateDimension)}
-	if out.ErrorCode != "" {
-		values[contract.MetricCodeDimension] = out.ErrorCode
+	if out.FailureCode != "" {
+		// A hinted poll that failed early counts too: the change's failure
+		// budget is untouched, but the CMS did fail.
+		values[contract.MetricCodeDimension] = out.FailureCode
 		groups = append(groups, emf.Count(contract.MetricPollFailures, contract.MetricCodeDimension))
 	}
 	h.metrics.Count(ctx, values, groups...)

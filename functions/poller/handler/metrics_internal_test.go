@@ -17,6 +17,25 @@ import (
 	"github.com/localeflow/localeflow/internal/remotecall"
 )
 
+// TestHintedEarlyFailureCountsInPollFailures (issue 39 finding 4): a hinted
+// poll that met a 503 before the regular poll time leaves the change
+// watching with no last_error_code (the failure is not counted against the
+// change), and it was written as a poll without a failure: a CMS outage met
+// only by hinted polls did not show in PollFailures.
+func TestHintedEarlyFailureCountsInPollFailures(t *testing.T) {
+	var buf bytes.Buffer
+	h := &Handler{metrics: emf.NewWriter(&buf, "dep-a", func() time.Time { return time.UnixMilli(1_764_460_800_000) })}
+	out := monitor.Outcome{EventID: "evt-1", State: monitor.StateWatching, FailureCode: "cms.http_503", Polled: true}
+	h.pollMetrics(context.Background(), out)
+	names, err := emf.Names(bytes.TrimSpace(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(names, contract.MetricPollFailures) || !strings.Contains(buf.String(), `"Code":"cms.http_503"`) {
+		t.Fatalf("hinted early 503 not in PollFailures: %s", buf.String())
+	}
+}
+
 // TestPollMetrics: the dashboard's polls, outcomes and failures by code had
 // no metric behind them. Every finished poll (afterPoll) writes Polls by
 // state and, for a failed poll, PollFailures by code; a message that
@@ -25,7 +44,7 @@ func TestPollMetrics(t *testing.T) {
 	var buf bytes.Buffer
 	h := &Handler{metrics: emf.NewWriter(&buf, "dep-a", func() time.Time { return time.UnixMilli(1_764_460_800_000) })}
 	ctx := context.Background()
-	if err := h.afterPoll(ctx, monitor.Outcome{EventID: "evt-1", State: monitor.StateFailed, ErrorCode: "cms.http_503", Polled: true}, false); err != nil {
+	if err := h.afterPoll(ctx, monitor.Outcome{EventID: "evt-1", State: monitor.StateFailed, ErrorCode: "cms.http_503", FailureCode: "cms.http_503", Polled: true}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.afterPoll(ctx, monitor.Outcome{EventID: "evt-2", State: monitor.StateLeased}, false); err != nil {
