@@ -67,6 +67,15 @@ const (
 	// (0, 900s]; docs/design.md "The sweep's grace period").
 	EnvSweepGrace = "LOCALEFLOW_SWEEP_GRACE"
 
+	// Health settings (core/health.Limits): a change open for longer than
+	// EnvHealthMaxChangeAge (default 336h), an open release record older
+	// than EnvHealthMaxReleaseAge (default 168h), a record still owing
+	// work whose TTL expiry is within EnvHealthExpiryWarning (default
+	// 336h) block health with an age reason; whole seconds in (0, 8760h].
+	EnvHealthMaxChangeAge  = "LOCALEFLOW_HEALTH_MAX_CHANGE_AGE"
+	EnvHealthMaxReleaseAge = "LOCALEFLOW_HEALTH_MAX_RELEASE_AGE"
+	EnvHealthExpiryWarning = "LOCALEFLOW_HEALTH_EXPIRY_WARNING"
+
 	// Coordinator settings (core/release.Config).
 	EnvEvidenceRevision    = "LOCALEFLOW_EVIDENCE_REVISION"
 	EnvEvidenceLease       = "LOCALEFLOW_EVIDENCE_LEASE"
@@ -198,6 +207,7 @@ var CoordinatorEnv = concat([]EnvVar{
 var HealthEnv = []EnvVar{
 	{EnvMonitorTable, Stack}, {EnvReleaseTable, Stack}, {EnvEventBus, Stack}, {EnvDeployment, Stack},
 	{EnvLogLevel, Operator},
+	{EnvHealthMaxChangeAge, Operator}, {EnvHealthMaxReleaseAge, Operator}, {EnvHealthExpiryWarning, Operator},
 }
 
 // FunctionEnv maps each function (Function constants) to the variables it

@@ -83,6 +83,9 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 	if err != nil {
 		return nil, err
 	}
+	if checker, err = checker.WithLimits(cfg.Limits); err != nil {
+		return nil, err
+	}
 	return handler.New(handler.Config{
 		Checker:    checker,
 		Bus:        eventbus.New(awsclient.EventBridge(awsCfg), cfg.EventBus).WithDeployment(cfg.Deployment),

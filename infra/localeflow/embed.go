@@ -36,6 +36,10 @@ type HostProps struct {
 	Vpc            awsec2.IVpc
 	VpcSubnets     *awsec2.SubnetSelection
 	SecurityGroups []awsec2.ISecurityGroup
+	// TicketTopic is the topic of the ticket-severity alarms (created in
+	// the same app or imported); nil: Props.TicketTopicArn, else the
+	// construct's own <prefix>-tickets. AlarmTopic is the page topic.
+	TicketTopic awssns.ITopic
 	// Outputs adds the stack outputs (HealthUrl, EventBusName, table
 	// names, queue URLs, secret ARNs, CmsOutageToleranceSeconds). New adds
 	// none unless asked; NewStack always adds them.

@@ -56,6 +56,12 @@ type Settings struct {
 	EvidenceTimeout     time.Duration `env:"LOCALEFLOW_EVIDENCE_TIMEOUT"`
 	ApprovalTTL         time.Duration `env:"LOCALEFLOW_APPROVAL_TTL"`
 	DeliveryMaxAttempts int           `env:"LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"`
+
+	// Health (on-call age signals, core/health.Limits; the age alarms'
+	// thresholds are the values the health function gets).
+	HealthMaxChangeAge  time.Duration `env:"LOCALEFLOW_HEALTH_MAX_CHANGE_AGE"`
+	HealthMaxReleaseAge time.Duration `env:"LOCALEFLOW_HEALTH_MAX_RELEASE_AGE"`
+	HealthExpiryWarning time.Duration `env:"LOCALEFLOW_HEALTH_EXPIRY_WARNING"`
 }
 
 // SettingVariables are the variables Settings and the raw settings
@@ -295,8 +301,21 @@ func resolveSettings(cfg *stackConfig, typed Settings, raw map[string]string, ov
 			}
 			mine[name] = overrides[fn.Dir].Settings[name]
 		}
-		if err := checkSettings(*cfg, fn.Dir, mine); err != nil {
+		loaded, err := checkSettings(*cfg, fn.Dir, mine)
+		if err != nil {
 			return err
+		}
+		// What the functions actually get decides the stack's derived
+		// numbers: the poller's retry policy and poll interval (outage
+		// tolerance, its output, the oldest-due alarm), the health
+		// function's age limits (the age alarms).
+		switch c := loaded.(type) {
+		case pollerconfig.Config:
+			worker := cfg.monitor.WorkerID
+			cfg.monitor = c.Monitor
+			cfg.monitor.WorkerID = worker
+		case healthconfig.Config:
+			cfg.oncall.healthLimits = c.Limits
 		}
 		cfg.settings[fn.Dir] = mine
 	}
@@ -307,7 +326,7 @@ func resolveSettings(cfg *stackConfig, typed Settings, raw map[string]string, ov
 // cold start runs) on the environment the stack gives the function: the
 // stack's own values, placeholders where the value is only known at
 // deploy (queue URLs, secret ARNs), and the settings.
-func checkSettings(cfg stackConfig, dir string, settings map[string]string) error {
+func checkSettings(cfg stackConfig, dir string, settings map[string]string) (any, error) {
 	topo := cfg.topo
 	placeholderQueue := func(name string) string { return "https://sqs.us-east-1.amazonaws.com/000000000000/" + name }
 	env := map[string]string{
@@ -337,21 +356,22 @@ func checkSettings(cfg stackConfig, dir string, settings map[string]string) erro
 		env[name] = value
 	}
 	getenv := func(name string) string { return env[name] }
+	var loaded any
 	var err error
 	switch dir {
 	case contract.FunctionPoller:
-		_, err = pollerconfig.Load(getenv)
+		loaded, err = pollerconfig.Load(getenv)
 	case contract.FunctionCoordinator:
-		_, err = coordinatorconfig.Load(getenv)
+		loaded, err = coordinatorconfig.Load(getenv)
 	case contract.FunctionHealth:
-		_, err = healthconfig.Load(getenv)
+		loaded, err = healthconfig.Load(getenv)
 	default:
 		err = fmt.Errorf("no config loader for %s", dir)
 	}
 	if err != nil {
-		return fmt.Errorf("infra: %s settings refused by its config loader: %w", dir, err)
+		return nil, fmt.Errorf("infra: %s settings refused by its config loader: %w", dir, err)
 	}
-	return nil
+	return loaded, nil
 }
 
 // placeholderIssuer is a well-formed issuer list with a key derived from n.
