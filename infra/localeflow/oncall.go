@@ -159,6 +159,7 @@ func resolveOncall(cfg *stackConfig, p OncallProps) error {
 	}
 	return nil
 }
+
 // addEventDLQ creates the dead-letter queue of every rule target. It keeps
 // SQS-managed encryption, not the data key, on purpose: an input event
 // that cannot reach the key-encrypted release queue because the key (or
@@ -590,6 +591,7 @@ func (b *builder) notify() {
 		rule.AddTarget(awseventstargets.NewSnsTopic(b.topic, nil))
 	}
 }
+
 // queryDefinition is one saved Logs Insights query.
 type queryDefinition struct {
 	Logical, Stem string
@@ -787,4 +789,3 @@ func (b *builder) addDashboard() {
 		},
 	})
 }
-

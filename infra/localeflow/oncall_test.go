@@ -551,3 +551,37 @@ func TestDataKeyStateRule(t *testing.T) {
 		t.Fatal("key without CustomerManagedKey")
 	}
 }
+
+// TestOutageToleranceFollowsTheDeployedSettings (issue 37, finding 4): the
+// outage tolerance, its stack output and the oldest-due alarm were
+// computed from the default base delay and poll interval whatever the
+// settings said (75 s for a policy that tolerates 15 s; "poll interval
+// 30s" under a 10-minute interval). They now come from the poller's
+// configuration as its loader reads the environment the stack gives it.
+func TestOutageToleranceFollowsTheDeployedSettings(t *testing.T) {
+	for name, set := range map[string]func(*Props){
+		"typed settings": func(p *Props) { p.Settings.PollInterval, p.Settings.RetryBaseDelay = 10*time.Minute, time.Second },
+		"raw settings": func(p *Props) {
+			p.SettingsEnv = map[string]string{contract.EnvPollInterval: "10m", contract.EnvRetryBaseDelay: "1s"}
+		},
+		"per-function settings": func(p *Props) {
+			p.Functions = map[string]FunctionOptions{"poller": {Settings: map[string]string{contract.EnvPollInterval: "10m", contract.EnvRetryBaseDelay: "1s"}}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			props := testProps()
+			set(props)
+			s := synth(t, props)
+			// 1+2+4+8 s with 5 failures allowed.
+			s.has(t, "AWS::CloudWatch::Alarm", map[string]any{"AlarmName": "localeflow-oldest-due", "Threshold": 600 + 15})
+			desc := fmt.Sprint(s.props(t, "AWS::CloudWatch::Alarm", "OldestDueAlarm")["AlarmDescription"])
+			if !strings.Contains(desc, "poll interval 10m0s") || !strings.Contains(desc, "outage tolerance 15s") {
+				t.Errorf("description %q", desc)
+			}
+			out := s.raw["Outputs"].(map[string]any)["CmsOutageToleranceSeconds"].(map[string]any)
+			if out["Value"] != "15" || !strings.Contains(fmt.Sprint(out["Description"]), "backoff 1s doubling") {
+				t.Errorf("output %v", out)
+			}
+		})
+	}
+}
