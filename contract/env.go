@@ -29,6 +29,12 @@ const (
 
 	// Common settings.
 	EnvLogLevel = "LOCALEFLOW_LOG_LEVEL" // DEBUG, INFO (default), WARN, ERROR
+	// EnvLambdaLogLevel is Lambda's own log-level control: Lambda sets it
+	// from the function's ApplicationLogLevel (TRACE, DEBUG, INFO, WARN,
+	// ERROR, FATAL) and drops JSON lines whose "level" is below it. It
+	// wins over EnvLogLevel; both set to different levels stop the cold
+	// start naming both.
+	EnvLambdaLogLevel = "AWS_LAMBDA_LOG_LEVEL"
 	// EnvWorkerID is the lease owner id (default <function>-<random>):
 	// local runs only. Every instance of a deployed function must own its
 	// leases under its own id; one id given to all instances would let two
@@ -145,6 +151,9 @@ const (
 	Local
 	// Retired: the function refuses to start while it is set.
 	Retired
+	// Runtime: Lambda sets it from the function's configuration (not a
+	// setting of the stack or the operator).
+	Runtime
 )
 
 // EnvVar is one variable a function reads.
@@ -182,7 +191,7 @@ var PollerEnv = concat([]EnvVar{
 	{EnvSweepGrace, Stack},
 	{EnvAllowInsecureHTTP, Local},
 	{EnvWorkerID, Local},
-	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
+	{EnvLogLevel, Operator}, {EnvLambdaLogLevel, Runtime}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
 	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventV1, Operator}, {EnvEventRefuseV1Retired, Retired},
 	{EnvMonitorLease, Operator}, {EnvPollInterval, Operator}, {EnvRetryBaseDelay, Operator},
 	{EnvHintMinGap, Operator}, {EnvPollConcurrency, Operator},
@@ -197,7 +206,7 @@ var CoordinatorEnv = concat([]EnvVar{
 	{EnvReceiptIssuersRetired, Retired},
 	{EnvAllowInsecureHTTP, Local},
 	{EnvWorkerID, Local},
-	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
+	{EnvLogLevel, Operator}, {EnvLambdaLogLevel, Runtime}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
 	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventV1, Operator}, {EnvEventRefuseV1Retired, Retired},
 	{EnvEvidenceRevision, Operator}, {EnvEvidenceLease, Operator}, {EnvEvidenceMaxAttempts, Operator},
 	{EnvEvidenceTimeout, Operator}, {EnvApprovalTTL, Operator}, {EnvDeliveryMaxAttempts, Operator},
@@ -206,7 +215,7 @@ var CoordinatorEnv = concat([]EnvVar{
 // HealthEnv is every variable the health function reads.
 var HealthEnv = []EnvVar{
 	{EnvMonitorTable, Stack}, {EnvReleaseTable, Stack}, {EnvEventBus, Stack}, {EnvDeployment, Stack},
-	{EnvLogLevel, Operator},
+	{EnvLogLevel, Operator}, {EnvLambdaLogLevel, Runtime},
 	{EnvHealthMaxChangeAge, Operator}, {EnvHealthMaxReleaseAge, Operator}, {EnvHealthExpiryWarning, Operator},
 }
 

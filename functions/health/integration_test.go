@@ -30,6 +30,7 @@ import (
 	"github.com/localeflow/localeflow/core/health/healthtest"
 	"github.com/localeflow/localeflow/dev/localtest"
 	"github.com/localeflow/localeflow/functions/health/handler"
+	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -243,6 +244,25 @@ func TestChangeOpenPastItsAgeOnLocalStack(t *testing.T) {
 			t.Errorf("EMF lacks %s: %s", want, emfOut)
 		}
 	}
+	// Lambda's ApplicationLogLevel at WARN: the metric line is still
+	// written, with a level Lambda's filter keeps.
+	t.Cleanup(func() { emf.SetLevel(slog.LevelInfo) })
+	env[contract.EnvLambdaLogLevel] = "WARN"
+	_, emfOut = check(env)
+	kept := false
+	for line := range strings.Lines(emfOut) {
+		var doc struct {
+			Level string          `json:"level"`
+			AWS   json.RawMessage `json:"_aws"`
+		}
+		if json.Unmarshal([]byte(line), &doc) == nil && doc.AWS != nil {
+			kept = kept || doc.Level == "WARN" && strings.Contains(line, `"HealthBlocked":1`)
+		}
+	}
+	if !kept {
+		t.Fatalf("no EMF line Lambda keeps at WARN: %s", emfOut)
+	}
+	delete(env, contract.EnvLambdaLogLevel)
 	env[contract.EnvHealthMaxChangeAge] = "480h"
 	if got, _ := check(env); got.Status != health.StatusOK {
 		t.Fatalf("with a 20-day limit: %+v", got)

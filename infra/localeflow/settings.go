@@ -183,6 +183,8 @@ func refuseSetting(where, name string) error {
 		return fmt.Errorf("infra: %s %s is stack-owned: the stack sets it", where, name)
 	case contract.Local:
 		return fmt.Errorf("infra: %s %s is for local runs only: a deployed function never has it", where, name)
+	case contract.Runtime:
+		return fmt.Errorf("infra: %s %s is set by Lambda from the function's logging configuration (ApplicationLogLevel), not a setting: use %s", where, name, contract.EnvLogLevel)
 	case contract.Retired:
 		return fmt.Errorf("infra: %s %s is retired: the functions refuse to start while it is set (README.md, \"Configuration\")", where, name)
 	}

@@ -44,7 +44,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ReleaseTable: env.String(envReleaseTable),
 		EventBus:     env.String(envEventBus),
 		Deployment:   env.Deployment(topology.DefaultPrefix),
-		LogLevel:     env.Level(envLogLevel),
+		LogLevel:     env.LogLevel(),
 		Limits:       health.DefaultLimits(),
 	}
 	env.Duration(contract.EnvHealthMaxChangeAge, &c.Limits.MaxChangeAge)
