@@ -294,6 +294,17 @@ func TestEveryAlarmHasARunbookSection(t *testing.T) {
 			t.Errorf("runbook section #%s is mapped but no alarm uses it", rs.anchor)
 		}
 	}
+	// The alarms of issue 38, each with its section.
+	for _, anchor := range []string{"quarantine-depth", "quarantine-age", "health-business-outcome", "oldest-open-change",
+		"oldest-open-release", "records-expiring-unfinished", "function-near-timeout", "table-throttles", "table-system-errors", "schedule-stopped"} {
+		if !used[anchor] {
+			t.Errorf("no alarm names the new section #%s", anchor)
+		}
+	}
+	// The data key's state rule is not an alarm but has its section too.
+	if _, ok := sections["data-key-state"]; !ok {
+		t.Error("docs/runbook.md has no section #data-key-state")
+	}
 }
 
 // TestFunctionsTraceActively: no function had a TracingConfig, so no trace
@@ -583,5 +594,26 @@ func TestOutageToleranceFollowsTheDeployedSettings(t *testing.T) {
 				t.Errorf("output %v", out)
 			}
 		})
+	}
+}
+
+// TestDashboardOnCallWidgets: the dashboard had no widget for the event
+// DLQ, the quarantine, KeyReloadFailures (the runbook pointed at it),
+// Lambda duration and concurrency, DynamoDB capacity and throttles, or
+// the age of open work.
+func TestDashboardOnCallWidgets(t *testing.T) {
+	s := defaultSynth(t)
+	body := joinedStrings(s.props(t, "AWS::CloudWatch::Dashboard", "Dashboard")["DashboardBody"])
+	for _, want := range []string{
+		`"Event DLQ and quarantine depth"`, `"Quarantine oldest message age (s)"`,
+		`MetricName=\"` + contract.MetricKeyReloadFailures + `\"`,
+		`["AWS/Lambda","Duration"`, `"stat":"p99"`, `["AWS/Lambda","ConcurrentExecutions"`,
+		`["AWS/DynamoDB","ConsumedReadCapacityUnits"`, `["AWS/DynamoDB","ConsumedWriteCapacityUnits"`,
+		`["AWS/DynamoDB","ReadThrottleEvents"`, `"GlobalSecondaryIndexName"`,
+		contract.MetricOldestOpenChangeSeconds, contract.MetricOldestOpenReleaseSeconds,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks %s", want)
+		}
 	}
 }
