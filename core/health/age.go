@@ -81,6 +81,9 @@ type Ages struct {
 	// ExpiringUnfinished counts the records read through an index whose
 	// TTL expiry is within the warning.
 	ExpiringUnfinished int
+	// OldestOpenChange and OldestOpenRelease are the event ids of the
+	// oldest open change and release ("" when none), for the log line.
+	OldestOpenChange, OldestOpenRelease string
 }
 
 // openChangeSince is when an open monitor record started (ok false for
@@ -122,8 +125,8 @@ func ages(nowMS int64, c Census, l Limits) (Ages, []string) {
 	var a Ages
 	warnMS := l.ExpiryWarning.Milliseconds()
 	for _, rec := range c.Monitor {
-		if since, ok := openChangeSince(rec); ok && !rec.Corrupt {
-			a.OldestOpenChangeMS = max(a.OldestOpenChangeMS, nowMS-since)
+		if since, ok := openChangeSince(rec); ok && !rec.Corrupt && (a.OldestOpenChange == "" || nowMS-since > a.OldestOpenChangeMS) {
+			a.OldestOpenChangeMS, a.OldestOpenChange = nowMS-since, safeID(rec.EventID)
 		}
 		// Every record health reads is in an index: it still owes work
 		// or its outcome, so an expiry on it deletes it unfinished.
@@ -132,8 +135,8 @@ func ages(nowMS int64, c Census, l Limits) (Ages, []string) {
 		}
 	}
 	for _, rec := range c.Release {
-		if since, ok := openReleaseSince(rec); ok {
-			a.OldestOpenReleaseMS = max(a.OldestOpenReleaseMS, nowMS-since)
+		if since, ok := openReleaseSince(rec); ok && (a.OldestOpenRelease == "" || nowMS-since > a.OldestOpenReleaseMS) {
+			a.OldestOpenReleaseMS, a.OldestOpenRelease = nowMS-since, safeID(rec.EventID)
 		}
 	}
 	var reasons []string

@@ -29,7 +29,8 @@ func TestOpenChangePastItsAgeBlocks(t *testing.T) {
 				t.Fatalf("at the limit: reasons %v, ages %+v", r.Reasons, r.Ages)
 			}
 			r = health.Evaluate(at+1, c)
-			if !slices.Contains(r.Reasons, health.ReasonChangeOpenTooLong) || r.Status != health.StatusBlocked || r.Ages.OldestOpenChangeMS != limit+1 {
+			if !slices.Contains(r.Reasons, health.ReasonChangeOpenTooLong) || r.Status != health.StatusBlocked || r.Ages.OldestOpenChangeMS != limit+1 ||
+				r.Ages.OldestOpenChange != "evt-1" {
 				t.Fatalf("past the limit: %s %v, ages %+v", r.Status, r.Reasons, r.Ages)
 			}
 			// (A leased record this old has an expired lease too.)

@@ -110,7 +110,8 @@ func (c *Checker) Check(ctx context.Context) (Report, error) {
 	c.log.Log(ctx, level, "health checked", "status", r.Status, "reasons", r.Reasons,
 		"monitor_open", len(census.Monitor), "release_open", len(census.Release),
 		"due", r.Monitor.Due, "failed", r.Monitor.Failed, "remote_failures", r.Monitor.RemoteFailures,
-		"oldest_open_change_s", r.Ages.OldestOpenChangeMS/1000, "oldest_open_release_s", r.Ages.OldestOpenReleaseMS/1000,
+		"oldest_open_change", r.Ages.OldestOpenChange, "oldest_open_change_s", r.Ages.OldestOpenChangeMS/1000,
+		"oldest_open_release", r.Ages.OldestOpenRelease, "oldest_open_release_s", r.Ages.OldestOpenReleaseMS/1000,
 		"expiring_unfinished", r.Ages.ExpiringUnfinished)
 	return r, nil
 }
