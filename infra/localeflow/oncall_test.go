@@ -617,3 +617,64 @@ func TestDashboardOnCallWidgets(t *testing.T) {
 		}
 	}
 }
+
+// alarmStates evaluates a one-period alarm (EvaluationPeriods 1) the way
+// CloudWatch does over a series of datapoints (nil: missing), for the
+// comparisons and missing-data treatments the quarantine alarms use.
+func alarmStates(t *testing.T, p map[string]any, series []*float64) []string {
+	t.Helper()
+	if p["EvaluationPeriods"] != float64(1) || p["ComparisonOperator"] != "GreaterThanThreshold" {
+		t.Fatalf("model covers one-period GreaterThanThreshold alarms: %v", p)
+	}
+	threshold := p["Threshold"].(float64)
+	state, out := "INSUFFICIENT_DATA", []string{}
+	for _, v := range series {
+		switch {
+		case v != nil && *v > threshold:
+			state = "ALARM"
+		case v != nil:
+			state = "OK"
+		case p["TreatMissingData"] == "breaching":
+			state = "ALARM"
+		case p["TreatMissingData"] == "notBreaching":
+			state = "OK"
+		case p["TreatMissingData"] == "missing":
+			state = "INSUFFICIENT_DATA"
+		}
+		// "ignore": the state stays as it was.
+		out = append(out, state)
+	}
+	return out
+}
+
+// TestQuarantineDepthAlarmStaysInAlarmWhileMessagesRemain: the rejected-
+// messages alarm fired once and returned to OK after 5 minutes while the
+// messages sat in the quarantine until they expired. The depth alarm
+// (Maximum visible > 0 per minute, missing data ignored) stays in ALARM
+// through any gap in the data while a message remains, and returns to OK
+// only on the 0 SQS publishes after the last one is removed; with
+// notBreaching a gap would have closed it.
+func TestQuarantineDepthAlarmStaysInAlarmWhileMessagesRemain(t *testing.T) {
+	s := defaultSynth(t)
+	p := s.props(t, "AWS::CloudWatch::Alarm", s.topo.Quarantine.Logical+"QuarantineDepthAlarm")
+	one, zero := 1.0, 0.0
+	series := []*float64{&one, nil, nil, &one, nil, &one, &zero}
+	got := alarmStates(t, p, series)
+	want := []string{"ALARM", "ALARM", "ALARM", "ALARM", "ALARM", "ALARM", "OK"}
+	if !slices.Equal(got, want) {
+		t.Errorf("states %v, want %v", got, want)
+	}
+	quiet := map[string]any{}
+	for k, v := range p {
+		quiet[k] = v
+	}
+	quiet["TreatMissingData"] = "notBreaching"
+	if got := alarmStates(t, quiet, series); got[1] != "OK" {
+		t.Errorf("the model does not tell the treatments apart: %v", got)
+	}
+	// The age alarm pages before the 14-day retention deletes the oldest.
+	age := s.props(t, "AWS::CloudWatch::Alarm", s.topo.Quarantine.Logical+"QuarantineAgeAlarm")
+	if th := age["Threshold"].(float64); th >= float64(s.topo.Quarantine.RetentionSeconds) || th > float64(s.topo.Quarantine.RetentionSeconds-3*24*3600) {
+		t.Errorf("age threshold %v s, retention %d s", th, s.topo.Quarantine.RetentionSeconds)
+	}
+}
