@@ -513,10 +513,12 @@ func (b *builder) addQuarantineAlarms() {
 }
 
 // kmsKeyStateEvents are the CloudTrail events of a key leaving service.
-var kmsKeyStateEvents = []string{"DisableKey", "ScheduleKeyDeletion", "PutKeyPolicy"}
+// (Not PutKeyPolicy: every deploy that changes a grant writes the policy,
+// and a page on each deploy would be noise.)
+var kmsKeyStateEvents = []string{"DisableKey", "ScheduleKeyDeletion"}
 
-// addKeyStateRule pages when the data key is disabled, scheduled for
-// deletion or gets a new key policy. KMS publishes no CloudWatch metric
+// addKeyStateRule pages when the data key is disabled or scheduled for
+// deletion. KMS publishes no CloudWatch metric
 // of a key's state, so an EventBridge rule on the account's default bus
 // matches the CloudTrail management events (which EventBridge receives
 // only where a CloudTrail trail records management events: the team's
@@ -527,7 +529,7 @@ func (b *builder) addKeyStateRule() {
 	}
 	awsevents.NewRule(b.scope, jsii.String("DataKeyStateRule"), &awsevents.RuleProps{
 		RuleName:    jsii.String(b.cfg.topo.Prefix + "-data-key-state"),
-		Description: jsii.String("page when the localeflow data key is disabled, scheduled for deletion or its policy changes (CloudTrail)"),
+		Description: jsii.String("page when the localeflow data key is disabled or scheduled for deletion (CloudTrail)"),
 		EventPattern: &awsevents.EventPattern{
 			Source:     jsii.Strings("aws.kms"),
 			DetailType: jsii.Strings("AWS API Call via CloudTrail"),

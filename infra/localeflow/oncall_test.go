@@ -547,7 +547,7 @@ func TestDataKeyStateRule(t *testing.T) {
 	p := s.props(t, "AWS::Events::Rule", "DataKeyStateRule")
 	want := map[string]any{
 		"source": []any{"aws.kms"}, "detail-type": []any{"AWS API Call via CloudTrail"},
-		"detail": map[string]any{"eventSource": []any{"kms.amazonaws.com"}, "eventName": []any{"DisableKey", "ScheduleKeyDeletion", "PutKeyPolicy"},
+		"detail": map[string]any{"eventSource": []any{"kms.amazonaws.com"}, "eventName": []any{"DisableKey", "ScheduleKeyDeletion"},
 			"resources": map[string]any{"ARN": []any{getAtt(key, "Arn")}}},
 	}
 	if !jsonEqual(p["EventPattern"], want) || p["EventBusName"] != nil {
