@@ -29,6 +29,12 @@ const (
 
 	// Common settings.
 	EnvLogLevel = "LOCALEFLOW_LOG_LEVEL" // DEBUG, INFO (default), WARN, ERROR
+	// EnvLambdaLogLevel is Lambda's own log-level control: Lambda sets it
+	// from the function's ApplicationLogLevel (TRACE, DEBUG, INFO, WARN,
+	// ERROR, FATAL) and drops JSON lines whose "level" is below it. It
+	// wins over EnvLogLevel; both set to different levels stop the cold
+	// start naming both.
+	EnvLambdaLogLevel = "AWS_LAMBDA_LOG_LEVEL"
 	// EnvWorkerID is the lease owner id (default <function>-<random>):
 	// local runs only. Every instance of a deployed function must own its
 	// leases under its own id; one id given to all instances would let two
@@ -66,6 +72,15 @@ const (
 	// (core/monitor.Config.SweepGrace: default 30s, whole milliseconds in
 	// (0, 900s]; docs/design.md "The sweep's grace period").
 	EnvSweepGrace = "LOCALEFLOW_SWEEP_GRACE"
+
+	// Health settings (core/health.Limits): a change open for longer than
+	// EnvHealthMaxChangeAge (default 336h), an open release record older
+	// than EnvHealthMaxReleaseAge (default 168h), a record still owing
+	// work whose TTL expiry is within EnvHealthExpiryWarning (default
+	// 336h) block health with an age reason; whole seconds in (0, 8760h].
+	EnvHealthMaxChangeAge  = "LOCALEFLOW_HEALTH_MAX_CHANGE_AGE"
+	EnvHealthMaxReleaseAge = "LOCALEFLOW_HEALTH_MAX_RELEASE_AGE"
+	EnvHealthExpiryWarning = "LOCALEFLOW_HEALTH_EXPIRY_WARNING"
 
 	// Coordinator settings (core/release.Config).
 	EnvEvidenceRevision    = "LOCALEFLOW_EVIDENCE_REVISION"
@@ -136,6 +151,9 @@ const (
 	Local
 	// Retired: the function refuses to start while it is set.
 	Retired
+	// Runtime: Lambda sets it from the function's configuration (not a
+	// setting of the stack or the operator).
+	Runtime
 )
 
 // EnvVar is one variable a function reads.
@@ -173,7 +191,7 @@ var PollerEnv = concat([]EnvVar{
 	{EnvSweepGrace, Stack},
 	{EnvAllowInsecureHTTP, Local},
 	{EnvWorkerID, Local},
-	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
+	{EnvLogLevel, Operator}, {EnvLambdaLogLevel, Runtime}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
 	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventV1, Operator}, {EnvEventRefuseV1Retired, Retired},
 	{EnvMonitorLease, Operator}, {EnvPollInterval, Operator}, {EnvRetryBaseDelay, Operator},
 	{EnvHintMinGap, Operator}, {EnvPollConcurrency, Operator},
@@ -188,7 +206,7 @@ var CoordinatorEnv = concat([]EnvVar{
 	{EnvReceiptIssuersRetired, Retired},
 	{EnvAllowInsecureHTTP, Local},
 	{EnvWorkerID, Local},
-	{EnvLogLevel, Operator}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
+	{EnvLogLevel, Operator}, {EnvLambdaLogLevel, Runtime}, {EnvDeadlineMargin, Operator}, {EnvCMSTimeout, Operator},
 	{EnvKeyTTL, Operator}, {EnvEventMaxAge, Operator}, {EnvEventV1, Operator}, {EnvEventRefuseV1Retired, Retired},
 	{EnvEvidenceRevision, Operator}, {EnvEvidenceLease, Operator}, {EnvEvidenceMaxAttempts, Operator},
 	{EnvEvidenceTimeout, Operator}, {EnvApprovalTTL, Operator}, {EnvDeliveryMaxAttempts, Operator},
@@ -197,7 +215,8 @@ var CoordinatorEnv = concat([]EnvVar{
 // HealthEnv is every variable the health function reads.
 var HealthEnv = []EnvVar{
 	{EnvMonitorTable, Stack}, {EnvReleaseTable, Stack}, {EnvEventBus, Stack}, {EnvDeployment, Stack},
-	{EnvLogLevel, Operator},
+	{EnvLogLevel, Operator}, {EnvLambdaLogLevel, Runtime},
+	{EnvHealthMaxChangeAge, Operator}, {EnvHealthMaxReleaseAge, Operator}, {EnvHealthExpiryWarning, Operator},
 }
 
 // FunctionEnv maps each function (Function constants) to the variables it

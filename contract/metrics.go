@@ -42,6 +42,18 @@ const (
 	MetricDeliveryDue           = "DeliveryDue"
 	MetricDeliveryExpiredLeases = "DeliveryExpiredLeases"
 	MetricDeliveryFailed        = "DeliveryFailed"
+	// Severity of a blocked verdict (0/1): blocked by a reason the
+	// on-call must act on (operations), by an outcome another team owns
+	// (business: the CMS failed the change, a job failed upstream), by an
+	// age reason (core/health.Severity).
+	MetricHealthBlockedOperations = "HealthBlockedOperations"
+	MetricHealthBlockedBusiness   = "HealthBlockedBusiness"
+	// Age signals (Seconds): the oldest open change (monitor record) and
+	// the oldest open release record; a count of records about to expire
+	// unfinished.
+	MetricOldestOpenChangeSeconds   = "OldestOpenChangeSeconds"
+	MetricOldestOpenReleaseSeconds  = "OldestOpenReleaseSeconds"
+	MetricRecordsExpiringUnfinished = "RecordsExpiringUnfinished"
 )
 
 // Work metrics. Polls, PollFailures and the step metrics are summed over
@@ -91,8 +103,11 @@ var Metrics = map[string][]string{
 	MetricEvidenceOpen: {FunctionHealth}, MetricEvidenceDue: {FunctionHealth}, MetricEvidenceExpiredLeases: {FunctionHealth},
 	MetricEvidenceFailed: {FunctionHealth}, MetricDeliveryOpen: {FunctionHealth}, MetricDeliveryDue: {FunctionHealth},
 	MetricDeliveryExpiredLeases: {FunctionHealth}, MetricDeliveryFailed: {FunctionHealth},
-	MetricMessagesRejected: {FunctionPoller, FunctionCoordinator},
-	MetricPolls:            {FunctionPoller}, MetricPollFailures: {FunctionPoller},
+	MetricHealthBlockedOperations: {FunctionHealth}, MetricHealthBlockedBusiness: {FunctionHealth},
+	MetricOldestOpenChangeSeconds: {FunctionHealth}, MetricOldestOpenReleaseSeconds: {FunctionHealth},
+	MetricRecordsExpiringUnfinished: {FunctionHealth},
+	MetricMessagesRejected:          {FunctionPoller, FunctionCoordinator},
+	MetricPolls:                     {FunctionPoller}, MetricPollFailures: {FunctionPoller},
 	MetricEvidenceSteps: {FunctionCoordinator}, MetricDeliverySteps: {FunctionCoordinator},
 	MetricEvidenceFailures: {FunctionCoordinator}, MetricDeliveryFailures: {FunctionCoordinator},
 	MetricCMSLifecycleLatency: {FunctionPoller}, MetricCMSDeliveryLatency: {FunctionCoordinator}, MetricEvidenceLatency: {FunctionCoordinator},
@@ -101,10 +116,12 @@ var Metrics = map[string][]string{
 
 // MetricUnits are the CloudWatch units of the metrics that are not a Count.
 var MetricUnits = map[string]string{
-	MetricOldestDueSeconds:    "Seconds",
-	MetricCMSLifecycleLatency: "Milliseconds",
-	MetricCMSDeliveryLatency:  "Milliseconds",
-	MetricEvidenceLatency:     "Milliseconds",
+	MetricOldestDueSeconds:         "Seconds",
+	MetricOldestOpenChangeSeconds:  "Seconds",
+	MetricOldestOpenReleaseSeconds: "Seconds",
+	MetricCMSLifecycleLatency:      "Milliseconds",
+	MetricCMSDeliveryLatency:       "Milliseconds",
+	MetricEvidenceLatency:          "Milliseconds",
 }
 
 // MetricUnit is the CloudWatch unit of metric name: MetricUnits, else

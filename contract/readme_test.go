@@ -16,7 +16,7 @@ func readmeVariables(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := regexp.MustCompile("`(LOCALEFLOW_[A-Z0-9_<>]+)`")
+	name := regexp.MustCompile("`((?:LOCALEFLOW|AWS_LAMBDA)_[A-Z0-9_<>]+)`")
 	var out []string
 	in := false
 	for line := range strings.Lines(string(raw)) {

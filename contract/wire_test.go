@@ -100,7 +100,7 @@ func TestFunctionEnvListsNamesOnce(t *testing.T) {
 				t.Errorf("%s: %s listed twice", fn, v.Name)
 			}
 			seen[v.Name] = true
-			if v.SetBy < contract.Stack || v.SetBy > contract.Retired {
+			if v.SetBy < contract.Stack || v.SetBy > contract.Runtime {
 				t.Errorf("%s: %s has no setter", fn, v.Name)
 			}
 		}

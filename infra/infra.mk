@@ -18,7 +18,12 @@
 #   CUSTOMER_MANAGED_KEY   true|false (default true): one customer-managed KMS key (rotation on) for the
 #                          release table, release queue + DLQ, quarantine queue and key secrets
 #   ALARM_TOPIC_ARN        existing SNS topic for the alarms (optional; else the stack creates <prefix>-alarms)
-#   ALARM_EMAIL            e-mail address subscribed to the created alarm topic (optional)
+#   ALARM_EMAIL            e-mail address subscribed to the created page and ticket topics (optional)
+#   TICKET_TOPIC_ARN       existing SNS topic for the ticket-severity alarms (optional; else <prefix>-tickets,
+#                          or ALARM_TOPIC_ARN's topic when that is given)
+#   OK_NOTIFICATIONS       true|false (default false): alarms also notify when they return to OK
+#   PAGE_ON_BUSINESS_OUTCOMES true|false (default false): the CMS failing a change pages instead of a ticket
+#   RUNBOOK_URL            https:// URL of the team's copy of docs/runbook.md (alarm descriptions link to it)
 #   MAX_CONSECUTIVE_FAILURES  poller failure budget, 1..20 (default 5)
 #   RETRY_MAX_DELAY        poller backoff cap, Go duration (default 300s)
 #   SWEEP_GRACE            poller sweep grace, Go duration, whole ms in (0, 900s] (default 30s): how long a due change
@@ -54,6 +59,10 @@ DELETION_PROTECTION ?= true
 CUSTOMER_MANAGED_KEY ?=
 ALARM_TOPIC_ARN ?=
 ALARM_EMAIL ?=
+TICKET_TOPIC_ARN ?=
+OK_NOTIFICATIONS ?=
+PAGE_ON_BUSINESS_OUTCOMES ?=
+RUNBOOK_URL ?=
 MAX_CONSECUTIVE_FAILURES ?=
 RETRY_MAX_DELAY ?=
 SWEEP_GRACE ?=
@@ -72,6 +81,10 @@ INFRA_CONTEXT = -c assetDir=$(ASSET_DIR) \
 	$(if $(RECEIPT_ISSUERS_INDEPENDENT_REVIEW),-c receiptIssuersIndependentReview=$(RECEIPT_ISSUERS_INDEPENDENT_REVIEW)) \
 	$(if $(ALARM_TOPIC_ARN),-c alarmTopicArn=$(ALARM_TOPIC_ARN)) \
 	$(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL)) \
+	$(if $(TICKET_TOPIC_ARN),-c ticketTopicArn=$(TICKET_TOPIC_ARN)) \
+	$(if $(OK_NOTIFICATIONS),-c okNotifications=$(OK_NOTIFICATIONS)) \
+	$(if $(PAGE_ON_BUSINESS_OUTCOMES),-c pageOnBusinessOutcomes=$(PAGE_ON_BUSINESS_OUTCOMES)) \
+	$(if $(RUNBOOK_URL),-c runbookUrl=$(RUNBOOK_URL)) \
 	$(if $(MAX_CONSECUTIVE_FAILURES),-c maxConsecutiveFailures=$(MAX_CONSECUTIVE_FAILURES)) \
 	$(if $(RETRY_MAX_DELAY),-c retryMaxDelay=$(RETRY_MAX_DELAY)) \
 	$(if $(CUSTOMER_MANAGED_KEY),-c customerManagedKey=$(CUSTOMER_MANAGED_KEY)) \

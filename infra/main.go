@@ -54,6 +54,14 @@ const (
 	// ctxCustomerManagedKey: true (default) or false, see
 	// localeflow.Props.CustomerManagedKey.
 	ctxCustomerManagedKey = "customerManagedKey"
+
+	// On-call (localeflow.OncallProps): the ticket topic, OK
+	// notifications (true|false, default false), business outcomes as
+	// pages (true|false, default false), the team's runbook URL.
+	ctxTicketTopicArn         = "ticketTopicArn"
+	ctxOKNotifications        = "okNotifications"
+	ctxPageOnBusinessOutcomes = "pageOnBusinessOutcomes"
+	ctxRunbookURL             = "runbookUrl"
 )
 
 // ToleranceFile is written next to the template: the CMS outage tolerance
@@ -156,6 +164,12 @@ func run(appProps *awscdk.AppProps) error {
 			}
 		}
 	}
+	oncall := localeflow.OncallProps{TicketTopicArn: ctx(ctxTicketTopicArn, ""), RunbookURL: ctx(ctxRunbookURL, "")}
+	for key, dst := range map[string]*bool{ctxOKNotifications: &oncall.OKNotifications, ctxPageOnBusinessOutcomes: &oncall.PageOnBusinessOutcomes} {
+		if *dst, err = strconv.ParseBool(ctx(key, "false")); err != nil {
+			return fmt.Errorf("infra: context %s: %w", key, err)
+		}
+	}
 	prefix := ctx(ctxPrefix, "")
 	stackName, err := appStackName(prefix, ctx(ctxStackName, ""))
 	if err != nil {
@@ -184,6 +198,7 @@ func run(appProps *awscdk.AppProps) error {
 		MonitorRetention:       monitorRetention,
 		SweepGrace:             sweepGrace,
 		SettingsEnv:            settings,
+		OncallProps:            oncall,
 	}
 	// No receipt issuers (`make synth` on a fresh checkout): a template to
 	// read; the construct warns. `make deploy` refuses to run without them.

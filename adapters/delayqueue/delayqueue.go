@@ -17,6 +17,7 @@ import (
 
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/internal/xray"
 )
 
 // Schema is the envelope schema.
@@ -243,9 +244,10 @@ func (q *Queue) Resend(ctx context.Context, e Envelope, now time.Time) error {
 		return err
 	}
 	_, err = q.client.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:     aws.String(q.url),
-		MessageBody:  aws.String(string(body)),
-		DelaySeconds: Delay(e.NotBefore(), now),
+		QueueUrl:                aws.String(q.url),
+		MessageBody:             aws.String(string(body)),
+		DelaySeconds:            Delay(e.NotBefore(), now),
+		MessageSystemAttributes: traceAttributes(ctx),
 	})
 	if err != nil {
 		return core.Wrap(CodeSendFailed, true, fmt.Errorf("send %s for %s: %w", e.Kind, e.EventID, err))
@@ -286,7 +288,7 @@ func (q *Queue) SendBatch(ctx context.Context, envs []Envelope, now time.Time) [
 		idx = append(idx, i)
 		entries = append(entries, types.SendMessageBatchRequestEntry{
 			Id: aws.String(strconv.Itoa(len(entries))), MessageBody: aws.String(string(body)),
-			DelaySeconds: Delay(e.NotBefore(), now),
+			DelaySeconds: Delay(e.NotBefore(), now), MessageSystemAttributes: traceAttributes(ctx),
 		})
 		if len(entries) == MaxBatch {
 			flush()
@@ -329,5 +331,20 @@ func (q *Queue) sendChunk(ctx context.Context, api SQSBatchAPI, envs []Envelope,
 			// Neither taken nor refused: not known to be sent.
 			fail(k, errors.New("entry missing from the answer"))
 		}
+	}
+}
+
+// traceAttributes carries the invocation's X-Ray trace header (the one
+// the Lambda runtime hands the invocation, xray.HeaderOf) as the
+// AWSTraceHeader system attribute, so the consumer's invocation joins
+// the sender's trace: one change's polls, one release's steps, one trace.
+// nil without a valid header (local runs, tests).
+func traceAttributes(ctx context.Context) map[string]types.MessageSystemAttributeValue {
+	h := xray.HeaderOf(ctx)
+	if h == "" {
+		return nil
+	}
+	return map[string]types.MessageSystemAttributeValue{
+		string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(h)},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/localeflow/localeflow/adapters/delayqueue"
@@ -180,4 +181,45 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip: %+v -> %s -> %+v, %v", e, out, back, err)
 		}
 	})
+}
+
+// traceCtx is an invocation context as the Lambda runtime makes it (the
+// trace header under the runtime's own key).
+func traceCtx(h string) context.Context {
+	return context.WithValue(context.Background(), "x-amzn-trace-id", h) //nolint:staticcheck // the runtime's own key
+}
+
+const traceHeader = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+
+// TestDelayedMessageCarriesTheTraceHeader: the delayed SendMessage carried
+// no AWSTraceHeader, so every poll of one change started its own trace.
+// The message (single and batched) now carries the sending invocation's
+// trace header; without one, no attribute.
+func TestDelayedMessageCarriesTheTraceHeader(t *testing.T) {
+	f := &fakeSQS{}
+	q := delayqueue.New(f, "https://sqs.example/q")
+	if err := q.Send(traceCtx(traceHeader), "poll", "evt-1", now.Add(time.Minute), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Send(context.Background(), "poll", "evt-2", now.Add(time.Minute), now); err != nil {
+		t.Fatal(err)
+	}
+	a := f.sent[0].MessageSystemAttributes["AWSTraceHeader"]
+	if aws.ToString(a.DataType) != "String" || aws.ToString(a.StringValue) != traceHeader {
+		t.Errorf("AWSTraceHeader = %+v", a)
+	}
+	if f.sent[1].MessageSystemAttributes != nil {
+		t.Errorf("without a trace: %v", f.sent[1].MessageSystemAttributes)
+	}
+	b := &batchSQS{}
+	e, err := delayqueue.NewEnvelope("poll", "evt-3", "", now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := delayqueue.New(b, "https://sqs.example/q").SendBatch(traceCtx(traceHeader), []delayqueue.Envelope{e}, now); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if got := aws.ToString(b.requests[0][0].MessageSystemAttributes["AWSTraceHeader"].StringValue); got != traceHeader {
+		t.Errorf("batched AWSTraceHeader = %q", got)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/localeflow/localeflow/contract"
 	"github.com/localeflow/localeflow/core"
+	"github.com/localeflow/localeflow/internal/xray"
 )
 
 // Error codes.
@@ -78,6 +79,10 @@ func (p *Publisher) Publish(ctx context.Context, detailType string, detail any) 
 			DetailType:   aws.String(detailType),
 			Detail:       aws.String(string(raw)),
 			Resources:    p.resources,
+			// The invocation's X-Ray trace header: the rule target's
+			// invocation (the consumer of an input, a team's consumer of
+			// an output) continues this trace. nil without one.
+			TraceHeader: traceHeader(ctx),
 		}},
 	})
 	if err != nil {
@@ -100,4 +105,11 @@ func (p *Publisher) Hint(ctx context.Context, eventID, siteID string) error {
 		return core.Wrap(CodeDetailInvalid, false, errors.New("hint event_id and site_id must be tokens"))
 	}
 	return p.Publish(ctx, contract.DetailChangeHint, contract.ChangeHint{EventID: eventID, SiteID: siteID})
+}
+
+func traceHeader(ctx context.Context) *string {
+	if h := xray.HeaderOf(ctx); h != "" {
+		return aws.String(h)
+	}
+	return nil
 }

@@ -147,3 +147,25 @@ func TestHintDetailParses(t *testing.T) {
 		t.Fatalf("hint with an invalid id: %v (%d puts)", err, len(bus.inputs))
 	}
 }
+
+// TestOutputEventCarriesTheTraceHeader: PutEvents entries had no
+// TraceHeader, so the consumer of an event started a new trace. An entry
+// now carries the publishing invocation's trace header; none without one.
+func TestOutputEventCarriesTheTraceHeader(t *testing.T) {
+	const h = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	f := &fakeBus{}
+	p := eventbus.New(f, "bus")
+	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", h) //nolint:staticcheck // the runtime's own key
+	if err := p.Hint(ctx, "evt-1", "site-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Hint(context.Background(), "evt-1", "site-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := aws.ToString(f.inputs[0].Entries[0].TraceHeader); got != h {
+		t.Errorf("TraceHeader = %q", got)
+	}
+	if f.inputs[1].Entries[0].TraceHeader != nil {
+		t.Errorf("without a trace: %q", *f.inputs[1].Entries[0].TraceHeader)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -14,6 +15,7 @@ import (
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/opsdb"
 	"github.com/localeflow/localeflow/adapters/releasedb"
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health/healthtest"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/core/release"
@@ -235,6 +237,9 @@ func TestAckOnLocalStack(t *testing.T) {
 	topo := localtest.Topology(t)
 	db := localtest.DynamoDB(t)
 	ctx := context.Background()
+	// Records of an hour ago: the open ones within health's age limits
+	// (the CLI checks at the real time).
+	base := core.Millis(time.Now().Add(-time.Hour))
 	store, err := monitordb.New(db, topo.Monitor.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -332,6 +337,9 @@ func TestAckReleaseOnLocalStack(t *testing.T) {
 	topo := localtest.Topology(t)
 	db := localtest.DynamoDB(t)
 	ctx := context.Background()
+	// Records of an hour ago: the open ones within health's age limits
+	// (the CLI checks at the real time).
+	base := core.Millis(time.Now().Add(-time.Hour))
 	rel := releasedb.New(db, topo.Release.Name)
 	if err := rel.Put(ctx, healthtest.Evidence("evt-rel", "req-bad", "failed", base), 0); err != nil {
 		t.Fatal(err)

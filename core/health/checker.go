@@ -35,6 +35,7 @@ type Checker struct {
 	release ReleaseCensus
 	clock   core.Clock
 	log     *slog.Logger
+	limits  Limits
 }
 
 // NewChecker returns a Checker. items may be nil (counts.terminal is then
@@ -46,7 +47,17 @@ func NewChecker(m MonitorCensus, items ItemCounter, r ReleaseCensus, clock core.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Checker{monitor: m, items: items, release: r, clock: clock, log: log}, nil
+	return &Checker{monitor: m, items: items, release: r, clock: clock, log: log, limits: DefaultLimits()}, nil
+}
+
+// WithLimits sets the age limits (DefaultLimits unless set); invalid
+// limits are an error with CodeLimitsInvalid.
+func (c *Checker) WithLimits(l Limits) (*Checker, error) {
+	if err := l.Validate(); err != nil {
+		return nil, core.Wrap(CodeLimitsInvalid, false, err)
+	}
+	c.limits = l
+	return c, nil
 }
 
 // Check reads both tables (concurrently) and evaluates them. A table that
@@ -86,7 +97,7 @@ func (c *Checker) Check(ctx context.Context) (Report, error) {
 	if cerr != nil {
 		c.log.WarnContext(ctx, "health terminal count unavailable", "code", CodeTerminalCountUnavailable, "cause", core.CodeOf(cerr))
 	}
-	r := Evaluate(now, census)
+	r := EvaluateWith(now, census, c.limits)
 	for _, it := range r.Items {
 		if it.Invalid {
 			c.log.ErrorContext(ctx, "health record invalid", "kind", it.Kind, "event_id", it.EventID, "key", it.Key, "code", it.ErrorCode)
@@ -98,6 +109,9 @@ func (c *Checker) Check(ctx context.Context) (Report, error) {
 	}
 	c.log.Log(ctx, level, "health checked", "status", r.Status, "reasons", r.Reasons,
 		"monitor_open", len(census.Monitor), "release_open", len(census.Release),
-		"due", r.Monitor.Due, "failed", r.Monitor.Failed, "remote_failures", r.Monitor.RemoteFailures)
+		"due", r.Monitor.Due, "failed", r.Monitor.Failed, "remote_failures", r.Monitor.RemoteFailures,
+		"oldest_open_change", r.Ages.OldestOpenChange, "oldest_open_change_s", r.Ages.OldestOpenChangeMS/1000,
+		"oldest_open_release", r.Ages.OldestOpenRelease, "oldest_open_release_s", r.Ages.OldestOpenReleaseMS/1000,
+		"expiring_unfinished", r.Ages.ExpiringUnfinished)
 	return r, nil
 }

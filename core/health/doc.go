@@ -63,6 +63,13 @@
 // evidence.state.invalid, cms.delivery.invalid). Health never writes: the
 // monitor marks such a record failed the next time a worker touches it.
 //
+// Age reasons (age.go) block health too: a change open longer than
+// Limits.MaxChangeAge (health.monitor.open_too_long), an open release
+// record older than Limits.MaxReleaseAge (health.release.open_too_long),
+// a record still in an index whose TTL expiry is within
+// Limits.ExpiryWarning (health.expiring_unfinished). Severity classes each
+// reason (operations, business, age) for the alarms' destinations.
+//
 // The JSON document keeps the contract's keys only; the reasons and the
 // item lists (Report.Reasons, Report.Items) are for the page, the logs,
 // the localeflow.health.blocked event and the operator CLI.

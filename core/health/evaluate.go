@@ -43,8 +43,12 @@ type ReleaseRecord struct {
 	Corrupt bool
 }
 
-// Evaluate applies the health rules (doc.go) to what was read at nowMS.
-func Evaluate(nowMS int64, c Census) Report {
+// Evaluate applies the health rules (doc.go) to what was read at nowMS,
+// with the default age limits.
+func Evaluate(nowMS int64, c Census) Report { return EvaluateWith(nowMS, c, DefaultLimits()) }
+
+// EvaluateWith applies the health rules with the age limits l.
+func EvaluateWith(nowMS int64, c Census, l Limits) Report {
 	r := Report{
 		Schema: Schema, CheckedAtMS: nowMS,
 		Monitor: newMonitorHealth(),
@@ -89,6 +93,9 @@ func Evaluate(nowMS int64, c Census) Report {
 			reasons = append(reasons, rule.reason)
 		}
 	}
+	var ageReasons []string
+	r.Ages, ageReasons = ages(nowMS, c, l)
+	reasons = append(reasons, ageReasons...)
 	r.Reasons = uniqueSorted(reasons)
 	r.Status = StatusOK
 	if len(r.Reasons) > 0 {

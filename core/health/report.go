@@ -64,6 +64,9 @@ type Report struct {
 	// TerminalApproximate is false when the table's item count was not
 	// available and counts.terminal is only a lower bound.
 	TerminalApproximate bool `json:"-"`
+	// Ages are the age signals (the oldest open change and release, the
+	// records about to expire unfinished).
+	Ages Ages `json:"-"`
 }
 
 // Item kinds.

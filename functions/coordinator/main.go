@@ -102,6 +102,8 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	}
 	if cfg.LogLevel != nil {
 		log = lambdalog.New(os.Stdout, *cfg.LogLevel)
+		// Metric lines carry the same level: Lambda's filter keeps them.
+		emf.SetLevel(*cfg.LogLevel)
 	}
 	awsCfg, err := awsclient.FromEnv()
 	if err != nil {

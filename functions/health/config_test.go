@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/localeflow/localeflow/core/health"
 )
 
 func baseEnv() map[string]string {
@@ -29,6 +32,13 @@ func TestLoadConfig(t *testing.T) {
 		{"missing bus", func(e map[string]string) { delete(e, envEventBus) }, envEventBus + " is required"},
 		{"same table twice", func(e map[string]string) { e[envReleaseTable] = "lf-monitor" }, "different tables"},
 		{"bad log level", func(e map[string]string) { e[envLogLevel] = "loud" }, envLogLevel},
+		{"age limits", func(e map[string]string) {
+			e["LOCALEFLOW_HEALTH_MAX_CHANGE_AGE"], e["LOCALEFLOW_HEALTH_MAX_RELEASE_AGE"], e["LOCALEFLOW_HEALTH_EXPIRY_WARNING"] = "72h", "24h", "48h"
+		}, ""},
+		{"change age not a duration", func(e map[string]string) { e["LOCALEFLOW_HEALTH_MAX_CHANGE_AGE"] = "7d" }, "LOCALEFLOW_HEALTH_MAX_CHANGE_AGE"},
+		{"release age zero", func(e map[string]string) { e["LOCALEFLOW_HEALTH_MAX_RELEASE_AGE"] = "0s" }, "health.limits_invalid"},
+		{"expiry warning fractional", func(e map[string]string) { e["LOCALEFLOW_HEALTH_EXPIRY_WARNING"] = "1500ms" }, "health.limits_invalid"},
+		{"change age above a year", func(e map[string]string) { e["LOCALEFLOW_HEALTH_MAX_CHANGE_AGE"] = "8761h" }, "health.limits_invalid"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,6 +48,12 @@ func TestLoadConfig(t *testing.T) {
 			if tc.error == "" {
 				if err != nil || c.MonitorTable != "lf-monitor" || c.ReleaseTable != "lf-release" || c.EventBus != "lf-bus" {
 					t.Fatalf("config = %+v, %v", c, err)
+				}
+				if tc.name == "complete" && c.Limits != health.DefaultLimits() {
+					t.Fatalf("limits = %+v, want the defaults", c.Limits)
+				}
+				if tc.name == "age limits" && (c.Limits != health.Limits{MaxChangeAge: 72 * time.Hour, MaxReleaseAge: 24 * time.Hour, ExpiryWarning: 48 * time.Hour}) {
+					t.Fatalf("limits = %+v", c.Limits)
 				}
 				return
 			}

@@ -29,6 +29,8 @@ import (
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/core/health/healthtest"
 	"github.com/localeflow/localeflow/dev/localtest"
+	"github.com/localeflow/localeflow/functions/health/handler"
+	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -114,6 +116,8 @@ func TestHealthFunctionOnLocalStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Records of an hour ago: within every age limit.
+	base := core.Millis(time.Now().Add(-time.Hour))
 	for _, r := range []struct{ id, v string }{{"evt-failed", healthtest.Failed}, {"evt-watching", healthtest.Watching}} {
 		if _, _, err := store.Create(ctx, healthtest.MonitorRecord(r.id, r.v, base)); err != nil {
 			t.Fatal(err)
@@ -191,5 +195,76 @@ func TestHealthFunctionOnLocalStack(t *testing.T) {
 	}
 	if bodies := receive(t, q, watchURL, time.Second); len(bodies) != 0 {
 		t.Fatalf("an ok check published %v", bodies)
+	}
+}
+
+// TestChangeOpenPastItsAgeOnLocalStack: health reported open counts, not
+// ages, so a change the CMS kept non-terminal for weeks left health ok. A
+// change registered 15 days ago and still watching now turns the
+// scheduled check blocked with health.monitor.open_too_long (the default
+// limit is 14 days), the EMF line carries its age and the ticket-severity
+// flags, and the URL answers 503. A setting of 20 days keeps it ok.
+func TestChangeOpenPastItsAgeOnLocalStack(t *testing.T) {
+	localtest.Require(t)
+	topo, res := localtest.Stack(t)
+	db := localtest.DynamoDB(t)
+	ctx := context.Background()
+	store, err := monitordb.New(db, topo.Monitor.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := core.Millis(time.Now().Add(-15 * 24 * time.Hour))
+	rec := healthtest.MonitorRecord("evt-old", healthtest.Watching, created)
+	// Polled a moment ago, next poll in 30 s: nothing is due or failed.
+	rec.UpdatedMS, rec.NextPollMS = core.Millis(time.Now()), core.Millis(time.Now().Add(30*time.Second))
+	if _, _, err := store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	check := func(env map[string]string) (handler.ScheduledResult, string) {
+		t.Helper()
+		var stdout bytes.Buffer
+		h, err := build(ctx, func(k string) string { return env[k] }, &stdout, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := invokeFile(t, lambda.NewHandler(h.Handle), "scheduled.json")
+		var res handler.ScheduledResult
+		if err != nil || json.Unmarshal(out, &res) != nil {
+			t.Fatalf("scheduled: %s %v", out, err)
+		}
+		return res, stdout.String()
+	}
+	env := map[string]string{envMonitorTable: topo.Monitor.Name, envReleaseTable: topo.Release.Name, envEventBus: res.BusName}
+	got, emfOut := check(env)
+	if got.Status != health.StatusBlocked || !slices.Equal(got.Reasons, []string{health.ReasonChangeOpenTooLong}) {
+		t.Fatalf("15-day-old open change: %+v", got)
+	}
+	for _, want := range []string{`"HealthBlocked":1`, `"HealthBlockedOperations":0`, `"HealthBlockedBusiness":0`, `"OldestOpenChangeSeconds":129`} {
+		if !strings.Contains(emfOut, want) {
+			t.Errorf("EMF lacks %s: %s", want, emfOut)
+		}
+	}
+	// Lambda's ApplicationLogLevel at WARN: the metric line is still
+	// written, with a level Lambda's filter keeps.
+	t.Cleanup(func() { emf.SetLevel(slog.LevelInfo) })
+	env[contract.EnvLambdaLogLevel] = "WARN"
+	_, emfOut = check(env)
+	kept := false
+	for line := range strings.Lines(emfOut) {
+		var doc struct {
+			Level string          `json:"level"`
+			AWS   json.RawMessage `json:"_aws"`
+		}
+		if json.Unmarshal([]byte(line), &doc) == nil && doc.AWS != nil {
+			kept = kept || doc.Level == "WARN" && strings.Contains(line, `"HealthBlocked":1`)
+		}
+	}
+	if !kept {
+		t.Fatalf("no EMF line Lambda keeps at WARN: %s", emfOut)
+	}
+	delete(env, contract.EnvLambdaLogLevel)
+	env[contract.EnvHealthMaxChangeAge] = "480h"
+	if got, _ := check(env); got.Status != health.StatusOK {
+		t.Fatalf("with a 20-day limit: %+v", got)
 	}
 }

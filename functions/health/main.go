@@ -25,6 +25,7 @@ import (
 	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/functions/health/handler"
+	"github.com/localeflow/localeflow/internal/emf"
 	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
@@ -64,6 +65,8 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 	}
 	if cfg.LogLevel != nil {
 		log = lambdalog.New(stdout, *cfg.LogLevel)
+		// Metric lines carry the same level: Lambda's filter keeps them.
+		emf.SetLevel(*cfg.LogLevel)
 	}
 	awsCfg, err := awsclient.FromEnv()
 	if err != nil {
@@ -84,6 +87,9 @@ func build(ctx context.Context, getenv func(string) string, stdout io.Writer, lo
 	clock := core.SystemClock{}
 	checker, err := health.NewChecker(monitorStore, opsdb.TableItems{DB: db, Table: cfg.MonitorTable}, releaseReader, clock, log)
 	if err != nil {
+		return nil, err
+	}
+	if checker, err = checker.WithLimits(cfg.Limits); err != nil {
 		return nil, err
 	}
 	return handler.New(handler.Config{

@@ -94,6 +94,8 @@ func wire(ctx context.Context, getenv func(string) string, log *slog.Logger) (*h
 	}
 	if cfg.LogLevel != nil {
 		log = lambdalog.New(os.Stdout, *cfg.LogLevel)
+		// Metric lines carry the same level: Lambda's filter keeps them.
+		emf.SetLevel(*cfg.LogLevel)
 	}
 	awsCfg, err := awsclient.FromEnv()
 	if err != nil {

@@ -85,6 +85,9 @@ type Localeflow struct {
 	// (<prefix>-alarms), or the imported Props.AlarmTopicArn.
 	Alarms     []awscloudwatch.Alarm
 	AlarmTopic awssns.ITopic
+	// TicketTopic receives the ticket-severity alarms (AlarmTopic the
+	// page-severity ones).
+	TicketTopic awssns.ITopic
 	// Dashboard is the on-call view (<prefix>-operations).
 	Dashboard awscloudwatch.Dashboard
 
@@ -136,6 +139,7 @@ func (b *builder) construct() *Localeflow {
 		stackEnv:                   b.stackEnv,
 		Alarms:                     b.alarms,
 		AlarmTopic:                 b.topic,
+		TicketTopic:                b.ticketTopic,
 		Dashboard:                  b.dashboard,
 		cfg:                        b.cfg,
 	}

@@ -119,7 +119,7 @@ func TestTeamStackImportsTheConstruct(t *testing.T) {
 		"AWS::Lambda::Url":            1,
 		"AWS::Events::EventBus":       1,
 		"AWS::KMS::Key":               1,
-		"AWS::SNS::Topic":             1,
+		"AWS::SNS::Topic":             2, // pages and tickets
 		"AWS::IAM::Role":              4, // three function roles, the team's operator
 		"AWS::CloudWatch::Dashboard":  1,
 		"AWS::SecretsManager::Secret": 7, // five key secrets, two public-key secrets

@@ -45,6 +45,10 @@ type HostProps struct {
 	// policy of a key created in the same app; for an imported key synth
 	// warns with the statement to add (localeflow:host-key-policy).
 	DataKey awskms.IKey
+	// TicketTopic is the topic of the ticket-severity alarms (created in
+	// the same app or imported); nil: Props.TicketTopicArn, else the
+	// construct's own <prefix>-tickets. AlarmTopic is the page topic.
+	TicketTopic awssns.ITopic
 	// Outputs adds the stack outputs (HealthUrl, EventBusName, table
 	// names, queue URLs, secret ARNs, CmsOutageToleranceSeconds). New adds
 	// none unless asked; NewStack always adds them.

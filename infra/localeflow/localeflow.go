@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
@@ -21,7 +20,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -126,6 +124,10 @@ type builder struct {
 	// AlarmTopicArn); topic is the one every alarm notifies.
 	alarmTopic awssns.Topic
 	topic      awssns.ITopic
+	// ticketTopic receives the ticket-severity alarms (topic the pages).
+	ticketTopic awssns.ITopic
+	// severities[i] is the severity of alarms[i].
+	severities []severity
 	healthURL  awslambda.FunctionUrl
 	dashboard  awscloudwatch.Dashboard
 }
@@ -636,187 +638,6 @@ func (b *builder) customMetric(name string, dims map[string]string, statistic st
 		DimensionsMap: &d,
 		Period:        awscdk.Duration_Minutes(jsii.Number(minutes)),
 		Statistic:     jsii.String(statistic),
-	})
-}
-
-func (b *builder) addAlarms() {
-	topo := b.cfg.topo
-	gt := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
-	quiet := awscloudwatch.TreatMissingData_NOT_BREACHING
-	for _, q := range topo.Queues() {
-		dlq := b.dlqs[q.Logical]
-		b.alarm(q.Logical+"DLQDepthAlarm", q.DLQName+"-depth",
-			"messages in "+q.DLQName+": its consumer failed them "+fmt.Sprint(q.MaxReceiveCount)+" times.",
-			dlq.MetricApproximateNumberOfMessagesVisible(metricOptions("Maximum", 1)), 0, gt, quiet)
-		b.alarm(q.Logical+"OldestMessageAlarm", q.Name+"-oldest-message",
-			fmt.Sprintf("the oldest message in %s is older than %d s: its consumer is not keeping up (throttled or failing).", q.Name, oldestMessageAlarmSeconds),
-			b.queues[q.Logical].MetricApproximateAgeOfOldestMessage(metricOptions("Maximum", alarmPeriodMinutes)),
-			oldestMessageAlarmSeconds, gt, quiet)
-	}
-	// The health check reports every run. A blocked verdict pages at once;
-	// missing reports are the heartbeat alarm's (addOncallAlarms), which
-	// does not page on a single late check.
-	b.alarm("HealthBlockedAlarm", topo.Prefix+"-health-blocked",
-		"localeflow health reports blocked: open the page with "+
-			"`localeflow health --serve --url <HealthUrl output>` (signs with your AWS credentials; "+
-			"or `localeflow health --prefix "+topo.Prefix+"`).",
-		b.customMetric(HealthBlockedMetricName, nil, "Maximum", alarmPeriodMinutes),
-		1, awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD, quiet)
-	// Every rejected message (quarantined with its code) raises the
-	// consumer's alarm: nothing is dropped silently.
-	for _, fn := range topo.Functions {
-		if fn.Queue == "" {
-			continue
-		}
-		b.alarm(fn.Logical+"RejectedAlarm", fn.Name+"-messages-rejected",
-			fn.Name+" rejected messages for good (quarantined with their code).",
-			b.customMetric(MessagesRejectedMetricName, map[string]string{"Function": fn.Dir}, "Sum", alarmPeriodMinutes), 0, gt, quiet)
-		// A key secret that cannot be re-read (or holds a malformed set)
-		// leaves the function on its previous key set: a rotation step
-		// that looks done but is not (docs/security.md "Key rotation
-		// runbooks").
-		b.alarm(fn.Logical+"KeyReloadAlarm", fn.Name+"-key-reload-failed",
-			fn.Name+" could not re-read a key secret and keeps its previous key set: see its ERROR log line secretkey.reload_failed (names the secret)",
-			b.customMetric(KeyReloadFailuresMetricName, map[string]string{"Function": fn.Dir}, "Sum", alarmPeriodMinutes), 0, gt, quiet)
-	}
-	for _, fn := range topo.Functions {
-		f := b.functions[fn.Dir]
-		b.alarm(fn.Logical+"ErrorsAlarm", fn.Name+"-errors",
-			fn.Name+" returned errors.", f.MetricErrors(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
-		b.alarm(fn.Logical+"ThrottlesAlarm", fn.Name+"-throttles",
-			fn.Name+" was throttled.",
-			f.MetricThrottles(metricOptions("Sum", alarmPeriodMinutes)), 0, gt, quiet)
-	}
-	b.addOncallAlarms()
-	var topic awssns.ITopic
-	if b.cfg.host.AlarmTopic != nil {
-		topic = b.cfg.host.AlarmTopic
-	} else if b.cfg.alarmTopicArn != "" {
-		topic = awssns.Topic_FromTopicArn(b.scope, jsii.String("AlarmTopic"), jsii.String(b.cfg.alarmTopicArn))
-	} else {
-		t := awssns.NewTopic(b.scope, jsii.String("AlarmTopic"), &awssns.TopicProps{
-			TopicName:   jsii.String(topo.Prefix + "-alarms"),
-			DisplayName: jsii.String("localeflow " + topo.Prefix + " alarms"),
-			EnforceSSL:  jsii.Bool(true),
-		})
-		if b.cfg.alarmEmail != "" {
-			t.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(b.cfg.alarmEmail), nil))
-		}
-		b.alarmTopic = t
-		topic = t
-	}
-	b.topic = topic
-	for _, a := range b.alarms {
-		a.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
-		a.AddOkAction(awscloudwatchactions.NewSnsAction(topic))
-	}
-}
-
-func (b *builder) alarm(logical, name, description string, metric awscloudwatch.IMetric, threshold float64,
-	op awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
-	b.alarms = append(b.alarms, awscloudwatch.NewAlarm(b.scope, jsii.String(logical), &awscloudwatch.AlarmProps{
-		AlarmName:          jsii.String(name),
-		AlarmDescription:   jsii.String(description + runbookRef(logical)),
-		Metric:             metric,
-		Threshold:          jsii.Number(threshold),
-		ComparisonOperator: op,
-		EvaluationPeriods:  jsii.Number(1),
-		TreatMissingData:   missing,
-	}))
-}
-
-// addDashboard is the on-call view of one deployment. Its custom metrics
-// are the ones topology lists (the names the functions emit); a series
-// per dimension value (state, code) comes from a SEARCH of this
-// deployment's metrics.
-func (b *builder) addDashboard() {
-	topo := b.cfg.topo
-	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
-		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-			Title: jsii.String(title), Width: jsii.Number(8), Height: jsii.Number(6), Left: &metrics,
-		})
-	}
-	gauges := func(names ...string) []awscloudwatch.IMetric {
-		out := make([]awscloudwatch.IMetric, 0, len(names))
-		for _, n := range names {
-			out = append(out, b.customMetric(n, nil, "Maximum", alarmPeriodMinutes))
-		}
-		return out
-	}
-	// search is every series of metric name in this deployment split by
-	// the dimension, summed per minute.
-	search := func(label, name, dimension string) awscloudwatch.IMetric {
-		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s} MetricName="%s" %s="%s"', 'Sum', 60)`,
-				contract.MetricNamespace, DeploymentDimension, dimension, name, DeploymentDimension, topo.Prefix)),
-			Label:        jsii.String(label),
-			UsingMetrics: &map[string]awscloudwatch.IMetric{},
-			Period:       awscdk.Duration_Minutes(jsii.Number(1)),
-		})
-	}
-	perMinute := func(name string) awscloudwatch.IMetric {
-		return b.customMetric(name, nil, "Sum", 1)
-	}
-	var invocations, errs, dlq, oldest []awscloudwatch.IMetric
-	// Each remote call kind's latency (one value per call, internal/remotecall).
-	var latency []awscloudwatch.IMetric
-	for _, name := range []string{contract.MetricCMSLifecycleLatency, contract.MetricCMSDeliveryLatency, contract.MetricEvidenceLatency} {
-		latency = append(latency, b.customMetric(name, nil, "p50", 1), b.customMetric(name, nil, "p99", 1))
-	}
-	for _, fn := range topo.Functions {
-		f := b.functions[fn.Dir]
-		invocations = append(invocations, f.MetricInvocations(metricOptions("Sum", 1)))
-		errs = append(errs, f.MetricErrors(metricOptions("Sum", 1)), f.MetricThrottles(metricOptions("Sum", 1)))
-	}
-	for _, q := range topo.Queues() {
-		dlq = append(dlq, b.dlqs[q.Logical].MetricApproximateNumberOfMessagesVisible(metricOptions("Maximum", 1)))
-		oldest = append(oldest, b.queues[q.Logical].MetricApproximateAgeOfOldestMessage(metricOptions("Maximum", 1)))
-	}
-	rejected := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s,%s} MetricName="%s" %s="%s"', 'Sum', 60)`,
-			contract.MetricNamespace, DeploymentDimension, contract.MetricFunctionDimension, contract.MetricCodeDimension,
-			contract.MetricMessagesRejected, DeploymentDimension, topo.Prefix)),
-		Label:        jsii.String("rejected by code"),
-		UsingMetrics: &map[string]awscloudwatch.IMetric{},
-		Period:       awscdk.Duration_Minutes(jsii.Number(1)),
-	})
-	b.dashboard = awscloudwatch.NewDashboard(b.scope, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
-		DashboardName: jsii.String(topo.Prefix + "-operations"),
-		Widgets: &[]*[]awscloudwatch.IWidget{
-			{
-				graph("Polls per minute (total, by outcome state)", perMinute(contract.MetricPolls),
-					search("polls by state", contract.MetricPolls, contract.MetricStateDimension)),
-				graph("Poll failures per minute by code", search("poll failures by code", contract.MetricPollFailures, contract.MetricCodeDimension)),
-				graph("Health status (1 = blocked)", gauges(contract.MetricHealthBlocked, contract.MetricHealthCheckFailed, contract.MetricInvalidRecords)...),
-			},
-			{
-				graph("Due backlog (records due now)", gauges(contract.MetricMonitorDue, contract.MetricEvidenceDue, contract.MetricDeliveryDue)...),
-				graph("Oldest due record age (s)", gauges(contract.MetricOldestDueSeconds)...),
-				graph("Monitor states", gauges(contract.MetricMonitorPending, contract.MetricMonitorWatching, contract.MetricMonitorRetryWait,
-					contract.MetricMonitorLeased, contract.MetricMonitorExpiredLeases, contract.MetricMonitorFailed, contract.MetricMonitorRemoteFailures)...),
-			},
-			{
-				graph("Evidence steps per minute by outcome", search("evidence steps by outcome", contract.MetricEvidenceSteps, contract.MetricStateDimension)),
-				graph("Delivery steps per minute by outcome", search("delivery steps by outcome", contract.MetricDeliverySteps, contract.MetricStateDimension)),
-				graph("Evidence and delivery failures per minute by code",
-					search("evidence failures by code", contract.MetricEvidenceFailures, contract.MetricCodeDimension),
-					search("delivery failures by code", contract.MetricDeliveryFailures, contract.MetricCodeDimension)),
-			},
-			{
-				graph("Evidence and delivery records (open, failed)", gauges(contract.MetricEvidenceOpen, contract.MetricEvidenceFailed,
-					contract.MetricDeliveryOpen, contract.MetricDeliveryFailed)...),
-				graph("DLQ depth", dlq...),
-				graph("Oldest message age (s)", oldest...),
-			},
-			{
-				graph("Remote call latency p50 / p99 (ms)", latency...),
-			},
-			{
-				graph("Invocations per minute (polls, release steps, health)", invocations...),
-				graph("Errors and throttles per minute", errs...),
-				graph("Rejected messages by code", rejected),
-			},
-		},
 	})
 }
 

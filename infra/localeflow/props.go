@@ -217,6 +217,10 @@ type Props struct {
 	// HostProps are the host stack's own constructs (alarm topic, event
 	// bus, VPC) and whether to add stack outputs.
 	HostProps
+
+	// On-call (oncall.go): where the two severities go and what the
+	// alarm descriptions link to.
+	OncallProps
 }
 
 // ReceiptIssuers lists, per receipt kind, the trusted issuers as
@@ -275,6 +279,10 @@ type stackConfig struct {
 	// outputs.
 	host    HostProps
 	outputs bool
+
+	// oncall is the resolved OncallProps plus the health function's age
+	// limits as its config loader read them (the age alarms' thresholds).
+	oncall oncallConfig
 
 	// eventSchemas is the registry content per detail-type
 	// (schema.RegistrySchema of the embedded contract/schema files).
@@ -377,6 +385,9 @@ func resolve(props *Props) (stackConfig, error) {
 		return stackConfig{}, err
 	}
 	if err := resolveSettings(&cfg, props.Settings, props.SettingsEnv, props.Functions); err != nil {
+		return stackConfig{}, err
+	}
+	if err := resolveOncall(&cfg, props.OncallProps); err != nil {
 		return stackConfig{}, err
 	}
 	if cfg.assetDir, err = checkAssets(props.AssetDir, cfg.topo.Functions); err != nil {
@@ -554,15 +565,31 @@ func (c stackConfig) EncryptionLine() string {
 
 // AlarmsLine is what `make synth` prints about where the alarms go.
 func (c stackConfig) AlarmsLine() string {
+	var line string
 	switch {
 	case c.host.AlarmTopic != nil:
-		return "alarms notify the SNS topic given as AlarmTopic"
+		line = "page alarms notify the SNS topic given as AlarmTopic"
 	case c.alarmTopicArn != "":
-		return "alarms notify the existing SNS topic " + c.alarmTopicArn
+		line = "page alarms notify the existing SNS topic " + c.alarmTopicArn
 	case c.alarmEmail != "":
-		return "alarms notify the new SNS topic " + c.topo.Prefix + "-alarms, e-mail subscription " + c.alarmEmail + " (confirm the e-mail AWS sends)"
+		line = "page alarms notify the new SNS topic " + c.topo.Prefix + "-alarms, e-mail subscription " + c.alarmEmail + " (confirm the e-mail AWS sends)"
+	default:
+		line = "page alarms notify the new SNS topic " + c.topo.Prefix + "-alarms (no subscriber yet: set ALARM_EMAIL or subscribe to it)"
 	}
-	return "alarms notify the new SNS topic " + c.topo.Prefix + "-alarms (no subscriber yet: set ALARM_EMAIL or subscribe to it)"
+	switch {
+	case c.host.TicketTopic != nil:
+		line += "; ticket alarms the SNS topic given as TicketTopic"
+	case c.oncall.ticketTopicArn != "":
+		line += "; ticket alarms the existing SNS topic " + c.oncall.ticketTopicArn
+	case c.host.AlarmTopic != nil || c.alarmTopicArn != "":
+		line += "; ticket alarms the same topic (descriptions start with [ticket])"
+	default:
+		line += "; ticket alarms the new SNS topic " + c.topo.Prefix + "-tickets"
+	}
+	if !c.oncall.okNotifications {
+		line += "; no OK notifications (OKNotifications)"
+	}
+	return line
 }
 
 func validSNSArn(arn string) bool {

@@ -56,6 +56,12 @@ type Settings struct {
 	EvidenceTimeout     time.Duration `env:"LOCALEFLOW_EVIDENCE_TIMEOUT"`
 	ApprovalTTL         time.Duration `env:"LOCALEFLOW_APPROVAL_TTL"`
 	DeliveryMaxAttempts int           `env:"LOCALEFLOW_DELIVERY_MAX_ATTEMPTS"`
+
+	// Health (on-call age signals, core/health.Limits; the age alarms'
+	// thresholds are the values the health function gets).
+	HealthMaxChangeAge  time.Duration `env:"LOCALEFLOW_HEALTH_MAX_CHANGE_AGE"`
+	HealthMaxReleaseAge time.Duration `env:"LOCALEFLOW_HEALTH_MAX_RELEASE_AGE"`
+	HealthExpiryWarning time.Duration `env:"LOCALEFLOW_HEALTH_EXPIRY_WARNING"`
 }
 
 // SettingVariables are the variables Settings and the raw settings
@@ -177,6 +183,8 @@ func refuseSetting(where, name string) error {
 		return fmt.Errorf("infra: %s %s is stack-owned: the stack sets it", where, name)
 	case contract.Local:
 		return fmt.Errorf("infra: %s %s is for local runs only: a deployed function never has it", where, name)
+	case contract.Runtime:
+		return fmt.Errorf("infra: %s %s is set by Lambda from the function's logging configuration (ApplicationLogLevel), not a setting: use %s", where, name, contract.EnvLogLevel)
 	case contract.Retired:
 		return fmt.Errorf("infra: %s %s is retired: the functions refuse to start while it is set (README.md, \"Configuration\")", where, name)
 	}
@@ -295,8 +303,21 @@ func resolveSettings(cfg *stackConfig, typed Settings, raw map[string]string, ov
 			}
 			mine[name] = overrides[fn.Dir].Settings[name]
 		}
-		if err := checkSettings(*cfg, fn.Dir, mine); err != nil {
+		loaded, err := checkSettings(*cfg, fn.Dir, mine)
+		if err != nil {
 			return err
+		}
+		// What the functions actually get decides the stack's derived
+		// numbers: the poller's retry policy and poll interval (outage
+		// tolerance, its output, the oldest-due alarm), the health
+		// function's age limits (the age alarms).
+		switch c := loaded.(type) {
+		case pollerconfig.Config:
+			worker := cfg.monitor.WorkerID
+			cfg.monitor = c.Monitor
+			cfg.monitor.WorkerID = worker
+		case healthconfig.Config:
+			cfg.oncall.healthLimits = c.Limits
 		}
 		cfg.settings[fn.Dir] = mine
 	}
@@ -307,15 +328,16 @@ func resolveSettings(cfg *stackConfig, typed Settings, raw map[string]string, ov
 // cold start runs) on the environment the stack gives the function: the
 // stack's own values, placeholders where the value is only known at
 // deploy (queue URLs, secret ARNs), and the settings.
-func checkSettings(cfg stackConfig, dir string, settings map[string]string) error {
+func checkSettings(cfg stackConfig, dir string, settings map[string]string) (any, error) {
 	env := baseEnv(cfg)
 	for name, value := range settings {
 		env[name] = value
 	}
-	if err := loadConfig(dir, env); err != nil {
-		return fmt.Errorf("infra: %s settings refused by its config loader: %w", dir, err)
+	loaded, err := loadConfig(dir, env)
+	if err != nil {
+		return nil, fmt.Errorf("infra: %s settings refused by its config loader: %w", dir, err)
 	}
-	return nil
+	return loaded, nil
 }
 
 // baseEnv is the stack's own environment with placeholders for the values
@@ -355,21 +377,22 @@ func placeholderIssuers() ReceiptIssuers {
 }
 
 // loadConfig runs the function's own config loader (functions/<fn>/config,
-// what its cold start runs) on env.
-func loadConfig(dir string, env map[string]string) error {
+// what its cold start runs) on env and returns the loaded configuration.
+func loadConfig(dir string, env map[string]string) (any, error) {
 	getenv := func(name string) string { return env[name] }
+	var loaded any
 	var err error
 	switch dir {
 	case contract.FunctionPoller:
-		_, err = pollerconfig.Load(getenv)
+		loaded, err = pollerconfig.Load(getenv)
 	case contract.FunctionCoordinator:
-		_, err = coordinatorconfig.Load(getenv)
+		loaded, err = coordinatorconfig.Load(getenv)
 	case contract.FunctionHealth:
-		_, err = healthconfig.Load(getenv)
+		loaded, err = healthconfig.Load(getenv)
 	default:
 		err = fmt.Errorf("no config loader for %s", dir)
 	}
-	return err
+	return loaded, err
 }
 
 // placeholderIssuer is a well-formed issuer list with a key derived from n.

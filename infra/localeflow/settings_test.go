@@ -23,6 +23,7 @@ var validSettings = Settings{
 	PollConcurrency:  32,
 	EvidenceRevision: "rev-2", EvidenceLease: 100 * time.Second, EvidenceMaxAttempts: 7, EvidenceTimeout: 25 * time.Second,
 	ApprovalTTL: 240 * time.Hour, DeliveryMaxAttempts: 8,
+	HealthMaxChangeAge: 240 * time.Hour, HealthMaxReleaseAge: 96 * time.Hour, HealthExpiryWarning: 72 * time.Hour,
 }
 
 // TestSettingsCoverEveryOperatorVariable: Settings has exactly one field
@@ -121,6 +122,9 @@ func TestInvalidSettingFailsWithTheLoadersMessage(t *testing.T) {
 		{contract.EnvEvidenceMaxAttempts, "0", `LOCALEFLOW_EVIDENCE_MAX_ATTEMPTS (0) must be 1..20`},
 		{contract.EnvEvidenceTimeout, "0s", `LOCALEFLOW_EVIDENCE_TIMEOUT (0s) must be positive`},
 		{contract.EnvApprovalTTL, "-1h", `LOCALEFLOW_APPROVAL_TTL (-1h0m0s) must be positive`},
+		{contract.EnvHealthMaxChangeAge, "0s", `health.limits_invalid: max change age 0s must be whole seconds`},
+		{contract.EnvHealthMaxReleaseAge, "10000h", `health.limits_invalid: max release age 10000h0m0s must be whole seconds`},
+		{contract.EnvHealthExpiryWarning, "1.5s", `health.limits_invalid: expiry warning 1.5s must be whole seconds`},
 		{contract.EnvDeliveryMaxAttempts, "x", `LOCALEFLOW_DELIVERY_MAX_ATTEMPTS ("x") is not an integer`},
 	}
 	var covered []string

@@ -467,7 +467,8 @@ func TestChangeHintRuleTargetsPollQueue(t *testing.T) {
 
 func TestSchedulesInvokeFunctions(t *testing.T) {
 	s := defaultSynth(t)
-	s.count(t, "AWS::Events::Rule", len(s.topo.Rules)+len(s.topo.Schedules))
+	// + the data key's state rule (on the default bus, CloudTrail).
+	s.count(t, "AWS::Events::Rule", len(s.topo.Rules)+len(s.topo.Schedules)+1)
 	for _, sch := range s.topo.Schedules {
 		t.Run(sch.Logical, func(t *testing.T) {
 			var fn topology.Function
@@ -554,8 +555,8 @@ func TestAlarms(t *testing.T) {
 	// per function; failed invocations per rule and schedule, the event
 	// DLQ's depth, the oldest due record and the health heartbeat
 	// (oncall_test.go).
-	s.count(t, "AWS::CloudWatch::Alarm", 2*len(s.topo.Queues())+1+2*len(s.topo.Queues())+2*len(s.topo.Functions)+
-		len(s.topo.Rules)+len(s.topo.Schedules)+3)
+	// (The exact set: TestAlarmCatalogue.)
+	s.count(t, "AWS::CloudWatch::Alarm", len(alarmCatalogue(t, s)))
 	for _, q := range s.topo.Queues() {
 		s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
 			"AlarmName":          q.DLQName + "-depth",
@@ -598,7 +599,7 @@ func TestHealthAlarmBreachesOnMissingData(t *testing.T) {
 	s.has(t, "AWS::CloudWatch::Alarm", map[string]any{
 		"AlarmName":          "localeflow-health-blocked",
 		"Namespace":          HealthMetricNamespace,
-		"MetricName":         HealthBlockedMetricName,
+		"MetricName":         contract.MetricHealthBlockedOperations,
 		"Dimensions":         []any{deploymentDim},
 		"ComparisonOperator": "GreaterThanOrEqualToThreshold",
 		"Threshold":          1,
@@ -621,6 +622,27 @@ func TestAlarmsSelectTheirDeployment(t *testing.T) {
 	s := synth(t, props)
 	for id, r := range s.resources("AWS::CloudWatch::Alarm") {
 		p := r["Properties"].(map[string]any)
+		if p["Metrics"] != nil {
+			// Metric math (the DynamoDB alarms): every metric names this
+			// stack's table (a Ref), and an index by its name.
+			for _, m := range asList(p["Metrics"]) {
+				stat, _ := m.(map[string]any)["MetricStat"].(map[string]any)
+				if stat == nil {
+					continue
+				}
+				metric := stat["Metric"].(map[string]any)
+				for _, d := range asList(metric["Dimensions"]) {
+					dm := d.(map[string]any)
+					if _, isRef := dm["Value"].(map[string]any); dm["Name"] == "TableName" && !isRef {
+						t.Errorf("%s selects table %v", id, dm["Value"])
+					}
+				}
+				if metric["Namespace"] != "AWS/DynamoDB" {
+					t.Errorf("%s metric %v", id, metric)
+				}
+			}
+			continue
+		}
 		dims := asList(p["Dimensions"])
 		if len(dims) == 0 {
 			t.Errorf("%s has no dimensions", id)
@@ -675,14 +697,19 @@ func TestAlarmTopicCreatedByDefault(t *testing.T) {
 	props := testProps()
 	props.AlarmEmail = "oncall@example.com"
 	s := synth(t, props)
-	s.count(t, "AWS::SNS::Topic", 1)
+	// A page topic and a ticket topic, the e-mail subscribed to both;
+	// no OK actions by default (TestAlarmCatalogue: which alarm where).
+	s.count(t, "AWS::SNS::Topic", 2)
 	s.has(t, "AWS::SNS::Topic", map[string]any{"TopicName": "localeflow-alarms"})
+	s.has(t, "AWS::SNS::Topic", map[string]any{"TopicName": "localeflow-tickets"})
+	s.count(t, "AWS::SNS::Subscription", 2)
 	s.has(t, "AWS::SNS::Subscription", map[string]any{"Protocol": "email", "Endpoint": "oncall@example.com"})
-	topic := ref(s.logicalID(t, "AWS::SNS::Topic", "AlarmTopic"))
+	topics := []any{ref(s.logicalID(t, "AWS::SNS::Topic", "AlarmTopic")), ref(s.logicalID(t, "AWS::SNS::Topic", "TicketTopic"))}
 	alarms := s.resources("AWS::CloudWatch::Alarm")
 	for id, r := range alarms {
 		p := r["Properties"].(map[string]any)
-		if !jsonEqual(p["AlarmActions"], []any{topic}) || !jsonEqual(p["OKActions"], []any{topic}) {
+		actions := asList(p["AlarmActions"])
+		if len(actions) != 1 || !(jsonEqual(actions[0], topics[0]) || jsonEqual(actions[0], topics[1])) || p["OKActions"] != nil {
 			t.Errorf("%s actions = %v / %v", id, p["AlarmActions"], p["OKActions"])
 		}
 	}

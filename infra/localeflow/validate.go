@@ -101,7 +101,7 @@ func (c *envCheck) check() []string {
 			}
 		}
 	}
-	if err := loadConfig(c.dir, env); err != nil {
+	if _, err := loadConfig(c.dir, env); err != nil {
 		return []string{fmt.Sprintf("infra: %s the function would not start: its config loader refuses its final environment: %v%s",
 			where, err, issuersHint(c.dir, env))}
 	}

@@ -11,12 +11,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 	"github.com/localeflow/localeflow/topology"
 )
 
@@ -69,6 +72,11 @@ func Line(deployment string, timestampMS int64, values map[string]string, groups
 		doc[k] = v
 	}
 	doc[contract.MetricDeploymentDimension] = deployment
+	// Lambda's log-level filter drops a JSON line whose "level" is below
+	// the function's ApplicationLogLevel and reads a line without one as
+	// INFO: a metric line carries the function's own level (at least
+	// INFO), which the filter always keeps.
+	doc["level"] = lineLevel()
 	m := meta{Timestamp: timestampMS}
 	for _, g := range groups {
 		d := directive{Namespace: contract.MetricNamespace}
@@ -297,4 +305,22 @@ func (w *Writer) Flush(b *Batch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	_, _ = w.w.Write(buf)
+}
+
+// level is the "level" of every EMF line (SetLevel).
+var level atomic.Value
+
+// SetLevel makes every later EMF line carry level, or INFO when level is
+// below it (a DEBUG function's metric lines are INFO lines). Each main
+// calls it with the log level its configuration loaded
+// (envvar.Reader.LogLevel), before the first line.
+func SetLevel(l slog.Level) {
+	level.Store(lambdalog.LevelName(max(l, slog.LevelInfo)))
+}
+
+func lineLevel() string {
+	if v, ok := level.Load().(string); ok {
+		return v
+	}
+	return "INFO"
 }

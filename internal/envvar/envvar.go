@@ -70,6 +70,29 @@ func (r *Reader) Level(name string) *slog.Level {
 	return &level
 }
 
+// LogLevel is the function's log level: AWS_LAMBDA_LOG_LEVEL (Lambda's
+// own control, set from the function's ApplicationLogLevel; its filter
+// drops lines below it anyway) when set, else LOCALEFLOW_LOG_LEVEL, else
+// nil (INFO). Both set to different levels is an error naming both: the
+// lines between the two would be written and dropped, or never written.
+func (r *Reader) LogLevel() *slog.Level {
+	own := r.Level(contract.EnvLogLevel)
+	v := r.String(contract.EnvLambdaLogLevel)
+	if v == "" {
+		return own
+	}
+	level, err := lambdalog.ParseLambdaLevel(contract.EnvLambdaLogLevel, v)
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return own
+	}
+	if own != nil && *own != level {
+		r.errs = append(r.errs, fmt.Errorf("%s (%s) disagrees with %s (%s), which Lambda sets from the function's ApplicationLogLevel: unset %s or set the same level",
+			contract.EnvLogLevel, lambdalog.LevelName(*own), contract.EnvLambdaLogLevel, lambdalog.LevelName(level), contract.EnvLogLevel))
+	}
+	return &level
+}
+
 // Err joins the errors of every bad value read so far (nil if none).
 func (r *Reader) Err() error {
 	return errors.Join(r.errs...)

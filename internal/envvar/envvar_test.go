@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/localeflow/localeflow/internal/envvar"
+	"github.com/localeflow/localeflow/internal/lambdalog"
 )
 
 func reader(env map[string]string) *envvar.Reader {
@@ -70,5 +71,40 @@ func TestLevel(t *testing.T) {
 	}
 	if got := r.Level("BAD"); got != nil || r.Err() == nil || !strings.Contains(r.Err().Error(), `BAD ("loud") must be DEBUG, INFO, WARN or ERROR`) {
 		t.Fatalf("Level(BAD) = %v, %v", got, r.Err())
+	}
+}
+
+// TestLogLevelHonoursLambda: AWS_LAMBDA_LOG_LEVEL (Lambda's own control,
+// set from the function's ApplicationLogLevel) was ignored in favour of
+// LOCALEFLOW_LOG_LEVEL. It now sets the level; LOCALEFLOW_LOG_LEVEL is the
+// fallback; both set to different levels is refused naming both.
+func TestLogLevelHonoursLambda(t *testing.T) {
+	for _, tc := range []struct {
+		lambda, own string
+		want        string // "" nil
+		err         string
+	}{
+		{"", "", "", ""},
+		{"", "debug", "DEBUG", ""},
+		{"WARN", "", "WARN", ""},
+		{"fatal", "", "FATAL", ""},
+		{"TRACE", "", "TRACE", ""},
+		{"WARN", "WARN", "WARN", ""},
+		{"WARN", "DEBUG", "WARN", "LOCALEFLOW_LOG_LEVEL (DEBUG) disagrees with AWS_LAMBDA_LOG_LEVEL (WARN)"},
+		{"LOUD", "", "", "AWS_LAMBDA_LOG_LEVEL (\"LOUD\") must be TRACE, DEBUG, INFO, WARN, ERROR or FATAL"},
+	} {
+		env := map[string]string{"AWS_LAMBDA_LOG_LEVEL": tc.lambda, "LOCALEFLOW_LOG_LEVEL": tc.own}
+		r := reader(env)
+		got := r.LogLevel()
+		err := r.Err()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%+v: err %v", tc, err)
+			}
+			continue
+		}
+		if err != nil || (got == nil) != (tc.want == "") || (got != nil && lambdalog.LevelName(*got) != tc.want) {
+			t.Errorf("%+v: %v %v", tc, got, err)
+		}
 	}
 }

@@ -19,7 +19,42 @@ import (
 // the EventBridge event id ("bus_event_id") of a context from WithEventID,
 // to every record.
 func New(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(requestIDHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
+	return slog.New(requestIDHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: levelNames})})
+}
+
+// Lambda's levels beyond slog's four (AWS_LAMBDA_LOG_LEVEL).
+const (
+	LevelTrace = slog.LevelDebug - 4
+	LevelFatal = slog.LevelError + 4
+)
+
+// LevelName is the name Lambda's log-level filter reads for level:
+// TRACE, DEBUG, INFO, WARN, ERROR or FATAL.
+func LevelName(level slog.Level) string {
+	switch {
+	case level <= LevelTrace:
+		return "TRACE"
+	case level >= LevelFatal:
+		return "FATAL"
+	case level >= slog.LevelError:
+		return "ERROR"
+	case level >= slog.LevelWarn:
+		return "WARN"
+	case level >= slog.LevelInfo:
+		return "INFO"
+	}
+	return "DEBUG"
+}
+
+// levelNames writes every record's level as Lambda names it (slog would
+// write "DEBUG-4" and "ERROR+4", which Lambda reads as INFO).
+func levelNames(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && a.Key == slog.LevelKey {
+		if l, ok := a.Value.Any().(slog.Level); ok {
+			return slog.String(slog.LevelKey, LevelName(l))
+		}
+	}
+	return a
 }
 
 // ParseLevel reads a log level setting: DEBUG, INFO, WARN or ERROR in any
@@ -35,6 +70,20 @@ func ParseLevel(name, s string) (slog.Level, error) {
 	default:
 		return 0, fmt.Errorf("%s (%q) must be DEBUG, INFO, WARN or ERROR", name, s)
 	}
+}
+
+// ParseLambdaLevel reads AWS_LAMBDA_LOG_LEVEL: Lambda's six levels, in
+// any case.
+func ParseLambdaLevel(name, s string) (slog.Level, error) {
+	switch strings.ToUpper(s) {
+	case "TRACE":
+		return LevelTrace, nil
+	case "FATAL":
+		return LevelFatal, nil
+	case "DEBUG", "INFO", "WARN", "ERROR":
+		return ParseLevel(name, s)
+	}
+	return 0, fmt.Errorf("%s (%q) must be TRACE, DEBUG, INFO, WARN, ERROR or FATAL", name, s)
 }
 
 type requestIDHandler struct{ slog.Handler }

@@ -159,7 +159,7 @@ func Load(getenv func(string) string) (Config, error) {
 	env.Duration(envMargin, &c.Margin)
 	env.Int(envEvidenceAttempts, &c.Release.EvidenceMaxAttempts)
 	env.Int(envDeliveryAttempts, &c.Release.DeliveryMaxAttempts)
-	c.LogLevel = env.Level(envLogLevel)
+	c.LogLevel = env.LogLevel()
 	c.Deployment = env.Deployment(topology.DefaultPrefix)
 	c.InsecureHTTP = env.InsecureHTTPAllowed()
 	c.QuarantineURL = env.String(envQuarantineURL)

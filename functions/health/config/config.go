@@ -9,6 +9,7 @@ import (
 	"log/slog"
 
 	"github.com/localeflow/localeflow/contract"
+	"github.com/localeflow/localeflow/core/health"
 	"github.com/localeflow/localeflow/internal/envvar"
 	"github.com/localeflow/localeflow/topology"
 )
@@ -31,6 +32,8 @@ type Config struct {
 	EventBus     string
 	// LogLevel is nil for the default (INFO).
 	LogLevel *slog.Level
+	// Limits are the age thresholds (health.DefaultLimits unless set).
+	Limits health.Limits
 }
 
 // Load reads the environment through getenv (os.Getenv in main).
@@ -41,8 +44,12 @@ func Load(getenv func(string) string) (Config, error) {
 		ReleaseTable: env.String(envReleaseTable),
 		EventBus:     env.String(envEventBus),
 		Deployment:   env.Deployment(topology.DefaultPrefix),
-		LogLevel:     env.Level(envLogLevel),
+		LogLevel:     env.LogLevel(),
+		Limits:       health.DefaultLimits(),
 	}
+	env.Duration(contract.EnvHealthMaxChangeAge, &c.Limits.MaxChangeAge)
+	env.Duration(contract.EnvHealthMaxReleaseAge, &c.Limits.MaxReleaseAge)
+	env.Duration(contract.EnvHealthExpiryWarning, &c.Limits.ExpiryWarning)
 	if err := errors.Join(env.Err(), c.validate()); err != nil {
 		return Config{}, err
 	}
@@ -58,6 +65,9 @@ func (c Config) validate() error {
 		if req.value == "" {
 			errs = append(errs, fmt.Errorf("%s is required", req.name))
 		}
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%s, %s, %s: %w", contract.EnvHealthMaxChangeAge, contract.EnvHealthMaxReleaseAge, contract.EnvHealthExpiryWarning, err))
 	}
 	if c.MonitorTable != "" && c.MonitorTable == c.ReleaseTable {
 		errs = append(errs, fmt.Errorf("%s and %s must name different tables", envMonitorTable, envReleaseTable))

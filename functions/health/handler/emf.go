@@ -64,11 +64,17 @@ func reportMetrics(deployment string, r health.Report) []byte {
 		{Name: contract.MetricDeliveryDue, Value: dl.Due},
 		{Name: contract.MetricDeliveryExpiredLeases, Value: dl.ExpiredLeases},
 		{Name: contract.MetricDeliveryFailed, Value: dl.Failed},
+		{Name: contract.MetricHealthBlockedOperations, Value: boolMetric(r.Blocked(health.SeverityOperations))},
+		{Name: contract.MetricHealthBlockedBusiness, Value: boolMetric(r.Blocked(health.SeverityBusiness))},
+		{Name: contract.MetricOldestOpenChangeSeconds, Value: int(r.Ages.OldestOpenChangeMS / 1000)},
+		{Name: contract.MetricOldestOpenReleaseSeconds, Value: int(r.Ages.OldestOpenReleaseMS / 1000)},
+		{Name: contract.MetricRecordsExpiringUnfinished, Value: r.Ages.ExpiringUnfinished},
 	})
 }
 
 // failedMetrics is the EMF line of a check that could not read the tables:
-// blocked, so the alarm fires.
+// blocked for operations (the on-call must look), so the alarm fires.
 func failedMetrics(deployment string, nowMS int64) []byte {
-	return emfLine(deployment, nowMS, []emf.Metric{{Name: contract.MetricHealthBlocked, Value: 1}, {Name: contract.MetricHealthCheckFailed, Value: 1}})
+	return emfLine(deployment, nowMS, []emf.Metric{{Name: contract.MetricHealthBlocked, Value: 1}, {Name: contract.MetricHealthCheckFailed, Value: 1},
+		{Name: contract.MetricHealthBlockedOperations, Value: 1}})
 }

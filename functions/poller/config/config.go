@@ -107,7 +107,7 @@ func Load(getenv func(string) string) (Config, error) {
 		EventKey:      secretkey.FromEnv(getenv, envEventKey),
 		Monitor:       monitor.Config{WorkerID: env.String(envWorkerID)},
 		Deployment:    env.Deployment(topology.DefaultPrefix),
-		LogLevel:      env.Level(envLogLevel),
+		LogLevel:      env.LogLevel(),
 		InsecureHTTP:  env.InsecureHTTPAllowed(),
 	}
 	env.Duration(envCMSTimeout, &c.CMSTimeout)
