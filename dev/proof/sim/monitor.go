@@ -464,7 +464,7 @@ func (s *monitorStore) checkPollBudget(inv *Invocation, id string) {
 	if inv == nil || inv.faulted.Load() || inv.crashed.Load() || inv.deadline.IsZero() || s.pollBudget <= 0 {
 		return
 	}
-	if left := inv.deadline.Sub(time.Now()); left <= s.pollBudget {
+	if left := time.Until(inv.deadline); left <= s.pollBudget {
 		s.w.violate("change %s: invocation #%d claimed it for a poll with %s left before its deadline (a poll needs %s)",
 			id, inv.ID, left, s.pollBudget)
 	}
