@@ -147,28 +147,36 @@ func (q *Requeuer) Acknowledge(ctx context.Context, eventID, by, reason string, 
 		return Acknowledged{}, err
 	}
 	_, err = q.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	return q.settleAck(ctx, "ack", eventID, err, func(current monitor.Record) bool { return current.AcknowledgedMS != 0 })
+}
+
+// settleAck finishes an acknowledgement's transaction (op names it in
+// errors): a cancelled one is the journal of another schema version, an
+// acknowledgement someone made first (acked reports it on the record read
+// then), or a record changed since it was read; otherwise the record and
+// its journal as stored.
+func (q *Requeuer) settleAck(ctx context.Context, op, eventID string, err error, acked func(monitor.Record) bool) (Acknowledged, error) {
 	var canceled *types.TransactionCanceledException
 	if errors.As(err, &canceled) {
 		if journalRefused(canceled) {
-			return Acknowledged{}, core.Wrap(monitor.CodeSchemaAltered, false, fmt.Errorf("ack %s: the journal item is of another schema version", eventID))
+			return Acknowledged{}, core.Wrap(monitor.CodeSchemaAltered, false, fmt.Errorf("%s %s: the journal item is of another schema version", op, eventID))
 		}
-		current, gerr := q.store.Get(ctx, eventID)
-		if gerr == nil && current.AcknowledgedMS != 0 {
+		if current, gerr := q.store.Get(ctx, eventID); gerr == nil && acked(current) {
 			// Someone acknowledged it first.
 			return q.already(ctx, current)
 		}
-		return Acknowledged{}, core.Wrap(CodeAckLost, false, fmt.Errorf("ack %s: the record changed since it was read", eventID))
+		return Acknowledged{}, core.Wrap(CodeAckLost, false, fmt.Errorf("%s %s: the record changed since it was read", op, eventID))
 	}
 	if err != nil {
-		return Acknowledged{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("opsdb ack %s: %w", eventID, err))
+		return Acknowledged{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("opsdb %s %s: %w", op, eventID, err))
 	}
 	stored, err := q.store.Get(ctx, eventID)
 	if err != nil {
-		return Acknowledged{}, fmt.Errorf("ack %s: read back: %w", eventID, err)
+		return Acknowledged{}, fmt.Errorf("%s %s: read back: %w", op, eventID, err)
 	}
 	j, _, err := q.AckHistory(ctx, eventID)
 	if err != nil {
-		return Acknowledged{}, fmt.Errorf("ack %s: read journal: %w", eventID, err)
+		return Acknowledged{}, fmt.Errorf("%s %s: read journal: %w", op, eventID, err)
 	}
 	return Acknowledged{Record: stored, Journal: j}, nil
 }
@@ -289,28 +297,9 @@ func (q *Requeuer) AcknowledgeInvalid(ctx context.Context, eventID, by, reason s
 		return Acknowledged{}, err
 	}
 	_, err = q.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	var canceled *types.TransactionCanceledException
-	if errors.As(err, &canceled) {
-		if journalRefused(canceled) {
-			return Acknowledged{}, core.Wrap(monitor.CodeSchemaAltered, false, fmt.Errorf("ack --invalid %s: the journal item is of another schema version", eventID))
-		}
-		if current, gerr := q.store.Get(ctx, eventID); gerr == nil && monitor.MarkedInvalid(current) && current.AcknowledgedMS != 0 {
-			return q.already(ctx, current)
-		}
-		return Acknowledged{}, core.Wrap(CodeAckLost, false, fmt.Errorf("ack --invalid %s: the record changed since it was read", eventID))
-	}
-	if err != nil {
-		return Acknowledged{}, core.Wrap(monitor.CodeStoreUnavailable, true, fmt.Errorf("opsdb ack --invalid %s: %w", eventID, err))
-	}
-	stored, err := q.store.Get(ctx, eventID)
-	if err != nil {
-		return Acknowledged{}, fmt.Errorf("ack --invalid %s: read back: %w", eventID, err)
-	}
-	j, _, err := q.AckHistory(ctx, eventID)
-	if err != nil {
-		return Acknowledged{}, fmt.Errorf("ack --invalid %s: read journal: %w", eventID, err)
-	}
-	return Acknowledged{Record: stored, Journal: j}, nil
+	return q.settleAck(ctx, "ack --invalid", eventID, err, func(current monitor.Record) bool {
+		return monitor.MarkedInvalid(current) && current.AcknowledgedMS != 0
+	})
 }
 
 // ackInvalidTransaction is ackTransaction for a record marked invalid:
