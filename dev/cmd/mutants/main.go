@@ -329,6 +329,29 @@ func report(results []verdict, elapsed time.Duration) string {
 	fmt.Fprintf(&b, "\n%d mutants: %d caught, %d hang, %d survived, %d equivalent, %d build-failed; killed %d of %d (%.0f %%), %s, load %s\n",
 		len(results), counts["caught"], counts["hang"], counts["survived"], counts["equivalent"], counts["build-failed"],
 		killed, judged, rate, elapsed.Round(time.Second), loadavg())
+	// The score of each set apart (mutants.Mutant.Set): the ones written
+	// before the checks that judge them cannot have been tuned to them.
+	sets := map[string][2]int{}
+	for _, v := range results {
+		if v.status != "caught" && v.status != "hang" && v.status != "survived" {
+			continue
+		}
+		k := sets[v.m.Set]
+		if v.status != "survived" {
+			k[0]++
+		}
+		k[1]++
+		sets[v.m.Set] = k
+	}
+	for _, set := range []string{"", mutants.SetBeforeChecks} {
+		if k, ok := sets[set]; ok {
+			name := set
+			if name == "" {
+				name = "written with or after their checks"
+			}
+			fmt.Fprintf(&b, "set %s: killed %d of %d\n", name, k[0], k[1])
+		}
+	}
 	return b.String()
 }
 
