@@ -396,7 +396,7 @@ var List = []Mutant{
 		What: "a plan is resealed under the oldest key of the set, not the current one"},
 	{ID: "rel-seal-final-without-reread", File: "core/release/plan_seal.go", Set: SetBeforeChecks,
 		From: "if err != nil || !readAt.After(met) {",
-		To:   "if err != nil || readAt.Before(time.Time{}) {",
+		To:   "if err != nil || readAt.Before(met.Add(-87600 * time.Hour)) {",
 		What: "a plan seal under none of the keys is final although the key set was not re-read since the seal was met"},
 	{ID: "secretkey-read-at-attempt", File: "adapters/secretkey/cache.go", Set: SetBeforeChecks,
 		From: "return c.reload(ctx, now), c.good, nil",
