@@ -353,7 +353,7 @@ var regressions = []regression{
 	// long run on e3ebf34, with day-2 operations: nothing retried the
 	// block, a late duplicate blocked the release days after the operator
 	// acknowledged it). TestSimFailedBlockIsRetried checks the retry.
-	{"block_write_failed_nothing_wakes", 1000240, blockWriteFailed},
+	{"block_write_failed_nothing_wakes", 1000726, blockWriteFailed},
 	// Seed 3345 stopped reaching it under storage format 1 and no seed
 	// was found then (1,000,001–1,006,000 searched); once the hinted
 	// outage draws of issue 39 moved the histories, the finder reported
