@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/localeflow/localeflow/adapters/monitordb"
 	"github.com/localeflow/localeflow/adapters/opsdb"
+	"github.com/localeflow/localeflow/core"
 	"github.com/localeflow/localeflow/core/health/healthtest"
 	"github.com/localeflow/localeflow/core/monitor"
 	"github.com/localeflow/localeflow/dev/localtest"
@@ -32,6 +34,9 @@ func TestAckInvalidOnLocalStack(t *testing.T) {
 	topo := localtest.Topology(t)
 	db := localtest.DynamoDB(t)
 	ctx := context.Background()
+	// Records of an hour ago: the open ones within health's age limits
+	// (health checks at the real time).
+	base := core.Millis(time.Now().Add(-time.Hour))
 	store, err := monitordb.New(db, topo.Monitor.Name)
 	if err != nil {
 		t.Fatal(err)
