@@ -106,6 +106,8 @@ type monitorStore struct {
 	// was refused: the stall that outlived the lease is itself a fault,
 	// only a later one excuses a missing follow-up.
 	lostFaults map[readKey]int32
+	// lostAt is when the finishing write was refused (virtual time).
+	lostAt map[readKey]time.Time
 	// reads holds the last CMS answer an invocation got for a change (the
 	// next finishing write of that invocation for it must follow it).
 	reads map[readKey]readResult
@@ -306,9 +308,13 @@ func (s *monitorStore) Transition(ctx context.Context, f monitor.Fence, u monito
 				// A finishing write under a lease that ran out (or was
 				// taken over): the fence refused it.
 				s.w.Stats.StaleRefused++
-				if _, final := s.final[f.EventID]; inv != nil && !final {
+				// Only a lost lease owes the follow-up: a record of another
+				// schema version is not this code's to poll (adapters seed
+				// 1357 of the long run on 0be7496).
+				if _, final := s.final[f.EventID]; inv != nil && !final && !s.altered[f.EventID] && lostLeaseCode(core.CodeOf(e)) {
 					s.lostFollowUps[readKey{inv.ID, f.EventID}] = inv
 					s.lostFaults[readKey{inv.ID, f.EventID}] = inv.faults.Load()
+					s.lostAt[readKey{inv.ID, f.EventID}] = time.Now()
 				}
 				return "refused stale " + core.CodeOf(e), e
 			}
@@ -724,7 +730,7 @@ func newMonitor(w *World, bus *Bus, log *logcapture.Buffer, quarantined *Queue) 
 		MaxConsecutiveFailures: sc.MaxFailures}.WithDefaults()
 	m.store = &monitorStore{w: w, mem: m.mem, leases: map[string]*lease{}, altered: map[string]bool{}, alteredAs: map[string]monitor.Record{}, reclaimed: map[string]bool{},
 		cfg: cfg, written: map[string]monitor.Record{}, final: map[string]string{},
-		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{}, lostFollowUps: map[readKey]*Invocation{}, lostFaults: map[readKey]int32{},
+		storedBy: map[string]*Invocation{}, announcedBy: map[string]map[int]bool{}, storedAt: map[string]time.Time{}, followUps: map[readKey]*Invocation{}, lostFollowUps: map[readKey]*Invocation{}, lostFaults: map[readKey]int32{}, lostAt: map[readKey]time.Time{},
 		reads: map[readKey]readResult{}, notBefore: map[string]time.Time{}, tampered: map[string]bool{},
 		hinted: map[string]bool{}, regular: map[string]int64{}, claimHinted: map[readKey]bool{},
 		claimRegular: map[readKey]int64{}, fx: w.fx}
@@ -1140,11 +1146,36 @@ func (m *Monitor) checkFollowUps() {
 	})
 	for _, k := range keys {
 		inv := m.store.lostFollowUps[k]
-		if inv.faults.Load() > m.store.lostFaults[k] || inv.crashed.Load() || m.w.sendFailed[inv.ID] || m.w.pollSent[k] || m.announcedByInv(k.id, inv.ID) {
+		if inv.faults.Load() > m.store.lostFaults[k] || inv.crashed.Load() || m.w.sendFailed[inv.ID] || m.w.pollSent[k] || m.announcedByInv(k.id, inv.ID) ||
+			m.finishedBy(k.id, m.store.lostAt[k]) {
 			continue
 		}
 		m.w.violate("change %s: invocation #%d had its finishing write refused (lease lost) and sent no poll message for it", k.id, inv.ID)
 	}
+}
+
+// lostLeaseCode reports whether a refused finishing write lost its lease
+// (the fence refused it), the refusals that owe a follow-up poll.
+func lostLeaseCode(code string) bool {
+	switch code {
+	case monitor.CodeLeaseExpired, monitor.CodeClaimLost, monitor.CodeCompletionLost, monitor.CodeFailureLost, monitor.CodeClockRegressed:
+		return true
+	}
+	return false
+}
+
+// finishedBy reports whether change id's final outcome was stored by the
+// virtual instant at (the taker of a lost lease finished the change at
+// the refusal's instant: the refused poll then reads it final, and owes
+// no poll; adapters seed 2578 of the long run on 0be7496).
+func (m *Monitor) finishedBy(id string, at time.Time) bool {
+	out, ok := m.store.final[id]
+	if !ok {
+		return false
+	}
+	stored, ok := m.store.storedAt[out]
+	tol := m.w.maxOffset - m.w.minOffset + time.Millisecond
+	return ok && !stored.After(at.Add(tol))
 }
 
 // announcedByInv reports whether invocation inv put a change.terminal of

@@ -92,7 +92,7 @@ type releaseStore struct {
 	announce *announceTracker
 	// conflicted are the versioned writes a conflict refused, by
 	// invocation, key and the version they expected (checkFreshRetry).
-	conflicted map[conflictKey]bool
+	conflicted map[conflictKey]int
 	// eventKeys are the event keys any deployment of the seed held, by
 	// key id (checkPlanSeal).
 	eventKeys map[string][]byte
@@ -1025,14 +1025,17 @@ func (s *releaseStore) noteConflict(ctx context.Context, pk, sk string, prev int
 	// ingest: each message of a batch, a duplicate too, tries it once).
 	if inv := invocationOf(ctx); inv != nil && prev > 0 {
 		if s.conflicted == nil {
-			s.conflicted = map[conflictKey]bool{}
+			s.conflicted = map[conflictKey]int{}
 		}
-		s.conflicted[conflictKey{inv.ID, pk, sk, prev}] = true
+		s.conflicted[conflictKey{inv.ID, pk, sk, prev}]++
 	}
 }
 
 // checkFreshRetry: a step retried after a lost race works from a fresh
-// read. A versioned write that a conflict refused (another writer moved
+// read. Two best-effort writes of one step from one snapshot (a mark's
+// clearing, then a park: adapters seed 8478 of the long run on 0be7496)
+// may each meet the same conflict once; a third write on a version
+// conflicts refused twice is a retry loop on a stale read. A versioned write that a conflict refused (another writer moved
 // the record past the version it expected) is never tried again by the
 // same invocation on that same version (a create aside: each input of a
 // batch tries its own once): the record is no longer there,
@@ -1040,8 +1043,8 @@ func (s *releaseStore) noteConflict(ctx context.Context, pk, sk string, prev int
 // longer is (catches dev/mutants rel-tally-retry-stale: a tally update
 // retried from its stale snapshot).
 func (s *releaseStore) checkFreshRetry(ctx context.Context, pk, sk string, prev int64) {
-	if inv := invocationOf(ctx); inv != nil && s.conflicted[conflictKey{inv.ID, pk, sk, prev}] {
-		s.w.violate("%s %s: invocation #%d wrote on version %d again after a conflict refused that write (a retry from a stale read)",
+	if inv := invocationOf(ctx); inv != nil && s.conflicted[conflictKey{inv.ID, pk, sk, prev}] >= 2 {
+		s.w.violate("%s %s: invocation #%d wrote on version %d again after conflicts refused that write twice (a retry from a stale read)",
 			pk, sk, inv.ID, prev)
 	}
 }
