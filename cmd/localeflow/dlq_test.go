@@ -39,13 +39,17 @@ func ebAttrs(rule, target, code string) map[string]types.MessageAttributeValue {
 func receiveAll(t *testing.T, q *sqs.Client, url string) []types.Message {
 	t.Helper()
 	var out []types.Message
-	for empty := 0; empty < 2; {
+	// SQS (and kumo) may answer a receive with nothing while messages are
+	// queued: five empty receives in a row end the scan.
+	for empty := 0; empty < 5; {
 		res, err := q.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(res.Messages) == 0 {
 			empty++
+		} else {
+			empty = 0
 		}
 		out = append(out, res.Messages...)
 	}
